@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the system packages runthrough builds and tests against, only if missing.
+# Idempotent; needs root (apt-get) when something is missing. Used by `make demo`,
+# `make test` and `.ci/run`.
+set -euo pipefail
+
+pkgs=(
+  pkg-config
+  libfabric-dev      # fabric/ bindgen headers + libfabric.so (1.17 on Debian 12)
+  libfabric-bin      # fi_info / fi_pingpong, the raw-libfabric reference
+  libhwloc-dev       # hwloc2 crate: NUMA placement of shm rings
+  libclang-dev       # bindgen
+  clang
+  iproute2           # ip netns for multi-host tests
+  procps
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all system packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "install-deps: need root to apt-get install: ${missing[*]}" >&2; exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

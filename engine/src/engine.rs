@@ -1,0 +1,701 @@
+//! The progress engine: sends, receives, protocols and failure-driven completion.
+//!
+//! Parts (DESIGN §2, STYLE "A message's way"):
+//! - start: [`Engine::start_send`] stamps the per-peer sequence number and picks eager
+//!   (payload in the record) or rendezvous (an RTS; the receiver pulls with CMA/RMA and
+//!   answers FIN, or asks for a stream with CTS when it cannot pull);
+//!   [`Engine::start_recv`] matches the unexpected queue or posts the receive;
+//! - [`Engine::progress`]: drains the transport in place (payloads are copied straight
+//!   from the ring into the matched user buffer), restores send order from sequence
+//!   numbers, runs the deferred pulls, then retries the per-peer pending queues (work a
+//!   busy transport refused, kept in order so nothing overtakes);
+//! - failure: [`Engine::fail_peer`] completes every request touching a failed rank with
+//!   `RankFailStop` and discards its protocol work, from outside the protocols.
+//!
+//! The hot path (eager send, expected receive) allocates nothing: requests live in a
+//! slab, queues keep their capacity, unexpected payloads use pooled buffers.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::buf::{RawBuf, RawBufMut};
+use crate::error::Error;
+use crate::matching::{Arrival, Pattern, PostedQueue, UnexpectedQueue};
+use crate::request::{Kind, RecvPhase, Request, SendPhase, Slab, Status};
+use crate::transport::{AnyTransport, Caps, Event, Posted, Transport, TransportError};
+use crate::types::{ContextId, Rank, RemoteRegion, ReqId, Seq, Tag};
+use crate::wire::{Envelope, Header, MAX_HEADER_BYTES};
+
+/// Default largest payload sent eagerly (bytes); larger messages use rendezvous.
+pub const DEFAULT_EAGER_LIMIT_BYTES: usize = 16 * 1024;
+/// Default number of busy polls a blocking wait makes before it starts yielding.
+pub const DEFAULT_SPIN_POLLS: u32 = 4000;
+/// Polls made before yielding when ranks outnumber cores.
+pub const OVERSUBSCRIBED_SPIN_POLLS: u32 = 16;
+/// Records handed from the transport per progress call.
+const POLL_BUDGET: usize = 64;
+/// Unexpected-payload buffers kept for reuse.
+const POOL_KEEP: usize = 64;
+
+/// Engine tunables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Payloads up to this size go eagerly (capped by the transport's record size).
+    pub eager_limit: usize,
+    /// Busy polls of a blocking wait before it yields the CPU.
+    pub spin_polls: u32,
+    /// Largest fragment of a streamed rendezvous (capped by the record size).
+    pub stream_chunk: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self { eager_limit: DEFAULT_EAGER_LIMIT_BYTES, spin_polls: DEFAULT_SPIN_POLLS, stream_chunk: 64 * 1024 }
+    }
+}
+
+#[derive(Debug)]
+enum Unexp {
+    Eager(Vec<u8>),
+    Rts { len: u64, sreq: ReqId, region: RemoteRegion },
+}
+
+#[derive(Debug)]
+struct UnexpEntry {
+    peer: Rank,
+    data: Unexp,
+}
+
+/// Work for one peer that the transport has not accepted yet, in order.
+#[derive(Debug)]
+enum Outgoing {
+    /// An eager message or an RTS of request `req`.
+    Msg { req: ReqId, header: Header },
+    /// A protocol control header (CTS, FIN).
+    Ctrl(Header),
+    /// A rendezvous being streamed after a CTS.
+    Stream { sreq: ReqId, rreq: ReqId, offset: u64 },
+}
+
+#[derive(Debug, Default)]
+struct Peer {
+    send_seq: u32,
+    recv_seq: u32,
+    pending: VecDeque<Outgoing>,
+    /// Matched-kind records that arrived ahead of their turn (other transports).
+    held: BTreeMap<u32, Vec<u8>>,
+    failed: bool,
+    no_rma: bool,
+}
+
+#[derive(Debug)]
+struct Pull {
+    rreq: ReqId,
+    peer: Rank,
+    src: u32,
+    tag: i32,
+    len: u64,
+    sreq: ReqId,
+    region: RemoteRegion,
+}
+
+/// Counters for tests and diagnostics.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    /// Records that failed to decode (dropped, logged).
+    pub malformed: u64,
+    /// Protocol headers naming an unknown or mismatched request (dropped, logged).
+    pub stray: u64,
+    /// Messages that went to the unexpected queue.
+    pub unexpected: u64,
+    /// Rendezvous pulled with CMA/RMA.
+    pub pulled: u64,
+    /// Rendezvous streamed after a CTS.
+    pub streamed: u64,
+}
+
+/// Everything but the transport, so a transport callback can borrow it mutably.
+#[derive(Debug)]
+struct State {
+    me: Rank,
+    cfg: Config,
+    caps: Caps,
+    eager_max: usize,
+    chunk: usize,
+    reqs: Slab,
+    posted: PostedQueue<ReqId>,
+    unexpected: UnexpectedQueue<UnexpEntry>,
+    peers: Vec<Peer>,
+    queued: usize,
+    pulls: Vec<Pull>,
+    newly_failed: Vec<Rank>,
+    pool: Vec<Vec<u8>>,
+    stats: Stats,
+}
+
+/// The progress engine of one process.
+#[derive(Debug)]
+pub struct Engine {
+    transport: AnyTransport,
+    st: State,
+}
+
+impl Engine {
+    /// An engine for rank `me` of `size` ranks over `transport`.
+    pub fn new(me: Rank, size: u32, transport: AnyTransport, cfg: Config) -> Self {
+        let caps = transport.caps();
+        let room = caps.max_record.saturating_sub(MAX_HEADER_BYTES);
+        let eager_max = cfg.eager_limit.min(room);
+        let chunk = cfg.stream_chunk.min(room).max(1);
+        Self {
+            transport,
+            st: State {
+                me,
+                cfg,
+                caps,
+                eager_max,
+                chunk,
+                reqs: Slab::default(),
+                posted: PostedQueue::default(),
+                unexpected: UnexpectedQueue::default(),
+                peers: (0..size).map(|_| Peer::default()).collect(),
+                queued: 0,
+                pulls: Vec::new(),
+                newly_failed: Vec::new(),
+                pool: Vec::new(),
+                stats: Stats::default(),
+            },
+        }
+    }
+
+    /// This process's world rank.
+    pub fn rank(&self) -> Rank {
+        self.st.me
+    }
+
+    /// Number of ranks in the job.
+    pub fn size(&self) -> u32 {
+        self.st.peers.len() as u32
+    }
+
+    /// The tunables in force.
+    pub fn config(&self) -> Config {
+        self.st.cfg
+    }
+
+    /// Largest payload sent eagerly.
+    pub fn eager_limit(&self) -> usize {
+        self.st.eager_max
+    }
+
+    /// Diagnostic counters.
+    pub fn stats(&self) -> Stats {
+        self.st.stats
+    }
+
+    /// Whether `peer` is known failed.
+    pub fn is_failed(&self, peer: Rank) -> bool {
+        self.st.peers.get(peer.0 as usize).is_some_and(|p| p.failed)
+    }
+
+    /// Number of live requests (pending or completed but not yet taken).
+    pub fn live_requests(&self) -> usize {
+        self.st.reqs.live()
+    }
+
+    /// Whether any work is still queued for a busy transport.
+    pub fn has_queued(&self) -> bool {
+        self.st.queued > 0
+    }
+
+    /// Starts sending `buf` to `peer` (world rank) on context `ctx`, as rank `src` of the
+    /// communicator to its rank `dest`. Never blocks; an error is reported at completion.
+    pub(crate) fn start_send(&mut self, ctx: ContextId, src: u32, dest: u32, peer: Rank, tag: Tag, buf: RawBuf) -> ReqId {
+        let Engine { transport, st } = self;
+        let len = buf.len();
+        let phase = SendPhase::AwaitingTransport;
+        let req = st.reqs.insert(Request {
+            kind: Kind::Send { peer, dest, tag: tag.0, buf, phase },
+            outcome: None,
+        });
+        let p = &mut st.peers[peer.0 as usize];
+        if p.failed {
+            st.set_outcome(req, Err(Error::RankFailStop { rank: dest }));
+            return req;
+        }
+        let env = Envelope { ctx, src, tag, seq: Seq(p.send_seq) };
+        p.send_seq = p.send_seq.wrapping_add(1);
+        let header = if len <= st.eager_max {
+            Header::Eager { env, len: len as u32 }
+        } else {
+            let region = RemoteRegion { addr: buf.addr(), len: len as u64, key: 0 };
+            Header::Rts { env, len: len as u64, sreq: req, region }
+        };
+        let out = Outgoing::Msg { req, header };
+        if st.peers[peer.0 as usize].pending.is_empty() {
+            if let Some(out) = st.try_post(transport, peer, out) {
+                st.peers[peer.0 as usize].pending.push_back(out);
+                st.queued += 1;
+            }
+        } else {
+            st.peers[peer.0 as usize].pending.push_back(out);
+            st.queued += 1;
+        }
+        req
+    }
+
+    /// Starts a receive into `buf` for `pattern`; `peer` is the world rank of a specific
+    /// source (`None` for ANY_SOURCE).
+    pub(crate) fn start_recv(&mut self, pattern: Pattern, peer: Option<Rank>, buf: RawBufMut) -> ReqId {
+        let req = self.st.reqs.insert(Request {
+            kind: Kind::Recv { peer, buf, phase: RecvPhase::AwaitingMatch },
+            outcome: None,
+        });
+        if let Some((a, e)) = self.st.unexpected.take_match(&pattern) {
+            match e.data {
+                Unexp::Eager(data) => {
+                    self.st.deliver_eager(req, &a, &data);
+                    self.st.recycle(data);
+                }
+                Unexp::Rts { len, sreq, region } => {
+                    let pull = Pull { rreq: req, peer: e.peer, src: a.src, tag: a.tag.0, len, sreq, region };
+                    let Engine { transport, st } = self;
+                    st.pull(transport, pull);
+                    st.flush(transport);
+                }
+            }
+            return req;
+        }
+        if let Some(p) = peer {
+            if self.st.peers[p.0 as usize].failed {
+                let rank = pattern.src.unwrap_or(p.0);
+                self.st.set_outcome(req, Err(Error::RankFailStop { rank }));
+                return req;
+            }
+        }
+        self.st.posted.post(pattern, req);
+        req
+    }
+
+    /// Takes the outcome of `req` if it has completed (the request is then freed).
+    pub(crate) fn take_if_complete(&mut self, req: ReqId) -> Option<Result<Status, Error>> {
+        let done = self.st.reqs.get(req)?.outcome.is_some();
+        if !done {
+            return None;
+        }
+        self.st.reqs.remove(req).and_then(|r| r.outcome)
+    }
+
+    /// Whether `req` has completed (or no longer exists).
+    pub(crate) fn is_complete(&self, req: ReqId) -> bool {
+        self.st.reqs.get(req).is_none_or(|r| r.outcome.is_some())
+    }
+
+    /// Frees `req` if that is safe now: it completed, or it is a receive still waiting
+    /// for a match (it is cancelled). Returns `false` when the engine may still touch the
+    /// request's buffer, so the caller must keep progressing until it completes.
+    pub(crate) fn release(&mut self, req: ReqId) -> bool {
+        let Some(r) = self.st.reqs.get(req) else { return true };
+        if r.outcome.is_some() {
+            self.st.reqs.remove(req);
+            return true;
+        }
+        if matches!(r.kind, Kind::Recv { phase: RecvPhase::AwaitingMatch, .. }) {
+            self.st.posted.remove_where(|_, id| *id == req);
+            self.st.reqs.remove(req);
+            return true;
+        }
+        false
+    }
+
+    /// Finds the earliest buffered message matching `pattern` without receiving it.
+    pub fn probe_unexpected(&self, pattern: &Pattern) -> Option<Status> {
+        self.st.unexpected.peek_match(pattern).map(|(a, e)| Status {
+            source: a.src as usize,
+            tag: a.tag.0,
+            len: match &e.data {
+                Unexp::Eager(d) => d.len(),
+                Unexp::Rts { len, .. } => *len as usize,
+            },
+        })
+    }
+
+    /// Drives communication: drains the transport, runs pulls, retries queued work.
+    /// Returns the number of transport events handled.
+    pub fn progress(&mut self) -> usize {
+        let Engine { transport, st } = self;
+        let n = transport.poll(POLL_BUDGET, |ev| st.on_event(ev));
+        if !st.pulls.is_empty() {
+            let mut pulls = std::mem::take(&mut st.pulls);
+            for pull in pulls.drain(..) {
+                st.pull(transport, pull);
+            }
+            st.pulls = pulls;
+        }
+        while let Some(peer) = st.newly_failed.pop() {
+            st.fail_peer(peer);
+        }
+        if st.queued > 0 {
+            st.flush(transport);
+        }
+        n
+    }
+
+    /// Marks `peer` failed and completes every request touching it with `RankFailStop`;
+    /// its queued protocol work is discarded. Messages it sent that already arrived stay
+    /// buffered (R11). Idempotent.
+    pub fn fail_peer(&mut self, peer: Rank) {
+        self.st.fail_peer(peer);
+    }
+}
+
+impl State {
+    fn set_outcome(&mut self, req: ReqId, outcome: Result<Status, Error>) {
+        if let Some(r) = self.reqs.get_mut(req) {
+            if r.outcome.is_none() {
+                r.outcome = Some(outcome);
+            }
+        }
+    }
+
+    fn recycle(&mut self, mut v: Vec<u8>) {
+        if self.pool.len() < POOL_KEEP {
+            v.clear();
+            self.pool.push(v);
+        }
+    }
+
+    /// Tries to hand `out` to the transport. Returns it back when the transport is busy
+    /// (or only partly took a stream).
+    fn try_post(&mut self, t: &mut AnyTransport, peer: Rank, out: Outgoing) -> Option<Outgoing> {
+        let mut hb = [0u8; MAX_HEADER_BYTES];
+        match out {
+            Outgoing::Msg { req, header } => {
+                let n = header.encode(&mut hb);
+                let (payload, eager) = match (&header, self.reqs.get(req)) {
+                    (Header::Eager { .. }, Some(Request { kind: Kind::Send { buf, .. }, .. })) => (*buf, true),
+                    (_, Some(_)) => (RawBuf::empty(), false),
+                    (_, None) => return None,
+                };
+                match t.try_send(peer, &hb[..n], payload.as_slice()) {
+                    Ok(Posted::Done) | Ok(Posted::InFlight(_)) => {
+                        if eager {
+                            let st = self.send_status(req);
+                            self.set_outcome(req, Ok(st));
+                        } else if let Some(Request { kind: Kind::Send { phase, .. }, .. }) = self.reqs.get_mut(req) {
+                            *phase = SendPhase::AwaitingFinOrCts;
+                        }
+                        None
+                    }
+                    Err(TransportError::Busy) => Some(Outgoing::Msg { req, header }),
+                    Err(e) => {
+                        self.send_failed(peer, req, e);
+                        None
+                    }
+                }
+            }
+            Outgoing::Ctrl(header) => {
+                let n = header.encode(&mut hb);
+                match t.try_send(peer, &hb[..n], &[]) {
+                    Ok(_) => None,
+                    Err(TransportError::Busy) => Some(Outgoing::Ctrl(header)),
+                    Err(e) => {
+                        tracing::debug!(peer = peer.0, error = %e, "control header not sent");
+                        self.newly_failed.push(peer);
+                        None
+                    }
+                }
+            }
+            Outgoing::Stream { sreq, rreq, mut offset } => {
+                let buf = match self.reqs.get(sreq) {
+                    Some(Request { kind: Kind::Send { buf, .. }, outcome: None, .. }) => *buf,
+                    _ => return None,
+                };
+                let data = buf.as_slice();
+                while (offset as usize) < data.len() {
+                    let end = (offset as usize + self.chunk).min(data.len());
+                    let n = Header::Data { rreq, offset }.encode(&mut hb);
+                    match t.try_send(peer, &hb[..n], &data[offset as usize..end]) {
+                        Ok(_) => offset = end as u64,
+                        Err(TransportError::Busy) => return Some(Outgoing::Stream { sreq, rreq, offset }),
+                        Err(e) => {
+                            self.send_failed(peer, sreq, e);
+                            return None;
+                        }
+                    }
+                }
+                let st = self.send_status(sreq);
+                self.set_outcome(sreq, Ok(st));
+                self.stats.streamed += 1;
+                None
+            }
+        }
+    }
+
+    fn send_status(&self, req: ReqId) -> Status {
+        match self.reqs.get(req) {
+            Some(Request { kind: Kind::Send { dest, tag, buf, .. }, .. }) => {
+                Status { source: *dest as usize, tag: *tag, len: buf.len() }
+            }
+            _ => Status { source: 0, tag: 0, len: 0 },
+        }
+    }
+
+    fn send_failed(&mut self, peer: Rank, req: ReqId, e: TransportError) {
+        let dest = match self.reqs.get(req) {
+            Some(Request { kind: Kind::Send { dest, .. }, .. }) => *dest,
+            _ => peer.0,
+        };
+        let err = match e {
+            TransportError::Peer { .. } => {
+                self.newly_failed.push(peer);
+                Error::RankFailStop { rank: dest }
+            }
+            other => Error::Transport(other.to_string()),
+        };
+        self.set_outcome(req, Err(err));
+    }
+
+    /// Retries every peer's queued work in order, stopping at the first busy entry.
+    fn flush(&mut self, t: &mut AnyTransport) {
+        for i in 0..self.peers.len() {
+            while let Some(out) = self.peers[i].pending.pop_front() {
+                self.queued -= 1;
+                if let Some(back) = self.try_post(t, Rank(i as u32), out) {
+                    self.peers[i].pending.push_front(back);
+                    self.queued += 1;
+                    break;
+                }
+            }
+        }
+    }
+
+    fn queue(&mut self, peer: Rank, out: Outgoing) {
+        self.peers[peer.0 as usize].pending.push_back(out);
+        self.queued += 1;
+    }
+
+    fn on_event(&mut self, ev: Event<'_>) {
+        match ev {
+            Event::Received { peer, bytes } => self.on_record(peer, bytes),
+            Event::PeerError { peer, cause } => {
+                tracing::debug!(peer = peer.0, %cause, "transport reports peer error");
+                self.newly_failed.push(peer);
+            }
+            Event::Sent(_) | Event::ReadDone(_) => {}
+        }
+    }
+
+    fn on_record(&mut self, peer: Rank, bytes: &[u8]) {
+        let Some(p) = self.peers.get_mut(peer.0 as usize) else { return };
+        if p.failed {
+            return;
+        }
+        let (h, payload) = match Header::decode(bytes) {
+            Ok(x) => x,
+            Err(e) => {
+                self.stats.malformed += 1;
+                tracing::warn!(peer = peer.0, error = %e, "dropping malformed record");
+                return;
+            }
+        };
+        let seq = match h {
+            Header::Eager { env, .. } | Header::Rts { env, .. } => Some(env.seq.0),
+            _ => None,
+        };
+        match seq {
+            Some(s) if s != p.recv_seq => {
+                if s.wrapping_sub(p.recv_seq) < u32::MAX / 2 {
+                    p.held.insert(s, bytes.to_vec());
+                } else {
+                    self.stats.malformed += 1;
+                    tracing::warn!(peer = peer.0, seq = s, "dropping duplicate or stale message");
+                }
+            }
+            Some(_) => {
+                p.recv_seq = p.recv_seq.wrapping_add(1);
+                self.on_matched(peer, h, payload);
+                self.release_held(peer);
+            }
+            None => self.on_protocol(peer, h, payload),
+        }
+    }
+
+    fn release_held(&mut self, peer: Rank) {
+        loop {
+            let p = &mut self.peers[peer.0 as usize];
+            if p.held.is_empty() {
+                return;
+            }
+            let Some(rec) = p.held.remove(&p.recv_seq) else { return };
+            p.recv_seq = p.recv_seq.wrapping_add(1);
+            if let Ok((h, payload)) = Header::decode(&rec) {
+                self.on_matched(peer, h, payload);
+            }
+        }
+    }
+
+    fn on_matched(&mut self, peer: Rank, h: Header, payload: &[u8]) {
+        match h {
+            Header::Eager { env, .. } => {
+                let a = Arrival { ctx: env.ctx, src: env.src, tag: env.tag };
+                if let Some((_, rreq)) = self.posted.take_match(&a) {
+                    self.deliver_eager(rreq, &a, payload);
+                } else {
+                    let mut v = self.pool.pop().unwrap_or_default();
+                    v.extend_from_slice(payload);
+                    self.stats.unexpected += 1;
+                    self.unexpected.push(a, UnexpEntry { peer, data: Unexp::Eager(v) });
+                }
+            }
+            Header::Rts { env, len, sreq, region } => {
+                let a = Arrival { ctx: env.ctx, src: env.src, tag: env.tag };
+                if let Some((_, rreq)) = self.posted.take_match(&a) {
+                    self.pulls.push(Pull { rreq, peer, src: env.src, tag: env.tag.0, len, sreq, region });
+                } else {
+                    self.stats.unexpected += 1;
+                    self.unexpected.push(a, UnexpEntry { peer, data: Unexp::Rts { len, sreq, region } });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn deliver_eager(&mut self, rreq: ReqId, a: &Arrival, payload: &[u8]) {
+        let Some(Request { kind: Kind::Recv { buf, .. }, outcome, .. }) = self.reqs.get_mut(rreq) else { return };
+        let n = payload.len().min(buf.len());
+        buf.as_mut_slice()[..n].copy_from_slice(&payload[..n]);
+        *outcome = Some(if payload.len() > buf.len() {
+            Err(Error::Truncate { posted: buf.len(), arrived: payload.len() })
+        } else {
+            Ok(Status { source: a.src as usize, tag: a.tag.0, len: payload.len() })
+        });
+    }
+
+    fn on_protocol(&mut self, peer: Rank, h: Header, payload: &[u8]) {
+        match h {
+            Header::Fin { sreq } | Header::Cts { sreq, .. } => {
+                let ok = matches!(
+                    self.reqs.get(sreq),
+                    Some(Request { kind: Kind::Send { peer: p, phase: SendPhase::AwaitingFinOrCts, .. }, outcome: None, .. })
+                        if *p == peer
+                );
+                if !ok {
+                    self.stray(peer, "fin/cts for no waiting send");
+                    return;
+                }
+                if let Header::Cts { rreq, .. } = h {
+                    if let Some(Request { kind: Kind::Send { phase, .. }, .. }) = self.reqs.get_mut(sreq) {
+                        *phase = SendPhase::Streaming;
+                    }
+                    self.queue(peer, Outgoing::Stream { sreq, rreq, offset: 0 });
+                } else {
+                    let st = self.send_status(sreq);
+                    self.set_outcome(sreq, Ok(st));
+                }
+            }
+            Header::Data { rreq, offset } => {
+                let Some(Request { kind: Kind::Recv { buf, phase, .. }, outcome, .. }) = self.reqs.get_mut(rreq) else {
+                    self.stray(peer, "data for no request");
+                    return;
+                };
+                let RecvPhase::AwaitingData { peer: from, received, total, src, tag } = phase else {
+                    self.stray(peer, "data for a receive not streaming");
+                    return;
+                };
+                if *from != peer || outcome.is_some() || offset.saturating_add(payload.len() as u64) > *total {
+                    self.stray(peer, "data outside the message");
+                    return;
+                }
+                let dst = buf.as_mut_slice();
+                let start = (offset as usize).min(dst.len());
+                let end = (offset as usize + payload.len()).min(dst.len());
+                dst[start..end].copy_from_slice(&payload[..end - start]);
+                *received += payload.len() as u64;
+                if *received >= *total {
+                    let total = *total as usize;
+                    *outcome = Some(if total > dst.len() {
+                        Err(Error::Truncate { posted: dst.len(), arrived: total })
+                    } else {
+                        Ok(Status { source: *src as usize, tag: *tag, len: total })
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn stray(&mut self, peer: Rank, what: &'static str) {
+        self.stats.stray += 1;
+        tracing::warn!(peer = peer.0, what, "dropping stray protocol header");
+    }
+
+    /// Pulls a matched rendezvous into the receive buffer, or asks for a stream.
+    fn pull(&mut self, t: &mut AnyTransport, pull: Pull) {
+        let Pull { rreq, peer, src, tag, len, sreq, region } = pull;
+        let rma = self.caps.rma_read && !self.peers[peer.0 as usize].no_rma;
+        if self.peers[peer.0 as usize].failed {
+            self.set_outcome(rreq, Err(Error::RankFailStop { rank: src }));
+            return;
+        }
+        let Some(Request { kind: Kind::Recv { buf, phase, .. }, outcome, .. }) = self.reqs.get_mut(rreq) else { return };
+        let dst = buf.as_mut_slice();
+        let n = (len as usize).min(dst.len());
+        if rma {
+            let remote = RemoteRegion { len: n as u64, ..region };
+            match t.rma_read(peer, remote, &mut dst[..n]) {
+                Ok(_) => {
+                    *outcome = Some(if len as usize > dst.len() {
+                        Err(Error::Truncate { posted: dst.len(), arrived: len as usize })
+                    } else {
+                        Ok(Status { source: src as usize, tag, len: len as usize })
+                    });
+                    self.stats.pulled += 1;
+                    self.queue(peer, Outgoing::Ctrl(Header::Fin { sreq }));
+                    return;
+                }
+                Err(TransportError::RmaUnavailable) => {
+                    tracing::debug!(peer = peer.0, "no CMA/RMA to this peer: streaming rendezvous");
+                    self.peers[peer.0 as usize].no_rma = true;
+                }
+                Err(e) => {
+                    tracing::debug!(peer = peer.0, error = %e, "rendezvous pull failed");
+                    *outcome = Some(Err(Error::RankFailStop { rank: src }));
+                    self.newly_failed.push(peer);
+                    return;
+                }
+            }
+        }
+        *phase = RecvPhase::AwaitingData { peer, received: 0, total: len, src, tag };
+        self.queue(peer, Outgoing::Ctrl(Header::Cts { sreq, rreq }));
+    }
+
+    fn fail_peer(&mut self, peer: Rank) {
+        let Some(p) = self.peers.get_mut(peer.0 as usize) else { return };
+        if p.failed {
+            return;
+        }
+        p.failed = true;
+        p.held.clear();
+        let dropped = p.pending.len();
+        p.pending.clear();
+        self.queued -= dropped;
+        tracing::debug!(peer = peer.0, "failing requests of failed peer");
+        for id in self.reqs.ids() {
+            let Some(r) = self.reqs.get(id) else { continue };
+            if r.outcome.is_some() {
+                continue;
+            }
+            let rank = match &r.kind {
+                Kind::Send { peer: p, dest, .. } if *p == peer => Some(*dest),
+                Kind::Recv { phase: RecvPhase::AwaitingData { peer: p, src, .. }, .. } if *p == peer => Some(*src),
+                Kind::Recv { peer: Some(p), phase: RecvPhase::AwaitingMatch, .. } if *p == peer => {
+                    self.posted.remove_where(|_, x| *x == id).map(|(pat, _)| pat.src.unwrap_or(peer.0))
+                }
+                _ => None,
+            };
+            if let Some(rank) = rank {
+                self.set_outcome(id, Err(Error::RankFailStop { rank }));
+            }
+        }
+    }
+}

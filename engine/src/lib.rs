@@ -1,0 +1,32 @@
+//! The runthrough progress engine (DESIGN §1–§2).
+//!
+//! It owns the I/O and the matching semantics; `shm` and `fabric` only move bytes, `ft`
+//! only decides. Parts:
+//! - [`types`]: newtypes (`Rank`, `Tag`, `ContextId`, `ReqId`, ...);
+//! - [`error`]: the one [`Error`] type, its [`Scope`] and MPI class mapping (R1);
+//! - [`wire`]: header codec, validated on decode;
+//! - [`transport`]: the byte-level [`transport::Transport`] trait and its adapters;
+//! - [`matching`]: posted / unexpected queues with wildcards, non-overtaking;
+//! - [`request`]: requests, their slab, [`Status`];
+//! - [`engine`]: the [`Engine`]: eager and rendezvous protocols, progress, failures;
+//! - [`handle`]: borrowing request handles, waiting with spin-then-yield.
+//!
+//! It never aborts the process and never panics on remote input: malformed records are
+//! counted and dropped, a peer's failure completes requests in error.
+#![deny(unsafe_code)]
+
+mod buf;
+pub mod engine;
+pub mod error;
+pub mod handle;
+pub mod matching;
+pub mod request;
+pub mod transport;
+pub mod types;
+pub mod wire;
+
+pub use engine::{Config, Engine, Stats};
+pub use error::{Class, Error, Scope};
+pub use handle::{irecv, isend, wait_all, wait_any, Request, Waiter};
+pub use request::Status;
+pub use types::{ContextId, Rank, RemoteRegion, ReqId, Seq, Tag, TAG_UB};

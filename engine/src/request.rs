@@ -1,0 +1,177 @@
+//! Requests and the slab that owns them.
+//!
+//! A request is created by `isend`/`irecv`, may be completed by its protocol, by a
+//! failure (`Engine::fail_peer`) or by a revoked context (`Engine::fail_context`), and is
+//! freed when its outcome is taken. Ids carry a generation so a stale id from the wire
+//! or a dropped handle never names a reused slot.
+
+use std::fmt;
+
+use crate::buf::{RawBuf, RawBufMut};
+use crate::error::Error;
+use crate::types::{Rank, ReqId};
+
+/// What a completed receive (or send) reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status {
+    /// Source rank in the communicator (for a send: the destination).
+    pub source: usize,
+    /// Tag of the message.
+    pub tag: i32,
+    /// Message length in bytes.
+    pub len: usize,
+}
+
+/// Where a send is in its protocol (named after what it waits for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SendPhase {
+    /// Parked on the peer's pending queue (transport was busy).
+    AwaitingTransport,
+    /// Rendezvous: the RTS is out; waiting for FIN (pulled) or CTS (stream it).
+    AwaitingFinOrCts,
+    /// Streaming the data after a CTS.
+    Streaming,
+}
+
+impl fmt::Display for SendPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// Where a receive is in its protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecvPhase {
+    /// On the posted queue, waiting for a matching message.
+    AwaitingMatch,
+    /// Matched a streamed rendezvous; waiting for its data fragments.
+    AwaitingData {
+        /// Sender (world rank).
+        peer: Rank,
+        /// Bytes received so far.
+        received: u64,
+        /// Message length.
+        total: u64,
+        /// Envelope of the message, for the status.
+        src: u32,
+        /// Tag of the message.
+        tag: i32,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) enum Kind {
+    Send {
+        peer: Rank,
+        /// Destination rank in the communicator.
+        dest: u32,
+        tag: i32,
+        buf: RawBuf,
+        phase: SendPhase,
+    },
+    Recv {
+        /// Specific source's world rank, `None` for ANY_SOURCE.
+        peer: Option<Rank>,
+        buf: RawBufMut,
+        phase: RecvPhase,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub(crate) kind: Kind,
+    pub(crate) outcome: Option<Result<Status, Error>>,
+}
+
+#[derive(Debug)]
+struct Slot {
+    gen: u32,
+    req: Option<Request>,
+}
+
+/// The request slab: allocation-free once warm.
+#[derive(Debug, Default)]
+pub(crate) struct Slab {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+}
+
+impl Slab {
+    pub(crate) fn insert(&mut self, req: Request) -> ReqId {
+        if let Some(index) = self.free.pop() {
+            let s = &mut self.slots[index as usize];
+            s.req = Some(req);
+            ReqId { index, gen: s.gen }
+        } else {
+            let index = self.slots.len() as u32;
+            self.slots.push(Slot { gen: 0, req: Some(req) });
+            ReqId { index, gen: 0 }
+        }
+    }
+
+    pub(crate) fn get(&self, id: ReqId) -> Option<&Request> {
+        let s = self.slots.get(id.index as usize)?;
+        if s.gen != id.gen {
+            return None;
+        }
+        s.req.as_ref()
+    }
+
+    pub(crate) fn get_mut(&mut self, id: ReqId) -> Option<&mut Request> {
+        let s = self.slots.get_mut(id.index as usize)?;
+        if s.gen != id.gen {
+            return None;
+        }
+        s.req.as_mut()
+    }
+
+    pub(crate) fn remove(&mut self, id: ReqId) -> Option<Request> {
+        let s = self.slots.get_mut(id.index as usize)?;
+        if s.gen != id.gen || s.req.is_none() {
+            return None;
+        }
+        s.gen = s.gen.wrapping_add(1);
+        self.free.push(id.index);
+        s.req.take()
+    }
+
+    /// Ids of every live request (slow path: failures, revocation).
+    pub(crate) fn ids(&self) -> Vec<ReqId> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.req.is_some())
+            .map(|(i, s)| ReqId { index: i as u32, gen: s.gen })
+            .collect()
+    }
+
+    pub(crate) fn live(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req() -> Request {
+        Request {
+            kind: Kind::Send { peer: Rank(0), dest: 0, tag: 0, buf: RawBuf::empty(), phase: SendPhase::AwaitingTransport },
+            outcome: None,
+        }
+    }
+
+    #[test]
+    fn stale_ids_never_name_a_reused_slot() {
+        let mut s = Slab::default();
+        let a = s.insert(req());
+        assert!(s.remove(a).is_some());
+        let b = s.insert(req());
+        assert_eq!(a.index, b.index);
+        assert!(s.get(a).is_none());
+        assert!(s.remove(a).is_none());
+        assert!(s.get(b).is_some());
+        assert_eq!(s.live(), 1);
+        assert_eq!(s.ids(), vec![b]);
+    }
+}

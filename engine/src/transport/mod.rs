@@ -1,0 +1,143 @@
+//! The byte-moving interface between the engine and its transports (STYLE "Key traits").
+//!
+//! A [`Transport`] knows nothing of MPI: it sends records (a header and a payload) to a
+//! peer, lets the engine pull a peer's exposed memory, and hands received records to the
+//! engine in place. Its limits are data ([`Caps`]). "Would block" is
+//! [`TransportError::Busy`]: the engine parks the work on a per-peer pending queue and
+//! retries from `progress()`; a transport never spins inside a call.
+//!
+//! Adapters: [`shm::ShmTransport`] (shared-memory rings + CMA) and [`sim::SimTransport`]
+//! (in-process, for tests). Dispatch on the hot path is the closed enum [`AnyTransport`].
+
+pub mod shm;
+pub mod sim;
+
+use crate::types::{OpId, Rank, RemoteRegion};
+
+/// What a transport can do, as numbers the protocols read instead of assuming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    /// Largest record (header + payload) `try_send` accepts.
+    pub max_record: usize,
+    /// Whether `rma_read` can pull a peer's exposed memory.
+    pub rma_read: bool,
+    /// Largest single message the transport can move (for rendezvous).
+    pub max_message: u64,
+}
+
+/// Outcome of a successful `try_send` / `rma_read`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Posted {
+    /// Finished: the data is on its way (or read) and the buffer may be reused.
+    Done,
+    /// Will complete later with the given id.
+    InFlight(OpId),
+}
+
+/// Why a transport call did not post.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    /// No resources now (ring full, no credits): retry later.
+    #[error("busy")]
+    Busy,
+    /// The record exceeds [`Caps::max_record`].
+    #[error("record of {len} bytes exceeds the transport limit {max}")]
+    TooLarge {
+        /// Record size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// RMA/CMA is not available to reach this peer (e.g. ptrace policy forbids CMA).
+    #[error("remote memory access unavailable")]
+    RmaUnavailable,
+    /// The peer is unreachable or gone.
+    #[error("peer {peer} unreachable: {cause}")]
+    Peer {
+        /// The peer.
+        peer: Rank,
+        /// What the transport saw.
+        cause: String,
+    },
+    /// A local failure of the transport.
+    #[error("transport failure: {0}")]
+    Local(String),
+}
+
+/// Something a transport reports from `poll`.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// A record arrived from `peer`; the bytes are valid only during the callback.
+    Received {
+        /// Sender.
+        peer: Rank,
+        /// The record (header followed by payload).
+        bytes: &'a [u8],
+    },
+    /// An in-flight send finished.
+    Sent(OpId),
+    /// An in-flight read finished.
+    ReadDone(OpId),
+    /// The transport saw `peer` fail (completion-queue error, peer process gone, ...).
+    PeerError {
+        /// The peer.
+        peer: Rank,
+        /// What the transport saw.
+        cause: String,
+    },
+}
+
+/// The byte-level transport interface.
+pub trait Transport {
+    /// Declared limits.
+    fn caps(&self) -> Caps;
+    /// Sends `header` followed by `payload` to `peer` as one record.
+    fn try_send(&mut self, peer: Rank, header: &[u8], payload: &[u8]) -> Result<Posted, TransportError>;
+    /// Pulls `local.len()` bytes from `peer`'s exposed `remote` memory.
+    fn rma_read(&mut self, peer: Rank, remote: RemoteRegion, local: &mut [u8]) -> Result<Posted, TransportError>;
+    /// Hands up to `budget` events to `f`; returns how many were handed.
+    fn poll<F: FnMut(Event<'_>)>(&mut self, budget: usize, f: F) -> usize;
+}
+
+/// The closed set of transports (static dispatch on the hot path).
+#[derive(Debug)]
+pub enum AnyTransport {
+    /// Shared memory.
+    Shm(shm::ShmTransport),
+    /// In-process simulation.
+    Sim(sim::SimTransport),
+}
+
+impl Transport for AnyTransport {
+    #[inline]
+    fn caps(&self) -> Caps {
+        match self {
+            AnyTransport::Shm(t) => t.caps(),
+            AnyTransport::Sim(t) => t.caps(),
+        }
+    }
+
+    #[inline]
+    fn try_send(&mut self, peer: Rank, header: &[u8], payload: &[u8]) -> Result<Posted, TransportError> {
+        match self {
+            AnyTransport::Shm(t) => t.try_send(peer, header, payload),
+            AnyTransport::Sim(t) => t.try_send(peer, header, payload),
+        }
+    }
+
+    #[inline]
+    fn rma_read(&mut self, peer: Rank, remote: RemoteRegion, local: &mut [u8]) -> Result<Posted, TransportError> {
+        match self {
+            AnyTransport::Shm(t) => t.rma_read(peer, remote, local),
+            AnyTransport::Sim(t) => t.rma_read(peer, remote, local),
+        }
+    }
+
+    #[inline]
+    fn poll<F: FnMut(Event<'_>)>(&mut self, budget: usize, f: F) -> usize {
+        match self {
+            AnyTransport::Shm(t) => t.poll(budget, f),
+            AnyTransport::Sim(t) => t.poll(budget, f),
+        }
+    }
+}

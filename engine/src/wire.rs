@@ -1,0 +1,327 @@
+//! Wire headers (STYLE "Wire"): the first byte is the kind, the second the protocol
+//! version; matched kinds carry `{ctx, src, tag, seq}`. All integers little-endian.
+//!
+//! | kind  | bytes | fields after the 4-byte common part                         |
+//! |-------|-------|--------------------------------------------------------------|
+//! | Eager | 24    | ctx u32, src u32, tag i32, seq u32, len u32; payload follows |
+//! | Rts   | 48    | ctx, src, tag, seq, len u64, sreq u64, addr u64, key u32     |
+//! | Cts   | 20    | sreq u64, rreq u64                                           |
+//! | Fin   | 12    | sreq u64                                                     |
+//! | Data  | 20    | rreq u64, offset u64; payload follows                        |
+//!
+//! Decoding validates everything: a short buffer, an unknown kind or version, or a
+//! length that disagrees with the payload is a [`WireError`], never a panic.
+
+use crate::types::{ContextId, RemoteRegion, ReqId, Seq, Tag};
+
+/// Protocol version carried in byte 1 of every header.
+pub const WIRE_VERSION: u8 = 1;
+/// Largest encoded header, in bytes.
+pub const MAX_HEADER_BYTES: usize = 48;
+
+const KIND_EAGER: u8 = 1;
+const KIND_RTS: u8 = 2;
+const KIND_CTS: u8 = 3;
+const KIND_FIN: u8 = 4;
+const KIND_DATA: u8 = 5;
+
+/// The envelope used for matching.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Envelope {
+    /// Communication context.
+    pub ctx: ContextId,
+    /// Sender's rank in the communicator.
+    pub src: u32,
+    /// Message tag.
+    pub tag: Tag,
+    /// Sequence number from the sender to this receiver.
+    pub seq: Seq,
+}
+
+/// A decoded header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Header {
+    /// A small message; `len` payload bytes follow the header.
+    Eager {
+        /// Matching envelope.
+        env: Envelope,
+        /// Payload length.
+        len: u32,
+    },
+    /// Ready-to-send: a large message waits at the sender to be pulled.
+    Rts {
+        /// Matching envelope.
+        env: Envelope,
+        /// Message length.
+        len: u64,
+        /// The sender's request.
+        sreq: ReqId,
+        /// Where the receiver pulls from.
+        region: RemoteRegion,
+    },
+    /// Clear-to-send: the receiver asks the sender to stream the data (no RMA/CMA).
+    Cts {
+        /// The sender's request.
+        sreq: ReqId,
+        /// The receiver's request the data is for.
+        rreq: ReqId,
+    },
+    /// Finish: the receiver has pulled the data; the send completes.
+    Fin {
+        /// The sender's request.
+        sreq: ReqId,
+    },
+    /// A fragment of a streamed message; payload follows.
+    Data {
+        /// The receiver's request.
+        rreq: ReqId,
+        /// Offset of this fragment in the message.
+        offset: u64,
+    },
+}
+
+/// Why bytes could not be decoded as a header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    /// Fewer bytes than the header kind needs.
+    #[error("truncated header: {have} bytes, need {need}")]
+    Truncated {
+        /// Bytes present.
+        have: usize,
+        /// Bytes needed.
+        need: usize,
+    },
+    /// Unknown kind byte.
+    #[error("unknown header kind {0}")]
+    UnknownKind(u8),
+    /// Unsupported protocol version.
+    #[error("unsupported wire version {0}")]
+    Version(u8),
+    /// The length field disagrees with the bytes that follow.
+    #[error("payload length {declared} but {actual} bytes follow")]
+    Length {
+        /// Length the header declares.
+        declared: u64,
+        /// Bytes actually present.
+        actual: usize,
+    },
+}
+
+impl Header {
+    /// Encoded size of this header.
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            Header::Eager { .. } => 24,
+            Header::Rts { .. } => 48,
+            Header::Cts { .. } => 20,
+            Header::Fin { .. } => 12,
+            Header::Data { .. } => 20,
+        }
+    }
+
+    /// Encodes into `out` and returns the number of bytes written.
+    pub fn encode(&self, out: &mut [u8; MAX_HEADER_BYTES]) -> usize {
+        let n = self.encoded_len();
+        out[1] = WIRE_VERSION;
+        out[2] = 0;
+        out[3] = 0;
+        match *self {
+            Header::Eager { env, len } => {
+                out[0] = KIND_EAGER;
+                put_env(out, &env);
+                put32(out, 20, len);
+            }
+            Header::Rts { env, len, sreq, region } => {
+                out[0] = KIND_RTS;
+                put_env(out, &env);
+                put64(out, 20, len);
+                put64(out, 28, sreq.to_wire());
+                put64(out, 36, region.addr);
+                put32(out, 44, region.key as u32);
+            }
+            Header::Cts { sreq, rreq } => {
+                out[0] = KIND_CTS;
+                put64(out, 4, sreq.to_wire());
+                put64(out, 12, rreq.to_wire());
+            }
+            Header::Fin { sreq } => {
+                out[0] = KIND_FIN;
+                put64(out, 4, sreq.to_wire());
+            }
+            Header::Data { rreq, offset } => {
+                out[0] = KIND_DATA;
+                put64(out, 4, rreq.to_wire());
+                put64(out, 12, offset);
+            }
+        }
+        n
+    }
+
+    /// Decodes a record into its header and the payload that follows it.
+    pub fn decode(b: &[u8]) -> Result<(Header, &[u8]), WireError> {
+        if b.len() < 4 {
+            return Err(WireError::Truncated { have: b.len(), need: 4 });
+        }
+        if b[1] != WIRE_VERSION {
+            return Err(WireError::Version(b[1]));
+        }
+        let need = match b[0] {
+            KIND_EAGER => 24,
+            KIND_RTS => 48,
+            KIND_CTS => 20,
+            KIND_FIN => 12,
+            KIND_DATA => 20,
+            k => return Err(WireError::UnknownKind(k)),
+        };
+        if b.len() < need {
+            return Err(WireError::Truncated { have: b.len(), need });
+        }
+        let rest = &b[need..];
+        let h = match b[0] {
+            KIND_EAGER => {
+                let len = get32(b, 20);
+                if len as usize != rest.len() {
+                    return Err(WireError::Length { declared: len.into(), actual: rest.len() });
+                }
+                Header::Eager { env: get_env(b), len }
+            }
+            KIND_RTS => {
+                let len = get64(b, 20);
+                Header::Rts {
+                    env: get_env(b),
+                    len,
+                    sreq: ReqId::from_wire(get64(b, 28)),
+                    region: RemoteRegion { addr: get64(b, 36), len, key: get32(b, 44).into() },
+                }
+            }
+            KIND_CTS => Header::Cts {
+                sreq: ReqId::from_wire(get64(b, 4)),
+                rreq: ReqId::from_wire(get64(b, 12)),
+            },
+            KIND_FIN => Header::Fin { sreq: ReqId::from_wire(get64(b, 4)) },
+            _ => Header::Data { rreq: ReqId::from_wire(get64(b, 4)), offset: get64(b, 12) },
+        };
+        if !matches!(h, Header::Eager { .. } | Header::Data { .. }) && !rest.is_empty() {
+            return Err(WireError::Length { declared: 0, actual: rest.len() });
+        }
+        Ok((h, rest))
+    }
+}
+
+fn put_env(out: &mut [u8], env: &Envelope) {
+    put32(out, 4, env.ctx.0);
+    put32(out, 8, env.src);
+    put32(out, 12, env.tag.0 as u32);
+    put32(out, 16, env.seq.0);
+}
+
+fn get_env(b: &[u8]) -> Envelope {
+    Envelope {
+        ctx: ContextId(get32(b, 4)),
+        src: get32(b, 8),
+        tag: Tag(get32(b, 12) as i32),
+        seq: Seq(get32(b, 16)),
+    }
+}
+
+#[inline]
+fn put32(out: &mut [u8], at: usize, v: u32) {
+    out[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+#[inline]
+fn put64(out: &mut [u8], at: usize, v: u64) {
+    out[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+#[inline]
+fn get32(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+
+#[inline]
+fn get64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn env(ctx: u32, src: u32, tag: i32, seq: u32) -> Envelope {
+        Envelope { ctx: ContextId(ctx), src, tag: Tag(tag), seq: Seq(seq) }
+    }
+
+    fn round_trip(h: Header, payload: &[u8]) {
+        let mut buf = [0u8; MAX_HEADER_BYTES];
+        let n = h.encode(&mut buf);
+        assert_eq!(n, h.encoded_len());
+        let mut rec = buf[..n].to_vec();
+        rec.extend_from_slice(payload);
+        let (d, rest) = Header::decode(&rec).expect("decodes");
+        assert_eq!(d, h);
+        assert_eq!(rest, payload);
+    }
+
+    #[test]
+    fn every_header_round_trips() {
+        let id = ReqId { index: 5, gen: 9 };
+        round_trip(Header::Eager { env: env(2, 3, 77, 9), len: 3 }, b"abc");
+        round_trip(Header::Eager { env: env(0, 0, 0, 0), len: 0 }, b"");
+        round_trip(
+            Header::Rts {
+                env: env(u32::MAX, 7, (1 << 30) - 1, u32::MAX),
+                len: 1 << 40,
+                sreq: id,
+                region: RemoteRegion { addr: 0x7fff_0000_1234, len: 1 << 40, key: 42 },
+            },
+            b"",
+        );
+        round_trip(Header::Cts { sreq: id, rreq: ReqId { index: 1, gen: 2 } }, b"");
+        round_trip(Header::Fin { sreq: id }, b"");
+        round_trip(Header::Data { rreq: id, offset: 1 << 33 }, b"xyz");
+    }
+
+    #[test]
+    fn rejects_malformed() {
+        assert!(matches!(Header::decode(&[]), Err(WireError::Truncated { .. })));
+        assert_eq!(Header::decode(&[9, 1, 0, 0]), Err(WireError::UnknownKind(9)));
+        assert_eq!(Header::decode(&[1, 2, 0, 0]), Err(WireError::Version(2)));
+        let mut buf = [0u8; MAX_HEADER_BYTES];
+        let n = Header::Eager { env: env(1, 1, 1, 1), len: 5 }.encode(&mut buf);
+        assert!(matches!(Header::decode(&buf[..n]), Err(WireError::Length { .. })));
+        assert!(matches!(Header::decode(&buf[..n - 1]), Err(WireError::Truncated { .. })));
+        let n = Header::Fin { sreq: ReqId { index: 0, gen: 0 } }.encode(&mut buf);
+        let mut rec = buf[..n].to_vec();
+        rec.push(0);
+        assert!(matches!(Header::decode(&rec), Err(WireError::Length { .. })));
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
+            let _ = Header::decode(&bytes);
+        }
+
+        #[test]
+        fn truncations_of_valid_headers_are_rejected(
+            ctx in any::<u32>(), src in any::<u32>(), tag in any::<i32>(), seq in any::<u32>(),
+            len in any::<u64>(), cut in 0usize..48,
+        ) {
+            let e = env(ctx, src, tag, seq);
+            let sreq = ReqId::from_wire(len.rotate_left(7));
+            let h = Header::Rts { env: e, len, sreq, region: RemoteRegion { addr: len ^ 1, len, key: 3 } };
+            let mut buf = [0u8; MAX_HEADER_BYTES];
+            let n = h.encode(&mut buf);
+            let cut = cut.min(n - 1);
+            let truncated = Header::decode(&buf[..cut]);
+            prop_assert!(truncated.is_err());
+            prop_assert_eq!(Header::decode(&buf[..n]).map(|(h, _)| h), Ok(h));
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! Engine tests over the in-process `SimTransport`: several engines in one thread, each
+//! progressed explicitly, so every interleaving is deterministic.
+
+use parking_lot::Mutex;
+use runthrough_engine::matching::Pattern;
+use runthrough_engine::transport::sim::SimHub;
+use runthrough_engine::transport::{AnyTransport, Transport};
+use runthrough_engine::{irecv, isend, Config, ContextId, Engine, Error, Rank, Request, Status, Tag};
+
+const CTX: ContextId = ContextId(0);
+
+fn job(n: u32, capacity: usize, eager: usize) -> (SimHub, Vec<Mutex<Engine>>) {
+    let hub = SimHub::new(n, capacity, 4096);
+    let cfg = Config { eager_limit: eager, spin_polls: 0, stream_chunk: 1000 };
+    let engines = (0..n)
+        .map(|r| Mutex::new(Engine::new(Rank(r), n, AnyTransport::Sim(hub.endpoint(Rank(r))), cfg)))
+        .collect();
+    (hub, engines)
+}
+
+fn pat(src: Option<u32>, tag: Option<i32>) -> Pattern {
+    Pattern { ctx: CTX, src, tag: tag.map(Tag) }
+}
+
+fn send<'a>(e: &'a [Mutex<Engine>], from: u32, to: u32, tag: i32, buf: &'a [u8]) -> Request<'a> {
+    isend(&e[from as usize], CTX, from, to, Rank(to), Tag(tag), buf)
+}
+
+fn recv<'a>(e: &'a [Mutex<Engine>], at: u32, src: Option<u32>, tag: Option<i32>, buf: &'a mut [u8]) -> Request<'a> {
+    irecv(&e[at as usize], pat(src, tag), src.map(Rank), buf)
+}
+
+/// Progresses every engine until `req` completes (bounded).
+fn finish(engines: &[Mutex<Engine>], req: &mut Request<'_>) -> Result<Status, Error> {
+    for _ in 0..100_000 {
+        for e in engines {
+            e.lock().progress();
+        }
+        if let Some(st) = req.test()? {
+            return Ok(st);
+        }
+    }
+    panic!("request did not complete");
+}
+
+fn pump(engines: &[Mutex<Engine>], rounds: usize) {
+    for _ in 0..rounds {
+        for e in engines {
+            e.lock().progress();
+        }
+    }
+}
+
+fn pattern_bytes(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+#[test]
+fn eager_expected_and_unexpected() {
+    let (_hub, e) = job(2, 64, 256);
+    let a = pattern_bytes(100, 1);
+    // Unexpected: sent before the receive is posted.
+    let mut s = send(&e, 0, 1, 5, &a);
+    finish(&e, &mut s).unwrap();
+    pump(&e, 3);
+    let mut out = vec![0u8; 100];
+    let mut r = recv(&e, 1, Some(0), Some(5), &mut out);
+    let st = finish(&e, &mut r).unwrap();
+    drop(r);
+    assert_eq!(st, Status { source: 0, tag: 5, len: 100 });
+    assert_eq!(out, a);
+    assert_eq!(e[1].lock().stats().unexpected, 1);
+    // Expected: the receive is posted first.
+    let mut out = vec![0u8; 100];
+    let mut r = recv(&e, 1, None, None, &mut out);
+    let mut s = send(&e, 0, 1, 6, &a[..10]);
+    let st = finish(&e, &mut r).unwrap();
+    finish(&e, &mut s).unwrap();
+    drop(r);
+    assert_eq!(st, Status { source: 0, tag: 6, len: 10 });
+    assert_eq!(&out[..10], &a[..10]);
+}
+
+#[test]
+fn truncation_is_reported_and_fills_what_fits() {
+    let (_hub, e) = job(2, 64, 256);
+    for len in [200usize, 3000] {
+        // 200: eager; 3000: streamed rendezvous.
+        let a = pattern_bytes(len, 9);
+        let mut out = vec![0u8; 50];
+        let mut r = recv(&e, 1, Some(0), Some(1), &mut out);
+        let mut s = send(&e, 0, 1, 1, &a);
+        assert_eq!(finish(&e, &mut r), Err(Error::Truncate { posted: 50, arrived: len }));
+        finish(&e, &mut s).unwrap();
+        drop(r);
+        assert_eq!(&out[..], &a[..50]);
+    }
+}
+
+#[test]
+fn streamed_rendezvous_under_back_pressure() {
+    // Tiny queues force Busy on nearly every fragment.
+    let (_hub, e) = job(2, 2, 64);
+    for len in [65usize, 999, 1000, 1001, 50_000] {
+        let a = pattern_bytes(len, len as u8);
+        let mut out = vec![0u8; len];
+        let mut s = send(&e, 0, 1, 3, &a);
+        pump(&e, 2);
+        let mut r = recv(&e, 1, Some(0), Some(3), &mut out);
+        let st = finish(&e, &mut r).unwrap();
+        finish(&e, &mut s).unwrap();
+        drop(r);
+        assert_eq!(st.len, len);
+        assert_eq!(out, a, "len {len}");
+    }
+    assert!(e[0].lock().stats().streamed >= 5);
+}
+
+#[test]
+fn non_overtaking_across_eager_and_rendezvous_with_busy_transport() {
+    let (_hub, e) = job(3, 3, 64);
+    let msgs: Vec<Vec<u8>> = (0..40).map(|i| pattern_bytes((i * 37) % 300, i as u8)).collect();
+    let mut sends: Vec<Request<'_>> = Vec::new();
+    for (i, m) in msgs.iter().enumerate() {
+        sends.push(send(&e, 0, 2, (i % 3) as i32, m));
+        sends.push(send(&e, 1, 2, 0, m));
+    }
+    let mut bufs: Vec<Vec<u8>> = (0..80).map(|_| vec![0u8; 300]).collect();
+    let mut got: Vec<(usize, usize)> = Vec::new();
+    for b in bufs.iter_mut() {
+        let mut r = recv(&e, 2, None, None, b);
+        let st = finish(&e, &mut r).unwrap();
+        got.push((st.source, st.len));
+    }
+    for mut s in sends {
+        finish(&e, &mut s).unwrap();
+    }
+    for src in 0..2 {
+        let lens: Vec<usize> = got.iter().filter(|g| g.0 == src).map(|g| g.1).collect();
+        let want: Vec<usize> = msgs.iter().map(Vec::len).collect();
+        assert_eq!(lens, want, "messages from {src} arrived in send order");
+    }
+    for (i, b) in bufs.iter().enumerate() {
+        let (src, len) = got[i];
+        let n = got[..i].iter().filter(|g| g.0 == src).count();
+        assert_eq!(&b[..len], &msgs[n][..], "content of message {n} from {src}");
+    }
+}
+
+#[test]
+fn dropping_a_pending_receive_cancels_it() {
+    let (_hub, e) = job(2, 8, 256);
+    {
+        let mut out = vec![0u8; 8];
+        let r = recv(&e, 1, Some(0), Some(4), &mut out);
+        drop(r);
+    }
+    let a = pattern_bytes(8, 3);
+    let mut s = send(&e, 0, 1, 4, &a);
+    finish(&e, &mut s).unwrap();
+    let mut out = vec![0u8; 8];
+    let mut r = recv(&e, 1, Some(0), Some(4), &mut out);
+    finish(&e, &mut r).unwrap();
+    drop(r);
+    assert_eq!(out, a, "the message went to the live receive, not the dropped one");
+    assert_eq!(e[1].lock().live_requests(), 0);
+}
+
+#[test]
+fn failed_peer_completes_requests_with_rank_fail_stop() {
+    let (hub, e) = job(3, 8, 64);
+    // A message from 0 already buffered at 2 before 0 fails (R11).
+    let early = pattern_bytes(20, 7);
+    let mut s = send(&e, 0, 2, 1, &early);
+    finish(&e, &mut s).unwrap();
+    pump(&e, 2);
+    let mut pending_buf = vec![0u8; 20];
+    let mut pending = recv(&e, 1, Some(0), None, &mut pending_buf);
+    let big = pattern_bytes(5000, 1);
+    let mut rndv = send(&e, 1, 0, 2, &big);
+    pump(&e, 2);
+    hub.kill(Rank(0));
+    for eng in &e[1..] {
+        eng.lock().fail_peer(Rank(0));
+    }
+    assert_eq!(finish(&e[1..], &mut pending), Err(Error::RankFailStop { rank: 0 }));
+    assert_eq!(finish(&e[1..], &mut rndv), Err(Error::RankFailStop { rank: 0 }));
+    let mut out = vec![0u8; 20];
+    let mut r = recv(&e, 2, Some(0), None, &mut out);
+    finish(&e[1..], &mut r).unwrap();
+    drop(r);
+    assert_eq!(out, early, "buffered message from the failed rank is still delivered");
+    // New operations with the failed rank complete in error, at completion (R15).
+    let mut out = vec![0u8; 4];
+    let mut r = recv(&e, 2, Some(0), None, &mut out);
+    assert_eq!(finish(&e[1..], &mut r), Err(Error::RankFailStop { rank: 0 }));
+    let mut s = send(&e, 2, 0, 0, &early);
+    assert_eq!(finish(&e[1..], &mut s), Err(Error::RankFailStop { rank: 0 }));
+    // Survivors still talk.
+    let mut out = vec![0u8; 20];
+    let mut r = recv(&e, 2, Some(1), None, &mut out);
+    let mut s = send(&e, 1, 2, 9, &early);
+    finish(&e[1..], &mut s).unwrap();
+    assert_eq!(finish(&e[1..], &mut r).unwrap().tag, 9);
+}
+
+#[test]
+fn malformed_records_are_dropped_not_fatal() {
+    let (hub, e) = job(2, 8, 64);
+    let mut raw = hub.endpoint(Rank(0));
+    raw.try_send(Rank(1), &[1, 1, 0, 0, 9], &[]).unwrap();
+    raw.try_send(Rank(1), &[77, 1, 0, 0], &[]).unwrap();
+    raw.try_send(Rank(1), &[4, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0], &[]).unwrap();
+    pump(&e, 3);
+    let st = e[1].lock().stats();
+    assert_eq!(st.malformed, 2);
+    assert_eq!(st.stray, 1, "a FIN for no request is dropped");
+    let a = pattern_bytes(10, 2);
+    let mut out = vec![0u8; 10];
+    let mut r = recv(&e, 1, Some(0), None, &mut out);
+    let mut s = send(&e, 0, 1, 0, &a);
+    finish(&e, &mut s).unwrap();
+    finish(&e, &mut r).unwrap();
+    drop(r);
+    assert_eq!(out, a);
+}
+
+#[test]
+fn probe_sees_unexpected_without_consuming() {
+    let (_hub, e) = job(2, 8, 64);
+    let a = pattern_bytes(3000, 2);
+    let mut s = send(&e, 0, 1, 8, &a);
+    pump(&e, 3);
+    let st = e[1].lock().probe_unexpected(&pat(None, Some(8)));
+    assert_eq!(st, Some(Status { source: 0, tag: 8, len: 3000 }));
+    assert_eq!(e[1].lock().probe_unexpected(&pat(None, Some(9))), None);
+    let mut out = vec![0u8; 3000];
+    let mut r = recv(&e, 1, None, Some(8), &mut out);
+    finish(&e, &mut r).unwrap();
+    finish(&e, &mut s).unwrap();
+    drop(r);
+    assert_eq!(out, a);
+}
