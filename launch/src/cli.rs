@@ -1,0 +1,481 @@
+//! Command-line parsing for `rtrun` (hand-written; no external parser).
+//!
+//! ```text
+//! rtrun -n N [--bind-to core|none|numa] [--timeout DURATION] [--tag-output]
+//!       [--kill RANK@DURATION]... [--] prog [args...]
+//! ```
+//! Options may also be written `--opt=value`, and `-n` as `-nN`. Option parsing stops at
+//! the first non-option (the program) or after `--`. Durations: see [`parse_duration`].
+
+use std::ffi::OsString;
+use std::fmt;
+use std::time::Duration;
+
+/// Largest accepted `-n`.
+pub const MAX_RANKS: u32 = 4096;
+
+/// The usage text printed by `--help` and after argument errors.
+pub const USAGE: &str = "\
+usage: rtrun -n N [options] [--] PROGRAM [ARGS...]
+
+Runs N ranks of PROGRAM on this host with the runthrough bootstrap service.
+
+options:
+  -n N                     number of ranks (1..=4096)
+  --bind-to core|none|numa binding policy passed to the ranks as RT_BIND (default none)
+  --timeout DURATION       SIGKILL all ranks after DURATION, exit 124
+  --tag-output             prefix every output line with [RANK]
+  --kill RANK@DURATION     SIGKILL RANK DURATION after start (fault injection; repeatable)
+  -h, --help               print this help
+
+DURATION: a number with an optional unit us, ms, s or m (default s): 250ms, 1.5s, 2.
+";
+
+/// The binding policy (`--bind-to`, exported as `RT_BIND`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Bind {
+    /// One core per rank.
+    Core,
+    /// No binding (default).
+    #[default]
+    None,
+    /// Bind to a NUMA node.
+    Numa,
+}
+
+impl Bind {
+    /// The `RT_BIND` spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bind::Core => "core",
+            Bind::None => "none",
+            Bind::Numa => "numa",
+        }
+    }
+}
+
+impl fmt::Display for Bind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One `--kill RANK@DURATION`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KillSpec {
+    /// The rank to SIGKILL.
+    pub rank: u32,
+    /// How long after start.
+    pub after: Duration,
+}
+
+/// A parsed `rtrun` command line that runs a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// Number of ranks (`-n`).
+    pub ranks: u32,
+    /// `--bind-to`.
+    pub bind: Bind,
+    /// `--timeout`.
+    pub timeout: Option<Duration>,
+    /// `--tag-output`.
+    pub tag_output: bool,
+    /// Every `--kill`, in command-line order.
+    pub kills: Vec<KillSpec>,
+    /// The program, looked up as given (path, or `PATH` search).
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+}
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invocation {
+    /// Run a job.
+    Run(Options),
+    /// Print [`USAGE`] and exit 0.
+    Help,
+}
+
+/// A malformed `rtrun` command line (exit code 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UsageError {
+    /// An option that needs a value came last.
+    #[error("option {option} needs a value")]
+    MissingValue {
+        /// The option.
+        option: String,
+    },
+    /// `-n` was not given.
+    #[error("the number of ranks (-n N) is required")]
+    MissingRanks,
+    /// `-n` is not a number in `1..=MAX_RANKS`.
+    #[error("invalid number of ranks {value:?}: expected an integer in 1..={MAX_RANKS}")]
+    BadRanks {
+        /// The value given.
+        value: String,
+    },
+    /// No program was given.
+    #[error("no program given")]
+    MissingProgram,
+    /// A duration did not parse.
+    #[error("invalid duration {value:?} for {option}: {reason}")]
+    BadDuration {
+        /// The option.
+        option: &'static str,
+        /// The value given.
+        value: String,
+        /// Why it is invalid.
+        reason: DurationError,
+    },
+    /// `--kill` is not `RANK@DURATION`.
+    #[error("invalid --kill {value:?}: expected RANK@DURATION")]
+    BadKill {
+        /// The value given.
+        value: String,
+    },
+    /// `--kill` names a rank `>= N`.
+    #[error("--kill rank {rank} does not exist in a job of {size} ranks")]
+    KillRankOutOfRange {
+        /// The rank.
+        rank: u32,
+        /// `-n`.
+        size: u32,
+    },
+    /// `--bind-to` value is not `core`, `none` or `numa`.
+    #[error("invalid --bind-to {value:?}: expected core, none or numa")]
+    BadBind {
+        /// The value given.
+        value: String,
+    },
+    /// An unknown option.
+    #[error("unknown option {option:?}")]
+    UnknownOption {
+        /// The option.
+        option: String,
+    },
+    /// An option value is not valid UTF-8.
+    #[error("the value of {option} is not valid UTF-8")]
+    NotUnicode {
+        /// The option.
+        option: String,
+    },
+}
+
+/// Why a duration did not parse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DurationError {
+    /// Empty string.
+    #[error("empty")]
+    Empty,
+    /// The number part is not a finite non-negative decimal number.
+    #[error("not a non-negative number")]
+    BadNumber,
+    /// The unit is not one of `us`, `ms`, `s`, `m`.
+    #[error("unknown unit (use us, ms, s or m)")]
+    BadUnit,
+    /// Too large to represent.
+    #[error("too large")]
+    Overflow,
+}
+
+/// Parses `250ms`, `2s`, `1.5s`, `100us`, `2m`, or a bare number of seconds.
+///
+/// # Errors
+/// [`DurationError`] for anything else (negative, NaN, unknown unit, overflow).
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err(DurationError::Empty);
+    }
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    if num.is_empty() || num == "." {
+        return Err(DurationError::BadNumber);
+    }
+    let value: f64 = num.parse().map_err(|_| DurationError::BadNumber)?;
+    let scale = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" | "\u{b5}s" => 1e-6,
+        "m" | "min" => 60.0,
+        _ => return Err(DurationError::BadUnit),
+    };
+    Duration::try_from_secs_f64(value * scale).map_err(|_| DurationError::Overflow)
+}
+
+fn utf8(option: &str, v: OsString) -> Result<String, UsageError> {
+    v.into_string().map_err(|_| UsageError::NotUnicode {
+        option: option.to_owned(),
+    })
+}
+
+/// Parses `rtrun`'s arguments (without the program name `argv[0]`).
+///
+/// # Errors
+/// [`UsageError`] for every malformed command line; never panics.
+pub fn parse_args<I>(args: I) -> Result<Invocation, UsageError>
+where
+    I: IntoIterator<Item = OsString>,
+{
+    let mut it = args.into_iter();
+    let mut ranks: Option<u32> = None;
+    let mut bind = Bind::default();
+    let mut timeout = None;
+    let mut tag_output = false;
+    let mut kills = Vec::new();
+    let mut program = None;
+
+    while let Some(arg) = it.next() {
+        let Some(a) = arg.to_str() else {
+            // Not an option we know (options are ASCII): the program.
+            program = Some(arg);
+            break;
+        };
+        if a == "--" {
+            program = it.next();
+            break;
+        }
+        if !a.starts_with('-') || a == "-" {
+            program = Some(arg);
+            break;
+        }
+        // Split `--opt=value` and `-nN`.
+        let (name, inline): (&str, Option<String>) = if let Some(rest) = a.strip_prefix("--") {
+            match rest.split_once('=') {
+                Some((n, v)) => (&a[..2 + n.len()], Some(v.to_owned())),
+                None => (a, None),
+            }
+        } else if a.len() > 2 && a.starts_with("-n") {
+            ("-n", Some(a[2..].trim_start_matches('=').to_owned()))
+        } else {
+            (a, None)
+        };
+        let name = name.to_owned();
+        let mut value = |inline: Option<String>| -> Result<String, UsageError> {
+            match inline {
+                Some(v) => Ok(v),
+                None => match it.next() {
+                    Some(v) => utf8(&name, v),
+                    None => Err(UsageError::MissingValue {
+                        option: name.clone(),
+                    }),
+                },
+            }
+        };
+        match name.as_str() {
+            "-h" | "--help" => return Ok(Invocation::Help),
+            "-n" | "--np" | "-np" => {
+                let v = value(inline)?;
+                match v.trim().parse::<u32>() {
+                    Ok(n) if (1..=MAX_RANKS).contains(&n) => ranks = Some(n),
+                    _ => return Err(UsageError::BadRanks { value: v }),
+                }
+            }
+            "--bind-to" => {
+                let v = value(inline)?;
+                bind = match v.as_str() {
+                    "core" => Bind::Core,
+                    "none" => Bind::None,
+                    "numa" => Bind::Numa,
+                    _ => return Err(UsageError::BadBind { value: v }),
+                };
+            }
+            "--timeout" => {
+                let v = value(inline)?;
+                let d = parse_duration(&v).map_err(|reason| UsageError::BadDuration {
+                    option: "--timeout",
+                    value: v.clone(),
+                    reason,
+                })?;
+                timeout = Some(d);
+            }
+            "--tag-output" if inline.is_none() => tag_output = true,
+            "--kill" => {
+                let v = value(inline)?;
+                let Some((r, d)) = v.split_once('@') else {
+                    return Err(UsageError::BadKill { value: v });
+                };
+                let rank = r
+                    .trim()
+                    .parse::<u32>()
+                    .map_err(|_| UsageError::BadKill { value: v.clone() })?;
+                let after = parse_duration(d).map_err(|reason| UsageError::BadDuration {
+                    option: "--kill",
+                    value: v.clone(),
+                    reason,
+                })?;
+                kills.push(KillSpec { rank, after });
+            }
+            _ => {
+                return Err(UsageError::UnknownOption {
+                    option: a.to_owned(),
+                })
+            }
+        }
+    }
+
+    let ranks = ranks.ok_or(UsageError::MissingRanks)?;
+    let program = program.ok_or(UsageError::MissingProgram)?;
+    if program.is_empty() {
+        return Err(UsageError::MissingProgram);
+    }
+    if let Some(k) = kills.iter().find(|k| k.rank >= ranks) {
+        return Err(UsageError::KillRankOutOfRange {
+            rank: k.rank,
+            size: ranks,
+        });
+    }
+    Ok(Invocation::Run(Options {
+        ranks,
+        bind,
+        timeout,
+        tag_output,
+        kills,
+        program,
+        args: it.collect(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &[&str]) -> Result<Invocation, UsageError> {
+        parse_args(s.iter().map(OsString::from))
+    }
+
+    fn run(s: &[&str]) -> Options {
+        match parse(s) {
+            Ok(Invocation::Run(o)) => o,
+            other => panic!("{s:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn durations() {
+        let ms = Duration::from_millis;
+        assert_eq!(parse_duration("250ms"), Ok(ms(250)));
+        assert_eq!(parse_duration("2s"), Ok(ms(2000)));
+        assert_eq!(parse_duration("1.5s"), Ok(ms(1500)));
+        assert_eq!(parse_duration("100us"), Ok(Duration::from_micros(100)));
+        assert_eq!(parse_duration("3"), Ok(ms(3000)));
+        assert_eq!(parse_duration("0.25"), Ok(ms(250)));
+        assert_eq!(parse_duration("2m"), Ok(ms(120_000)));
+        assert_eq!(parse_duration(""), Err(DurationError::Empty));
+        assert_eq!(parse_duration("abc"), Err(DurationError::BadNumber));
+        assert_eq!(parse_duration("-1s"), Err(DurationError::BadNumber));
+        assert_eq!(parse_duration("1.2.3s"), Err(DurationError::BadNumber));
+        assert_eq!(parse_duration("5h"), Err(DurationError::BadUnit));
+        assert_eq!(parse_duration("ms"), Err(DurationError::BadNumber));
+        assert_eq!(parse_duration("1e3"), Err(DurationError::BadUnit));
+        assert_eq!(
+            parse_duration("99999999999999999999999"),
+            Err(DurationError::Overflow)
+        );
+    }
+
+    #[test]
+    fn full_command_line() {
+        let o = run(&[
+            "-n",
+            "4",
+            "--bind-to",
+            "core",
+            "--timeout",
+            "10",
+            "--tag-output",
+            "--kill",
+            "1@300ms",
+            "--kill=2@1s",
+            "--",
+            "prog",
+            "-n",
+            "x",
+        ]);
+        assert_eq!(o.ranks, 4);
+        assert_eq!(o.bind, Bind::Core);
+        assert_eq!(o.timeout, Some(Duration::from_secs(10)));
+        assert!(o.tag_output);
+        assert_eq!(
+            o.kills,
+            vec![
+                KillSpec {
+                    rank: 1,
+                    after: Duration::from_millis(300)
+                },
+                KillSpec {
+                    rank: 2,
+                    after: Duration::from_secs(1)
+                },
+            ]
+        );
+        assert_eq!(o.program, "prog");
+        assert_eq!(o.args, vec![OsString::from("-n"), OsString::from("x")]);
+    }
+
+    #[test]
+    fn options_stop_at_program() {
+        let o = run(&["-n2", "prog", "--tag-output"]);
+        assert_eq!(o.ranks, 2);
+        assert!(!o.tag_output);
+        assert_eq!(o.args, vec![OsString::from("--tag-output")]);
+        assert_eq!(run(&["--np=3", "p"]).ranks, 3);
+    }
+
+    #[test]
+    fn help() {
+        assert_eq!(parse(&["--help"]), Ok(Invocation::Help));
+        assert_eq!(parse(&["-n", "2", "-h"]), Ok(Invocation::Help));
+    }
+
+    #[test]
+    fn errors() {
+        use UsageError as E;
+        type Check = fn(&UsageError) -> bool;
+        let cases: &[(&[&str], Check)] = &[
+            (&["-n", "0", "p"], |e| matches!(e, E::BadRanks { .. })),
+            (&["-n", "x", "p"], |e| matches!(e, E::BadRanks { .. })),
+            (&["-n", "-3", "p"], |e| matches!(e, E::BadRanks { .. })),
+            (&["-n", "5000", "p"], |e| matches!(e, E::BadRanks { .. })),
+            (&["p"], |e| matches!(e, E::MissingRanks)),
+            (&["-n"], |e| matches!(e, E::MissingValue { .. })),
+            (&["-n", "2"], |e| matches!(e, E::MissingProgram)),
+            (&["-n", "2", "--"], |e| matches!(e, E::MissingProgram)),
+            (&["-n", "2", "--kill", "1@abc", "p"], |e| {
+                matches!(e, E::BadDuration { .. })
+            }),
+            (&["-n", "2", "--kill", "1", "p"], |e| {
+                matches!(e, E::BadKill { .. })
+            }),
+            (&["-n", "2", "--kill", "x@1s", "p"], |e| {
+                matches!(e, E::BadKill { .. })
+            }),
+            (&["-n", "2", "--kill", "2@1s", "p"], |e| {
+                matches!(e, E::KillRankOutOfRange { rank: 2, size: 2 })
+            }),
+            (&["-n", "2", "--frobnicate", "p"], |e| {
+                matches!(e, E::UnknownOption { .. })
+            }),
+            (&["-n", "2", "--bind-to", "socket", "p"], |e| {
+                matches!(e, E::BadBind { .. })
+            }),
+            (&["-n", "2", "--timeout", "soon", "p"], |e| {
+                matches!(e, E::BadDuration { .. })
+            }),
+            (&["-n", "2", "--tag-output=yes", "p"], |e| {
+                matches!(e, E::UnknownOption { .. })
+            }),
+        ];
+        for (args, check) in cases {
+            match parse(args) {
+                Err(e) => assert!(check(&e), "{args:?}: {e:?}"),
+                Ok(x) => panic!("{args:?} parsed: {x:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! The blocking client a rank uses to reach the launcher's key-value service.
+//!
+//! One [`Client`] = one TCP connection to `RT_KV_ADDR`, authenticated by the job secret
+//! in its first frame (protocol: [`crate::wire`]). Every call sends one request and
+//! waits for its reply; nothing blocks forever: waiting requests carry a timeout the
+//! server enforces, and the socket read gets that timeout plus [`REPLY_GRACE`]. Other
+//! requests use [`DEFAULT_IO_TIMEOUT`]. After a transport failure or a local timeout the
+//! client is unusable (the stream may be out of step) and every later call returns
+//! [`Error::Disconnected`].
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::Duration;
+
+use crate::env::JobEnv;
+use crate::error::Error;
+use crate::wire::{self, Request, Response, MAX_FRAME_BYTES, PROTOCOL_VERSION};
+
+/// Socket timeout for requests that do not wait on other ranks.
+pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// Extra time the client waits beyond a server-side timeout before giving up itself.
+pub const REPLY_GRACE: Duration = Duration::from_secs(5);
+/// Longest key accepted by [`Client::put`] / [`Client::get`].
+pub const MAX_KEY_BYTES: usize = 4096;
+
+/// A connection to the launcher's key-value service.
+#[derive(Debug)]
+pub struct Client {
+    stream: TcpStream,
+    rank: u32,
+    broken: bool,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    /// Connects to `env.kv_addr` and authenticates with `env.secret` as `env.rank`.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] if the connection or the handshake takes longer than
+    /// `timeout`; [`Error::Refused`] if the server closes the connection (wrong secret,
+    /// version or rank); [`Error::Io`] for other socket errors.
+    pub fn connect(env: &JobEnv, timeout: Duration) -> Result<Client, Error> {
+        let timeout = timeout.max(Duration::from_millis(1));
+        let stream = TcpStream::connect_timeout(&env.kv_addr, timeout)
+            .map_err(|e| Error::io("connect", e))?;
+        stream
+            .set_nodelay(true)
+            .map_err(|e| Error::io("connect", e))?;
+        let mut client = Client {
+            stream,
+            rank: env.rank,
+            broken: false,
+            buf: Vec::new(),
+        };
+        let hello = Request::Hello {
+            version: PROTOCOL_VERSION,
+            rank: env.rank,
+            secret: env.secret.as_bytes().to_vec(),
+        };
+        match client.call(&hello, timeout) {
+            Ok(Response::Ok) => Ok(client),
+            Ok(_) => Err(Error::Protocol {
+                reason: "unexpected reply to hello",
+            }),
+            Err(Error::Disconnected) => Err(Error::Refused),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The rank this client authenticated as.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Stores `value` under `key` (last write wins).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a key longer than [`MAX_KEY_BYTES`],
+    /// [`Error::FrameTooLarge`] for a value near 16 MiB, transport errors.
+    pub fn put(&mut self, key: &str, value: &[u8]) -> Result<(), Error> {
+        check_key(key)?;
+        let req = Request::Put {
+            key: key.to_owned(),
+            value: value.to_vec(),
+        };
+        expect_ok(self.call(&req, DEFAULT_IO_TIMEOUT)?)
+    }
+
+    /// Returns the value of `key`, waiting up to `timeout` for some rank to put it.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] if the key did not appear in time, transport errors.
+    pub fn get(&mut self, key: &str, timeout: Duration) -> Result<Vec<u8>, Error> {
+        check_key(key)?;
+        let req = Request::Get {
+            key: key.to_owned(),
+            timeout_ms: millis(timeout),
+        };
+        match self.call(&req, timeout.saturating_add(REPLY_GRACE))? {
+            Response::Value(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Barrier over all ranks of the job. Generation-counted: the n-th call of every
+    /// rank meets the n-th call of every other rank.
+    ///
+    /// # Errors
+    /// [`Error::PeerExited`] promptly if the launcher saw some rank exit before reaching
+    /// this fence; [`Error::Timeout`] after `timeout`. In both cases this rank leaves the
+    /// fence (a later call starts the same generation again).
+    pub fn fence(&mut self, timeout: Duration) -> Result<(), Error> {
+        let req = Request::Fence {
+            timeout_ms: millis(timeout),
+        };
+        expect_ok(self.call(&req, timeout.saturating_add(REPLY_GRACE))?)
+    }
+
+    /// Tells the launcher this rank finalized cleanly (exit-code rule R7).
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub fn finalized(&mut self) -> Result<(), Error> {
+        expect_ok(self.call(&Request::Finalized, DEFAULT_IO_TIMEOUT)?)
+    }
+
+    /// Asks the launcher to SIGKILL `ranks` (the group of a communicator, R3) and to
+    /// record `code` as an abort code. The caller should exit right after.
+    ///
+    /// # Errors
+    /// [`Error::Server`] if a rank is out of range, transport errors.
+    pub fn abort(&mut self, ranks: &[u32], code: i32) -> Result<(), Error> {
+        let req = Request::Abort {
+            code,
+            ranks: ranks.to_vec(),
+        };
+        expect_ok(self.call(&req, DEFAULT_IO_TIMEOUT)?)
+    }
+
+    /// The ranks the launcher has seen exit, in exit order.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub fn exited(&mut self) -> Result<Vec<u32>, Error> {
+        match self.call(&Request::Exited, DEFAULT_IO_TIMEOUT)? {
+            Response::Exited(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn call(&mut self, req: &Request, wait: Duration) -> Result<Response, Error> {
+        if self.broken {
+            return Err(Error::Disconnected);
+        }
+        let r = self.call_inner(req, wait);
+        if let Err(e) = &r {
+            if !matches!(
+                e,
+                Error::InvalidArgument { .. } | Error::FrameTooLarge { .. }
+            ) {
+                self.broken = true;
+            }
+        }
+        r
+    }
+
+    fn call_inner(&mut self, req: &Request, wait: Duration) -> Result<Response, Error> {
+        self.buf.clear();
+        req.encode(&mut self.buf)?;
+        let io_timeout = Some(DEFAULT_IO_TIMEOUT);
+        self.stream
+            .set_write_timeout(io_timeout)
+            .map_err(|e| Error::io("write", e))?;
+        self.stream
+            .write_all(&self.buf)
+            .map_err(|e| Error::io("write", e))?;
+        self.stream
+            .set_read_timeout(Some(wait.max(Duration::from_millis(1))))
+            .map_err(|e| Error::io("read", e))?;
+        match wire::read_frame(&mut self.stream, MAX_FRAME_BYTES) {
+            Ok(Some(body)) => Response::decode(&body),
+            Ok(None) => Err(Error::Disconnected),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn check_key(key: &str) -> Result<(), Error> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(Error::InvalidArgument {
+            reason: "key longer than MAX_KEY_BYTES",
+        });
+    }
+    Ok(())
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn expect_ok(resp: Response) -> Result<(), Error> {
+    match resp {
+        Response::Ok => Ok(()),
+        other => Err(unexpected(other)),
+    }
+}
+
+fn unexpected(resp: Response) -> Error {
+    match resp {
+        Response::Timeout => Error::Timeout,
+        Response::PeerExited { rank } => Error::PeerExited { rank },
+        Response::Failed { reason } => Error::Server { reason },
+        _ => Error::Protocol {
+            reason: "unexpected reply",
+        },
+    }
+}

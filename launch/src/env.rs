@@ -1,0 +1,292 @@
+//! The job environment `rtrun` gives every rank.
+//!
+//! | variable        | meaning                                                   |
+//! |-----------------|-----------------------------------------------------------|
+//! | `RT_RANK`       | this rank, `0..RT_SIZE`                                   |
+//! | `RT_SIZE`       | number of ranks in the job                                |
+//! | `RT_LOCAL_RANK` | rank among the ranks on this node                         |
+//! | `RT_LOCAL_SIZE` | number of ranks on this node                              |
+//! | `RT_JOBID`      | 16 lowercase hex characters, random per job               |
+//! | `RT_KV_ADDR`    | `127.0.0.1:PORT` of the key-value service                 |
+//! | `RT_KV_SECRET`  | 64 lowercase hex characters, random per job               |
+//! | `RT_BIND`       | `core`, `none` or `numa` (from `--bind-to`)               |
+//! | `RT_SHM_NAME`   | `/rt-<jobid>`, the job's POSIX shared-memory name         |
+//! | `RT_NODE`       | this host's name                                          |
+//!
+//! The rest of the parent's environment is passed through unchanged.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+
+use crate::error::Error;
+
+/// `RT_RANK`.
+pub const RT_RANK: &str = "RT_RANK";
+/// `RT_SIZE`.
+pub const RT_SIZE: &str = "RT_SIZE";
+/// `RT_LOCAL_RANK`.
+pub const RT_LOCAL_RANK: &str = "RT_LOCAL_RANK";
+/// `RT_LOCAL_SIZE`.
+pub const RT_LOCAL_SIZE: &str = "RT_LOCAL_SIZE";
+/// `RT_JOBID`.
+pub const RT_JOBID: &str = "RT_JOBID";
+/// `RT_KV_ADDR`.
+pub const RT_KV_ADDR: &str = "RT_KV_ADDR";
+/// `RT_KV_SECRET`.
+pub const RT_KV_SECRET: &str = "RT_KV_SECRET";
+/// `RT_BIND`.
+pub const RT_BIND: &str = "RT_BIND";
+/// `RT_SHM_NAME`.
+pub const RT_SHM_NAME: &str = "RT_SHM_NAME";
+/// `RT_NODE`.
+pub const RT_NODE: &str = "RT_NODE";
+
+/// Every variable `rtrun` sets, in a stable order.
+pub const ALL_VARS: [&str; 10] = [
+    RT_RANK,
+    RT_SIZE,
+    RT_LOCAL_RANK,
+    RT_LOCAL_SIZE,
+    RT_JOBID,
+    RT_KV_ADDR,
+    RT_KV_SECRET,
+    RT_BIND,
+    RT_SHM_NAME,
+    RT_NODE,
+];
+
+/// Length of `RT_JOBID` in hex characters.
+pub const JOBID_HEX_LEN: usize = 16;
+/// Length of `RT_KV_SECRET` in hex characters.
+pub const SECRET_HEX_LEN: usize = 64;
+
+/// What one rank knows about its job, from the `RT_*` variables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobEnv {
+    /// This rank (`RT_RANK`), `< size`.
+    pub rank: u32,
+    /// Number of ranks (`RT_SIZE`), `>= 1`.
+    pub size: u32,
+    /// Rank on this node (`RT_LOCAL_RANK`), `< local_size`.
+    pub local_rank: u32,
+    /// Ranks on this node (`RT_LOCAL_SIZE`).
+    pub local_size: u32,
+    /// Job id (`RT_JOBID`), 16 hex characters.
+    pub jobid: String,
+    /// Address of the launcher's key-value service (`RT_KV_ADDR`), always loopback.
+    pub kv_addr: SocketAddr,
+    /// Per-job secret (`RT_KV_SECRET`), 64 hex characters; the first thing a client sends.
+    pub secret: String,
+    /// Binding policy (`RT_BIND`): `core`, `none` or `numa`.
+    pub bind: String,
+    /// POSIX shared-memory name of the job (`RT_SHM_NAME`), starts with `/`.
+    pub shm_name: String,
+    /// This host's name (`RT_NODE`).
+    pub node: String,
+}
+
+impl JobEnv {
+    /// Reads the job environment of this process.
+    ///
+    /// Returns `Ok(None)` when `RT_RANK` is absent (a singleton run without `rtrun`).
+    ///
+    /// # Errors
+    /// [`Error::MissingEnv`] if `RT_RANK` is set but another variable is missing,
+    /// [`Error::BadEnv`] if a variable is malformed.
+    pub fn from_env() -> Result<Option<JobEnv>, Error> {
+        JobEnv::from_lookup(|name| std::env::var_os(name))
+    }
+
+    /// Like [`JobEnv::from_env`], but reads variables through `lookup` (for tests and for
+    /// other launchers that carry the same information).
+    ///
+    /// # Errors
+    /// As [`JobEnv::from_env`].
+    pub fn from_lookup<F>(mut lookup: F) -> Result<Option<JobEnv>, Error>
+    where
+        F: FnMut(&str) -> Option<OsString>,
+    {
+        if lookup(RT_RANK).is_none() {
+            return Ok(None);
+        }
+        let mut get = |var: &'static str| -> Result<String, Error> {
+            let raw = lookup(var).ok_or(Error::MissingEnv { var })?;
+            raw.into_string().map_err(|raw| Error::BadEnv {
+                var,
+                value: raw.to_string_lossy().into_owned(),
+                reason: "not valid UTF-8",
+            })
+        };
+        let rank = parse_u32(RT_RANK, get(RT_RANK)?)?;
+        let size = parse_u32(RT_SIZE, get(RT_SIZE)?)?;
+        let local_rank = parse_u32(RT_LOCAL_RANK, get(RT_LOCAL_RANK)?)?;
+        let local_size = parse_u32(RT_LOCAL_SIZE, get(RT_LOCAL_SIZE)?)?;
+        let jobid = get(RT_JOBID)?;
+        let kv_addr_s = get(RT_KV_ADDR)?;
+        let secret = get(RT_KV_SECRET)?;
+        let bind = get(RT_BIND)?;
+        let shm_name = get(RT_SHM_NAME)?;
+        let node = get(RT_NODE)?;
+
+        let bad = |var: &'static str, value: &str, reason: &'static str| Error::BadEnv {
+            var,
+            value: value.to_owned(),
+            reason,
+        };
+        if size == 0 {
+            return Err(bad(RT_SIZE, "0", "must be at least 1"));
+        }
+        if rank >= size {
+            return Err(bad(RT_RANK, &rank.to_string(), "must be less than RT_SIZE"));
+        }
+        if local_size == 0 || local_size > size {
+            return Err(bad(
+                RT_LOCAL_SIZE,
+                &local_size.to_string(),
+                "must be in 1..=RT_SIZE",
+            ));
+        }
+        if local_rank >= local_size {
+            return Err(bad(
+                RT_LOCAL_RANK,
+                &local_rank.to_string(),
+                "must be less than RT_LOCAL_SIZE",
+            ));
+        }
+        if !is_hex(&jobid, JOBID_HEX_LEN) {
+            return Err(bad(RT_JOBID, &jobid, "must be 16 hex characters"));
+        }
+        if !is_hex(&secret, SECRET_HEX_LEN) {
+            // Never echo the secret itself.
+            return Err(bad(RT_KV_SECRET, "<redacted>", "must be 64 hex characters"));
+        }
+        let kv_addr: SocketAddr = kv_addr_s
+            .parse()
+            .map_err(|_| bad(RT_KV_ADDR, &kv_addr_s, "not an IP:PORT address"))?;
+        if !kv_addr.ip().is_loopback() || kv_addr.port() == 0 {
+            return Err(bad(RT_KV_ADDR, &kv_addr_s, "must be a loopback IP:PORT"));
+        }
+        if !matches!(bind.as_str(), "core" | "none" | "numa") {
+            return Err(bad(RT_BIND, &bind, "must be core, none or numa"));
+        }
+        if !shm_name.starts_with('/')
+            || shm_name.len() < 2
+            || shm_name[1..].contains('/')
+            || shm_name.len() > 255
+        {
+            return Err(bad(
+                RT_SHM_NAME,
+                &shm_name,
+                "must be /NAME without other slashes",
+            ));
+        }
+        Ok(Some(JobEnv {
+            rank,
+            size,
+            local_rank,
+            local_size,
+            jobid,
+            kv_addr,
+            secret,
+            bind,
+            shm_name,
+            node,
+        }))
+    }
+
+    /// The `(name, value)` pairs that describe this environment, in [`ALL_VARS`] order
+    /// (what `rtrun` sets for a rank).
+    pub fn to_vars(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (RT_RANK, self.rank.to_string()),
+            (RT_SIZE, self.size.to_string()),
+            (RT_LOCAL_RANK, self.local_rank.to_string()),
+            (RT_LOCAL_SIZE, self.local_size.to_string()),
+            (RT_JOBID, self.jobid.clone()),
+            (RT_KV_ADDR, self.kv_addr.to_string()),
+            (RT_KV_SECRET, self.secret.clone()),
+            (RT_BIND, self.bind.clone()),
+            (RT_SHM_NAME, self.shm_name.clone()),
+            (RT_NODE, self.node.clone()),
+        ]
+    }
+}
+
+fn parse_u32(var: &'static str, value: String) -> Result<u32, Error> {
+    value.trim().parse::<u32>().map_err(|_| Error::BadEnv {
+        var,
+        value,
+        reason: "not a non-negative 32-bit integer",
+    })
+}
+
+fn is_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn sample() -> JobEnv {
+        JobEnv {
+            rank: 1,
+            size: 4,
+            local_rank: 1,
+            local_size: 4,
+            jobid: "0123456789abcdef".into(),
+            kv_addr: "127.0.0.1:4000".parse().unwrap(),
+            secret: "ab".repeat(32),
+            bind: "core".into(),
+            shm_name: "/rt-0123456789abcdef".into(),
+            node: "host".into(),
+        }
+    }
+
+    fn parse(vars: &HashMap<&'static str, String>) -> Result<Option<JobEnv>, Error> {
+        JobEnv::from_lookup(|k| vars.get(k).map(OsString::from))
+    }
+
+    #[test]
+    fn round_trip() {
+        let env = sample();
+        let vars: HashMap<_, _> = env.to_vars().into_iter().collect();
+        assert_eq!(parse(&vars).unwrap(), Some(env));
+    }
+
+    #[test]
+    fn absent_rank_is_singleton() {
+        assert_eq!(parse(&HashMap::new()).unwrap(), None);
+    }
+
+    #[test]
+    fn missing_and_malformed() {
+        let good: HashMap<_, _> = sample().to_vars().into_iter().collect();
+        let mut v = good.clone();
+        v.remove(RT_KV_SECRET);
+        assert!(matches!(
+            parse(&v),
+            Err(Error::MissingEnv { var: RT_KV_SECRET })
+        ));
+        for (var, value) in [
+            (RT_RANK, "x"),
+            (RT_RANK, "4"),
+            (RT_SIZE, "0"),
+            (RT_JOBID, "xyz"),
+            (RT_KV_SECRET, "00"),
+            (RT_KV_ADDR, "10.0.0.1:5"),
+            (RT_KV_ADDR, "nope"),
+            (RT_BIND, "socket"),
+            (RT_SHM_NAME, "rt-x"),
+            (RT_LOCAL_RANK, "9"),
+        ] {
+            let mut v = good.clone();
+            v.insert(var, value.into());
+            match parse(&v) {
+                Err(Error::BadEnv { var: got, .. }) => assert_eq!(got, var, "{var}={value}"),
+                other => panic!("{var}={value}: {other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,459 @@
+//! Running one job: spawn, supervise, inject faults, clean up (DESIGN §6).
+//!
+//! [`run`] starts the key-value [`Server`], spawns `N` ranks with the `RT_*` environment
+//! ([`crate::env`]), forwards their output line by line, and supervises them in a
+//! polling loop ([`POLL_INTERVAL`]) that handles, in order: SIGINT/SIGTERM (kill all,
+//! exit 130), `--timeout` (kill all, exit 124), `--kill` fault injection, abort requests
+//! (kill the listed ranks only, R3), and reaping. A rank that dies is reported to the
+//! server (so fences fail fast and `Client::exited` lists it) but the other ranks keep
+//! running. At the end the job's shared-memory name is unlinked and the exit code is
+//! computed by [`crate::outcome::job_exit_code`] (R7).
+//!
+//! Ranks are spawned from the calling thread, which must outlive the job (call [`run`]
+//! from `main`): `PR_SET_PDEATHSIG` fires when the spawning thread exits.
+
+use std::ffi::OsString;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rand::RngCore;
+
+use crate::cli::Options;
+use crate::env::JobEnv;
+use crate::error::Error;
+use crate::outcome::{job_exit_code, AbortMark, RankOutcome, RankStatus};
+use crate::server::Server;
+use crate::sys;
+
+/// How often the supervision loop wakes up.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(5);
+/// Exit code after `--timeout`.
+pub const EXIT_TIMEOUT: i32 = 124;
+/// Exit code after SIGINT / SIGTERM.
+pub const EXIT_INTERRUPTED: i32 = 130;
+/// Lines longer than this are forwarded in pieces of this size.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// How long to wait for output forwarders after all ranks ended (a rank's own children
+/// may keep its pipes open).
+pub const OUTPUT_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why the job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobEnd {
+    /// Every rank ended on its own (or by `--kill` / abort).
+    Completed,
+    /// `--timeout` expired; all ranks were killed.
+    TimedOut(Duration),
+    /// SIGINT or SIGTERM arrived; all ranks were killed.
+    Interrupted,
+}
+
+/// The result of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobReport {
+    /// What `rtrun` should exit with.
+    pub exit_code: i32,
+    /// Why the job ended.
+    pub end: JobEnd,
+    /// One outcome per rank, by rank.
+    pub outcomes: Vec<RankOutcome>,
+    /// The job id (`RT_JOBID`).
+    pub jobid: String,
+}
+
+/// Failures of the launcher itself (not of ranks).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The key-value service could not start.
+    #[error("cannot start the key-value service: {0}")]
+    Server(#[from] Error),
+    /// The signal handlers could not be installed.
+    #[error("cannot install signal handlers: {0}")]
+    Signals(#[source] io::Error),
+    /// A rank could not be started; ranks already started were killed.
+    #[error("cannot start rank {rank} ({program:?}): {source}")]
+    Spawn {
+        /// The rank.
+        rank: u32,
+        /// The program.
+        program: OsString,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl LaunchError {
+    /// The conventional exit code: 127 program not found, 126 not executable, else 1.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            LaunchError::Spawn { source, .. } => match source.kind() {
+                io::ErrorKind::NotFound => 127,
+                io::ErrorKind::PermissionDenied => 126,
+                _ => 1,
+            },
+            _ => 1,
+        }
+    }
+}
+
+fn random_hex(bytes: usize) -> String {
+    let mut b = vec![0u8; bytes];
+    rand::thread_rng().fill_bytes(&mut b);
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// This host's name (`RT_NODE`): the kernel hostname, else `$HOSTNAME`, else `localhost`.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+struct Rank {
+    child: Option<Child>,
+    outcome: Option<RankOutcome>,
+    abort: Option<AbortMark>,
+}
+
+fn status_of(status: ExitStatus) -> RankStatus {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => RankStatus::Exited(c),
+        (None, Some(s)) => RankStatus::Signaled(s),
+        (None, None) => RankStatus::Exited(1),
+    }
+}
+
+/// Forwards `pipe` to `out` line by line, each line written with one `write_all` under
+/// the stream lock (so lines of different ranks never interleave), prefixed with
+/// `prefix`. Keeps draining after write errors so the rank never blocks on a full pipe.
+fn forward<R: Read, W: Write>(pipe: R, prefix: &[u8], mut out: impl FnMut() -> W) {
+    let mut reader = BufReader::with_capacity(64 * 1024, pipe);
+    let mut line = Vec::with_capacity(256);
+    let mut broken = false;
+    loop {
+        let (done, eof) = match reader.fill_buf() {
+            Ok([]) => (false, true),
+            Ok(buf) => match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    line.extend_from_slice(&buf[..=i]);
+                    reader.consume(i + 1);
+                    (true, false)
+                }
+                None => {
+                    let n = buf.len();
+                    line.extend_from_slice(buf);
+                    reader.consume(n);
+                    (line.len() >= MAX_LINE_BYTES, false)
+                }
+            },
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => (false, true),
+        };
+        if (done || eof) && !line.is_empty() {
+            if line.last() != Some(&b'\n') {
+                line.push(b'\n');
+            }
+            if !broken {
+                let mut msg = Vec::with_capacity(prefix.len() + line.len());
+                msg.extend_from_slice(prefix);
+                msg.extend_from_slice(&line);
+                let mut w = out();
+                broken = w.write_all(&msg).and_then(|()| w.flush()).is_err();
+            }
+            line.clear();
+        }
+        if eof {
+            return;
+        }
+    }
+}
+
+fn spawn_forwarders(child: &mut Child, rank: u32, tag: bool, done: &mpsc::Sender<()>) -> usize {
+    let prefix = if tag {
+        format!("[{rank}] ").into_bytes()
+    } else {
+        Vec::new()
+    };
+    let mut n = 0;
+    if let Some(p) = child.stdout.take() {
+        let (prefix, done) = (prefix.clone(), done.clone());
+        let ok = thread::Builder::new()
+            .name(format!("rt-out-{rank}"))
+            .spawn(move || {
+                forward(p, &prefix, || io::stdout().lock());
+                let _ = done.send(());
+            })
+            .is_ok();
+        n += usize::from(ok);
+    }
+    if let Some(p) = child.stderr.take() {
+        let done = done.clone();
+        let ok = thread::Builder::new()
+            .name(format!("rt-err-{rank}"))
+            .spawn(move || {
+                forward(p, &prefix, || io::stderr().lock());
+                let _ = done.send(());
+            })
+            .is_ok();
+        n += usize::from(ok);
+    }
+    n
+}
+
+fn kill_rank(rank: u32, r: &mut Rank) {
+    if let Some(child) = r.child.as_mut() {
+        tracing::debug!("killing rank {rank} (pid {})", child.id());
+        // SIGKILL; an error means it already exited and is waiting to be reaped.
+        let _ = child.kill();
+    }
+}
+
+/// Runs a job to completion. See the module doc.
+///
+/// # Errors
+/// [`LaunchError`] if the launcher itself cannot work (service, signals, spawning).
+pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
+    let jobid = random_hex(crate::env::JOBID_HEX_LEN / 2);
+    let secret = random_hex(crate::env::SECRET_HEX_LEN / 2);
+    let shm_name = format!("/rt-{jobid}");
+    let node = hostname();
+    let mut server = Server::start(opts.ranks, &secret)?;
+    sys::install_termination_handlers().map_err(LaunchError::Signals)?;
+    tracing::debug!(
+        "job {jobid}: {} ranks of {:?}, key-value service on {}",
+        opts.ranks,
+        opts.program,
+        server.addr()
+    );
+
+    let (done_tx, done_rx) = mpsc::channel();
+    let mut forwarders = 0;
+    let mut ranks: Vec<Rank> = Vec::with_capacity(opts.ranks as usize);
+    for rank in 0..opts.ranks {
+        let env = JobEnv {
+            rank,
+            size: opts.ranks,
+            local_rank: rank,
+            local_size: opts.ranks,
+            jobid: jobid.clone(),
+            kv_addr: server.addr(),
+            secret: secret.clone(),
+            bind: opts.bind.as_str().to_owned(),
+            shm_name: shm_name.clone(),
+            node: node.clone(),
+        };
+        let mut cmd = Command::new(&opts.program);
+        cmd.args(&opts.args)
+            .envs(env.to_vars())
+            .stdin(if rank == 0 {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        sys::kill_on_parent_death(&mut cmd);
+        match cmd.spawn() {
+            Ok(mut child) => {
+                forwarders += spawn_forwarders(&mut child, rank, opts.tag_output, &done_tx);
+                ranks.push(Rank {
+                    child: Some(child),
+                    outcome: None,
+                    abort: None,
+                });
+            }
+            Err(source) => {
+                for (r, rk) in ranks.iter_mut().enumerate() {
+                    kill_rank(r as u32, rk);
+                    if let Some(c) = rk.child.as_mut() {
+                        let _ = c.wait();
+                    }
+                }
+                let _ = sys::shm_unlink(&shm_name);
+                return Err(LaunchError::Spawn {
+                    rank,
+                    program: opts.program.clone(),
+                    source,
+                });
+            }
+        }
+    }
+    drop(done_tx);
+
+    let start = Instant::now();
+    let mut kills = opts.kills.clone();
+    kills.sort_by_key(|k| k.after);
+    let mut next_kill = 0;
+    let mut exit_seq = 0u64;
+    let mut abort_seq = 0u64;
+    let mut live = ranks.len();
+    let mut end = JobEnd::Completed;
+
+    while live > 0 {
+        let now = start.elapsed();
+        let kill_all = if sys::termination_requested() {
+            end = JobEnd::Interrupted;
+            true
+        } else if opts.timeout.is_some_and(|t| now >= t) {
+            end = JobEnd::TimedOut(opts.timeout.unwrap_or_default());
+            true
+        } else {
+            false
+        };
+        if kill_all {
+            for (r, rk) in ranks.iter_mut().enumerate() {
+                kill_rank(r as u32, rk);
+            }
+        }
+        while next_kill < kills.len() && kills[next_kill].after <= now {
+            let k = kills[next_kill];
+            tracing::debug!("--kill {}@{:?}", k.rank, k.after);
+            if let Some(rk) = ranks.get_mut(k.rank as usize) {
+                kill_rank(k.rank, rk);
+            }
+            next_kill += 1;
+        }
+        // Reap first, then apply abort requests, then record outcomes: a rank that
+        // asked for an abort got its reply before exiting, so its request is queued by
+        // the time its exit is seen, and its outcome carries the abort mark.
+        let mut ended = Vec::new();
+        for (r, rk) in ranks.iter_mut().enumerate() {
+            let Some(child) = rk.child.as_mut() else {
+                continue;
+            };
+            match child.try_wait() {
+                Ok(Some(s)) => ended.push((r, status_of(s))),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!("cannot wait for rank {r}: {e}");
+                    ended.push((r, RankStatus::Exited(1)));
+                }
+            }
+        }
+        for req in server.take_abort_requests() {
+            let mark = AbortMark {
+                seq: abort_seq,
+                code: req.code,
+            };
+            abort_seq += 1;
+            tracing::debug!(
+                "rank {} aborts ranks {:?} with code {}",
+                req.from,
+                req.ranks,
+                req.code
+            );
+            // The requester counts as aborted; it exits by itself unless it named itself.
+            for &r in std::iter::once(&req.from).chain(&req.ranks) {
+                if let Some(rk) = ranks.get_mut(r as usize) {
+                    if rk.outcome.is_none() {
+                        rk.abort = Some(mark);
+                    }
+                }
+            }
+            for &r in &req.ranks {
+                if let Some(rk) = ranks.get_mut(r as usize) {
+                    kill_rank(r, rk);
+                }
+            }
+        }
+        for (r, status) in ended {
+            let rank = r as u32;
+            let rk = &mut ranks[r];
+            tracing::debug!("rank {rank} ended: {status:?}");
+            rk.child = None;
+            server.record_exit(rank, status);
+            rk.outcome = Some(RankOutcome {
+                rank,
+                status,
+                finalized: server.is_finalized(rank),
+                abort: rk.abort,
+                exit_seq,
+            });
+            exit_seq += 1;
+            live -= 1;
+        }
+        if live > 0 {
+            thread::sleep(POLL_INTERVAL);
+        }
+    }
+
+    // Drain output: every forwarder reports when its pipe hits EOF.
+    let drain_deadline = Instant::now() + OUTPUT_DRAIN_TIMEOUT;
+    for _ in 0..forwarders {
+        let left = drain_deadline.saturating_duration_since(Instant::now());
+        if done_rx.recv_timeout(left).is_err() {
+            tracing::debug!("output still open after all ranks ended; not waiting");
+            break;
+        }
+    }
+    if let Err(e) = sys::shm_unlink(&shm_name) {
+        tracing::warn!("shm_unlink({shm_name}) failed: {e}");
+    }
+    server.shutdown();
+
+    let outcomes: Vec<RankOutcome> = ranks.iter().filter_map(|r| r.outcome).collect();
+    let exit_code = match end {
+        JobEnd::Completed => job_exit_code(&outcomes),
+        JobEnd::TimedOut(_) => EXIT_TIMEOUT,
+        JobEnd::Interrupted => EXIT_INTERRUPTED,
+    };
+    Ok(JobReport {
+        exit_code,
+        end,
+        outcomes,
+        jobid,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    #[derive(Clone, Default)]
+    struct Buf(Rc<RefCell<Vec<u8>>>);
+
+    impl Write for Buf {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn forward_splits_and_prefixes_lines() {
+        let input: &[u8] = b"one\ntwo\npartial";
+        let out = Buf::default();
+        forward(input, b"[3] ", || out.clone());
+        assert_eq!(*out.0.borrow(), b"[3] one\n[3] two\n[3] partial\n");
+    }
+
+    #[test]
+    fn forward_bounds_long_lines() {
+        let input = vec![b'x'; MAX_LINE_BYTES * 2 + 5];
+        let out = Buf::default();
+        forward(input.as_slice(), b"", || out.clone());
+        assert_eq!(out.0.borrow().iter().filter(|&&b| b == b'\n').count(), 3);
+    }
+
+    #[test]
+    fn random_hex_lengths() {
+        let s = random_hex(8);
+        assert_eq!(s.len(), 16);
+        assert!(s.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(random_hex(32), random_hex(32));
+    }
+}

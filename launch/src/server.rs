@@ -1,0 +1,505 @@
+//! The key-value bootstrap service `rtrun` runs for its ranks (T3).
+//!
+//! Parts: an acceptor thread on `127.0.0.1:0` (loopback only), one thread per accepted
+//! connection, and a shared `State` under one mutex with one condition variable that
+//! waiting `Get` / `Fence` requests sleep on. Protocol: [`crate::wire`].
+//!
+//! - Authentication: the first frame must be `Hello` with the job secret (compared in
+//!   constant time), read with a [`HANDSHAKE_TIMEOUT`] and at most
+//!   [`crate::wire::MAX_HELLO_FRAME_BYTES`]; anything else is logged with
+//!   `tracing::warn!` and the connection is closed without a reply.
+//! - Fences are generation-counted per rank: a rank entering its n-th fence sets its
+//!   counter to n and waits until every counter is >= n. If a rank the launcher saw exit
+//!   ([`Server::record_exit`]) has a counter < n, the fence fails with `PeerExited`
+//!   immediately; on timeout or failure the waiting rank leaves the fence again.
+//! - Abort requests are queued for the launcher ([`Server::take_abort_requests`]).
+//!
+//! Garbage never panics the server: malformed frames close that one connection, frames
+//! are bounded ([`crate::wire::MAX_FRAME_BYTES`]), the number of connections is bounded,
+//! and a poisoned mutex is recovered.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crate::error::Error;
+use crate::outcome::RankStatus;
+use crate::wire::{self, Request, Response, MAX_FRAME_BYTES, MAX_HELLO_FRAME_BYTES};
+
+/// How long a new connection may take to send its `Hello`.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Minimum bound on simultaneous connections (the bound is `max(this, 4 × size)`).
+pub const MIN_MAX_CONNECTIONS: usize = 64;
+
+/// An abort request from a rank (R3), queued for the launcher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AbortRequest {
+    /// The rank that asked.
+    pub from: u32,
+    /// The ranks to SIGKILL.
+    pub ranks: Vec<u32>,
+    /// The abort code to record.
+    pub code: i32,
+}
+
+/// The shared state of the service.
+#[derive(Debug)]
+struct State {
+    kv: HashMap<String, Vec<u8>>,
+    fence_gen: Vec<u64>,
+    finalized: Vec<bool>,
+    exited: Vec<(u32, RankStatus)>,
+    has_exited: Vec<bool>,
+    aborts: Vec<AbortRequest>,
+    shutdown: bool,
+}
+
+struct Shared {
+    size: u32,
+    secret: Vec<u8>,
+    state: Mutex<State>,
+    changed: Condvar,
+    stop: AtomicBool,
+    conns: Mutex<HashMap<u64, TcpStream>>,
+    next_conn: AtomicU64,
+    live_conns: AtomicUsize,
+    max_conns: usize,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+    fn conns(&self) -> MutexGuard<'_, HashMap<u64, TcpStream>> {
+        self.conns.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The running key-value service. Dropping it shuts it down.
+pub struct Server {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server")
+            .field("addr", &self.addr)
+            .field("size", &self.shared.size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Starts the service for a job of `size` ranks on `127.0.0.1` (ephemeral port),
+    /// accepting clients that present `secret`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if `size` is 0 or `secret` is empty; [`Error::Io`] if
+    /// binding or spawning the acceptor thread fails.
+    pub fn start(size: u32, secret: &str) -> Result<Server, Error> {
+        if size == 0 {
+            return Err(Error::InvalidArgument {
+                reason: "job size must be at least 1",
+            });
+        }
+        if secret.is_empty() {
+            return Err(Error::InvalidArgument {
+                reason: "secret must not be empty",
+            });
+        }
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| Error::Io {
+            op: "bind",
+            source: e,
+        })?;
+        let addr = listener.local_addr().map_err(|e| Error::Io {
+            op: "bind",
+            source: e,
+        })?;
+        let n = size as usize;
+        let shared = Arc::new(Shared {
+            size,
+            secret: secret.as_bytes().to_vec(),
+            state: Mutex::new(State {
+                kv: HashMap::new(),
+                fence_gen: vec![0; n],
+                finalized: vec![false; n],
+                exited: Vec::new(),
+                has_exited: vec![false; n],
+                aborts: Vec::new(),
+                shutdown: false,
+            }),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+            conns: Mutex::new(HashMap::new()),
+            next_conn: AtomicU64::new(0),
+            live_conns: AtomicUsize::new(0),
+            max_conns: MIN_MAX_CONNECTIONS.max(n.saturating_mul(4)),
+        });
+        let sh = Arc::clone(&shared);
+        let acceptor = thread::Builder::new()
+            .name("rt-kv-accept".into())
+            .spawn(move || accept_loop(&sh, &listener))
+            .map_err(|e| Error::Io {
+                op: "spawn",
+                source: e,
+            })?;
+        Ok(Server {
+            addr,
+            shared,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    /// The address clients connect to (`RT_KV_ADDR`).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Number of ranks in the job.
+    pub fn size(&self) -> u32 {
+        self.shared.size
+    }
+
+    /// Records that `rank` exited with `status`: pending and later fences that `rank`
+    /// did not reach fail with `PeerExited`, and `Exited` requests list it. Recording
+    /// the same rank twice, or a rank `>= size`, is ignored.
+    pub fn record_exit(&self, rank: u32, status: RankStatus) {
+        let mut st = self.shared.lock();
+        let Some(seen) = st.has_exited.get_mut(rank as usize) else {
+            return;
+        };
+        if !*seen {
+            *seen = true;
+            st.exited.push((rank, status));
+            self.shared.changed.notify_all();
+        }
+    }
+
+    /// The ranks recorded as exited, in order, with their status.
+    pub fn exited(&self) -> Vec<(u32, RankStatus)> {
+        self.shared.lock().exited.clone()
+    }
+
+    /// Whether `rank` reported a clean finalize.
+    pub fn is_finalized(&self, rank: u32) -> bool {
+        self.shared
+            .lock()
+            .finalized
+            .get(rank as usize)
+            .copied()
+            .unwrap_or(false)
+    }
+
+    /// Removes and returns the abort requests received since the last call, oldest first.
+    pub fn take_abort_requests(&self) -> Vec<AbortRequest> {
+        std::mem::take(&mut self.shared.lock().aborts)
+    }
+
+    /// Stops accepting, wakes every waiting request (they get a `Failed` reply) and
+    /// closes every connection. Idempotent; also done on drop.
+    pub fn shutdown(&mut self) {
+        if self.shared.stop.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        {
+            let mut st = self.shared.lock();
+            st.shutdown = true;
+            self.shared.changed.notify_all();
+        }
+        // Wake the acceptor out of accept(2).
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        if let Some(h) = self.acceptor.take() {
+            let _ = h.join();
+        }
+        for (_, s) in self.shared.conns().drain() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
+    for conn in listener.incoming() {
+        if shared.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let stream = match conn {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("key-value service: accept failed: {e}");
+                // Avoid a hot loop on e.g. EMFILE.
+                thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let peer = stream.peer_addr().ok();
+        if shared.live_conns.load(Ordering::SeqCst) >= shared.max_conns {
+            tracing::warn!("key-value service: too many connections, closing one from {peer:?}");
+            continue;
+        }
+        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+        match stream.try_clone() {
+            Ok(clone) => {
+                shared.conns().insert(id, clone);
+            }
+            Err(e) => {
+                tracing::warn!("key-value service: cannot track connection: {e}");
+                continue;
+            }
+        }
+        shared.live_conns.fetch_add(1, Ordering::SeqCst);
+        let sh = Arc::clone(shared);
+        let spawned = thread::Builder::new()
+            .name("rt-kv-conn".into())
+            .spawn(move || {
+                serve_conn(&sh, stream, peer);
+                sh.conns().remove(&id);
+                sh.live_conns.fetch_sub(1, Ordering::SeqCst);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("key-value service: cannot spawn connection thread: {e}");
+            shared.conns().remove(&id);
+            shared.live_conns.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Compares two byte strings in time independent of where they differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+fn authenticate(shared: &Shared, stream: &mut TcpStream) -> Result<u32, &'static str> {
+    stream
+        .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
+        .map_err(|_| "socket error")?;
+    let body = match wire::read_frame(stream, MAX_HELLO_FRAME_BYTES) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Err("closed before hello"),
+        Err(Error::Timeout) => return Err("no hello within the handshake timeout"),
+        Err(Error::FrameTooLarge { .. }) => return Err("oversized first frame"),
+        Err(_) => return Err("error reading hello"),
+    };
+    match Request::decode(&body) {
+        Ok(Request::Hello {
+            version,
+            rank,
+            secret,
+        }) => {
+            if !constant_time_eq(&secret, &shared.secret) {
+                Err("wrong secret")
+            } else if version != wire::PROTOCOL_VERSION {
+                Err("unsupported protocol version")
+            } else if rank >= shared.size {
+                Err("rank out of range")
+            } else {
+                Ok(rank)
+            }
+        }
+        Ok(_) => Err("first frame is not a hello"),
+        Err(_) => Err("malformed first frame"),
+    }
+}
+
+fn serve_conn(shared: &Shared, mut stream: TcpStream, peer: Option<SocketAddr>) {
+    let rank = match authenticate(shared, &mut stream) {
+        Ok(r) => r,
+        Err(why) => {
+            tracing::warn!("key-value service: refused connection from {peer:?}: {why}");
+            let _ = stream.shutdown(Shutdown::Both);
+            return;
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    let mut out = Vec::new();
+    if reply(&mut stream, &mut out, &Response::Ok).is_err() {
+        return;
+    }
+    if stream.set_read_timeout(None).is_err() {
+        return;
+    }
+    loop {
+        let body = match wire::read_frame(&mut stream, MAX_FRAME_BYTES) {
+            Ok(Some(b)) => b,
+            Ok(None) => return,
+            Err(e) => {
+                if !matches!(e, Error::Disconnected) && !shared.stop.load(Ordering::SeqCst) {
+                    tracing::warn!("key-value service: rank {rank}: {e}; closing");
+                }
+                return;
+            }
+        };
+        let req = match Request::decode(&body) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("key-value service: rank {rank}: {e}; closing");
+                return;
+            }
+        };
+        let resp = handle(shared, rank, req);
+        if reply(&mut stream, &mut out, &resp).is_err() {
+            return;
+        }
+    }
+}
+
+fn reply(stream: &mut TcpStream, out: &mut Vec<u8>, resp: &Response) -> Result<(), Error> {
+    out.clear();
+    resp.encode(out)?;
+    wire::write_frames(stream, out)
+}
+
+fn deadline(timeout_ms: u64) -> Option<Instant> {
+    Instant::now().checked_add(Duration::from_millis(timeout_ms))
+}
+
+/// Waits on the condition variable until `deadline` (forever if `None`).
+/// Returns `false`, without waiting, if the deadline has already passed; callers check
+/// their condition before calling, so `false` means "timed out".
+fn wait<'a>(
+    shared: &'a Shared,
+    st: MutexGuard<'a, State>,
+    deadline: Option<Instant>,
+) -> (MutexGuard<'a, State>, bool) {
+    match deadline {
+        None => (
+            shared
+                .changed
+                .wait(st)
+                .unwrap_or_else(PoisonError::into_inner),
+            true,
+        ),
+        Some(d) => {
+            let now = Instant::now();
+            if now >= d {
+                return (st, false);
+            }
+            let (st, _) = shared
+                .changed
+                .wait_timeout(st, d - now)
+                .unwrap_or_else(PoisonError::into_inner);
+            (st, true)
+        }
+    }
+}
+
+fn shutting_down() -> Response {
+    Response::Failed {
+        reason: "the key-value service is shutting down".into(),
+    }
+}
+
+fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
+    let me = rank as usize;
+    match req {
+        Request::Hello { .. } => Response::Failed {
+            reason: "already authenticated".into(),
+        },
+        Request::Put { key, value } => {
+            let mut st = shared.lock();
+            st.kv.insert(key, value);
+            shared.changed.notify_all();
+            Response::Ok
+        }
+        Request::Get { key, timeout_ms } => {
+            let dl = deadline(timeout_ms);
+            let mut st = shared.lock();
+            loop {
+                if let Some(v) = st.kv.get(&key) {
+                    return Response::Value(v.clone());
+                }
+                if st.shutdown {
+                    return shutting_down();
+                }
+                let (g, more) = wait(shared, st, dl);
+                st = g;
+                if !more {
+                    return Response::Timeout;
+                }
+            }
+        }
+        Request::Fence { timeout_ms } => {
+            let dl = deadline(timeout_ms);
+            let mut st = shared.lock();
+            let gen = st.fence_gen[me] + 1;
+            st.fence_gen[me] = gen;
+            shared.changed.notify_all();
+            loop {
+                if st.fence_gen.iter().all(|&g| g >= gen) {
+                    return Response::Ok;
+                }
+                let dead = st
+                    .fence_gen
+                    .iter()
+                    .zip(&st.has_exited)
+                    .position(|(&g, &exited)| exited && g < gen);
+                let give_up = if let Some(p) = dead {
+                    Some(Response::PeerExited { rank: p as u32 })
+                } else if st.shutdown {
+                    Some(shutting_down())
+                } else {
+                    None
+                };
+                if let Some(resp) = give_up {
+                    st.fence_gen[me] = gen - 1;
+                    shared.changed.notify_all();
+                    return resp;
+                }
+                let (g, more) = wait(shared, st, dl);
+                st = g;
+                if !more {
+                    st.fence_gen[me] = gen - 1;
+                    shared.changed.notify_all();
+                    return Response::Timeout;
+                }
+            }
+        }
+        Request::Finalized => {
+            shared.lock().finalized[me] = true;
+            Response::Ok
+        }
+        Request::Abort { code, ranks } => {
+            if let Some(bad) = ranks.iter().find(|&&r| r >= shared.size) {
+                return Response::Failed {
+                    reason: format!("abort names rank {bad}, job size is {}", shared.size),
+                };
+            }
+            let mut st = shared.lock();
+            st.aborts.push(AbortRequest {
+                from: rank,
+                ranks,
+                code,
+            });
+            Response::Ok
+        }
+        Request::Exited => Response::Exited(shared.lock().exited.iter().map(|e| e.0).collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_time_eq_works() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+        assert!(constant_time_eq(b"", b""));
+    }
+}

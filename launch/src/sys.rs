@@ -1,0 +1,101 @@
+//! The crate's only `unsafe` code: thin wrappers over three libc facilities the
+//! launcher needs and std does not offer.
+//!
+//! - [`install_termination_handlers`] / [`termination_requested`]: a `sigaction`
+//!   handler for SIGINT and SIGTERM that only stores to an `AtomicBool` (async-signal
+//!   safe); the launcher's supervision loop polls the flag.
+//! - [`kill_on_parent_death`]: a `pre_exec` hook setting `prctl(PR_SET_PDEATHSIG,
+//!   SIGKILL)` in each rank, so ranks die if `rtrun` dies. Linux delivers the signal
+//!   when the *thread* that forked exits, so ranks must be spawned from the main thread.
+//! - [`shm_unlink`]: removes the job's POSIX shared-memory segment.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static TERMINATION_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_termination_signal(_signal: libc::c_int) {
+    // Only an atomic store: async-signal safe.
+    TERMINATION_REQUESTED.store(true, Ordering::SeqCst);
+}
+
+/// Installs the SIGINT/SIGTERM handler. Child processes get default dispositions back
+/// at `exec` (handlers, unlike ignored signals, do not survive `exec`).
+pub(crate) fn install_termination_handlers() -> io::Result<()> {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: `sigaction` is a plain C struct for which all-zero bytes is a valid
+        // (empty) value.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = on_termination_signal as extern "C" fn(libc::c_int) as usize;
+        action.sa_flags = libc::SA_RESTART;
+        // SAFETY: `action.sa_mask` is a valid, exclusively borrowed sigset_t.
+        if unsafe { libc::sigemptyset(&mut action.sa_mask) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `action` is fully initialised and points at an `extern "C"` handler
+        // that only performs an async-signal-safe atomic store; a null old-action
+        // pointer is allowed.
+        if unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Whether SIGINT or SIGTERM arrived since [`install_termination_handlers`].
+pub(crate) fn termination_requested() -> bool {
+    TERMINATION_REQUESTED.load(Ordering::SeqCst)
+}
+
+/// Runs in the child between `fork` and `exec`: only async-signal-safe calls, no
+/// allocation (`last_os_error` / `from_raw_os_error` do not allocate).
+fn child_set_parent_death_signal(parent: libc::pid_t) -> io::Result<()> {
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and no pointers.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: getppid has no preconditions.
+    if unsafe { libc::getppid() } != parent {
+        // The launcher died before prctl took effect: do not run orphaned.
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    Ok(())
+}
+
+/// Makes the spawned process receive SIGKILL when the spawning thread exits.
+pub(crate) fn kill_on_parent_death(cmd: &mut Command) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the hook runs in the forked child before exec and only calls
+    // `child_set_parent_death_signal`, which is async-signal safe and allocation free.
+    unsafe {
+        cmd.pre_exec(move || child_set_parent_death_signal(parent));
+    }
+}
+
+/// `shm_unlink(name)`; a missing segment (ENOENT) is not an error.
+pub(crate) fn shm_unlink(name: &str) -> io::Result<()> {
+    let c_name = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c_name` is a valid NUL-terminated string that outlives the call.
+    if unsafe { libc::shm_unlink(c_name.as_ptr()) } == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::ENOENT) {
+        Ok(())
+    } else {
+        Err(err)
+    }
+}

@@ -1,0 +1,504 @@
+//! The bootstrap wire protocol between [`crate::client::Client`] and
+//! [`crate::server::Server`].
+//!
+//! Transport: one TCP connection per rank to `RT_KV_ADDR` (loopback only). Every message
+//! is a *frame*: a `u32` little-endian body length, then the body. Bodies are at most
+//! [`MAX_FRAME_BYTES`] (16 MiB); before authentication at most [`MAX_HELLO_FRAME_BYTES`].
+//! A body starts with a one-byte tag; integers are little-endian; `bytes` and `str` are a
+//! `u32` length followed by that many bytes (`str` is UTF-8). A body must be consumed
+//! exactly: trailing bytes are a protocol error.
+//!
+//! Requests (client → server), strictly one outstanding at a time:
+//!
+//! | tag  | request     | fields                                       | reply                         |
+//! |------|-------------|----------------------------------------------|-------------------------------|
+//! | 0x01 | `Hello`     | `version: u16, rank: u32, secret: bytes`     | `Ok`, or the server closes    |
+//! | 0x02 | `Put`       | `key: str, value: bytes`                     | `Ok`                          |
+//! | 0x03 | `Get`       | `key: str, timeout_ms: u64`                  | `Value` or `Timeout`          |
+//! | 0x04 | `Fence`     | `timeout_ms: u64`                            | `Ok`, `Timeout`, `PeerExited` |
+//! | 0x05 | `Finalized` | —                                            | `Ok`                          |
+//! | 0x06 | `Abort`     | `code: i32, n: u32, ranks: n × u32`          | `Ok` or `Failed`              |
+//! | 0x07 | `Exited`    | —                                            | `Exited`                      |
+//!
+//! Replies (server → client):
+//!
+//! | tag  | reply        | fields                  |
+//! |------|--------------|-------------------------|
+//! | 0x80 | `Ok`         | —                       |
+//! | 0x81 | `Value`      | `value: bytes`          |
+//! | 0x82 | `Timeout`    | —                       |
+//! | 0x83 | `PeerExited` | `rank: u32`             |
+//! | 0x84 | `Exited`     | `n: u32, ranks: n × u32`|
+//! | 0x85 | `Failed`     | `reason: str`           |
+//!
+//! The first frame of a connection must be `Hello` carrying the job secret (compared in
+//! constant time), the current [`PROTOCOL_VERSION`] and a rank `< size`; otherwise the
+//! server logs a warning and closes the connection without replying. After that, any
+//! malformed or oversized frame also closes the connection. Waiting requests (`Get`,
+//! `Fence`) carry their own timeout, enforced by the server, so a reply always comes.
+
+use std::io::{self, Read, Write};
+
+use crate::error::Error;
+
+/// Largest frame body accepted or sent.
+pub const MAX_FRAME_BYTES: usize = 16 << 20;
+/// Largest first (unauthenticated) frame body the server reads.
+pub const MAX_HELLO_FRAME_BYTES: usize = 4096;
+/// Protocol version carried in `Hello`.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+const T_HELLO: u8 = 0x01;
+const T_PUT: u8 = 0x02;
+const T_GET: u8 = 0x03;
+const T_FENCE: u8 = 0x04;
+const T_FINALIZED: u8 = 0x05;
+const T_ABORT: u8 = 0x06;
+const T_EXITED: u8 = 0x07;
+const T_OK: u8 = 0x80;
+const T_VALUE: u8 = 0x81;
+const T_TIMEOUT: u8 = 0x82;
+const T_PEER_EXITED: u8 = 0x83;
+const T_EXITED_LIST: u8 = 0x84;
+const T_FAILED: u8 = 0x85;
+
+/// A client → server message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Authentication; must be the first frame.
+    Hello {
+        /// [`PROTOCOL_VERSION`].
+        version: u16,
+        /// The sender's rank.
+        rank: u32,
+        /// The job secret (ASCII hex).
+        secret: Vec<u8>,
+    },
+    /// Store `value` under `key` (last write wins).
+    Put {
+        /// The key.
+        key: String,
+        /// The value.
+        value: Vec<u8>,
+    },
+    /// Wait up to `timeout_ms` for `key` and return its value.
+    Get {
+        /// The key.
+        key: String,
+        /// How long the server waits for the key.
+        timeout_ms: u64,
+    },
+    /// Enter the next fence (barrier over all ranks).
+    Fence {
+        /// How long the server waits for the other ranks.
+        timeout_ms: u64,
+    },
+    /// The sender finalized cleanly.
+    Finalized,
+    /// Ask the launcher to SIGKILL `ranks`, recording `code` as the abort code.
+    Abort {
+        /// The abort code.
+        code: i32,
+        /// The ranks to kill.
+        ranks: Vec<u32>,
+    },
+    /// Ask which ranks have exited.
+    Exited,
+}
+
+/// A server → client message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// Success without data.
+    Ok,
+    /// The value of a `Get`.
+    Value(Vec<u8>),
+    /// A `Get` or `Fence` timed out.
+    Timeout,
+    /// A `Fence` cannot complete because `rank` exited before reaching it.
+    PeerExited {
+        /// The lowest such rank.
+        rank: u32,
+    },
+    /// The ranks that have exited, in the order the launcher saw them exit.
+    Exited(Vec<u32>),
+    /// The request was well formed but rejected.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Request {
+    /// Appends this request as one frame (length prefix + body) to `out`.
+    ///
+    /// # Errors
+    /// [`Error::FrameTooLarge`] if the body would exceed [`MAX_FRAME_BYTES`].
+    pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), Error> {
+        let start = begin_frame(out);
+        match self {
+            Request::Hello {
+                version,
+                rank,
+                secret,
+            } => {
+                out.push(T_HELLO);
+                out.extend_from_slice(&version.to_le_bytes());
+                out.extend_from_slice(&rank.to_le_bytes());
+                put_bytes(out, secret)?;
+            }
+            Request::Put { key, value } => {
+                out.push(T_PUT);
+                put_bytes(out, key.as_bytes())?;
+                put_bytes(out, value)?;
+            }
+            Request::Get { key, timeout_ms } => {
+                out.push(T_GET);
+                put_bytes(out, key.as_bytes())?;
+                out.extend_from_slice(&timeout_ms.to_le_bytes());
+            }
+            Request::Fence { timeout_ms } => {
+                out.push(T_FENCE);
+                out.extend_from_slice(&timeout_ms.to_le_bytes());
+            }
+            Request::Finalized => out.push(T_FINALIZED),
+            Request::Abort { code, ranks } => {
+                out.push(T_ABORT);
+                out.extend_from_slice(&code.to_le_bytes());
+                put_u32s(out, ranks)?;
+            }
+            Request::Exited => out.push(T_EXITED),
+        }
+        end_frame(out, start)
+    }
+
+    /// Decodes a frame body.
+    ///
+    /// # Errors
+    /// [`Error::Protocol`] on any malformed input (never panics).
+    pub fn decode(body: &[u8]) -> Result<Request, Error> {
+        let mut c = Cursor { buf: body };
+        let req = match c.u8()? {
+            T_HELLO => Request::Hello {
+                version: c.u16()?,
+                rank: c.u32()?,
+                secret: c.bytes()?.to_vec(),
+            },
+            T_PUT => Request::Put {
+                key: c.str()?,
+                value: c.bytes()?.to_vec(),
+            },
+            T_GET => Request::Get {
+                key: c.str()?,
+                timeout_ms: c.u64()?,
+            },
+            T_FENCE => Request::Fence {
+                timeout_ms: c.u64()?,
+            },
+            T_FINALIZED => Request::Finalized,
+            T_ABORT => Request::Abort {
+                code: c.i32()?,
+                ranks: c.u32s()?,
+            },
+            T_EXITED => Request::Exited,
+            _ => return Err(proto("unknown request tag")),
+        };
+        c.finish()?;
+        Ok(req)
+    }
+}
+
+impl Response {
+    /// Appends this response as one frame (length prefix + body) to `out`.
+    ///
+    /// # Errors
+    /// [`Error::FrameTooLarge`] if the body would exceed [`MAX_FRAME_BYTES`].
+    pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), Error> {
+        let start = begin_frame(out);
+        match self {
+            Response::Ok => out.push(T_OK),
+            Response::Value(v) => {
+                out.push(T_VALUE);
+                put_bytes(out, v)?;
+            }
+            Response::Timeout => out.push(T_TIMEOUT),
+            Response::PeerExited { rank } => {
+                out.push(T_PEER_EXITED);
+                out.extend_from_slice(&rank.to_le_bytes());
+            }
+            Response::Exited(ranks) => {
+                out.push(T_EXITED_LIST);
+                put_u32s(out, ranks)?;
+            }
+            Response::Failed { reason } => {
+                out.push(T_FAILED);
+                put_bytes(out, reason.as_bytes())?;
+            }
+        }
+        end_frame(out, start)
+    }
+
+    /// Decodes a frame body.
+    ///
+    /// # Errors
+    /// [`Error::Protocol`] on any malformed input (never panics).
+    pub fn decode(body: &[u8]) -> Result<Response, Error> {
+        let mut c = Cursor { buf: body };
+        let resp = match c.u8()? {
+            T_OK => Response::Ok,
+            T_VALUE => Response::Value(c.bytes()?.to_vec()),
+            T_TIMEOUT => Response::Timeout,
+            T_PEER_EXITED => Response::PeerExited { rank: c.u32()? },
+            T_EXITED_LIST => Response::Exited(c.u32s()?),
+            T_FAILED => Response::Failed { reason: c.str()? },
+            _ => return Err(proto("unknown response tag")),
+        };
+        c.finish()?;
+        Ok(resp)
+    }
+}
+
+/// Reads one frame body of at most `max` bytes.
+///
+/// Returns `Ok(None)` on a clean end of stream before the first length byte.
+///
+/// # Errors
+/// [`Error::FrameTooLarge`] if the announced length exceeds `max`; I/O errors as
+/// [`Error::Timeout`], [`Error::Disconnected`] (EOF inside a frame) or [`Error::Io`].
+pub fn read_frame<R: Read>(r: &mut R, max: usize) -> Result<Option<Vec<u8>>, Error> {
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    while got < len.len() {
+        match r.read(&mut len[got..]) {
+            Ok(0) if got == 0 => return Ok(None),
+            Ok(0) => return Err(Error::Disconnected),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io("read", e)),
+        }
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    if len > max {
+        return Err(Error::FrameTooLarge { len, max });
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).map_err(|e| Error::io("read", e))?;
+    Ok(Some(body))
+}
+
+/// Writes pre-encoded frames.
+///
+/// # Errors
+/// I/O errors mapped as in [`read_frame`].
+pub fn write_frames<W: Write>(w: &mut W, frames: &[u8]) -> Result<(), Error> {
+    w.write_all(frames).map_err(|e| Error::io("write", e))?;
+    w.flush().map_err(|e| Error::io("write", e))
+}
+
+fn proto(reason: &'static str) -> Error {
+    Error::Protocol { reason }
+}
+
+fn begin_frame(out: &mut Vec<u8>) -> usize {
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    start
+}
+
+fn end_frame(out: &mut Vec<u8>, start: usize) -> Result<(), Error> {
+    let len = out.len() - start - 4;
+    if len > MAX_FRAME_BYTES {
+        out.truncate(start);
+        return Err(Error::FrameTooLarge {
+            len,
+            max: MAX_FRAME_BYTES,
+        });
+    }
+    // len <= MAX_FRAME_BYTES < u32::MAX
+    out[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
+    Ok(())
+}
+
+fn put_len(out: &mut Vec<u8>, len: usize) -> Result<(), Error> {
+    if len > MAX_FRAME_BYTES {
+        return Err(Error::FrameTooLarge {
+            len,
+            max: MAX_FRAME_BYTES,
+        });
+    }
+    out.extend_from_slice(&(len as u32).to_le_bytes());
+    Ok(())
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) -> Result<(), Error> {
+    put_len(out, b.len())?;
+    out.extend_from_slice(b);
+    Ok(())
+}
+
+fn put_u32s(out: &mut Vec<u8>, v: &[u32]) -> Result<(), Error> {
+    put_len(out, v.len())?;
+    for x in v {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    Ok(())
+}
+
+struct Cursor<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
+        if self.buf.len() < n {
+            return Err(proto("truncated frame"));
+        }
+        let (head, tail) = self.buf.split_at(n);
+        self.buf = tail;
+        Ok(head)
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], Error> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, Error> {
+        Ok(self.array::<1>()?[0])
+    }
+    fn u16(&mut self) -> Result<u16, Error> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+    fn u32(&mut self) -> Result<u32, Error> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+    fn i32(&mut self) -> Result<i32, Error> {
+        Ok(i32::from_le_bytes(self.array()?))
+    }
+    fn u64(&mut self) -> Result<u64, Error> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+    fn bytes(&mut self) -> Result<&'a [u8], Error> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    fn str(&mut self) -> Result<String, Error> {
+        let b = self.bytes()?;
+        std::str::from_utf8(b)
+            .map(str::to_owned)
+            .map_err(|_| proto("string is not UTF-8"))
+    }
+    fn u32s(&mut self) -> Result<Vec<u32>, Error> {
+        let n = self.u32()? as usize;
+        if n > self.buf.len() / 4 {
+            return Err(proto("truncated frame"));
+        }
+        (0..n).map(|_| self.u32()).collect()
+    }
+    fn finish(&self) -> Result<(), Error> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(proto("trailing bytes in frame"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(frame: &[u8]) -> &[u8] {
+        let len = u32::from_le_bytes(frame[..4].try_into().unwrap()) as usize;
+        assert_eq!(frame.len(), len + 4);
+        &frame[4..]
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        let reqs = [
+            Request::Hello {
+                version: PROTOCOL_VERSION,
+                rank: 7,
+                secret: b"abc".to_vec(),
+            },
+            Request::Put {
+                key: "k\u{e9}".into(),
+                value: vec![0, 1, 2],
+            },
+            Request::Get {
+                key: String::new(),
+                timeout_ms: u64::MAX,
+            },
+            Request::Fence { timeout_ms: 5 },
+            Request::Finalized,
+            Request::Abort {
+                code: -3,
+                ranks: vec![1, 2, 3],
+            },
+            Request::Exited,
+        ];
+        for r in reqs {
+            let mut out = Vec::new();
+            r.encode(&mut out).unwrap();
+            assert_eq!(Request::decode(body(&out)).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn responses_round_trip() {
+        let resps = [
+            Response::Ok,
+            Response::Value(vec![9; 100]),
+            Response::Timeout,
+            Response::PeerExited { rank: 3 },
+            Response::Exited(vec![4, 1]),
+            Response::Failed {
+                reason: "no".into(),
+            },
+        ];
+        for r in resps {
+            let mut out = Vec::new();
+            r.encode(&mut out).unwrap();
+            assert_eq!(Response::decode(body(&out)).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        for _ in 0..20_000 {
+            let len = rng.gen_range(0..40);
+            let mut b: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            if !b.is_empty() && rng.gen_bool(0.7) {
+                b[0] = rng.gen_range(0..8) | if rng.gen() { 0x80 } else { 0 };
+            }
+            let _ = Request::decode(&b);
+            let _ = Response::decode(&b);
+        }
+        assert!(Request::decode(&[]).is_err());
+        assert!(Request::decode(&[T_FINALIZED, 0]).is_err());
+        assert!(Request::decode(&[T_ABORT, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]).is_err());
+    }
+
+    #[test]
+    fn oversized_frames_rejected() {
+        let mut announce = Vec::new();
+        announce.extend_from_slice(&((MAX_FRAME_BYTES as u32) + 1).to_le_bytes());
+        let r = read_frame(&mut announce.as_slice(), MAX_FRAME_BYTES);
+        assert!(matches!(r, Err(Error::FrameTooLarge { .. })));
+        let r = read_frame(&mut &[1u8, 0][..], MAX_FRAME_BYTES);
+        assert!(matches!(r, Err(Error::Disconnected)));
+        assert!(read_frame(&mut &[][..], 10).unwrap().is_none());
+        let big = Request::Put {
+            key: "k".into(),
+            value: vec![0; MAX_FRAME_BYTES],
+        };
+        let mut out = Vec::new();
+        assert!(matches!(
+            big.encode(&mut out),
+            Err(Error::FrameTooLarge { .. })
+        ));
+        assert!(out.is_empty());
+    }
+}

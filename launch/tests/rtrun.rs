@@ -1,0 +1,555 @@
+//! Multi-process tests of `rtrun` and the bootstrap service (real processes, every test
+//! with a hard timeout). Rank programs are `rt-testprog` (see its module doc).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use runthrough_launch::outcome::RankStatus;
+use runthrough_launch::{Client, Error, JobEnv, Server};
+
+const RTRUN: &str = env!("CARGO_BIN_EXE_rtrun");
+const PROG: &str = env!("CARGO_BIN_EXE_rt-testprog");
+const LIMIT: Duration = Duration::from_secs(30);
+
+#[derive(Debug)]
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+}
+
+/// A running `rtrun`, with its stdout lines streamed through a channel.
+struct Job {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+    stderr: thread::JoinHandle<String>,
+    start: Instant,
+}
+
+impl Job {
+    fn spawn(args: &[&str]) -> Job {
+        let mut child = Command::new(RTRUN)
+            .args(args)
+            .env_remove("RT_DEBUG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn rtrun");
+        let out = child.stdout.take().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for l in BufReader::new(out).lines() {
+                let Ok(l) = l else { break };
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        });
+        Job {
+            child,
+            lines,
+            seen: Vec::new(),
+            stderr,
+            start: Instant::now(),
+        }
+    }
+
+    /// Waits for a stdout line containing `needle` (hard timeout).
+    fn expect_line(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            if let Some(l) = self.seen.iter().find(|l| l.contains(needle)) {
+                return l.clone();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => self.seen.push(l),
+                Err(_) => {
+                    let _ = self.child.kill();
+                    panic!("no line containing {needle:?}; saw {:?}", self.seen);
+                }
+            }
+        }
+    }
+
+    fn wait(mut self, limit: Duration) -> Out {
+        let deadline = self.start + limit;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "rtrun exceeded its hard timeout of {limit:?}; stdout so far: {:?}",
+                    self.seen
+                );
+            }
+            thread::sleep(Duration::from_millis(10));
+        };
+        let elapsed = self.start.elapsed();
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.seen.push(l);
+        }
+        let mut stdout = self.seen.join("\n");
+        stdout.push('\n');
+        Out {
+            code: status.code(),
+            stdout,
+            stderr: self.stderr.join().unwrap(),
+            elapsed,
+        }
+    }
+}
+
+fn rtrun(args: &[&str]) -> Out {
+    Job::spawn(args).wait(LIMIT)
+}
+
+fn count(haystack: &str, needle: &str) -> usize {
+    haystack.matches(needle).count()
+}
+
+#[test]
+fn argument_errors_exit_2() {
+    let cases: &[&[&str]] = &[
+        &["-n", "0", PROG, "kv"],
+        &[PROG, "kv"],
+        &["-n"],
+        &["-n", "two", PROG, "kv"],
+        &["-n", "2"],
+        &["-n", "2", "--"],
+        &["-n", "2", "--kill", "1@abc", PROG, "kv"],
+        &["-n", "2", "--kill", "2@1s", PROG, "kv"],
+        &["-n", "2", "--frobnicate", PROG, "kv"],
+        &["-n", "2", "--bind-to", "socket", PROG, "kv"],
+        &["-n", "2", "--timeout", "never", PROG, "kv"],
+    ];
+    for args in cases {
+        let out = rtrun(args);
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(out.stderr.starts_with("rtrun: "), "{args:?}: {out:?}");
+        assert!(out.stderr.contains("--help"), "{args:?}: {out:?}");
+        assert!(out.stdout.trim().is_empty(), "{args:?}: {out:?}");
+    }
+}
+
+#[test]
+fn help_exits_0() {
+    let out = rtrun(&["--help"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("usage: rtrun -n N"), "{out:?}");
+}
+
+#[test]
+fn missing_program_exits_127() {
+    let out = rtrun(&["-n", "2", "/nonexistent/rt-no-such-program"]);
+    assert_eq!(out.code, Some(127), "{out:?}");
+    assert!(out.stderr.contains("cannot start rank 0"), "{out:?}");
+}
+
+#[test]
+fn t3_kv_exchange_1_2_4_8() {
+    for n in [1u32, 2, 4, 8] {
+        let ns = n.to_string();
+        let out = rtrun(&["-n", &ns, PROG, "kv"]);
+        assert_eq!(out.code, Some(0), "n={n}: {out:?}");
+        for r in 0..n {
+            assert_eq!(
+                count(&out.stdout, &format!("kv ok rank {r} of {n}\n")),
+                1,
+                "{out:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn tag_output_prefixes_every_line() {
+    let out = rtrun(&["-n", "4", "--tag-output", PROG, "kv"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{out:?}");
+    for r in 0..4 {
+        assert!(
+            lines.contains(&format!("[{r}] kv ok rank {r} of 4").as_str()),
+            "{out:?}"
+        );
+    }
+    // stderr too
+    let out = rtrun(&["-n", "2", "--tag-output", PROG, "bogus-command"]);
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(
+        out.stderr.contains("[1] rt-testprog: unknown command"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn environment_of_each_rank() {
+    let out = rtrun(&["-n", "2", "--bind-to", "numa", "--tag-output", PROG, "env"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let get = |rank: u32, var: &str| -> String {
+        let p = format!("[{rank}] {var}=");
+        let l = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&p))
+            .unwrap_or_else(|| panic!("{p}: {out:?}"));
+        l[p.len()..].to_owned()
+    };
+    for r in 0..2 {
+        assert_eq!(get(r, "RT_RANK"), r.to_string());
+        assert_eq!(get(r, "RT_SIZE"), "2");
+        assert_eq!(get(r, "RT_LOCAL_RANK"), r.to_string());
+        assert_eq!(get(r, "RT_LOCAL_SIZE"), "2");
+        assert_eq!(get(r, "RT_BIND"), "numa");
+        let jobid = get(r, "RT_JOBID");
+        assert_eq!(jobid.len(), 16);
+        assert_eq!(get(r, "RT_SHM_NAME"), format!("/rt-{jobid}"));
+        assert_eq!(get(r, "RT_KV_SECRET").len(), 64);
+        assert!(get(r, "RT_KV_ADDR").starts_with("127.0.0.1:"));
+        assert!(!get(r, "RT_NODE").is_empty());
+    }
+    assert_eq!(get(0, "RT_JOBID"), get(1, "RT_JOBID"));
+    assert_eq!(get(0, "RT_KV_SECRET"), get(1, "RT_KV_SECRET"));
+    // A second job gets fresh random ids.
+    let again = rtrun(&["-n", "1", PROG, "env"]);
+    let jobid0 = get(0, "RT_JOBID");
+    assert!(!again.stdout.contains(&jobid0), "{again:?}");
+}
+
+fn in_process_env(server: &Server, rank: u32, secret: &str) -> JobEnv {
+    JobEnv {
+        rank,
+        size: server.size(),
+        local_rank: rank,
+        local_size: server.size(),
+        jobid: "0123456789abcdef".into(),
+        kv_addr: server.addr(),
+        secret: secret.into(),
+        bind: "none".into(),
+        shm_name: "/rt-0123456789abcdef".into(),
+        node: "localhost".into(),
+    }
+}
+
+#[test]
+fn t3_wrong_secret_refused_right_one_works() {
+    let secret = "a5".repeat(32);
+    let server = Server::start(2, &secret).unwrap();
+    assert!(server.addr().ip().is_loopback());
+    let t = Duration::from_secs(5);
+
+    let bad = in_process_env(&server, 0, &"b6".repeat(32));
+    assert!(matches!(Client::connect(&bad, t), Err(Error::Refused)));
+    let short = in_process_env(&server, 0, "a5");
+    assert!(matches!(Client::connect(&short, t), Err(Error::Refused)));
+    let bad_rank = in_process_env(&server, 2, &secret);
+    assert!(matches!(Client::connect(&bad_rank, t), Err(Error::Refused)));
+
+    // Garbage and oversized frames: the connection is closed, the server lives on.
+    for junk in [
+        &b"\xff\xff\xff\xffjunk"[..],
+        b"\x03\x00\x00\x00\x01\x02\x03",
+        b"GET / HTTP/1.1\r\n\r\n",
+    ] {
+        let mut s = TcpStream::connect(server.addr()).unwrap();
+        s.set_read_timeout(Some(t)).unwrap();
+        let _ = s.write_all(junk);
+        let mut buf = [0u8; 16];
+        assert!(
+            matches!(s.read(&mut buf), Ok(0) | Err(_)),
+            "server replied to junk"
+        );
+    }
+
+    let mut c0 = Client::connect(&in_process_env(&server, 0, &secret), t).unwrap();
+    let mut c1 = Client::connect(&in_process_env(&server, 1, &secret), t).unwrap();
+    c0.put("k", b"v").unwrap();
+    assert_eq!(c1.get("k", t).unwrap(), b"v");
+    assert!(matches!(
+        c1.get("missing", Duration::from_millis(20)),
+        Err(Error::Timeout)
+    ));
+    // The client stays usable after a server-side timeout.
+    c1.put("k2", b"w").unwrap();
+    assert_eq!(c0.get("k2", t).unwrap(), b"w");
+    assert!(matches!(c0.abort(&[5], 1), Err(Error::Server { .. })));
+    c0.finalized().unwrap();
+    assert!(server.is_finalized(0));
+    assert!(!server.is_finalized(1));
+}
+
+#[test]
+fn fence_generations_timeout_and_peer_exit_in_process() {
+    let secret = "0f".repeat(32);
+    let server = Server::start(3, &secret).unwrap();
+    let t = Duration::from_secs(10);
+    let envs: Vec<JobEnv> = (0..3)
+        .map(|r| in_process_env(&server, r, &secret))
+        .collect();
+
+    // Three generations across three ranks.
+    let handles: Vec<_> = envs
+        .iter()
+        .cloned()
+        .map(|e| {
+            thread::spawn(move || {
+                let mut c = Client::connect(&e, t).unwrap();
+                for _ in 0..3 {
+                    c.fence(t).unwrap();
+                }
+                c
+            })
+        })
+        .collect();
+    let mut clients: Vec<Client> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+
+    // A fence with a missing rank times out, and leaves the fence again.
+    let t0 = Instant::now();
+    assert!(matches!(
+        clients[0].fence(Duration::from_millis(100)),
+        Err(Error::Timeout)
+    ));
+    assert!(t0.elapsed() < Duration::from_secs(3));
+
+    // A rank that exits before the fence fails the waiters promptly.
+    let mut c1 = clients.remove(1);
+    let waiter = thread::spawn(move || {
+        let t0 = Instant::now();
+        let r = c1.fence(Duration::from_secs(20));
+        (r, t0.elapsed())
+    });
+    thread::sleep(Duration::from_millis(200));
+    server.record_exit(2, RankStatus::Signaled(9));
+    let (r, waited) = waiter.join().unwrap();
+    assert!(matches!(r, Err(Error::PeerExited { rank: 2 })), "{r:?}");
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+    assert!(matches!(
+        clients[0].fence(t),
+        Err(Error::PeerExited { rank: 2 })
+    ));
+    assert_eq!(clients[0].exited().unwrap(), vec![2]);
+    assert_eq!(server.exited(), vec![(2, RankStatus::Signaled(9))]);
+}
+
+#[test]
+fn kill_one_rank_others_finish() {
+    let out = rtrun(&["-n", "3", "--kill", "1@300ms", PROG, "sleep", "1500"]);
+    // Rank 1 failed; the lowest rank that finalized is 0, which exited 0.
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("rank 0 done"), "{out:?}");
+    assert!(out.stdout.contains("rank 2 done"), "{out:?}");
+    assert!(!out.stdout.contains("rank 1 done"), "{out:?}");
+    assert!(out.elapsed < Duration::from_secs(10), "{out:?}");
+}
+
+#[test]
+fn r7_all_ok_gives_rank0_code() {
+    let out = rtrun(&["-n", "3", PROG, "finalize-exit", "5,6,7"]);
+    assert_eq!(out.code, Some(5), "{out:?}");
+}
+
+#[test]
+fn r7_killed_rank_gives_lowest_finalized_code() {
+    let out = rtrun(&[
+        "-n",
+        "4",
+        "--kill",
+        "2@200ms",
+        PROG,
+        "finalize-exit",
+        "10,11,12,13",
+        "1500",
+    ]);
+    assert_eq!(out.code, Some(10), "{out:?}");
+    let out = rtrun(&[
+        "-n",
+        "4",
+        "--kill",
+        "0@200ms",
+        PROG,
+        "finalize-exit",
+        "10,11,12,13",
+        "1500",
+    ]);
+    assert_eq!(out.code, Some(11), "{out:?}");
+}
+
+#[test]
+fn r7_nobody_finalized_gives_lowest_nonzero_code() {
+    // Nobody finalizes, nobody aborts, no signals: lowest non-zero exit code (rule 5).
+    let out = rtrun(&["-n", "2", PROG, "exit", "4,0"]);
+    assert_eq!(out.code, Some(4), "{out:?}");
+}
+
+#[test]
+fn r7_none_finalized_gives_abort_code() {
+    let out = rtrun(&["-n", "2", PROG, "abort", "7", "0,1"]);
+    assert_eq!(out.code, Some(7), "{out:?}");
+    assert!(!out.stdout.contains("survived"), "{out:?}");
+    assert!(out.elapsed < Duration::from_secs(8), "{out:?}");
+}
+
+#[test]
+fn r7_signal_without_abort_gives_128_plus_signal() {
+    let out = rtrun(&[
+        "-n", "2", "--kill", "0@200ms", "--kill", "1@200ms", PROG, "sleep", "5000",
+    ]);
+    assert_eq!(out.code, Some(128 + 9), "{out:?}");
+}
+
+#[test]
+fn r3_abort_kills_only_listed_ranks() {
+    let out = rtrun(&[
+        "-n",
+        "4",
+        "--tag-output",
+        PROG,
+        "abort",
+        "9",
+        "1,2",
+        "0",
+        "1500",
+    ]);
+    assert!(out.stdout.contains("[3] rank 3 survived"), "{out:?}");
+    assert!(!out.stdout.contains("rank 1 survived"), "{out:?}");
+    assert!(!out.stdout.contains("rank 2 survived"), "{out:?}");
+    // Failures: 0 (aborted), 1, 2 (killed); lowest finalized rank is 3, exit 0.
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+#[test]
+fn timeout_kills_everything_exit_124() {
+    let out = Job::spawn(&["-n", "2", "--timeout", "1", PROG, "sleep", "10000"])
+        .wait(Duration::from_secs(8));
+    assert_eq!(out.code, Some(124), "{out:?}");
+    assert!(
+        out.stderr.contains("rtrun: job timed out after 1s"),
+        "{out:?}"
+    );
+    assert!(out.elapsed < Duration::from_millis(2500), "{out:?}");
+}
+
+#[test]
+fn fence_fails_fast_when_a_rank_exited() {
+    let out = rtrun(&["-n", "3", PROG, "fence-dead"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("rank 0 peer-exited 1"), "{out:?}");
+    assert!(out.stdout.contains("rank 2 peer-exited 1"), "{out:?}");
+}
+
+#[test]
+fn ranks_learn_which_ranks_exited() {
+    let out = rtrun(&["-n", "2", PROG, "exited"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("rank 0 sees exited [1]"), "{out:?}");
+}
+
+fn shm_path(stdout: &str) -> String {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("shm /dev/shm/rt-"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    line["shm ".len()..].to_owned()
+}
+
+#[test]
+fn shm_removed_after_normal_exit() {
+    let out = rtrun(&["-n", "2", PROG, "shm"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let path = shm_path(&out.stdout);
+    assert!(!Path::new(&path).exists(), "{path} still exists");
+}
+
+#[test]
+fn shm_removed_after_killed_job() {
+    let mut job = Job::spawn(&[
+        "-n", "2", "--kill", "0@700ms", "--kill", "1@700ms", PROG, "shm", "10000",
+    ]);
+    let path = shm_path(&job.expect_line("shm /dev/shm/"));
+    assert!(
+        Path::new(&path).exists(),
+        "{path} should exist while the job runs"
+    );
+    let out = job.wait(Duration::from_secs(8));
+    assert_eq!(out.code, Some(137), "{out:?}");
+    assert!(!Path::new(&path).exists(), "{path} still exists");
+}
+
+fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+fn rank_pids(job: &mut Job, n: u32) -> Vec<u32> {
+    (0..n)
+        .map(|r| {
+            let l = job.expect_line(&format!("rank {r} pid "));
+            l.split_whitespace().nth(3).unwrap().parse().unwrap()
+        })
+        .collect()
+}
+
+fn wait_dead(pids: &[u32]) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|&p| pid_alive(p)) {
+        assert!(Instant::now() < deadline, "ranks {pids:?} still alive");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigterm_kills_ranks_exit_130() {
+    let mut job = Job::spawn(&["-n", "2", PROG, "sleep", "20000"]);
+    let pids = rank_pids(&mut job, 2);
+    let st = Command::new("kill")
+        .args(["-TERM", &job.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = job.wait(Duration::from_secs(8));
+    assert_eq!(out.code, Some(130), "{out:?}");
+    wait_dead(&pids);
+}
+
+#[test]
+fn ranks_die_with_rtrun() {
+    let mut job = Job::spawn(&["-n", "2", PROG, "sleep", "20000"]);
+    let pids = rank_pids(&mut job, 2);
+    job.child.kill().unwrap(); // SIGKILL: no cleanup in rtrun, PR_SET_PDEATHSIG acts
+    let _ = job.child.wait();
+    wait_dead(&pids);
+}
+
+#[test]
+fn r3_abort_self_records_abort_code() {
+    // abort(self): the rank is aborted whether it exits first or is killed first.
+    for _ in 0..3 {
+        let out = rtrun(&["-n", "1", PROG, "abort", "6", "0"]);
+        assert_eq!(out.code, Some(6), "{out:?}");
+    }
+}

@@ -1,0 +1,322 @@
+//! Communicators: a group of ranks, a context, an error mode; point-to-point operations.
+//!
+//! Ranks given to and reported by a communicator are its own (0..size). Messages on
+//! different communicators never match each other (each has its own context; its
+//! collectives use the next one). Error modes (R2): the world starts with
+//! [`ErrorMode::ErrorsAreFatal`]; new communicators inherit their parent's mode.
+
+use std::fmt;
+use std::io::Write;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use runthrough_engine::matching::Pattern;
+use runthrough_engine::{self as engine, ContextId, Rank, Tag, Waiter, TAG_UB};
+
+use crate::request::Request;
+use crate::runtime::{FatalScope, Shared};
+use crate::{coll, Error, Pod, Status};
+
+/// A user error handler: called with the communicator and the error, which is then
+/// returned to the caller.
+pub type Handler = Arc<dyn Fn(&Comm, &Error) + Send + Sync>;
+
+/// What a communicator does when one of its operations fails (R2, R3).
+#[derive(Clone)]
+pub enum ErrorMode {
+    /// Abort: by default the processes of this communicator's group, as `abort(comm)`
+    /// (seeds/001); job-wide under [`FatalScope::Job`]. The world's default.
+    ErrorsAreFatal,
+    /// Abort the processes of this communicator's group, whatever the fatal scope (MPI-4's
+    /// `MPI_ERRORS_ABORT`).
+    ErrorsAbort,
+    /// Return the error to the caller.
+    ErrorsReturn,
+    /// Call a handler, then return the error.
+    Handler(Handler),
+}
+
+impl fmt::Debug for ErrorMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorMode::ErrorsAreFatal => f.write_str("ErrorsAreFatal"),
+            ErrorMode::ErrorsAbort => f.write_str("ErrorsAbort"),
+            ErrorMode::ErrorsReturn => f.write_str("ErrorsReturn"),
+            ErrorMode::Handler(_) => f.write_str("Handler(..)"),
+        }
+    }
+}
+
+/// Which sources a receive accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Any source (MPI_ANY_SOURCE).
+    Any,
+    /// This rank of the communicator.
+    Rank(usize),
+    /// A negative rank other than the wildcard: always an invalid-rank error.
+    Invalid(i64),
+}
+
+/// Which tags a receive accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TagSel {
+    /// Any tag (MPI_ANY_TAG).
+    Any,
+    /// This tag.
+    Tag(i32),
+}
+
+/// Receive from any source.
+pub const ANY_SOURCE: Source = Source::Any;
+/// Receive any tag.
+pub const ANY_TAG: TagSel = TagSel::Any;
+
+impl From<usize> for Source {
+    fn from(r: usize) -> Self {
+        Source::Rank(r)
+    }
+}
+
+impl From<u32> for Source {
+    fn from(r: u32) -> Self {
+        Source::Rank(r as usize)
+    }
+}
+
+impl From<i32> for Source {
+    /// Non-negative values name a rank; negative ones are invalid (use [`ANY_SOURCE`]).
+    fn from(r: i32) -> Self {
+        if r < 0 {
+            Source::Invalid(r.into())
+        } else {
+            Source::Rank(r as usize)
+        }
+    }
+}
+
+impl From<i32> for TagSel {
+    fn from(t: i32) -> Self {
+        TagSel::Tag(t)
+    }
+}
+
+pub(crate) struct CommInner {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) ctx: ContextId,
+    group: Arc<[Rank]>,
+    me: u32,
+    mode: Mutex<ErrorMode>,
+}
+
+/// A communicator handle (cheap to clone; clones are the same communicator).
+#[derive(Clone)]
+pub struct Comm {
+    pub(crate) inner: Arc<CommInner>,
+}
+
+impl fmt::Debug for Comm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Comm")
+            .field("ctx", &self.inner.ctx)
+            .field("rank", &self.inner.me)
+            .field("size", &self.inner.group.len())
+            .finish()
+    }
+}
+
+fn valid_tag(tag: i32) -> Result<Tag, Error> {
+    if (0..=TAG_UB).contains(&tag) {
+        Ok(Tag(tag))
+    } else {
+        Err(Error::InvalidTag { tag })
+    }
+}
+
+impl Comm {
+    pub(crate) fn new(shared: Arc<Shared>, ctx: ContextId, group: Arc<[Rank]>, me: u32, mode: ErrorMode) -> Self {
+        Comm { inner: Arc::new(CommInner { shared, ctx, group, me, mode: Mutex::new(mode) }) }
+    }
+
+    /// This process's rank in the communicator.
+    pub fn rank(&self) -> usize {
+        self.inner.me as usize
+    }
+
+    /// Number of processes in the communicator (failed ones included, R22).
+    pub fn size(&self) -> usize {
+        self.inner.group.len()
+    }
+
+    /// The world rank of communicator rank `r`.
+    pub(crate) fn world_rank(&self, r: usize) -> Result<Rank, Error> {
+        self.inner
+            .group
+            .get(r)
+            .copied()
+            .ok_or(Error::InvalidRank { rank: r as i64, size: self.inner.group.len() as u32 })
+    }
+
+    /// The error mode.
+    pub fn error_mode(&self) -> ErrorMode {
+        self.inner.mode.lock().clone()
+    }
+
+    /// Sets the error mode.
+    pub fn set_error_mode(&self, mode: ErrorMode) {
+        *self.inner.mode.lock() = mode;
+    }
+
+    /// Applies the error mode to an outcome (R2, R3).
+    pub(crate) fn check<T>(&self, r: Result<T, Error>) -> Result<T, Error> {
+        let Err(e) = r else { return r };
+        let mode = self.inner.mode.lock().clone();
+        match mode {
+            ErrorMode::ErrorsReturn => Err(e),
+            ErrorMode::Handler(h) => {
+                h(self, &e);
+                Err(e)
+            }
+            ErrorMode::ErrorsAreFatal if self.inner.shared.fatal_scope() == FatalScope::Job => {
+                fatal_message(self, &e, "job");
+                let all: Vec<u32> = (0..self.inner.shared.world_size).collect();
+                self.inner.shared.abort(&all, e.exit_code())
+            }
+            ErrorMode::ErrorsAreFatal | ErrorMode::ErrorsAbort => {
+                fatal_message(self, &e, "communicator group");
+                self.abort(e.exit_code())
+            }
+        }
+    }
+
+    /// Aborts the processes of this communicator's group (this one included) with
+    /// `code`, as `MPI_Abort(comm, code)` with the scope of seeds/001.
+    pub fn abort(&self, code: i32) -> ! {
+        let ranks: Vec<u32> = self.inner.group.iter().map(|r| r.0).collect();
+        self.inner.shared.abort(&ranks, code)
+    }
+
+    pub(crate) fn waiter(&self) -> Waiter {
+        self.inner.shared.waiter()
+    }
+
+    fn pattern(&self, src: Source, tag: TagSel) -> Result<(Pattern, Option<Rank>), Error> {
+        let (src, peer) = match src {
+            Source::Any => (None, None),
+            Source::Rank(r) => (Some(r as u32), Some(self.world_rank(r)?)),
+            Source::Invalid(r) => return Err(Error::InvalidRank { rank: r, size: self.size() as u32 }),
+        };
+        let tag = match tag {
+            TagSel::Any => None,
+            TagSel::Tag(t) => Some(valid_tag(t)?),
+        };
+        Ok((Pattern { ctx: self.inner.ctx, src, tag }, peer))
+    }
+
+    /// Starts a send of `buf` to rank `dest` with `tag`. The buffer is borrowed until the
+    /// request completes (zero-copy).
+    pub fn isend<'a, T: Pod>(&'a self, buf: &'a [T], dest: usize, tag: i32) -> Result<Request<'a>, Error> {
+        self.isend_on(self.inner.ctx, buf, dest, tag)
+    }
+
+    pub(crate) fn isend_on<'a, T: Pod>(&'a self, ctx: ContextId, buf: &'a [T], dest: usize, tag: i32) -> Result<Request<'a>, Error> {
+        let peer = self.check(self.world_rank(dest))?;
+        let tag = self.check(valid_tag(tag))?;
+        let bytes: &[u8] = bytemuck::cast_slice(buf);
+        let inner = engine::isend(&self.inner.shared.engine, ctx, self.inner.me, dest as u32, peer, tag, bytes);
+        Ok(Request { inner, comm: self })
+    }
+
+    /// Starts a receive into `buf` from `src` (a rank or [`ANY_SOURCE`]) with `tag` (or
+    /// [`ANY_TAG`]).
+    pub fn irecv<'a, T: Pod>(&'a self, buf: &'a mut [T], src: impl Into<Source>, tag: impl Into<TagSel>) -> Result<Request<'a>, Error> {
+        self.irecv_on(self.inner.ctx, buf, src.into(), tag.into())
+    }
+
+    pub(crate) fn irecv_on<'a, T: Pod>(&'a self, ctx: ContextId, buf: &'a mut [T], src: Source, tag: TagSel) -> Result<Request<'a>, Error> {
+        let (mut pattern, peer) = self.check(self.pattern(src, tag))?;
+        pattern.ctx = ctx;
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
+        let inner = engine::irecv(&self.inner.shared.engine, pattern, peer, bytes);
+        Ok(Request { inner, comm: self })
+    }
+
+    /// Sends `buf` to `dest` and waits until the buffer may be reused.
+    pub fn send<T: Pod>(&self, buf: &[T], dest: usize, tag: i32) -> Result<(), Error> {
+        self.isend(buf, dest, tag)?.wait().map(|_| ())
+    }
+
+    /// Receives into `buf`; the status tells the source, tag and length in bytes.
+    pub fn recv<T: Pod>(&self, buf: &mut [T], src: impl Into<Source>, tag: impl Into<TagSel>) -> Result<Status, Error> {
+        self.irecv(buf, src, tag)?.wait()
+    }
+
+    /// Sends and receives at once (no deadlock whatever the peers' order).
+    pub fn sendrecv<S: Pod, R: Pod>(
+        &self,
+        sendbuf: &[S],
+        dest: usize,
+        sendtag: i32,
+        recvbuf: &mut [R],
+        src: impl Into<Source>,
+        recvtag: impl Into<TagSel>,
+    ) -> Result<Status, Error> {
+        let r = self.irecv(recvbuf, src, recvtag)?;
+        let s = self.isend(sendbuf, dest, sendtag)?;
+        let sent = s.wait();
+        let got = r.wait();
+        sent?;
+        got
+    }
+
+    /// Whether a message matching `src`/`tag` can be received now; its status if so.
+    pub fn iprobe(&self, src: impl Into<Source>, tag: impl Into<TagSel>) -> Result<Option<Status>, Error> {
+        let (pattern, _) = self.check(self.pattern(src.into(), tag.into()))?;
+        let mut e = self.inner.shared.engine.lock();
+        e.progress();
+        Ok(e.probe_unexpected(&pattern))
+    }
+
+    /// Waits until a message matching `src`/`tag` can be received; returns its status.
+    pub fn probe(&self, src: impl Into<Source>, tag: impl Into<TagSel>) -> Result<Status, Error> {
+        let (src, tag) = (src.into(), tag.into());
+        let mut waiter = self.waiter();
+        loop {
+            if let Some(st) = self.iprobe(src, tag)? {
+                return Ok(st);
+            }
+            waiter.snooze();
+        }
+    }
+
+    /// Blocks until every rank of the communicator has called it.
+    pub fn barrier(&self) -> Result<(), Error> {
+        let r = coll::allreduce_max(self, 0).map(|_| ());
+        self.check(r)
+    }
+
+    /// A new communicator with the same group and a new context; collective. It
+    /// inherits this communicator's error mode.
+    pub fn dup(&self) -> Result<Comm, Error> {
+        let shared = &self.inner.shared;
+        let r = coll::allreduce_max(self, shared.ctx_proposal());
+        let agreed = self.check(r)?;
+        shared.ctx_taken(agreed);
+        Ok(Comm::new(shared.clone(), ContextId(agreed), self.inner.group.clone(), self.inner.me, self.error_mode()))
+    }
+
+    /// The context of this communicator's collective traffic.
+    pub(crate) fn coll_ctx(&self) -> ContextId {
+        ContextId(self.inner.ctx.0 + 1)
+    }
+}
+
+fn fatal_message(comm: &Comm, e: &Error, scope: &str) {
+    // The process is about to exit; stderr is the one place the user will look.
+    let _ = writeln!(
+        std::io::stderr(),
+        "runthrough: rank {} (world rank {}): fatal error: {e}; aborting the {scope} (ErrorsAreFatal)",
+        comm.rank(),
+        comm.inner.group.get(comm.rank()).map_or(0, |r| r.0),
+    );
+}

@@ -1,0 +1,253 @@
+//! Start-up and shut-down: bootstrap through the launcher's key-value service, the
+//! shared-memory segment, the engine; `finalize`.
+//!
+//! Under `rtrun` (env `RT_RANK` etc.): pin per `RT_BIND`, connect to the launcher, rank 0
+//! creates the job's segment (0600, per-job name), everyone opens it and places its
+//! inbound rings on its NUMA node, and once all are attached rank 0 unlinks the name, so
+//! the segment disappears with the last process even after a crash (the launcher also
+//! unlinks it at exit). Without `rtrun` the process is a singleton world of size 1.
+//!
+//! A failure during start-up returns [`Error::Init`] instead of aborting (R5).
+//!
+//! Environment tunables: `RT_EAGER_LIMIT` (bytes, default 16384), `RT_RING_BYTES` (per
+//! ring pair, power of two, default 262144), `RT_SPIN_POLLS` (busy polls before a wait
+//! yields; default 4000, or 16 when ranks outnumber cores), `RT_FATAL_SCOPE`
+//! (`group`, the default, or `job`: see [`FatalScope`]), `RT_SHM_CMA=0` (no single copy).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use runthrough_engine::engine::{Config, OVERSUBSCRIBED_SPIN_POLLS};
+use runthrough_engine::transport::{shm::ShmTransport, AnyTransport};
+use runthrough_engine::{ContextId, Engine, Rank, Waiter};
+use runthrough_launch::client::Client;
+use runthrough_launch::env::JobEnv;
+use runthrough_shm::numa::Topology;
+use runthrough_shm::pin::{self, BindPolicy};
+use runthrough_shm::{Layout, Segment};
+
+use crate::comm::{Comm, ErrorMode};
+use crate::Error;
+
+/// Default bytes of cells per ring pair.
+pub const DEFAULT_RING_BYTES: u32 = 256 * 1024;
+/// How long start-up waits for the other ranks.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long finalize keeps flushing queued sends.
+const FINALIZE_FLUSH: Duration = Duration::from_secs(10);
+
+/// Which processes `ErrorsAreFatal` aborts (R3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FatalScope {
+    /// The processes of the communicator's group, as `abort(comm)` (ticket #324, the
+    /// run-through draft; MPI-4's `MPI_ERRORS_ABORT`). The default.
+    Group,
+    /// Every process of the job (MPI-4's `MPI_ERRORS_ARE_FATAL`). Set with
+    /// `RT_FATAL_SCOPE=job` or [`Runtime::set_fatal_scope`].
+    Job,
+}
+
+/// State shared by the runtime and every communicator.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) engine: Mutex<Engine>,
+    client: Mutex<Option<Client>>,
+    pub(crate) world_size: u32,
+    next_ctx: AtomicU32,
+    job_fatal: AtomicBool,
+}
+
+impl Shared {
+    /// The next context id this process would use (agreed on collectively by `dup`).
+    pub(crate) fn ctx_proposal(&self) -> u32 {
+        self.next_ctx.load(Ordering::Relaxed)
+    }
+
+    /// Records that contexts below `agreed + 2` are taken.
+    pub(crate) fn ctx_taken(&self, agreed: u32) {
+        self.next_ctx.fetch_max(agreed + 2, Ordering::Relaxed);
+    }
+
+    pub(crate) fn fatal_scope(&self) -> FatalScope {
+        if self.job_fatal.load(Ordering::Relaxed) {
+            FatalScope::Job
+        } else {
+            FatalScope::Group
+        }
+    }
+
+    /// Aborts `ranks` (world ranks; this process included) with `code`, then exits.
+    pub(crate) fn abort(&self, ranks: &[u32], code: i32) -> ! {
+        if let Some(c) = self.client.lock().as_mut() {
+            if let Err(e) = c.abort(ranks, code) {
+                tracing::warn!(error = %e, "launcher did not take the abort request");
+            }
+        }
+        std::process::exit(code)
+    }
+
+    pub(crate) fn waiter(&self) -> Waiter {
+        Waiter::new(self.engine.lock().config().spin_polls)
+    }
+}
+
+/// An initialised runthrough process. Dropping it finalizes.
+#[derive(Debug)]
+pub struct Runtime {
+    shared: Arc<Shared>,
+    world: Comm,
+    finalized: bool,
+}
+
+/// Initialises this process and returns the runtime (R5: errors are returned).
+pub fn init() -> Result<Runtime, Error> {
+    let job = JobEnv::from_env().map_err(|e| Error::Init(format!("bad launcher environment: {e}")))?;
+    let cfg = engine_config(job.as_ref())?;
+    let ring_bytes = env_num("RT_RING_BYTES", u64::from(DEFAULT_RING_BYTES))? as u32;
+    let (engine, client, size, rank) = match job {
+        None => {
+            let name = format!("/rt-single-{}-{:x}", std::process::id(), nonce());
+            let seg = Segment::create(&name, Layout { nranks: 1, ring_bytes }).map_err(init_err("segment"))?;
+            Segment::unlink(&name).map_err(init_err("segment unlink"))?;
+            let t = ShmTransport::new(&seg, Rank(0), vec![std::process::id() as i32]).map_err(init_err("shm"))?;
+            (Engine::new(Rank(0), 1, AnyTransport::Shm(t), cfg), None, 1, 0)
+        }
+        Some(env) => {
+            let (engine, client) = boot(&env, cfg, ring_bytes)?;
+            (engine, Some(client), env.size, env.rank)
+        }
+    };
+    let shared = Arc::new(Shared {
+        engine: Mutex::new(engine),
+        client: Mutex::new(client),
+        world_size: size,
+        next_ctx: AtomicU32::new(2),
+        job_fatal: AtomicBool::new(std::env::var("RT_FATAL_SCOPE").is_ok_and(|v| v == "job")),
+    });
+    let group: Arc<[Rank]> = (0..size).map(Rank).collect();
+    let world = Comm::new(shared.clone(), ContextId(0), group, rank, ErrorMode::ErrorsAreFatal);
+    Ok(Runtime { shared, world, finalized: false })
+}
+
+fn boot(env: &JobEnv, cfg: Config, ring_bytes: u32) -> Result<(Engine, Client), Error> {
+    if env.local_size != env.size {
+        return Err(Error::Unsupported("ranks on several hosts need the fabric transport"));
+    }
+    let policy: BindPolicy = env.bind.parse().map_err(init_err("--bind-to"))?;
+    match pin::bind(policy, env.local_rank as usize) {
+        Ok(core) => tracing::debug!(?core, "bound"),
+        Err(e) => tracing::warn!(error = %e, "binding failed; running unbound"),
+    }
+    let mut client = Client::connect(env, BOOT_TIMEOUT).map_err(init_err("bootstrap connect"))?;
+    client.put(&format!("pid/{}", env.rank), &std::process::id().to_le_bytes()).map_err(init_err("bootstrap put"))?;
+    let layout = Layout { nranks: env.size, ring_bytes };
+    let created = if env.rank == 0 {
+        Some(Segment::create(&env.shm_name, layout).map_err(init_err("segment create"))?)
+    } else {
+        None
+    };
+    client.fence(BOOT_TIMEOUT).map_err(init_err("bootstrap fence"))?;
+    let seg = match created {
+        Some(s) => s,
+        None => Segment::open(&env.shm_name, BOOT_TIMEOUT).map_err(init_err("segment open"))?,
+    };
+    let topo = Topology::detect();
+    let placement = seg.place_inbound(env.rank, &topo);
+    tracing::debug!(?placement, topology = %topo.describe(), "inbound rings placed");
+    client.fence(BOOT_TIMEOUT).map_err(init_err("bootstrap fence"))?;
+    if env.rank == 0 {
+        Segment::unlink(&env.shm_name).map_err(init_err("segment unlink"))?;
+    }
+    let mut pids = Vec::with_capacity(env.size as usize);
+    for r in 0..env.size {
+        let v = client.get(&format!("pid/{r}"), BOOT_TIMEOUT).map_err(init_err("bootstrap get"))?;
+        let b: [u8; 4] = v.as_slice().try_into().map_err(|_| Error::Init(format!("bad pid entry of rank {r}")))?;
+        pids.push(u32::from_le_bytes(b) as i32);
+    }
+    let t = ShmTransport::new(&seg, Rank(env.rank), pids).map_err(init_err("shm"))?;
+    Ok((Engine::new(Rank(env.rank), env.size, AnyTransport::Shm(t), cfg), client))
+}
+
+fn engine_config(job: Option<&JobEnv>) -> Result<Config, Error> {
+    let mut cfg = Config::default();
+    cfg.eager_limit = env_num("RT_EAGER_LIMIT", cfg.eager_limit as u64)? as usize;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let local = job.map_or(1, |j| j.local_size as usize);
+    if local > cores {
+        cfg.spin_polls = OVERSUBSCRIBED_SPIN_POLLS;
+    }
+    cfg.spin_polls = env_num("RT_SPIN_POLLS", cfg.spin_polls.into())? as u32;
+    Ok(cfg)
+}
+
+fn env_num(var: &str, default: u64) -> Result<u64, Error> {
+    match std::env::var(var) {
+        Err(_) => Ok(default),
+        Ok(v) => v.trim().parse().map_err(|_| Error::Init(format!("{var}={v:?} is not a number"))),
+    }
+}
+
+fn init_err<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> Error {
+    move |e| Error::Init(format!("{what}: {e}"))
+}
+
+fn nonce() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(Instant::now().elapsed().as_nanos());
+    h.finish()
+}
+
+impl Runtime {
+    /// The world communicator (all ranks; `ErrorsAreFatal` by default).
+    pub fn world(&self) -> Comm {
+        self.world.clone()
+    }
+
+    /// Chooses which processes `ErrorsAreFatal` aborts.
+    pub fn set_fatal_scope(&self, scope: FatalScope) {
+        self.shared.job_fatal.store(scope == FatalScope::Job, Ordering::Relaxed);
+    }
+
+    /// Finishes: flushes queued sends and tells the launcher this rank finalized.
+    /// Completes normally even when peers have failed (R6).
+    pub fn finalize(mut self) -> Result<(), Error> {
+        self.finalize_inner()
+    }
+
+    fn finalize_inner(&mut self) -> Result<(), Error> {
+        if self.finalized {
+            return Ok(());
+        }
+        self.finalized = true;
+        let deadline = Instant::now() + FINALIZE_FLUSH;
+        let mut waiter = self.shared.waiter();
+        loop {
+            let mut e = self.shared.engine.lock();
+            e.progress();
+            if !e.has_queued() {
+                break;
+            }
+            if Instant::now() > deadline {
+                tracing::warn!("finalize: queued sends not accepted in time; dropping them");
+                break;
+            }
+            drop(e);
+            waiter.snooze();
+        }
+        if let Some(c) = self.shared.client.lock().as_mut() {
+            c.finalized().map_err(|e| Error::Transport(format!("launcher: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Err(e) = self.finalize_inner() {
+            tracing::warn!(error = %e, "finalize on drop failed");
+        }
+    }
+}
