@@ -1,0 +1,102 @@
+//! Shared harness of the multi-process tests: the cargo-built `rtrun` and example
+//! programs, run as real processes with a hard timeout.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Directory of the binaries of the profile the tests were built with.
+fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // <target>/<profile>/deps/<test>-<hash>
+    exe.parent().and_then(|d| d.parent()).expect("profile dir").to_path_buf()
+}
+
+/// The `rtrun` launcher, built once per test run with the same profile and target dir.
+pub(crate) fn rtrun() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = bin_dir();
+            let profile = dir.file_name().and_then(|s| s.to_str()).unwrap_or("debug").to_string();
+            let target = dir.parent().expect("target dir").to_path_buf();
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut cmd = Command::new(cargo);
+            cmd.args(["build", "-q", "-p", "runthrough-launch", "--bin", "rtrun", "--target-dir"]).arg(&target);
+            if profile == "release" {
+                cmd.arg("--release");
+            }
+            let st = cmd.status().expect("cargo build rtrun");
+            assert!(st.success(), "building rtrun failed");
+            dir.join("rtrun")
+        })
+        .clone()
+}
+
+/// An example program of the facade crate (cargo builds them for `cargo test`).
+pub(crate) fn example(name: &str) -> PathBuf {
+    let p = bin_dir().join("examples").join(name);
+    assert!(p.exists(), "example {name} not built at {}", p.display());
+    p
+}
+
+/// Runs `rtrun ARGS` with extra environment, killing it after `limit`.
+pub(crate) fn run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output {
+    let mut cmd = Command::new(rtrun());
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn rtrun");
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait rtrun").is_some() {
+            return child.wait_with_output().expect("collect output");
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("collect output");
+            panic!(
+                "rtrun {args:?} exceeded {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Runs `rtrun ARGS`, killing it after `limit`.
+pub(crate) fn run(args: &[&str], limit: Duration) -> Output {
+    run_env(args, &[], limit)
+}
+
+/// stdout as text.
+pub(crate) fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// stderr as text.
+pub(crate) fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts a successful run and returns its stdout.
+pub(crate) fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "job failed: {:?}\nstdout:\n{}\nstderr:\n{}", o.status, stdout(o), stderr(o));
+    stdout(o)
+}
+
+/// Names of the runthrough segments currently in /dev/shm.
+pub(crate) fn rt_segments() -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("rt-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}

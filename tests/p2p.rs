@@ -1,0 +1,79 @@
+//! Multi-process point-to-point tests through `rtrun` (real processes, shared memory).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{example, ok, run, run_env, stderr};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn p2p(n: &str, args: &[&str], env: &[(&str, &str)]) {
+    let prog = example("p2p_check");
+    let mut a = vec!["-n", n, prog.to_str().unwrap()];
+    a.extend_from_slice(args);
+    let out = ok(&run_env(&a, env, LIMIT));
+    assert!(out.contains(&format!("p2p_check: ok ranks={n}")), "{out}");
+    let shm = out.split("shm=/").nth(1).expect("segment name printed").trim();
+    assert!(!std::path::Path::new("/dev/shm").join(shm).exists(), "segment {shm} left behind");
+}
+
+#[test]
+fn all_pairs_random_sizes_2_ranks() {
+    p2p("2", &["12"], &[]);
+}
+
+#[test]
+fn all_pairs_random_sizes_4_ranks() {
+    p2p("4", &["10"], &[]);
+}
+
+#[test]
+fn all_pairs_random_sizes_8_ranks() {
+    p2p("8", &["8"], &[]);
+}
+
+#[test]
+fn all_pairs_without_cma_streams_rendezvous() {
+    p2p("4", &["8", "1000000", "11"], &[("RT_SHM_CMA", "0")]);
+}
+
+#[test]
+fn all_pairs_tiny_rings_and_eager_limit_back_pressure() {
+    p2p("4", &["20", "200000", "5"], &[("RT_RING_BYTES", "4096"), ("RT_EAGER_LIMIT", "64")]);
+}
+
+#[test]
+fn ring_example_2_4_8() {
+    let prog = example("ring");
+    for n in [2u64, 4, 8] {
+        let out = ok(&run(&["-n", &n.to_string(), prog.to_str().unwrap(), "5"], LIMIT));
+        let want = 5 * n * (n - 1) / 2;
+        assert!(out.contains(&format!("final token {want}")), "n={n}: {out}");
+    }
+}
+
+#[test]
+fn bad_input_errors_self_sends_truncation_probe_dup() {
+    let prog = example("error_check");
+    for n in ["2", "3"] {
+        let out = ok(&run(&["-n", n, prog.to_str().unwrap()], LIMIT));
+        assert_eq!(out.matches("error_check: ok").count(), n.parse::<usize>().unwrap(), "{out}");
+    }
+}
+
+#[test]
+fn r3_errors_are_fatal_aborts_the_group_with_the_error_class() {
+    let prog = example("error_check");
+    let o = run(&["-n", "3", prog.to_str().unwrap(), "fatal"], LIMIT);
+    assert_eq!(o.status.code(), Some(6), "MPI_ERR_RANK class as exit code; stderr: {}", stderr(&o));
+    assert!(stderr(&o).contains("invalid rank 8"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("was not aborted"));
+}
+
+#[test]
+fn singleton_without_rtrun() {
+    let o = std::process::Command::new(example("error_check")).output().expect("run singleton");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("error_check: ok rank 0"));
+}
