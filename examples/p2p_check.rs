@@ -71,7 +71,10 @@ fn round(world: &Comm, k_msgs: usize, max: usize, seed: u64, any_source: bool) -
             let k = next[st.source];
             next[st.source] += 1;
             if st.len != size_of(seed, st.source, me, k, max) || st.tag != tag_of(k) {
-                eprintln!("p2p_check: any-source: from {} got len {} tag {} for message {k}", st.source, st.len, st.tag);
+                eprintln!(
+                    "p2p_check: any-source: from {} got len {} tag {} for message {k}",
+                    st.source, st.len, st.tag
+                );
                 std::process::exit(3);
             }
             check(&buf[..st.len], seed, st.source, me, k, "any-source");
@@ -92,7 +95,10 @@ fn round(world: &Comm, k_msgs: usize, max: usize, seed: u64, any_source: bool) -
         for (r, &(from, k)) in recvs.into_iter().zip(&meta) {
             let st = r.wait()?;
             if st.tag != tag_of(k) || st.source != from {
-                eprintln!("p2p_check: specific: got tag {} from {}, expected message {k} from {from}", st.tag, st.source);
+                eprintln!(
+                    "p2p_check: specific: got tag {} from {}, expected message {k} from {from}",
+                    st.tag, st.source
+                );
                 std::process::exit(3);
             }
         }

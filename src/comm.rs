@@ -219,7 +219,13 @@ impl Comm {
         self.isend_on(self.inner.ctx, buf, dest, tag)
     }
 
-    pub(crate) fn isend_on<'a, T: Pod>(&'a self, ctx: ContextId, buf: &'a [T], dest: usize, tag: i32) -> Result<Request<'a>, Error> {
+    pub(crate) fn isend_on<'a, T: Pod>(
+        &'a self,
+        ctx: ContextId,
+        buf: &'a [T],
+        dest: usize,
+        tag: i32,
+    ) -> Result<Request<'a>, Error> {
         let peer = self.check(self.world_rank(dest))?;
         let tag = self.check(valid_tag(tag))?;
         let bytes: &[u8] = bytemuck::cast_slice(buf);
@@ -229,11 +235,22 @@ impl Comm {
 
     /// Starts a receive into `buf` from `src` (a rank or [`ANY_SOURCE`]) with `tag` (or
     /// [`ANY_TAG`]).
-    pub fn irecv<'a, T: Pod>(&'a self, buf: &'a mut [T], src: impl Into<Source>, tag: impl Into<TagSel>) -> Result<Request<'a>, Error> {
+    pub fn irecv<'a, T: Pod>(
+        &'a self,
+        buf: &'a mut [T],
+        src: impl Into<Source>,
+        tag: impl Into<TagSel>,
+    ) -> Result<Request<'a>, Error> {
         self.irecv_on(self.inner.ctx, buf, src.into(), tag.into())
     }
 
-    pub(crate) fn irecv_on<'a, T: Pod>(&'a self, ctx: ContextId, buf: &'a mut [T], src: Source, tag: TagSel) -> Result<Request<'a>, Error> {
+    pub(crate) fn irecv_on<'a, T: Pod>(
+        &'a self,
+        ctx: ContextId,
+        buf: &'a mut [T],
+        src: Source,
+        tag: TagSel,
+    ) -> Result<Request<'a>, Error> {
         let (mut pattern, peer) = self.check(self.pattern(src, tag))?;
         pattern.ctx = ctx;
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);

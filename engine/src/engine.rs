@@ -209,14 +209,19 @@ impl Engine {
 
     /// Starts sending `buf` to `peer` (world rank) on context `ctx`, as rank `src` of the
     /// communicator to its rank `dest`. Never blocks; an error is reported at completion.
-    pub(crate) fn start_send(&mut self, ctx: ContextId, src: u32, dest: u32, peer: Rank, tag: Tag, buf: RawBuf) -> ReqId {
+    pub(crate) fn start_send(
+        &mut self,
+        ctx: ContextId,
+        src: u32,
+        dest: u32,
+        peer: Rank,
+        tag: Tag,
+        buf: RawBuf,
+    ) -> ReqId {
         let Engine { transport, st } = self;
         let len = buf.len();
         let phase = SendPhase::AwaitingTransport;
-        let req = st.reqs.insert(Request {
-            kind: Kind::Send { peer, dest, tag: tag.0, buf, phase },
-            outcome: None,
-        });
+        let req = st.reqs.insert(Request { kind: Kind::Send { peer, dest, tag: tag.0, buf, phase }, outcome: None });
         let p = &mut st.peers[peer.0 as usize];
         if p.failed {
             st.set_outcome(req, Err(Error::RankFailStop { rank: dest }));
@@ -246,10 +251,10 @@ impl Engine {
     /// Starts a receive into `buf` for `pattern`; `peer` is the world rank of a specific
     /// source (`None` for ANY_SOURCE).
     pub(crate) fn start_recv(&mut self, pattern: Pattern, peer: Option<Rank>, buf: RawBufMut) -> ReqId {
-        let req = self.st.reqs.insert(Request {
-            kind: Kind::Recv { peer, buf, phase: RecvPhase::AwaitingMatch },
-            outcome: None,
-        });
+        let req = self
+            .st
+            .reqs
+            .insert(Request { kind: Kind::Recv { peer, buf, phase: RecvPhase::AwaitingMatch }, outcome: None });
         if let Some((a, e)) = self.st.unexpected.take_match(&pattern) {
             match e.data {
                 Unexp::Eager(data) => {
@@ -637,7 +642,9 @@ impl State {
             self.set_outcome(rreq, Err(Error::RankFailStop { rank: src }));
             return;
         }
-        let Some(Request { kind: Kind::Recv { buf, phase, .. }, outcome, .. }) = self.reqs.get_mut(rreq) else { return };
+        let Some(Request { kind: Kind::Recv { buf, phase, .. }, outcome, .. }) = self.reqs.get_mut(rreq) else {
+            return;
+        };
         let dst = buf.as_mut_slice();
         let n = (len as usize).min(dst.len());
         if rma {

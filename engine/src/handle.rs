@@ -36,7 +36,15 @@ pub struct Request<'a> {
 }
 
 /// Starts a send of `buf` (see `Engine::start_send`).
-pub fn isend<'a>(eng: &'a Mutex<Engine>, ctx: ContextId, src: u32, dest: u32, peer: Rank, tag: Tag, buf: &'a [u8]) -> Request<'a> {
+pub fn isend<'a>(
+    eng: &'a Mutex<Engine>,
+    ctx: ContextId,
+    src: u32,
+    dest: u32,
+    peer: Rank,
+    tag: Tag,
+    buf: &'a [u8],
+) -> Request<'a> {
     // SAFETY: the view's contract (buffer alive and unmodified while the request is
     // pending) is upheld by the returned `Request<'a>`, which borrows `buf` for `'a` and
     // settles the request (cancel or complete) in `Drop` before the borrow ends.

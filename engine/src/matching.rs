@@ -39,9 +39,7 @@ impl Pattern {
     /// Whether a message with envelope `a` satisfies this pattern.
     #[inline]
     pub fn matches(&self, a: &Arrival) -> bool {
-        self.ctx == a.ctx
-            && self.src.is_none_or(|s| s == a.src)
-            && self.tag.is_none_or(|t| t == a.tag)
+        self.ctx == a.ctx && self.src.is_none_or(|s| s == a.src) && self.tag.is_none_or(|t| t == a.tag)
     }
 }
 

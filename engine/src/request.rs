@@ -156,7 +156,13 @@ mod tests {
 
     fn req() -> Request {
         Request {
-            kind: Kind::Send { peer: Rank(0), dest: 0, tag: 0, buf: RawBuf::empty(), phase: SendPhase::AwaitingTransport },
+            kind: Kind::Send {
+                peer: Rank(0),
+                dest: 0,
+                tag: 0,
+                buf: RawBuf::empty(),
+                phase: SendPhase::AwaitingTransport,
+            },
             outcome: None,
         }
     }

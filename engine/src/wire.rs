@@ -194,10 +194,7 @@ impl Header {
                     region: RemoteRegion { addr: get64(b, 36), len, key: get32(b, 44).into() },
                 }
             }
-            KIND_CTS => Header::Cts {
-                sreq: ReqId::from_wire(get64(b, 4)),
-                rreq: ReqId::from_wire(get64(b, 12)),
-            },
+            KIND_CTS => Header::Cts { sreq: ReqId::from_wire(get64(b, 4)), rreq: ReqId::from_wire(get64(b, 12)) },
             KIND_FIN => Header::Fin { sreq: ReqId::from_wire(get64(b, 4)) },
             _ => Header::Data { rreq: ReqId::from_wire(get64(b, 4)), offset: get64(b, 12) },
         };
@@ -216,12 +213,7 @@ fn put_env(out: &mut [u8], env: &Envelope) {
 }
 
 fn get_env(b: &[u8]) -> Envelope {
-    Envelope {
-        ctx: ContextId(get32(b, 4)),
-        src: get32(b, 8),
-        tag: Tag(get32(b, 12) as i32),
-        seq: Seq(get32(b, 16)),
-    }
+    Envelope { ctx: ContextId(get32(b, 4)), src: get32(b, 8), tag: Tag(get32(b, 12) as i32), seq: Seq(get32(b, 16)) }
 }
 
 #[inline]

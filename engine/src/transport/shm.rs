@@ -35,15 +35,7 @@ impl ShmTransport {
             rx.push(seg.ring_rx(peer, me.0)?);
         }
         let max_record = tx.first().map_or(0, RingTx::max_record);
-        Ok(Self {
-            tx,
-            rx,
-            broken: vec![false; n as usize],
-            pids,
-            cma: !cma::disabled_by_env(),
-            max_record,
-            next: 0,
-        })
+        Ok(Self { tx, rx, broken: vec![false; n as usize], pids, cma: !cma::disabled_by_env(), max_record, next: 0 })
     }
 }
 

@@ -32,10 +32,7 @@ impl SimHub {
     pub fn new(n: u32, capacity: usize, max_record: usize) -> Self {
         let n = n as usize;
         let queues = (0..n).map(|_| (0..n).map(|_| VecDeque::new()).collect()).collect();
-        Self {
-            state: Arc::new(Mutex::new(HubState { queues, capacity, dead: vec![false; n] })),
-            max_record,
-        }
+        Self { state: Arc::new(Mutex::new(HubState { queues, capacity, dead: vec![false; n] })), max_record }
     }
 
     /// The transport endpoint of rank `me`.
