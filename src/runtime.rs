@@ -12,7 +12,9 @@
 //! Environment tunables: `RT_EAGER_LIMIT` (bytes, default 16384), `RT_RING_BYTES` (per
 //! ring pair, power of two, default 262144), `RT_SPIN_POLLS` (busy polls before a wait
 //! yields; default 4000, or 16 when ranks outnumber cores), `RT_FATAL_SCOPE`
-//! (`group`, the default, or `job`: see [`FatalScope`]), `RT_SHM_CMA=0` (no single copy).
+//! (`group`, the default, or `job`: see [`FatalScope`]), `RT_CMA_MIN` (smallest message
+//! pulled by single copy, default 524288; smaller rendezvous stream through the rings),
+//! `RT_SHM_CMA=0` (no single copy at all).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -173,6 +175,7 @@ fn boot(env: &JobEnv, cfg: Config, ring_bytes: u32) -> Result<(Engine, Client), 
 fn engine_config(job: Option<&JobEnv>) -> Result<Config, Error> {
     let mut cfg = Config::default();
     cfg.eager_limit = env_num("RT_EAGER_LIMIT", cfg.eager_limit as u64)? as usize;
+    cfg.rma_min = env_num("RT_CMA_MIN", cfg.rma_min as u64)? as usize;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let local = job.map_or(1, |j| j.local_size as usize);
     if local > cores {

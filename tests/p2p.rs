@@ -39,6 +39,11 @@ fn all_pairs_without_cma_streams_rendezvous() {
 }
 
 #[test]
+fn all_pairs_single_copy_for_every_rendezvous() {
+    p2p("4", &["8", "2000000", "13"], &[("RT_CMA_MIN", "0")]);
+}
+
+#[test]
 fn all_pairs_tiny_rings_and_eager_limit_back_pressure() {
     p2p("4", &["20", "200000", "5"], &[("RT_RING_BYTES", "4096"), ("RT_EAGER_LIMIT", "64")]);
 }

@@ -1,10 +1,10 @@
 //! The progress engine: sends, receives, protocols and failure-driven completion.
 //!
 //! Parts (DESIGN §2, STYLE "A message's way"):
-//! - start: [`Engine::start_send`] stamps the per-peer sequence number and picks eager
+//! - start: `Engine::start_send` stamps the per-peer sequence number and picks eager
 //!   (payload in the record) or rendezvous (an RTS; the receiver pulls with CMA/RMA and
 //!   answers FIN, or asks for a stream with CTS when it cannot pull);
-//!   [`Engine::start_recv`] matches the unexpected queue or posts the receive;
+//!   `Engine::start_recv` matches the unexpected queue or posts the receive;
 //! - [`Engine::progress`]: drains the transport in place (payloads are copied straight
 //!   from the ring into the matched user buffer), restores send order from sequence
 //!   numbers, runs the deferred pulls, then retries the per-peer pending queues (work a
@@ -27,6 +27,8 @@ use crate::wire::{Envelope, Header, MAX_HEADER_BYTES};
 
 /// Default largest payload sent eagerly (bytes); larger messages use rendezvous.
 pub const DEFAULT_EAGER_LIMIT_BYTES: usize = 16 * 1024;
+/// Default smallest rendezvous pulled by CMA/RMA rather than streamed.
+pub const DEFAULT_RMA_MIN_BYTES: usize = 512 * 1024;
 /// Default number of busy polls a blocking wait makes before it starts yielding.
 pub const DEFAULT_SPIN_POLLS: u32 = 4000;
 /// Polls made before yielding when ranks outnumber cores.
@@ -45,11 +47,20 @@ pub struct Config {
     pub spin_polls: u32,
     /// Largest fragment of a streamed rendezvous (capped by the record size).
     pub stream_chunk: usize,
+    /// Rendezvous messages at least this long are pulled with CMA/RMA (single copy);
+    /// shorter ones are streamed through the transport, which pipelines the two copies
+    /// over both cores and wins below this size on shared memory.
+    pub rma_min: usize,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { eager_limit: DEFAULT_EAGER_LIMIT_BYTES, spin_polls: DEFAULT_SPIN_POLLS, stream_chunk: 64 * 1024 }
+        Self {
+            eager_limit: DEFAULT_EAGER_LIMIT_BYTES,
+            spin_polls: DEFAULT_SPIN_POLLS,
+            stream_chunk: 64 * 1024,
+            rma_min: DEFAULT_RMA_MIN_BYTES,
+        }
     }
 }
 
@@ -637,7 +648,7 @@ impl State {
     /// Pulls a matched rendezvous into the receive buffer, or asks for a stream.
     fn pull(&mut self, t: &mut AnyTransport, pull: Pull) {
         let Pull { rreq, peer, src, tag, len, sreq, region } = pull;
-        let rma = self.caps.rma_read && !self.peers[peer.0 as usize].no_rma;
+        let rma = self.caps.rma_read && !self.peers[peer.0 as usize].no_rma && len as usize >= self.cfg.rma_min;
         if self.peers[peer.0 as usize].failed {
             self.set_outcome(rreq, Err(Error::RankFailStop { rank: src }));
             return;

@@ -11,7 +11,7 @@ const CTX: ContextId = ContextId(0);
 
 fn job(n: u32, capacity: usize, eager: usize) -> (SimHub, Vec<Mutex<Engine>>) {
     let hub = SimHub::new(n, capacity, 4096);
-    let cfg = Config { eager_limit: eager, spin_polls: 0, stream_chunk: 1000 };
+    let cfg = Config { eager_limit: eager, spin_polls: 0, stream_chunk: 1000, rma_min: 0 };
     let engines =
         (0..n).map(|r| Mutex::new(Engine::new(Rank(r), n, AnyTransport::Sim(hub.endpoint(Rank(r))), cfg))).collect();
     (hub, engines)

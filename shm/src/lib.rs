@@ -1,0 +1,28 @@
+//! Shared-memory transport of runthrough: moves byte records between the processes of one
+//! job on one node. It knows nothing of MPI (DESIGN §1, T2).
+//!
+//! Parts:
+//! - [`segment`]: the per-job POSIX shm segment (0600, versioned header, one ring per
+//!   ordered rank pair, inbound regions page-aligned for NUMA placement);
+//! - [`ring`]: lock-free SPSC record rings of 64-byte cells with the flag in the data's
+//!   cache line ("fastbox"), plus a heap-backed [`ring::channel`] for tests and benches;
+//! - [`cma`]: single-copy reads from a peer's memory (`process_vm_readv`);
+//! - [`numa`]: hwloc topology and placement results;
+//! - [`pin`]: core / NUMA-node binding policies;
+//! - [`error`]: the typed [`Error`].
+//!
+//! Limits are data: [`RingTx::max_record`], [`Layout`], [`segment::MAX_RANKS`]. "Would
+//! block" is [`PushError::Full`] (a normal outcome, retried by the caller) and "nothing to
+//! read" is `None`. Unsafe code lives only in `segment.rs`, `ring.rs` and `cma.rs`.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod cma;
+pub mod error;
+pub mod numa;
+pub mod pin;
+pub mod ring;
+pub mod segment;
+
+pub use error::Error;
+pub use ring::{Full, PushError, RingRx, RingTx};
+pub use segment::{Layout, Segment};
