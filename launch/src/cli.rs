@@ -190,9 +190,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     if s.is_empty() {
         return Err(DurationError::Empty);
     }
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     if num.is_empty() || num == "." {
         return Err(DurationError::BadNumber);
@@ -209,9 +207,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
 }
 
 fn utf8(option: &str, v: OsString) -> Result<String, UsageError> {
-    v.into_string().map_err(|_| UsageError::NotUnicode {
-        option: option.to_owned(),
-    })
+    v.into_string().map_err(|_| UsageError::NotUnicode { option: option.to_owned() })
 }
 
 /// Parses `rtrun`'s arguments (without the program name `argv[0]`).
@@ -261,9 +257,7 @@ where
                 Some(v) => Ok(v),
                 None => match it.next() {
                     Some(v) => utf8(&name, v),
-                    None => Err(UsageError::MissingValue {
-                        option: name.clone(),
-                    }),
+                    None => Err(UsageError::MissingValue { option: name.clone() }),
                 },
             }
         };
@@ -300,10 +294,7 @@ where
                 let Some((r, d)) = v.split_once('@') else {
                     return Err(UsageError::BadKill { value: v });
                 };
-                let rank = r
-                    .trim()
-                    .parse::<u32>()
-                    .map_err(|_| UsageError::BadKill { value: v.clone() })?;
+                let rank = r.trim().parse::<u32>().map_err(|_| UsageError::BadKill { value: v.clone() })?;
                 let after = parse_duration(d).map_err(|reason| UsageError::BadDuration {
                     option: "--kill",
                     value: v.clone(),
@@ -311,11 +302,7 @@ where
                 })?;
                 kills.push(KillSpec { rank, after });
             }
-            _ => {
-                return Err(UsageError::UnknownOption {
-                    option: a.to_owned(),
-                })
-            }
+            _ => return Err(UsageError::UnknownOption { option: a.to_owned() }),
         }
     }
 
@@ -325,20 +312,9 @@ where
         return Err(UsageError::MissingProgram);
     }
     if let Some(k) = kills.iter().find(|k| k.rank >= ranks) {
-        return Err(UsageError::KillRankOutOfRange {
-            rank: k.rank,
-            size: ranks,
-        });
+        return Err(UsageError::KillRankOutOfRange { rank: k.rank, size: ranks });
     }
-    Ok(Invocation::Run(Options {
-        ranks,
-        bind,
-        timeout,
-        tag_output,
-        kills,
-        program,
-        args: it.collect(),
-    }))
+    Ok(Invocation::Run(Options { ranks, bind, timeout, tag_output, kills, program, args: it.collect() }))
 }
 
 #[cfg(test)]
@@ -373,10 +349,7 @@ mod tests {
         assert_eq!(parse_duration("5h"), Err(DurationError::BadUnit));
         assert_eq!(parse_duration("ms"), Err(DurationError::BadNumber));
         assert_eq!(parse_duration("1e3"), Err(DurationError::BadUnit));
-        assert_eq!(
-            parse_duration("99999999999999999999999"),
-            Err(DurationError::Overflow)
-        );
+        assert_eq!(parse_duration("99999999999999999999999"), Err(DurationError::Overflow));
     }
 
     #[test]
@@ -404,14 +377,8 @@ mod tests {
         assert_eq!(
             o.kills,
             vec![
-                KillSpec {
-                    rank: 1,
-                    after: Duration::from_millis(300)
-                },
-                KillSpec {
-                    rank: 2,
-                    after: Duration::from_secs(1)
-                },
+                KillSpec { rank: 1, after: Duration::from_millis(300) },
+                KillSpec { rank: 2, after: Duration::from_secs(1) },
             ]
         );
         assert_eq!(o.program, "prog");
@@ -446,30 +413,14 @@ mod tests {
             (&["-n"], |e| matches!(e, E::MissingValue { .. })),
             (&["-n", "2"], |e| matches!(e, E::MissingProgram)),
             (&["-n", "2", "--"], |e| matches!(e, E::MissingProgram)),
-            (&["-n", "2", "--kill", "1@abc", "p"], |e| {
-                matches!(e, E::BadDuration { .. })
-            }),
-            (&["-n", "2", "--kill", "1", "p"], |e| {
-                matches!(e, E::BadKill { .. })
-            }),
-            (&["-n", "2", "--kill", "x@1s", "p"], |e| {
-                matches!(e, E::BadKill { .. })
-            }),
-            (&["-n", "2", "--kill", "2@1s", "p"], |e| {
-                matches!(e, E::KillRankOutOfRange { rank: 2, size: 2 })
-            }),
-            (&["-n", "2", "--frobnicate", "p"], |e| {
-                matches!(e, E::UnknownOption { .. })
-            }),
-            (&["-n", "2", "--bind-to", "socket", "p"], |e| {
-                matches!(e, E::BadBind { .. })
-            }),
-            (&["-n", "2", "--timeout", "soon", "p"], |e| {
-                matches!(e, E::BadDuration { .. })
-            }),
-            (&["-n", "2", "--tag-output=yes", "p"], |e| {
-                matches!(e, E::UnknownOption { .. })
-            }),
+            (&["-n", "2", "--kill", "1@abc", "p"], |e| matches!(e, E::BadDuration { .. })),
+            (&["-n", "2", "--kill", "1", "p"], |e| matches!(e, E::BadKill { .. })),
+            (&["-n", "2", "--kill", "x@1s", "p"], |e| matches!(e, E::BadKill { .. })),
+            (&["-n", "2", "--kill", "2@1s", "p"], |e| matches!(e, E::KillRankOutOfRange { rank: 2, size: 2 })),
+            (&["-n", "2", "--frobnicate", "p"], |e| matches!(e, E::UnknownOption { .. })),
+            (&["-n", "2", "--bind-to", "socket", "p"], |e| matches!(e, E::BadBind { .. })),
+            (&["-n", "2", "--timeout", "soon", "p"], |e| matches!(e, E::BadDuration { .. })),
+            (&["-n", "2", "--tag-output=yes", "p"], |e| matches!(e, E::UnknownOption { .. })),
         ];
         for (args, check) in cases {
             match parse(args) {

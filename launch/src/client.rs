@@ -41,27 +41,14 @@ impl Client {
     /// version or rank); [`Error::Io`] for other socket errors.
     pub fn connect(env: &JobEnv, timeout: Duration) -> Result<Client, Error> {
         let timeout = timeout.max(Duration::from_millis(1));
-        let stream = TcpStream::connect_timeout(&env.kv_addr, timeout)
-            .map_err(|e| Error::io("connect", e))?;
-        stream
-            .set_nodelay(true)
-            .map_err(|e| Error::io("connect", e))?;
-        let mut client = Client {
-            stream,
-            rank: env.rank,
-            broken: false,
-            buf: Vec::new(),
-        };
-        let hello = Request::Hello {
-            version: PROTOCOL_VERSION,
-            rank: env.rank,
-            secret: env.secret.as_bytes().to_vec(),
-        };
+        let stream = TcpStream::connect_timeout(&env.kv_addr, timeout).map_err(|e| Error::io("connect", e))?;
+        stream.set_nodelay(true).map_err(|e| Error::io("connect", e))?;
+        let mut client = Client { stream, rank: env.rank, broken: false, buf: Vec::new() };
+        let hello =
+            Request::Hello { version: PROTOCOL_VERSION, rank: env.rank, secret: env.secret.as_bytes().to_vec() };
         match client.call(&hello, timeout) {
             Ok(Response::Ok) => Ok(client),
-            Ok(_) => Err(Error::Protocol {
-                reason: "unexpected reply to hello",
-            }),
+            Ok(_) => Err(Error::Protocol { reason: "unexpected reply to hello" }),
             Err(Error::Disconnected) => Err(Error::Refused),
             Err(e) => Err(e),
         }
@@ -79,10 +66,7 @@ impl Client {
     /// [`Error::FrameTooLarge`] for a value near 16 MiB, transport errors.
     pub fn put(&mut self, key: &str, value: &[u8]) -> Result<(), Error> {
         check_key(key)?;
-        let req = Request::Put {
-            key: key.to_owned(),
-            value: value.to_vec(),
-        };
+        let req = Request::Put { key: key.to_owned(), value: value.to_vec() };
         expect_ok(self.call(&req, DEFAULT_IO_TIMEOUT)?)
     }
 
@@ -92,10 +76,7 @@ impl Client {
     /// [`Error::Timeout`] if the key did not appear in time, transport errors.
     pub fn get(&mut self, key: &str, timeout: Duration) -> Result<Vec<u8>, Error> {
         check_key(key)?;
-        let req = Request::Get {
-            key: key.to_owned(),
-            timeout_ms: millis(timeout),
-        };
+        let req = Request::Get { key: key.to_owned(), timeout_ms: millis(timeout) };
         match self.call(&req, timeout.saturating_add(REPLY_GRACE))? {
             Response::Value(v) => Ok(v),
             other => Err(unexpected(other)),
@@ -110,9 +91,7 @@ impl Client {
     /// this fence; [`Error::Timeout`] after `timeout`. In both cases this rank leaves the
     /// fence (a later call starts the same generation again).
     pub fn fence(&mut self, timeout: Duration) -> Result<(), Error> {
-        let req = Request::Fence {
-            timeout_ms: millis(timeout),
-        };
+        let req = Request::Fence { timeout_ms: millis(timeout) };
         expect_ok(self.call(&req, timeout.saturating_add(REPLY_GRACE))?)
     }
 
@@ -130,10 +109,7 @@ impl Client {
     /// # Errors
     /// [`Error::Server`] if a rank is out of range, transport errors.
     pub fn abort(&mut self, ranks: &[u32], code: i32) -> Result<(), Error> {
-        let req = Request::Abort {
-            code,
-            ranks: ranks.to_vec(),
-        };
+        let req = Request::Abort { code, ranks: ranks.to_vec() };
         expect_ok(self.call(&req, DEFAULT_IO_TIMEOUT)?)
     }
 
@@ -154,10 +130,7 @@ impl Client {
         }
         let r = self.call_inner(req, wait);
         if let Err(e) = &r {
-            if !matches!(
-                e,
-                Error::InvalidArgument { .. } | Error::FrameTooLarge { .. }
-            ) {
+            if !matches!(e, Error::InvalidArgument { .. } | Error::FrameTooLarge { .. }) {
                 self.broken = true;
             }
         }
@@ -168,15 +141,9 @@ impl Client {
         self.buf.clear();
         req.encode(&mut self.buf)?;
         let io_timeout = Some(DEFAULT_IO_TIMEOUT);
-        self.stream
-            .set_write_timeout(io_timeout)
-            .map_err(|e| Error::io("write", e))?;
-        self.stream
-            .write_all(&self.buf)
-            .map_err(|e| Error::io("write", e))?;
-        self.stream
-            .set_read_timeout(Some(wait.max(Duration::from_millis(1))))
-            .map_err(|e| Error::io("read", e))?;
+        self.stream.set_write_timeout(io_timeout).map_err(|e| Error::io("write", e))?;
+        self.stream.write_all(&self.buf).map_err(|e| Error::io("write", e))?;
+        self.stream.set_read_timeout(Some(wait.max(Duration::from_millis(1)))).map_err(|e| Error::io("read", e))?;
         match wire::read_frame(&mut self.stream, MAX_FRAME_BYTES) {
             Ok(Some(body)) => Response::decode(&body),
             Ok(None) => Err(Error::Disconnected),
@@ -187,9 +154,7 @@ impl Client {
 
 fn check_key(key: &str) -> Result<(), Error> {
     if key.len() > MAX_KEY_BYTES {
-        return Err(Error::InvalidArgument {
-            reason: "key longer than MAX_KEY_BYTES",
-        });
+        return Err(Error::InvalidArgument { reason: "key longer than MAX_KEY_BYTES" });
     }
     Ok(())
 }
@@ -210,8 +175,6 @@ fn unexpected(resp: Response) -> Error {
         Response::Timeout => Error::Timeout,
         Response::PeerExited { rank } => Error::PeerExited { rank },
         Response::Failed { reason } => Error::Server { reason },
-        _ => Error::Protocol {
-            reason: "unexpected reply",
-        },
+        _ => Error::Protocol { reason: "unexpected reply" },
     }
 }

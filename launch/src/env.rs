@@ -42,18 +42,8 @@ pub const RT_SHM_NAME: &str = "RT_SHM_NAME";
 pub const RT_NODE: &str = "RT_NODE";
 
 /// Every variable `rtrun` sets, in a stable order.
-pub const ALL_VARS: [&str; 10] = [
-    RT_RANK,
-    RT_SIZE,
-    RT_LOCAL_RANK,
-    RT_LOCAL_SIZE,
-    RT_JOBID,
-    RT_KV_ADDR,
-    RT_KV_SECRET,
-    RT_BIND,
-    RT_SHM_NAME,
-    RT_NODE,
-];
+pub const ALL_VARS: [&str; 10] =
+    [RT_RANK, RT_SIZE, RT_LOCAL_RANK, RT_LOCAL_SIZE, RT_JOBID, RT_KV_ADDR, RT_KV_SECRET, RT_BIND, RT_SHM_NAME, RT_NODE];
 
 /// Length of `RT_JOBID` in hex characters.
 pub const JOBID_HEX_LEN: usize = 16;
@@ -140,18 +130,10 @@ impl JobEnv {
             return Err(bad(RT_RANK, &rank.to_string(), "must be less than RT_SIZE"));
         }
         if local_size == 0 || local_size > size {
-            return Err(bad(
-                RT_LOCAL_SIZE,
-                &local_size.to_string(),
-                "must be in 1..=RT_SIZE",
-            ));
+            return Err(bad(RT_LOCAL_SIZE, &local_size.to_string(), "must be in 1..=RT_SIZE"));
         }
         if local_rank >= local_size {
-            return Err(bad(
-                RT_LOCAL_RANK,
-                &local_rank.to_string(),
-                "must be less than RT_LOCAL_SIZE",
-            ));
+            return Err(bad(RT_LOCAL_RANK, &local_rank.to_string(), "must be less than RT_LOCAL_SIZE"));
         }
         if !is_hex(&jobid, JOBID_HEX_LEN) {
             return Err(bad(RT_JOBID, &jobid, "must be 16 hex characters"));
@@ -160,38 +142,18 @@ impl JobEnv {
             // Never echo the secret itself.
             return Err(bad(RT_KV_SECRET, "<redacted>", "must be 64 hex characters"));
         }
-        let kv_addr: SocketAddr = kv_addr_s
-            .parse()
-            .map_err(|_| bad(RT_KV_ADDR, &kv_addr_s, "not an IP:PORT address"))?;
+        let kv_addr: SocketAddr =
+            kv_addr_s.parse().map_err(|_| bad(RT_KV_ADDR, &kv_addr_s, "not an IP:PORT address"))?;
         if !kv_addr.ip().is_loopback() || kv_addr.port() == 0 {
             return Err(bad(RT_KV_ADDR, &kv_addr_s, "must be a loopback IP:PORT"));
         }
         if !matches!(bind.as_str(), "core" | "none" | "numa") {
             return Err(bad(RT_BIND, &bind, "must be core, none or numa"));
         }
-        if !shm_name.starts_with('/')
-            || shm_name.len() < 2
-            || shm_name[1..].contains('/')
-            || shm_name.len() > 255
-        {
-            return Err(bad(
-                RT_SHM_NAME,
-                &shm_name,
-                "must be /NAME without other slashes",
-            ));
+        if !shm_name.starts_with('/') || shm_name.len() < 2 || shm_name[1..].contains('/') || shm_name.len() > 255 {
+            return Err(bad(RT_SHM_NAME, &shm_name, "must be /NAME without other slashes"));
         }
-        Ok(Some(JobEnv {
-            rank,
-            size,
-            local_rank,
-            local_size,
-            jobid,
-            kv_addr,
-            secret,
-            bind,
-            shm_name,
-            node,
-        }))
+        Ok(Some(JobEnv { rank, size, local_rank, local_size, jobid, kv_addr, secret, bind, shm_name, node }))
     }
 
     /// The `(name, value)` pairs that describe this environment, in [`ALL_VARS`] order
@@ -213,11 +175,7 @@ impl JobEnv {
 }
 
 fn parse_u32(var: &'static str, value: String) -> Result<u32, Error> {
-    value.trim().parse::<u32>().map_err(|_| Error::BadEnv {
-        var,
-        value,
-        reason: "not a non-negative 32-bit integer",
-    })
+    value.trim().parse::<u32>().map_err(|_| Error::BadEnv { var, value, reason: "not a non-negative 32-bit integer" })
 }
 
 fn is_hex(s: &str, len: usize) -> bool {
@@ -265,10 +223,7 @@ mod tests {
         let good: HashMap<_, _> = sample().to_vars().into_iter().collect();
         let mut v = good.clone();
         v.remove(RT_KV_SECRET);
-        assert!(matches!(
-            parse(&v),
-            Err(Error::MissingEnv { var: RT_KV_SECRET })
-        ));
+        assert!(matches!(parse(&v), Err(Error::MissingEnv { var: RT_KV_SECRET })));
         for (var, value) in [
             (RT_RANK, "x"),
             (RT_RANK, "4"),

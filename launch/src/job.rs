@@ -178,11 +178,7 @@ fn forward<R: Read, W: Write>(pipe: R, prefix: &[u8], mut out: impl FnMut() -> W
 }
 
 fn spawn_forwarders(child: &mut Child, rank: u32, tag: bool, done: &mpsc::Sender<()>) -> usize {
-    let prefix = if tag {
-        format!("[{rank}] ").into_bytes()
-    } else {
-        Vec::new()
-    };
+    let prefix = if tag { format!("[{rank}] ").into_bytes() } else { Vec::new() };
     let mut n = 0;
     if let Some(p) = child.stdout.take() {
         let (prefix, done) = (prefix.clone(), done.clone());
@@ -228,12 +224,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
     let node = hostname();
     let mut server = Server::start(opts.ranks, &secret)?;
     sys::install_termination_handlers().map_err(LaunchError::Signals)?;
-    tracing::debug!(
-        "job {jobid}: {} ranks of {:?}, key-value service on {}",
-        opts.ranks,
-        opts.program,
-        server.addr()
-    );
+    tracing::debug!("job {jobid}: {} ranks of {:?}, key-value service on {}", opts.ranks, opts.program, server.addr());
 
     let (done_tx, done_rx) = mpsc::channel();
     let mut forwarders = 0;
@@ -254,22 +245,14 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
         let mut cmd = Command::new(&opts.program);
         cmd.args(&opts.args)
             .envs(env.to_vars())
-            .stdin(if rank == 0 {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            })
+            .stdin(if rank == 0 { Stdio::inherit() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         sys::kill_on_parent_death(&mut cmd);
         match cmd.spawn() {
             Ok(mut child) => {
                 forwarders += spawn_forwarders(&mut child, rank, opts.tag_output, &done_tx);
-                ranks.push(Rank {
-                    child: Some(child),
-                    outcome: None,
-                    abort: None,
-                });
+                ranks.push(Rank { child: Some(child), outcome: None, abort: None });
             }
             Err(source) => {
                 for (r, rk) in ranks.iter_mut().enumerate() {
@@ -279,11 +262,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
                     }
                 }
                 let _ = sys::shm_unlink(&shm_name);
-                return Err(LaunchError::Spawn {
-                    rank,
-                    program: opts.program.clone(),
-                    source,
-                });
+                return Err(LaunchError::Spawn { rank, program: opts.program.clone(), source });
             }
         }
     }
@@ -340,17 +319,9 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
             }
         }
         for req in server.take_abort_requests() {
-            let mark = AbortMark {
-                seq: abort_seq,
-                code: req.code,
-            };
+            let mark = AbortMark { seq: abort_seq, code: req.code };
             abort_seq += 1;
-            tracing::debug!(
-                "rank {} aborts ranks {:?} with code {}",
-                req.from,
-                req.ranks,
-                req.code
-            );
+            tracing::debug!("rank {} aborts ranks {:?} with code {}", req.from, req.ranks, req.code);
             // The requester counts as aborted; it exits by itself unless it named itself.
             for &r in std::iter::once(&req.from).chain(&req.ranks) {
                 if let Some(rk) = ranks.get_mut(r as usize) {
@@ -371,13 +342,8 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
             tracing::debug!("rank {rank} ended: {status:?}");
             rk.child = None;
             server.record_exit(rank, status);
-            rk.outcome = Some(RankOutcome {
-                rank,
-                status,
-                finalized: server.is_finalized(rank),
-                abort: rk.abort,
-                exit_seq,
-            });
+            rk.outcome =
+                Some(RankOutcome { rank, status, finalized: server.is_finalized(rank), abort: rk.abort, exit_seq });
             exit_seq += 1;
             live -= 1;
         }
@@ -406,12 +372,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
         JobEnd::TimedOut(_) => EXIT_TIMEOUT,
         JobEnd::Interrupted => EXIT_INTERRUPTED,
     };
-    Ok(JobReport {
-        exit_code,
-        end,
-        outcomes,
-        jobid,
-    })
+    Ok(JobReport { exit_code, end, outcomes, jobid })
 }
 
 #[cfg(test)]

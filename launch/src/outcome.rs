@@ -68,17 +68,10 @@ pub fn job_exit_code(outcomes: &[RankOutcome]) -> i32 {
     if let Some(o) = lowest(&mut outcomes.iter().filter(|o| !o.is_failed())) {
         return o.exit_code();
     }
-    if let Some(m) = outcomes
-        .iter()
-        .filter_map(|o| o.abort)
-        .max_by_key(|m| m.seq)
-    {
+    if let Some(m) = outcomes.iter().filter_map(|o| o.abort).max_by_key(|m| m.seq) {
         return m.code;
     }
-    if let Some(o) = outcomes
-        .iter()
-        .filter(|o| matches!(o.status, RankStatus::Signaled(_)))
-        .max_by_key(|o| o.exit_seq)
+    if let Some(o) = outcomes.iter().filter(|o| matches!(o.status, RankStatus::Signaled(_))).max_by_key(|o| o.exit_seq)
     {
         return o.exit_code();
     }
@@ -91,34 +84,19 @@ mod tests {
     use RankStatus::{Exited, Signaled};
 
     fn o(rank: u32, status: RankStatus, finalized: bool) -> RankOutcome {
-        RankOutcome {
-            rank,
-            status,
-            finalized,
-            abort: None,
-            exit_seq: u64::from(rank),
-        }
+        RankOutcome { rank, status, finalized, abort: None, exit_seq: u64::from(rank) }
     }
 
     #[test]
     fn r7_no_failure_gives_rank0_code() {
-        let v = [
-            o(1, Exited(5), true),
-            o(0, Exited(3), true),
-            o(2, Exited(0), true),
-        ];
+        let v = [o(1, Exited(5), true), o(0, Exited(3), true), o(2, Exited(0), true)];
         assert_eq!(job_exit_code(&v), 3);
         assert_eq!(job_exit_code(&[]), 0);
     }
 
     #[test]
     fn r7_failure_gives_lowest_finalized_rank_code() {
-        let v = [
-            o(0, Signaled(9), false),
-            o(1, Exited(0), false),
-            o(2, Exited(12), true),
-            o(3, Exited(13), true),
-        ];
+        let v = [o(0, Signaled(9), false), o(1, Exited(0), false), o(2, Exited(12), true), o(3, Exited(13), true)];
         assert_eq!(job_exit_code(&v), 12);
         // Finalized but then killed: failed, not a candidate.
         let v = [o(0, Signaled(9), true), o(1, Exited(21), true)];
@@ -150,11 +128,7 @@ mod tests {
     fn r7_program_without_runtime() {
         let v = [o(0, Exited(0), false), o(1, Exited(0), false)];
         assert_eq!(job_exit_code(&v), 0);
-        let v = [
-            o(0, Exited(0), false),
-            o(1, Exited(4), false),
-            o(2, Exited(5), false),
-        ];
+        let v = [o(0, Exited(0), false), o(1, Exited(4), false), o(2, Exited(5), false)];
         assert_eq!(job_exit_code(&v), 4);
     }
 }

@@ -88,10 +88,7 @@ pub struct Server {
 
 impl fmt::Debug for Server {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Server")
-            .field("addr", &self.addr)
-            .field("size", &self.shared.size)
-            .finish_non_exhaustive()
+        f.debug_struct("Server").field("addr", &self.addr).field("size", &self.shared.size).finish_non_exhaustive()
     }
 }
 
@@ -104,23 +101,13 @@ impl Server {
     /// binding or spawning the acceptor thread fails.
     pub fn start(size: u32, secret: &str) -> Result<Server, Error> {
         if size == 0 {
-            return Err(Error::InvalidArgument {
-                reason: "job size must be at least 1",
-            });
+            return Err(Error::InvalidArgument { reason: "job size must be at least 1" });
         }
         if secret.is_empty() {
-            return Err(Error::InvalidArgument {
-                reason: "secret must not be empty",
-            });
+            return Err(Error::InvalidArgument { reason: "secret must not be empty" });
         }
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| Error::Io {
-            op: "bind",
-            source: e,
-        })?;
-        let addr = listener.local_addr().map_err(|e| Error::Io {
-            op: "bind",
-            source: e,
-        })?;
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| Error::Io { op: "bind", source: e })?;
+        let addr = listener.local_addr().map_err(|e| Error::Io { op: "bind", source: e })?;
         let n = size as usize;
         let shared = Arc::new(Shared {
             size,
@@ -145,15 +132,8 @@ impl Server {
         let acceptor = thread::Builder::new()
             .name("rt-kv-accept".into())
             .spawn(move || accept_loop(&sh, &listener))
-            .map_err(|e| Error::Io {
-                op: "spawn",
-                source: e,
-            })?;
-        Ok(Server {
-            addr,
-            shared,
-            acceptor: Some(acceptor),
-        })
+            .map_err(|e| Error::Io { op: "spawn", source: e })?;
+        Ok(Server { addr, shared, acceptor: Some(acceptor) })
     }
 
     /// The address clients connect to (`RT_KV_ADDR`).
@@ -188,12 +168,7 @@ impl Server {
 
     /// Whether `rank` reported a clean finalize.
     pub fn is_finalized(&self, rank: u32) -> bool {
-        self.shared
-            .lock()
-            .finalized
-            .get(rank as usize)
-            .copied()
-            .unwrap_or(false)
+        self.shared.lock().finalized.get(rank as usize).copied().unwrap_or(false)
     }
 
     /// Removes and returns the abort requests received since the last call, oldest first.
@@ -260,13 +235,11 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         }
         shared.live_conns.fetch_add(1, Ordering::SeqCst);
         let sh = Arc::clone(shared);
-        let spawned = thread::Builder::new()
-            .name("rt-kv-conn".into())
-            .spawn(move || {
-                serve_conn(&sh, stream, peer);
-                sh.conns().remove(&id);
-                sh.live_conns.fetch_sub(1, Ordering::SeqCst);
-            });
+        let spawned = thread::Builder::new().name("rt-kv-conn".into()).spawn(move || {
+            serve_conn(&sh, stream, peer);
+            sh.conns().remove(&id);
+            sh.live_conns.fetch_sub(1, Ordering::SeqCst);
+        });
         if let Err(e) = spawned {
             tracing::warn!("key-value service: cannot spawn connection thread: {e}");
             shared.conns().remove(&id);
@@ -285,9 +258,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 fn authenticate(shared: &Shared, stream: &mut TcpStream) -> Result<u32, &'static str> {
-    stream
-        .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-        .map_err(|_| "socket error")?;
+    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).map_err(|_| "socket error")?;
     let body = match wire::read_frame(stream, MAX_HELLO_FRAME_BYTES) {
         Ok(Some(b)) => b,
         Ok(None) => return Err("closed before hello"),
@@ -296,11 +267,7 @@ fn authenticate(shared: &Shared, stream: &mut TcpStream) -> Result<u32, &'static
         Err(_) => return Err("error reading hello"),
     };
     match Request::decode(&body) {
-        Ok(Request::Hello {
-            version,
-            rank,
-            secret,
-        }) => {
+        Ok(Request::Hello { version, rank, secret }) => {
             if !constant_time_eq(&secret, &shared.secret) {
                 Err("wrong secret")
             } else if version != wire::PROTOCOL_VERSION {
@@ -371,45 +338,28 @@ fn deadline(timeout_ms: u64) -> Option<Instant> {
 /// Waits on the condition variable until `deadline` (forever if `None`).
 /// Returns `false`, without waiting, if the deadline has already passed; callers check
 /// their condition before calling, so `false` means "timed out".
-fn wait<'a>(
-    shared: &'a Shared,
-    st: MutexGuard<'a, State>,
-    deadline: Option<Instant>,
-) -> (MutexGuard<'a, State>, bool) {
+fn wait<'a>(shared: &'a Shared, st: MutexGuard<'a, State>, deadline: Option<Instant>) -> (MutexGuard<'a, State>, bool) {
     match deadline {
-        None => (
-            shared
-                .changed
-                .wait(st)
-                .unwrap_or_else(PoisonError::into_inner),
-            true,
-        ),
+        None => (shared.changed.wait(st).unwrap_or_else(PoisonError::into_inner), true),
         Some(d) => {
             let now = Instant::now();
             if now >= d {
                 return (st, false);
             }
-            let (st, _) = shared
-                .changed
-                .wait_timeout(st, d - now)
-                .unwrap_or_else(PoisonError::into_inner);
+            let (st, _) = shared.changed.wait_timeout(st, d - now).unwrap_or_else(PoisonError::into_inner);
             (st, true)
         }
     }
 }
 
 fn shutting_down() -> Response {
-    Response::Failed {
-        reason: "the key-value service is shutting down".into(),
-    }
+    Response::Failed { reason: "the key-value service is shutting down".into() }
 }
 
 fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
     let me = rank as usize;
     match req {
-        Request::Hello { .. } => Response::Failed {
-            reason: "already authenticated".into(),
-        },
+        Request::Hello { .. } => Response::Failed { reason: "already authenticated".into() },
         Request::Put { key, value } => {
             let mut st = shared.lock();
             st.kv.insert(key, value);
@@ -443,11 +393,7 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
                 if st.fence_gen.iter().all(|&g| g >= gen) {
                     return Response::Ok;
                 }
-                let dead = st
-                    .fence_gen
-                    .iter()
-                    .zip(&st.has_exited)
-                    .position(|(&g, &exited)| exited && g < gen);
+                let dead = st.fence_gen.iter().zip(&st.has_exited).position(|(&g, &exited)| exited && g < gen);
                 let give_up = if let Some(p) = dead {
                     Some(Response::PeerExited { rank: p as u32 })
                 } else if st.shutdown {
@@ -475,16 +421,10 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
         }
         Request::Abort { code, ranks } => {
             if let Some(bad) = ranks.iter().find(|&&r| r >= shared.size) {
-                return Response::Failed {
-                    reason: format!("abort names rank {bad}, job size is {}", shared.size),
-                };
+                return Response::Failed { reason: format!("abort names rank {bad}, job size is {}", shared.size) };
             }
             let mut st = shared.lock();
-            st.aborts.push(AbortRequest {
-                from: rank,
-                ranks,
-                code,
-            });
+            st.aborts.push(AbortRequest { from: rank, ranks, code });
             Response::Ok
         }
         Request::Exited => Response::Exited(shared.lock().exited.iter().map(|e| e.0).collect()),

@@ -137,11 +137,7 @@ impl Request {
     pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), Error> {
         let start = begin_frame(out);
         match self {
-            Request::Hello {
-                version,
-                rank,
-                secret,
-            } => {
+            Request::Hello { version, rank, secret } => {
                 out.push(T_HELLO);
                 out.extend_from_slice(&version.to_le_bytes());
                 out.extend_from_slice(&rank.to_le_bytes());
@@ -179,27 +175,12 @@ impl Request {
     pub fn decode(body: &[u8]) -> Result<Request, Error> {
         let mut c = Cursor { buf: body };
         let req = match c.u8()? {
-            T_HELLO => Request::Hello {
-                version: c.u16()?,
-                rank: c.u32()?,
-                secret: c.bytes()?.to_vec(),
-            },
-            T_PUT => Request::Put {
-                key: c.str()?,
-                value: c.bytes()?.to_vec(),
-            },
-            T_GET => Request::Get {
-                key: c.str()?,
-                timeout_ms: c.u64()?,
-            },
-            T_FENCE => Request::Fence {
-                timeout_ms: c.u64()?,
-            },
+            T_HELLO => Request::Hello { version: c.u16()?, rank: c.u32()?, secret: c.bytes()?.to_vec() },
+            T_PUT => Request::Put { key: c.str()?, value: c.bytes()?.to_vec() },
+            T_GET => Request::Get { key: c.str()?, timeout_ms: c.u64()? },
+            T_FENCE => Request::Fence { timeout_ms: c.u64()? },
             T_FINALIZED => Request::Finalized,
-            T_ABORT => Request::Abort {
-                code: c.i32()?,
-                ranks: c.u32s()?,
-            },
+            T_ABORT => Request::Abort { code: c.i32()?, ranks: c.u32s()? },
             T_EXITED => Request::Exited,
             _ => return Err(proto("unknown request tag")),
         };
@@ -309,10 +290,7 @@ fn end_frame(out: &mut Vec<u8>, start: usize) -> Result<(), Error> {
     let len = out.len() - start - 4;
     if len > MAX_FRAME_BYTES {
         out.truncate(start);
-        return Err(Error::FrameTooLarge {
-            len,
-            max: MAX_FRAME_BYTES,
-        });
+        return Err(Error::FrameTooLarge { len, max: MAX_FRAME_BYTES });
     }
     // len <= MAX_FRAME_BYTES < u32::MAX
     out[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
@@ -321,10 +299,7 @@ fn end_frame(out: &mut Vec<u8>, start: usize) -> Result<(), Error> {
 
 fn put_len(out: &mut Vec<u8>, len: usize) -> Result<(), Error> {
     if len > MAX_FRAME_BYTES {
-        return Err(Error::FrameTooLarge {
-            len,
-            max: MAX_FRAME_BYTES,
-        });
+        return Err(Error::FrameTooLarge { len, max: MAX_FRAME_BYTES });
     }
     out.extend_from_slice(&(len as u32).to_le_bytes());
     Ok(())
@@ -383,9 +358,7 @@ impl<'a> Cursor<'a> {
     }
     fn str(&mut self) -> Result<String, Error> {
         let b = self.bytes()?;
-        std::str::from_utf8(b)
-            .map(str::to_owned)
-            .map_err(|_| proto("string is not UTF-8"))
+        std::str::from_utf8(b).map(str::to_owned).map_err(|_| proto("string is not UTF-8"))
     }
     fn u32s(&mut self) -> Result<Vec<u32>, Error> {
         let n = self.u32()? as usize;
@@ -416,25 +389,12 @@ mod tests {
     #[test]
     fn requests_round_trip() {
         let reqs = [
-            Request::Hello {
-                version: PROTOCOL_VERSION,
-                rank: 7,
-                secret: b"abc".to_vec(),
-            },
-            Request::Put {
-                key: "k\u{e9}".into(),
-                value: vec![0, 1, 2],
-            },
-            Request::Get {
-                key: String::new(),
-                timeout_ms: u64::MAX,
-            },
+            Request::Hello { version: PROTOCOL_VERSION, rank: 7, secret: b"abc".to_vec() },
+            Request::Put { key: "k\u{e9}".into(), value: vec![0, 1, 2] },
+            Request::Get { key: String::new(), timeout_ms: u64::MAX },
             Request::Fence { timeout_ms: 5 },
             Request::Finalized,
-            Request::Abort {
-                code: -3,
-                ranks: vec![1, 2, 3],
-            },
+            Request::Abort { code: -3, ranks: vec![1, 2, 3] },
             Request::Exited,
         ];
         for r in reqs {
@@ -452,9 +412,7 @@ mod tests {
             Response::Timeout,
             Response::PeerExited { rank: 3 },
             Response::Exited(vec![4, 1]),
-            Response::Failed {
-                reason: "no".into(),
-            },
+            Response::Failed { reason: "no".into() },
         ];
         for r in resps {
             let mut out = Vec::new();
@@ -490,15 +448,9 @@ mod tests {
         let r = read_frame(&mut &[1u8, 0][..], MAX_FRAME_BYTES);
         assert!(matches!(r, Err(Error::Disconnected)));
         assert!(read_frame(&mut &[][..], 10).unwrap().is_none());
-        let big = Request::Put {
-            key: "k".into(),
-            value: vec![0; MAX_FRAME_BYTES],
-        };
+        let big = Request::Put { key: "k".into(), value: vec![0; MAX_FRAME_BYTES] };
         let mut out = Vec::new();
-        assert!(matches!(
-            big.encode(&mut out),
-            Err(Error::FrameTooLarge { .. })
-        ));
+        assert!(matches!(big.encode(&mut out), Err(Error::FrameTooLarge { .. })));
         assert!(out.is_empty());
     }
 }

@@ -59,13 +59,7 @@ impl Job {
             let _ = err.read_to_string(&mut s);
             s
         });
-        Job {
-            child,
-            lines,
-            seen: Vec::new(),
-            stderr,
-            start: Instant::now(),
-        }
+        Job { child, lines, seen: Vec::new(), stderr, start: Instant::now() }
     }
 
     /// Waits for a stdout line containing `needle` (hard timeout).
@@ -95,10 +89,7 @@ impl Job {
             if Instant::now() > deadline {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
-                panic!(
-                    "rtrun exceeded its hard timeout of {limit:?}; stdout so far: {:?}",
-                    self.seen
-                );
+                panic!("rtrun exceeded its hard timeout of {limit:?}; stdout so far: {:?}", self.seen);
             }
             thread::sleep(Duration::from_millis(10));
         };
@@ -108,12 +99,7 @@ impl Job {
         }
         let mut stdout = self.seen.join("\n");
         stdout.push('\n');
-        Out {
-            code: status.code(),
-            stdout,
-            stderr: self.stderr.join().unwrap(),
-            elapsed,
-        }
+        Out { code: status.code(), stdout, stderr: self.stderr.join().unwrap(), elapsed }
     }
 }
 
@@ -170,11 +156,7 @@ fn t3_kv_exchange_1_2_4_8() {
         let out = rtrun(&["-n", &ns, PROG, "kv"]);
         assert_eq!(out.code, Some(0), "n={n}: {out:?}");
         for r in 0..n {
-            assert_eq!(
-                count(&out.stdout, &format!("kv ok rank {r} of {n}\n")),
-                1,
-                "{out:?}"
-            );
+            assert_eq!(count(&out.stdout, &format!("kv ok rank {r} of {n}\n")), 1, "{out:?}");
         }
     }
 }
@@ -186,18 +168,12 @@ fn tag_output_prefixes_every_line() {
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 4, "{out:?}");
     for r in 0..4 {
-        assert!(
-            lines.contains(&format!("[{r}] kv ok rank {r} of 4").as_str()),
-            "{out:?}"
-        );
+        assert!(lines.contains(&format!("[{r}] kv ok rank {r} of 4").as_str()), "{out:?}");
     }
     // stderr too
     let out = rtrun(&["-n", "2", "--tag-output", PROG, "bogus-command"]);
     assert_eq!(out.code, Some(3), "{out:?}");
-    assert!(
-        out.stderr.contains("[1] rt-testprog: unknown command"),
-        "{out:?}"
-    );
+    assert!(out.stderr.contains("[1] rt-testprog: unknown command"), "{out:?}");
 }
 
 #[test]
@@ -206,11 +182,7 @@ fn environment_of_each_rank() {
     assert_eq!(out.code, Some(0), "{out:?}");
     let get = |rank: u32, var: &str| -> String {
         let p = format!("[{rank}] {var}=");
-        let l = out
-            .stdout
-            .lines()
-            .find(|l| l.starts_with(&p))
-            .unwrap_or_else(|| panic!("{p}: {out:?}"));
+        let l = out.stdout.lines().find(|l| l.starts_with(&p)).unwrap_or_else(|| panic!("{p}: {out:?}"));
         l[p.len()..].to_owned()
     };
     for r in 0..2 {
@@ -264,29 +236,19 @@ fn t3_wrong_secret_refused_right_one_works() {
     assert!(matches!(Client::connect(&bad_rank, t), Err(Error::Refused)));
 
     // Garbage and oversized frames: the connection is closed, the server lives on.
-    for junk in [
-        &b"\xff\xff\xff\xffjunk"[..],
-        b"\x03\x00\x00\x00\x01\x02\x03",
-        b"GET / HTTP/1.1\r\n\r\n",
-    ] {
+    for junk in [&b"\xff\xff\xff\xffjunk"[..], b"\x03\x00\x00\x00\x01\x02\x03", b"GET / HTTP/1.1\r\n\r\n"] {
         let mut s = TcpStream::connect(server.addr()).unwrap();
         s.set_read_timeout(Some(t)).unwrap();
         let _ = s.write_all(junk);
         let mut buf = [0u8; 16];
-        assert!(
-            matches!(s.read(&mut buf), Ok(0) | Err(_)),
-            "server replied to junk"
-        );
+        assert!(matches!(s.read(&mut buf), Ok(0) | Err(_)), "server replied to junk");
     }
 
     let mut c0 = Client::connect(&in_process_env(&server, 0, &secret), t).unwrap();
     let mut c1 = Client::connect(&in_process_env(&server, 1, &secret), t).unwrap();
     c0.put("k", b"v").unwrap();
     assert_eq!(c1.get("k", t).unwrap(), b"v");
-    assert!(matches!(
-        c1.get("missing", Duration::from_millis(20)),
-        Err(Error::Timeout)
-    ));
+    assert!(matches!(c1.get("missing", Duration::from_millis(20)), Err(Error::Timeout)));
     // The client stays usable after a server-side timeout.
     c1.put("k2", b"w").unwrap();
     assert_eq!(c0.get("k2", t).unwrap(), b"w");
@@ -301,9 +263,7 @@ fn fence_generations_timeout_and_peer_exit_in_process() {
     let secret = "0f".repeat(32);
     let server = Server::start(3, &secret).unwrap();
     let t = Duration::from_secs(10);
-    let envs: Vec<JobEnv> = (0..3)
-        .map(|r| in_process_env(&server, r, &secret))
-        .collect();
+    let envs: Vec<JobEnv> = (0..3).map(|r| in_process_env(&server, r, &secret)).collect();
 
     // Three generations across three ranks.
     let handles: Vec<_> = envs
@@ -323,10 +283,7 @@ fn fence_generations_timeout_and_peer_exit_in_process() {
 
     // A fence with a missing rank times out, and leaves the fence again.
     let t0 = Instant::now();
-    assert!(matches!(
-        clients[0].fence(Duration::from_millis(100)),
-        Err(Error::Timeout)
-    ));
+    assert!(matches!(clients[0].fence(Duration::from_millis(100)), Err(Error::Timeout)));
     assert!(t0.elapsed() < Duration::from_secs(3));
 
     // A rank that exits before the fence fails the waiters promptly.
@@ -341,10 +298,7 @@ fn fence_generations_timeout_and_peer_exit_in_process() {
     let (r, waited) = waiter.join().unwrap();
     assert!(matches!(r, Err(Error::PeerExited { rank: 2 })), "{r:?}");
     assert!(waited < Duration::from_secs(5), "{waited:?}");
-    assert!(matches!(
-        clients[0].fence(t),
-        Err(Error::PeerExited { rank: 2 })
-    ));
+    assert!(matches!(clients[0].fence(t), Err(Error::PeerExited { rank: 2 })));
     assert_eq!(clients[0].exited().unwrap(), vec![2]);
     assert_eq!(server.exited(), vec![(2, RankStatus::Signaled(9))]);
 }
@@ -368,27 +322,9 @@ fn r7_all_ok_gives_rank0_code() {
 
 #[test]
 fn r7_killed_rank_gives_lowest_finalized_code() {
-    let out = rtrun(&[
-        "-n",
-        "4",
-        "--kill",
-        "2@200ms",
-        PROG,
-        "finalize-exit",
-        "10,11,12,13",
-        "1500",
-    ]);
+    let out = rtrun(&["-n", "4", "--kill", "2@200ms", PROG, "finalize-exit", "10,11,12,13", "1500"]);
     assert_eq!(out.code, Some(10), "{out:?}");
-    let out = rtrun(&[
-        "-n",
-        "4",
-        "--kill",
-        "0@200ms",
-        PROG,
-        "finalize-exit",
-        "10,11,12,13",
-        "1500",
-    ]);
+    let out = rtrun(&["-n", "4", "--kill", "0@200ms", PROG, "finalize-exit", "10,11,12,13", "1500"]);
     assert_eq!(out.code, Some(11), "{out:?}");
 }
 
@@ -409,25 +345,13 @@ fn r7_none_finalized_gives_abort_code() {
 
 #[test]
 fn r7_signal_without_abort_gives_128_plus_signal() {
-    let out = rtrun(&[
-        "-n", "2", "--kill", "0@200ms", "--kill", "1@200ms", PROG, "sleep", "5000",
-    ]);
+    let out = rtrun(&["-n", "2", "--kill", "0@200ms", "--kill", "1@200ms", PROG, "sleep", "5000"]);
     assert_eq!(out.code, Some(128 + 9), "{out:?}");
 }
 
 #[test]
 fn r3_abort_kills_only_listed_ranks() {
-    let out = rtrun(&[
-        "-n",
-        "4",
-        "--tag-output",
-        PROG,
-        "abort",
-        "9",
-        "1,2",
-        "0",
-        "1500",
-    ]);
+    let out = rtrun(&["-n", "4", "--tag-output", PROG, "abort", "9", "1,2", "0", "1500"]);
     assert!(out.stdout.contains("[3] rank 3 survived"), "{out:?}");
     assert!(!out.stdout.contains("rank 1 survived"), "{out:?}");
     assert!(!out.stdout.contains("rank 2 survived"), "{out:?}");
@@ -437,13 +361,9 @@ fn r3_abort_kills_only_listed_ranks() {
 
 #[test]
 fn timeout_kills_everything_exit_124() {
-    let out = Job::spawn(&["-n", "2", "--timeout", "1", PROG, "sleep", "10000"])
-        .wait(Duration::from_secs(8));
+    let out = Job::spawn(&["-n", "2", "--timeout", "1", PROG, "sleep", "10000"]).wait(Duration::from_secs(8));
     assert_eq!(out.code, Some(124), "{out:?}");
-    assert!(
-        out.stderr.contains("rtrun: job timed out after 1s"),
-        "{out:?}"
-    );
+    assert!(out.stderr.contains("rtrun: job timed out after 1s"), "{out:?}");
     assert!(out.elapsed < Duration::from_millis(2500), "{out:?}");
 }
 
@@ -463,10 +383,7 @@ fn ranks_learn_which_ranks_exited() {
 }
 
 fn shm_path(stdout: &str) -> String {
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("shm /dev/shm/rt-"))
-        .unwrap_or_else(|| panic!("{stdout}"));
+    let line = stdout.lines().find(|l| l.starts_with("shm /dev/shm/rt-")).unwrap_or_else(|| panic!("{stdout}"));
     line["shm ".len()..].to_owned()
 }
 
@@ -480,14 +397,9 @@ fn shm_removed_after_normal_exit() {
 
 #[test]
 fn shm_removed_after_killed_job() {
-    let mut job = Job::spawn(&[
-        "-n", "2", "--kill", "0@700ms", "--kill", "1@700ms", PROG, "shm", "10000",
-    ]);
+    let mut job = Job::spawn(&["-n", "2", "--kill", "0@700ms", "--kill", "1@700ms", PROG, "shm", "10000"]);
     let path = shm_path(&job.expect_line("shm /dev/shm/"));
-    assert!(
-        Path::new(&path).exists(),
-        "{path} should exist while the job runs"
-    );
+    assert!(Path::new(&path).exists(), "{path} should exist while the job runs");
     let out = job.wait(Duration::from_secs(8));
     assert_eq!(out.code, Some(137), "{out:?}");
     assert!(!Path::new(&path).exists(), "{path} still exists");
@@ -495,12 +407,7 @@ fn shm_removed_after_killed_job() {
 
 fn pid_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z'),
+        Ok(stat) => !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
         Err(_) => false,
     }
 }
@@ -526,10 +433,7 @@ fn wait_dead(pids: &[u32]) {
 fn sigterm_kills_ranks_exit_130() {
     let mut job = Job::spawn(&["-n", "2", PROG, "sleep", "20000"]);
     let pids = rank_pids(&mut job, 2);
-    let st = Command::new("kill")
-        .args(["-TERM", &job.child.id().to_string()])
-        .status()
-        .unwrap();
+    let st = Command::new("kill").args(["-TERM", &job.child.id().to_string()]).status().unwrap();
     assert!(st.success());
     let out = job.wait(Duration::from_secs(8));
     assert_eq!(out.code, Some(130), "{out:?}");

@@ -47,17 +47,12 @@ fn connect(env: &JobEnv) -> Client {
 }
 
 fn per_rank(list: &str, rank: u32) -> i32 {
-    let v: Vec<i32> = list
-        .split(',')
-        .map(|s| s.trim().parse().unwrap_or_else(|_| fail("bad code list")))
-        .collect();
+    let v: Vec<i32> = list.split(',').map(|s| s.trim().parse().unwrap_or_else(|_| fail("bad code list"))).collect();
     *v.get(rank as usize).or(v.last()).unwrap_or(&0)
 }
 
 fn arg(args: &[String], i: usize) -> &str {
-    args.get(i)
-        .map(String::as_str)
-        .unwrap_or_else(|| fail("missing argument"))
+    args.get(i).map(String::as_str).unwrap_or_else(|| fail("missing argument"))
 }
 
 fn main() {
@@ -65,9 +60,7 @@ fn main() {
     let cmd = arg(&args, 0);
     if cmd == "env" {
         let mut out = std::io::stdout().lock();
-        let mut vars: Vec<(String, String)> = std::env::vars()
-            .filter(|(k, _)| k.starts_with("RT_"))
-            .collect();
+        let mut vars: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("RT_")).collect();
         vars.sort();
         for (k, v) in vars {
             let _ = writeln!(out, "{k}={v}");
@@ -81,11 +74,7 @@ fn main() {
     match cmd {
         "kv" => {
             let mut c = connect(&env);
-            c.put(
-                &format!("addr/{rank}"),
-                format!("value-of-{rank}").as_bytes(),
-            )
-            .unwrap_or_else(|e| fail(e));
+            c.put(&format!("addr/{rank}"), format!("value-of-{rank}").as_bytes()).unwrap_or_else(|e| fail(e));
             c.fence(T).unwrap_or_else(|e| fail(format!("fence: {e}")));
             for r in 0..env.size {
                 let v = c.get(&format!("addr/{r}"), T).unwrap_or_else(|e| fail(e));
@@ -112,10 +101,8 @@ fn main() {
         }
         "abort" => {
             let code: i32 = arg(&args, 1).parse().unwrap_or_else(|_| fail("bad code"));
-            let ranks: Vec<u32> = arg(&args, 2)
-                .split(',')
-                .map(|s| s.parse().unwrap_or_else(|_| fail("bad rank list")))
-                .collect();
+            let ranks: Vec<u32> =
+                arg(&args, 2).split(',').map(|s| s.parse().unwrap_or_else(|_| fail("bad rank list"))).collect();
             let by: u32 = args.get(3).map_or(0, |s| s.parse().unwrap_or(0));
             let ms: u64 = args.get(4).map_or(10_000, |s| s.parse().unwrap_or(10_000));
             let mut c = connect(&env);
@@ -162,10 +149,7 @@ fn main() {
             let t0 = Instant::now();
             match c.fence(T) {
                 Err(Error::PeerExited { rank: 1 }) => {
-                    println!(
-                        "rank {rank} peer-exited 1 after {}ms",
-                        t0.elapsed().as_millis()
-                    );
+                    println!("rank {rank} peer-exited 1 after {}ms", t0.elapsed().as_millis());
                 }
                 other => fail(format!("expected PeerExited, got {other:?}")),
             }
