@@ -8,6 +8,9 @@ fn main() -> Result<(), runthrough::Error> {
     let rt = runthrough::init()?;
     let world = rt.world();
     let (rank, size) = (world.rank(), world.size());
+    if rank == 0 {
+        println!("ring: rank 0: {}", rt.describe());
+    }
     let next = (rank + 1) % size;
     let prev = (rank + size - 1) % size;
     let mut token = [0u64];

@@ -101,6 +101,7 @@ pub struct Runtime {
     shared: Arc<Shared>,
     world: Comm,
     finalized: bool,
+    about: String,
 }
 
 /// Initialises this process and returns the runtime (R5: errors are returned).
@@ -108,17 +109,17 @@ pub fn init() -> Result<Runtime, Error> {
     let job = JobEnv::from_env().map_err(|e| Error::Init(format!("bad launcher environment: {e}")))?;
     let cfg = engine_config(job.as_ref())?;
     let ring_bytes = env_num("RT_RING_BYTES", u64::from(DEFAULT_RING_BYTES))? as u32;
-    let (engine, client, size, rank) = match job {
+    let (engine, client, size, rank, about) = match job {
         None => {
             let name = format!("/rt-single-{}-{:x}", std::process::id(), nonce());
             let seg = Segment::create(&name, Layout { nranks: 1, ring_bytes }).map_err(init_err("segment"))?;
             Segment::unlink(&name).map_err(init_err("segment unlink"))?;
             let t = ShmTransport::new(&seg, Rank(0), vec![std::process::id() as i32]).map_err(init_err("shm"))?;
-            (Engine::new(Rank(0), 1, AnyTransport::Shm(t), cfg), None, 1, 0)
+            (Engine::new(Rank(0), 1, AnyTransport::Shm(t), cfg), None, 1, 0, "singleton (no rtrun)".to_string())
         }
         Some(env) => {
-            let (engine, client) = boot(&env, cfg, ring_bytes)?;
-            (engine, Some(client), env.size, env.rank)
+            let (engine, client, about) = boot(&env, cfg, ring_bytes)?;
+            (engine, Some(client), env.size, env.rank, about)
         }
     };
     let shared = Arc::new(Shared {
@@ -130,18 +131,22 @@ pub fn init() -> Result<Runtime, Error> {
     });
     let group: Arc<[Rank]> = (0..size).map(Rank).collect();
     let world = Comm::new(shared.clone(), ContextId(0), group, rank, ErrorMode::ErrorsAreFatal);
-    Ok(Runtime { shared, world, finalized: false })
+    Ok(Runtime { shared, world, finalized: false, about })
 }
 
-fn boot(env: &JobEnv, cfg: Config, ring_bytes: u32) -> Result<(Engine, Client), Error> {
+fn boot(env: &JobEnv, cfg: Config, ring_bytes: u32) -> Result<(Engine, Client, String), Error> {
     if env.local_size != env.size {
         return Err(Error::Unsupported("ranks on several hosts need the fabric transport"));
     }
     let policy: BindPolicy = env.bind.parse().map_err(init_err("--bind-to"))?;
-    match pin::bind(policy, env.local_rank as usize) {
-        Ok(core) => tracing::debug!(?core, "bound"),
-        Err(e) => tracing::warn!(error = %e, "binding failed; running unbound"),
-    }
+    let bound = match pin::bind(policy, env.local_rank as usize) {
+        Ok(Some(core)) => format!("bound to core {core}"),
+        Ok(None) => format!("not bound ({policy})"),
+        Err(e) => {
+            tracing::warn!(error = %e, "binding failed; running unbound");
+            format!("binding failed: {e}")
+        }
+    };
     let mut client = Client::connect(env, BOOT_TIMEOUT).map_err(init_err("bootstrap connect"))?;
     client.put(&format!("pid/{}", env.rank), &std::process::id().to_le_bytes()).map_err(init_err("bootstrap put"))?;
     let layout = Layout { nranks: env.size, ring_bytes };
@@ -157,7 +162,8 @@ fn boot(env: &JobEnv, cfg: Config, ring_bytes: u32) -> Result<(Engine, Client), 
     };
     let topo = Topology::detect();
     let placement = seg.place_inbound(env.rank, &topo);
-    tracing::debug!(?placement, topology = %topo.describe(), "inbound rings placed");
+    tracing::debug!(%placement, topology = %topo.describe(), "inbound rings placed");
+    let about = format!("shared memory, {} ranks; {}; inbound rings: {placement}; {bound}", env.size, topo.describe());
     client.fence(BOOT_TIMEOUT).map_err(init_err("bootstrap fence"))?;
     if env.rank == 0 {
         Segment::unlink(&env.shm_name).map_err(init_err("segment unlink"))?;
@@ -169,7 +175,7 @@ fn boot(env: &JobEnv, cfg: Config, ring_bytes: u32) -> Result<(Engine, Client), 
         pids.push(u32::from_le_bytes(b) as i32);
     }
     let t = ShmTransport::new(&seg, Rank(env.rank), pids).map_err(init_err("shm"))?;
-    Ok((Engine::new(Rank(env.rank), env.size, AnyTransport::Shm(t), cfg), client))
+    Ok((Engine::new(Rank(env.rank), env.size, AnyTransport::Shm(t), cfg), client, about))
 }
 
 fn engine_config(job: Option<&JobEnv>) -> Result<Config, Error> {
@@ -207,6 +213,12 @@ impl Runtime {
     /// The world communicator (all ranks; `ErrorsAreFatal` by default).
     pub fn world(&self) -> Comm {
         self.world.clone()
+    }
+
+    /// A one-line description of how this process communicates: transport, NUMA
+    /// topology and ring placement, core binding.
+    pub fn describe(&self) -> &str {
+        &self.about
     }
 
     /// Chooses which processes `ErrorsAreFatal` aborts.
