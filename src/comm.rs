@@ -15,7 +15,7 @@ use runthrough_engine::{self as engine, ContextId, Rank, Tag, Waiter, TAG_UB};
 
 use crate::request::Request;
 use crate::runtime::{FatalScope, Shared};
-use crate::{coll, Error, Pod, Status};
+use crate::{coll, Error, Group, Pod, Status};
 
 /// A user error handler: called with the communicator and the error, which is then
 /// returned to the caller.
@@ -109,6 +109,13 @@ pub(crate) struct CommInner {
     mode: Mutex<ErrorMode>,
 }
 
+impl Drop for CommInner {
+    fn drop(&mut self) {
+        // Freeing completes whatever has failed (R26).
+        self.shared.engine.lock().free_comm(self.ctx);
+    }
+}
+
 /// A communicator handle (cheap to clone; clones are the same communicator).
 #[derive(Clone)]
 pub struct Comm {
@@ -135,7 +142,38 @@ fn valid_tag(tag: i32) -> Result<Tag, Error> {
 
 impl Comm {
     pub(crate) fn new(shared: Arc<Shared>, ctx: ContextId, group: Arc<[Rank]>, me: u32, mode: ErrorMode) -> Self {
+        shared.engine.lock().register_comm(ctx, &group);
         Comm { inner: Arc::new(CommInner { shared, ctx, group, me, mode: Mutex::new(mode) }) }
+    }
+
+    fn my_world_rank(&self) -> Rank {
+        self.inner.group[self.inner.me as usize]
+    }
+
+    /// The group of the communicator (failed members included).
+    pub fn group(&self) -> Group {
+        Group::new(self.inner.group.to_vec(), self.my_world_rank())
+    }
+
+    /// The group of this communicator's processes known failed here, in the order the
+    /// failures became known (R8; local, no communication).
+    pub fn group_failed(&self) -> Group {
+        let failed = self.inner.shared.engine.lock().failed_in(self.inner.ctx);
+        Group::new(failed.iter().map(|&l| self.inner.group[l as usize]).collect(), self.my_world_rank())
+    }
+
+    /// Re-enables ANY_SOURCE receives disabled by failures and returns the failed group
+    /// known now (R14); the next new failure of a member disables them again. Safe to call
+    /// from several threads.
+    pub fn reenable_any_source(&self) -> Group {
+        let failed = self.inner.shared.engine.lock().reenable_any_source(self.inner.ctx);
+        Group::new(failed.iter().map(|&l| self.inner.group[l as usize]).collect(), self.my_world_rank())
+    }
+
+    /// Whether ANY_SOURCE receives are enabled (false after a member's failure until
+    /// [`Comm::reenable_any_source`]) (R13).
+    pub fn any_source_enabled(&self) -> bool {
+        self.inner.shared.engine.lock().any_source_enabled(self.inner.ctx)
     }
 
     /// This process's rank in the communicator.
@@ -268,7 +306,9 @@ impl Comm {
         self.irecv(buf, src, tag)?.wait()
     }
 
-    /// Sends and receives at once (no deadlock whatever the peers' order).
+    /// Sends and receives at once (no deadlock whatever the peers' order). A failed peer
+    /// (either side) gives `InStatus { rank }` naming it, and the error mode is applied
+    /// once for the whole operation (R16).
     pub fn sendrecv<S: Pod, R: Pod>(
         &self,
         sendbuf: &[S],
@@ -280,10 +320,16 @@ impl Comm {
     ) -> Result<Status, Error> {
         let r = self.irecv(recvbuf, src, recvtag)?;
         let s = self.isend(sendbuf, dest, sendtag)?;
-        let sent = s.wait();
-        let got = r.wait();
-        sent?;
-        got
+        let sent = s.inner_wait();
+        let got = r.inner_wait();
+        let out = match (sent, got) {
+            (_, Err(Error::RankFailStop { rank })) | (Err(Error::RankFailStop { rank }), _) => {
+                Err(Error::InStatus { rank })
+            }
+            (Err(e), _) => Err(e),
+            (Ok(_), got) => got,
+        };
+        self.check(out)
     }
 
     /// Whether a message matching `src`/`tag` can be received now; its status if so.

@@ -32,11 +32,13 @@
 
 mod coll;
 pub mod comm;
+pub mod group;
 pub mod request;
 pub mod runtime;
 
 pub use bytemuck::Pod;
 pub use comm::{Comm, ErrorMode, Source, TagSel, ANY_SOURCE, ANY_TAG};
+pub use group::{Group, GroupOrder};
 pub use request::{wait_all, wait_any, Request};
 pub use runthrough_engine::{Class, Error, Scope, Status, TAG_UB};
 pub use runtime::{init, FatalScope, Runtime};

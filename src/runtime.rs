@@ -17,7 +17,8 @@
 //! `RT_SHM_CMA=0` (no single copy at all).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -37,6 +38,8 @@ use crate::Error;
 pub const DEFAULT_RING_BYTES: u32 = 256 * 1024;
 /// How long start-up waits for the other ranks.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often the watchdog asks the launcher which ranks exited (`RT_WATCH_MS`).
+const DEFAULT_WATCH: Duration = Duration::from_millis(10);
 /// How long finalize keeps flushing queued sends.
 const FINALIZE_FLUSH: Duration = Duration::from_secs(10);
 
@@ -59,6 +62,7 @@ pub(crate) struct Shared {
     pub(crate) world_size: u32,
     next_ctx: AtomicU32,
     job_fatal: AtomicBool,
+    stop: AtomicBool,
 }
 
 impl Shared {
@@ -102,6 +106,7 @@ pub struct Runtime {
     world: Comm,
     finalized: bool,
     about: String,
+    watchdog: Option<JoinHandle<()>>,
 }
 
 /// Initialises this process and returns the runtime (R5: errors are returned).
@@ -128,10 +133,13 @@ pub fn init() -> Result<Runtime, Error> {
         world_size: size,
         next_ctx: AtomicU32::new(2),
         job_fatal: AtomicBool::new(std::env::var("RT_FATAL_SCOPE").is_ok_and(|v| v == "job")),
+        stop: AtomicBool::new(false),
     });
+    let watch = Duration::from_millis(env_num("RT_WATCH_MS", DEFAULT_WATCH.as_millis() as u64)?.max(1));
+    let watchdog = if size > 1 { Some(spawn_watchdog(Arc::downgrade(&shared), watch)?) } else { None };
     let group: Arc<[Rank]> = (0..size).map(Rank).collect();
     let world = Comm::new(shared.clone(), ContextId(0), group, rank, ErrorMode::ErrorsAreFatal);
-    Ok(Runtime { shared, world, finalized: false, about })
+    Ok(Runtime { shared, world, finalized: false, about, watchdog })
 }
 
 fn boot(env: &JobEnv, cfg: Config, ring_bytes: u32) -> Result<(Engine, Client, String), Error> {
@@ -176,6 +184,41 @@ fn boot(env: &JobEnv, cfg: Config, ring_bytes: u32) -> Result<(Engine, Client, S
     }
     let t = ShmTransport::new(&seg, Rank(env.rank), pids).map_err(init_err("shm"))?;
     Ok((Engine::new(Rank(env.rank), env.size, AnyTransport::Shm(t), cfg), client, about))
+}
+
+/// The watchdog: turns the launcher's notice that a rank exited into a failure of that
+/// peer (DESIGN §3 "local evidence"). The engine drains the peer's messages first, so a
+/// rank that finalized and exited loses nothing. Runs until finalize; holds only a weak
+/// reference so it never keeps the runtime alive.
+fn spawn_watchdog(shared: Weak<Shared>, period: Duration) -> Result<JoinHandle<()>, Error> {
+    std::thread::Builder::new()
+        .name("rt-watchdog".into())
+        .spawn(move || loop {
+            std::thread::sleep(period);
+            let Some(sh) = shared.upgrade() else { return };
+            if sh.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let exited = match sh.client.lock().as_mut().map(|c| c.exited()) {
+                Some(Ok(v)) => v,
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "watchdog: launcher unreachable; stopping");
+                    return;
+                }
+                None => return,
+            };
+            if exited.is_empty() {
+                continue;
+            }
+            let mut e = sh.engine.lock();
+            for r in exited {
+                if !e.is_failed(Rank(r)) && r != e.rank().0 {
+                    tracing::debug!(rank = r, "launcher reports rank exited");
+                    e.fail_peer(Rank(r));
+                }
+            }
+        })
+        .map_err(|e| Error::Init(format!("watchdog thread: {e}")))
 }
 
 fn engine_config(job: Option<&JobEnv>) -> Result<Config, Error> {
@@ -251,6 +294,10 @@ impl Runtime {
             }
             drop(e);
             waiter.snooze();
+        }
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(w) = self.watchdog.take() {
+            let _ = w.join();
         }
         if let Some(c) = self.shared.client.lock().as_mut() {
             c.finalized().map_err(|e| Error::Transport(format!("launcher: {e}")))?;

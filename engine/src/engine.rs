@@ -17,7 +17,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use runthrough_ft::failure_set::FailureSet;
+
 use crate::buf::{RawBuf, RawBufMut};
+use crate::comms::Comms;
 use crate::error::Error;
 use crate::matching::{Arrival, Pattern, PostedQueue, UnexpectedQueue};
 use crate::request::{Kind, RecvPhase, Request, SendPhase, Slab, Status};
@@ -35,6 +38,8 @@ pub const DEFAULT_SPIN_POLLS: u32 = 4000;
 pub const OVERSUBSCRIBED_SPIN_POLLS: u32 = 16;
 /// Records handed from the transport per progress call.
 const POLL_BUDGET: usize = 64;
+/// Transport drains before a peer is declared failed (each drains up to all records).
+const DRAIN_ROUNDS: usize = 64;
 /// Unexpected-payload buffers kept for reuse.
 const POOL_KEEP: usize = 64;
 
@@ -141,6 +146,8 @@ struct State {
     newly_failed: Vec<Rank>,
     pool: Vec<Vec<u8>>,
     stats: Stats,
+    comms: Comms,
+    failures: FailureSet,
 }
 
 /// The progress engine of one process.
@@ -174,6 +181,8 @@ impl Engine {
                 newly_failed: Vec::new(),
                 pool: Vec::new(),
                 stats: Stats::default(),
+                comms: Comms::default(),
+                failures: FailureSet::new(size),
             },
         }
     }
@@ -266,7 +275,20 @@ impl Engine {
             .st
             .reqs
             .insert(Request { kind: Kind::Recv { peer, buf, phase: RecvPhase::AwaitingMatch }, outcome: None });
-        if let Some((a, e)) = self.st.unexpected.take_match(&pattern) {
+        let comm = self.st.comms.get(pattern.ctx);
+        // R12: a source whose receive already failed fails every later matching receive.
+        if let (Some(s), Some(c)) = (pattern.src, comm) {
+            if c.is_poisoned(s) {
+                self.st.set_outcome(req, Err(Error::RankFailStop { rank: s }));
+                return req;
+            }
+        }
+        let found = match comm {
+            Some(c) => self.st.unexpected.take_match_where(&pattern, |a, _| !c.is_poisoned(a.src)),
+            None => self.st.unexpected.take_match(&pattern),
+        };
+        // R11 / R13: buffered messages are delivered first, also to a disabled wildcard.
+        if let Some((a, e)) = found {
             match e.data {
                 Unexp::Eager(data) => {
                     self.st.deliver_eager(req, &a, &data);
@@ -285,8 +307,14 @@ impl Engine {
             if self.st.peers[p.0 as usize].failed {
                 let rank = pattern.src.unwrap_or(p.0);
                 self.st.set_outcome(req, Err(Error::RankFailStop { rank }));
+                if let Some(c) = self.st.comms.get_mut(pattern.ctx) {
+                    c.poison(rank);
+                }
                 return req;
             }
+        } else if let Some(rank) = self.st.wildcard_blocker(pattern.ctx) {
+            self.st.set_outcome(req, Err(Error::RankFailStop { rank }));
+            return req;
         }
         self.st.posted.post(pattern, req);
         req
@@ -340,15 +368,13 @@ impl Engine {
     pub fn progress(&mut self) -> usize {
         let Engine { transport, st } = self;
         let n = transport.poll(POLL_BUDGET, |ev| st.on_event(ev));
-        if !st.pulls.is_empty() {
-            let mut pulls = std::mem::take(&mut st.pulls);
-            for pull in pulls.drain(..) {
-                st.pull(transport, pull);
+        st.run_pulls(transport);
+        if !st.newly_failed.is_empty() {
+            let failed = std::mem::take(&mut st.newly_failed);
+            for peer in failed {
+                self.fail_peer(peer);
             }
-            st.pulls = pulls;
-        }
-        while let Some(peer) = st.newly_failed.pop() {
-            st.fail_peer(peer);
+            return n;
         }
         if st.queued > 0 {
             st.flush(transport);
@@ -356,15 +382,82 @@ impl Engine {
         n
     }
 
+    /// Registers a communicator: its point-to-point context (even; the next one is its
+    /// collective context) and its group in world ranks.
+    pub fn register_comm(&mut self, ctx: ContextId, group: &[Rank]) {
+        self.st.comms.register(ctx, group);
+    }
+
+    /// Forgets a communicator (free completes whatever failed: R26).
+    pub fn free_comm(&mut self, ctx: ContextId) {
+        self.st.comms.remove(ctx);
+    }
+
+    /// Ranks of the communicator of `ctx` known failed here, in the order they became
+    /// known (R8). Empty for an unknown context.
+    pub fn failed_in(&self, ctx: ContextId) -> Vec<u32> {
+        let Some(c) = self.st.comms.get(ctx) else { return Vec::new() };
+        self.st.failures.in_order().iter().filter_map(|w| c.local_rank(Rank(*w))).collect()
+    }
+
+    /// Whether ANY_SOURCE receives on the communicator of `ctx` are enabled (R13).
+    pub fn any_source_enabled(&self, ctx: ContextId) -> bool {
+        self.st.comms.get(ctx).is_none_or(|c| !c.wildcard_disabled)
+    }
+
+    /// Re-enables ANY_SOURCE receives on the communicator of `ctx` and returns its ranks
+    /// known failed now (R14); the next new failure of a member disables them again.
+    pub fn reenable_any_source(&mut self, ctx: ContextId) -> Vec<u32> {
+        if let Some(c) = self.st.comms.get_mut(ctx) {
+            c.wildcard_disabled = false;
+        }
+        self.failed_in(ctx)
+    }
+
+    /// World ranks known failed, in the order they became known.
+    pub fn failed_ranks(&self) -> &[u32] {
+        self.st.failures.in_order()
+    }
+
     /// Marks `peer` failed and completes every request touching it with `RankFailStop`;
-    /// its queued protocol work is discarded. Messages it sent that already arrived stay
-    /// buffered (R11). Idempotent.
+    /// its queued protocol work is discarded. First the transport is drained, so every
+    /// message the peer sent before it died (or finalized) is matched or buffered and is
+    /// still delivered (R11). Idempotent.
     pub fn fail_peer(&mut self, peer: Rank) {
-        self.st.fail_peer(peer);
+        if self.is_failed(peer) || peer.0 >= self.size() {
+            return;
+        }
+        let Engine { transport, st } = self;
+        for _ in 0..DRAIN_ROUNDS {
+            let n = transport.poll(usize::MAX, |ev| st.on_event(ev));
+            st.run_pulls(transport);
+            if n == 0 {
+                break;
+            }
+        }
+        st.fail_peer(peer);
+        let others = std::mem::take(&mut st.newly_failed);
+        for p in others {
+            self.fail_peer(p);
+        }
+        let Engine { transport, st } = self;
+        if st.queued > 0 {
+            st.flush(transport);
+        }
     }
 }
 
 impl State {
+    fn run_pulls(&mut self, t: &mut AnyTransport) {
+        if !self.pulls.is_empty() {
+            let mut pulls = std::mem::take(&mut self.pulls);
+            for pull in pulls.drain(..) {
+                self.pull(t, pull);
+            }
+            self.pulls = pulls;
+        }
+    }
+
     fn set_outcome(&mut self, req: ReqId, outcome: Result<Status, Error>) {
         if let Some(r) = self.reqs.get_mut(req) {
             if r.outcome.is_none() {
@@ -503,9 +596,6 @@ impl State {
 
     fn on_record(&mut self, peer: Rank, bytes: &[u8]) {
         let Some(p) = self.peers.get_mut(peer.0 as usize) else { return };
-        if p.failed {
-            return;
-        }
         let (h, payload) = match Header::decode(bytes) {
             Ok(x) => x,
             Err(e) => {
@@ -532,6 +622,8 @@ impl State {
                 self.on_matched(peer, h, payload);
                 self.release_held(peer);
             }
+            // A failed peer's late protocol traffic refers to requests already failed.
+            None if p.failed => {}
             None => self.on_protocol(peer, h, payload),
         }
     }
@@ -687,17 +779,35 @@ impl State {
         self.queue(peer, Outgoing::Ctrl(Header::Cts { sreq, rreq }));
     }
 
+    /// The failed member a wildcard receive on `ctx` reports while wildcards are
+    /// disabled (R13): the most recent failure among the communicator's members.
+    fn wildcard_blocker(&self, ctx: ContextId) -> Option<u32> {
+        let c = self.comms.get(ctx)?;
+        if !c.wildcard_disabled {
+            return None;
+        }
+        self.failures.in_order().iter().rev().find_map(|w| c.local_rank(Rank(*w)))
+    }
+
     fn fail_peer(&mut self, peer: Rank) {
         let Some(p) = self.peers.get_mut(peer.0 as usize) else { return };
         if p.failed {
             return;
         }
         p.failed = true;
+        self.failures.insert(peer.0);
         p.held.clear();
         let dropped = p.pending.len();
         p.pending.clear();
         self.queued -= dropped;
         tracing::debug!(peer = peer.0, "failing requests of failed peer");
+        // R13: every communicator containing the failed rank disables its wildcards.
+        let containing = self.comms.containing(peer);
+        for (ctx, _) in &containing {
+            if let Some(c) = self.comms.get_mut(*ctx) {
+                c.wildcard_disabled = true;
+            }
+        }
         for id in self.reqs.ids() {
             let Some(r) = self.reqs.get(id) else { continue };
             if r.outcome.is_some() {
@@ -707,7 +817,20 @@ impl State {
                 Kind::Send { peer: p, dest, .. } if *p == peer => Some(*dest),
                 Kind::Recv { phase: RecvPhase::AwaitingData { peer: p, src, .. }, .. } if *p == peer => Some(*src),
                 Kind::Recv { peer: Some(p), phase: RecvPhase::AwaitingMatch, .. } if *p == peer => {
-                    self.posted.remove_where(|_, x| *x == id).map(|(pat, _)| pat.src.unwrap_or(peer.0))
+                    let posted = self.posted.remove_where(|_, x| *x == id);
+                    posted.map(|(pat, _)| {
+                        let rank = pat.src.unwrap_or(peer.0);
+                        if let Some(c) = self.comms.get_mut(pat.ctx) {
+                            c.poison(rank);
+                        }
+                        rank
+                    })
+                }
+                Kind::Recv { peer: None, phase: RecvPhase::AwaitingMatch, .. } => {
+                    let hit = containing.iter().find_map(|(ctx, local)| {
+                        self.posted.remove_where(|pat, x| *x == id && Comms::same_comm(pat.ctx, *ctx)).map(|_| *local)
+                    });
+                    hit
                 }
                 _ => None,
             };

@@ -16,6 +16,7 @@
 #![deny(unsafe_code)]
 
 mod buf;
+mod comms;
 pub mod engine;
 pub mod error;
 pub mod handle;

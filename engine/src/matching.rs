@@ -108,6 +108,17 @@ impl<U> UnexpectedQueue<U> {
         self.entries.remove(i)
     }
 
+    /// Removes and returns the earliest arrived message `p` matches among those `keep`
+    /// accepts (R12: a wildcard skips sources whose receives must fail).
+    pub fn take_match_where(
+        &mut self,
+        p: &Pattern,
+        mut keep: impl FnMut(&Arrival, &U) -> bool,
+    ) -> Option<(Arrival, U)> {
+        let i = self.entries.iter().position(|(a, u)| p.matches(a) && keep(a, u))?;
+        self.entries.remove(i)
+    }
+
     /// The earliest arrived message `p` matches, left in place (probe).
     pub fn peek_match(&self, p: &Pattern) -> Option<&(Arrival, U)> {
         self.entries.iter().find(|(a, _)| p.matches(a))

@@ -8,12 +8,21 @@ use runthrough_engine::transport::{AnyTransport, Transport};
 use runthrough_engine::{irecv, isend, Config, ContextId, Engine, Error, Rank, Request, Status, Tag};
 
 const CTX: ContextId = ContextId(0);
+/// A communicator of world ranks 1.. (its rank i is world rank i + 1).
+const SUB: ContextId = ContextId(2);
 
 fn job(n: u32, capacity: usize, eager: usize) -> (SimHub, Vec<Mutex<Engine>>) {
     let hub = SimHub::new(n, capacity, 4096);
     let cfg = Config { eager_limit: eager, spin_polls: 0, stream_chunk: 1000, rma_min: 0 };
-    let engines =
-        (0..n).map(|r| Mutex::new(Engine::new(Rank(r), n, AnyTransport::Sim(hub.endpoint(Rank(r))), cfg))).collect();
+    let world: Vec<Rank> = (0..n).map(Rank).collect();
+    let engines = (0..n)
+        .map(|r| {
+            let mut e = Engine::new(Rank(r), n, AnyTransport::Sim(hub.endpoint(Rank(r))), cfg);
+            e.register_comm(CTX, &world);
+            e.register_comm(SUB, &world[1..]);
+            Mutex::new(e)
+        })
+        .collect();
     (hub, engines)
 }
 
@@ -239,4 +248,119 @@ fn probe_sees_unexpected_without_consuming() {
     finish(&e, &mut s).unwrap();
     drop(r);
     assert_eq!(out, a);
+}
+
+fn kill(hub: &SimHub, e: &[Mutex<Engine>], victim: u32) {
+    hub.kill(Rank(victim));
+    for (i, eng) in e.iter().enumerate() {
+        if i as u32 != victim {
+            eng.lock().fail_peer(Rank(victim));
+        }
+    }
+}
+
+#[test]
+fn r12_failed_source_poisons_later_receives() {
+    let (hub, e) = job(3, 8, 64);
+    // Rank 0 sends two messages to rank 2 and dies; both sit in 2's buffer.
+    let (m1, m2) = (pattern_bytes(10, 1), pattern_bytes(10, 2));
+    let mut s1 = send(&e, 0, 2, 1, &m1);
+    let mut s2 = send(&e, 0, 2, 2, &m2);
+    finish(&e, &mut s1).unwrap();
+    finish(&e, &mut s2).unwrap();
+    pump(&e, 3);
+    kill(&hub, &e, 0);
+    let live = &e[1..];
+    // A receive from 0 that matches nothing buffered fails ...
+    let mut out = vec![0u8; 10];
+    let mut r = recv(&e, 2, Some(0), Some(3), &mut out);
+    assert_eq!(finish(live, &mut r), Err(Error::RankFailStop { rank: 0 }));
+    drop(r);
+    // ... and from then on, a receive that would match 0 fails although m1 is buffered.
+    let mut r = recv(&e, 2, Some(0), Some(1), &mut out);
+    assert_eq!(finish(live, &mut r), Err(Error::RankFailStop { rank: 0 }));
+    drop(r);
+    assert_eq!(out, vec![0u8; 10], "the buffered message was not delivered");
+}
+
+#[test]
+fn r11_buffered_message_of_failed_rank_delivered_before_any_failed_receive() {
+    let (hub, e) = job(3, 8, 64);
+    let m1 = pattern_bytes(10, 1);
+    let mut s1 = send(&e, 0, 2, 1, &m1);
+    finish(&e, &mut s1).unwrap();
+    pump(&e, 3);
+    kill(&hub, &e, 0);
+    let mut out = vec![0u8; 10];
+    let mut r = recv(&e, 2, Some(0), Some(1), &mut out);
+    finish(&e[1..], &mut r).unwrap();
+    drop(r);
+    assert_eq!(out, m1);
+}
+
+#[test]
+fn r13_failure_disables_wildcards_on_every_comm_containing_the_rank() {
+    let (hub, e) = job(4, 8, 64);
+    // Rank 3 has a pending wildcard receive on the world and one on SUB (ranks 1..).
+    let mut wbuf = vec![0u8; 10];
+    let mut sbuf = vec![0u8; 10];
+    let mut w = recv(&e, 3, None, None, &mut wbuf);
+    let mut sub = irecv(&e[3], Pattern { ctx: SUB, src: None, tag: None }, None, &mut sbuf);
+    pump(&e, 2);
+    // Rank 0 (not in SUB) fails: only the world's wildcard fails.
+    kill(&hub, &e, 0);
+    let live = &e[1..];
+    assert_eq!(finish(live, &mut w), Err(Error::RankFailStop { rank: 0 }));
+    drop(w);
+    assert!(sub.test().unwrap().is_none(), "SUB does not contain rank 0");
+    assert!(!e[3].lock().any_source_enabled(CTX));
+    assert!(e[3].lock().any_source_enabled(SUB));
+    // A message from a live sender buffered before the wildcard is posted is delivered
+    // first; then new wildcards fail at once.
+    let m = pattern_bytes(10, 5);
+    let mut s = send(&e, 1, 3, 7, &m);
+    finish(live, &mut s).unwrap();
+    pump(live, 3);
+    let mut out = vec![0u8; 10];
+    let mut r = recv(&e, 3, None, None, &mut out);
+    assert_eq!(finish(live, &mut r).unwrap().source, 1);
+    drop(r);
+    assert_eq!(out, m);
+    let mut r = recv(&e, 3, None, Some(7), &mut out);
+    assert_eq!(finish(live, &mut r), Err(Error::RankFailStop { rank: 0 }));
+    drop(r);
+    // Specific receives from live ranks still work.
+    let mut s = send(&e, 1, 3, 8, &m);
+    let mut r = recv(&e, 3, Some(1), Some(8), &mut out);
+    finish(live, &mut s).unwrap();
+    finish(live, &mut r).unwrap();
+    drop(r);
+    // SUB's wildcard is still pending and gets a message from SUB rank 0 (world 1).
+    let mut s = isend(&e[1], SUB, 0, 2, Rank(3), Tag(4), &m);
+    finish(live, &mut s).unwrap();
+    assert_eq!(finish(live, &mut sub).unwrap().source, 0);
+}
+
+#[test]
+fn r14_reenable_any_source_returns_failed_group_and_next_failure_disables_again() {
+    let (hub, e) = job(4, 8, 64);
+    kill(&hub, &e, 0);
+    let live = &e[1..];
+    assert_eq!(e[3].lock().reenable_any_source(CTX), vec![0]);
+    let m = pattern_bytes(4, 1);
+    let mut out = vec![0u8; 4];
+    let mut r = recv(&e, 3, None, None, &mut out);
+    let mut s = send(&e, 2, 3, 1, &m);
+    finish(live, &mut s).unwrap();
+    assert_eq!(finish(live, &mut r).unwrap().source, 2, "wildcards work again");
+    drop(r);
+    // A pending wildcard is failed by the next failure, which disables them again.
+    let mut r = recv(&e, 3, None, None, &mut out);
+    kill(&hub, &e, 1);
+    let live = &e[2..];
+    assert_eq!(finish(live, &mut r), Err(Error::RankFailStop { rank: 1 }));
+    drop(r);
+    assert_eq!(e[3].lock().failed_in(CTX), vec![0, 1]);
+    assert_eq!(e[3].lock().failed_in(SUB), vec![0], "SUB rank 0 is world rank 1");
+    assert_eq!(e[3].lock().reenable_any_source(CTX), vec![0, 1]);
 }

@@ -1,0 +1,74 @@
+//! What the engine knows of communicators: their groups, and the run-through state that
+//! failures change (seeds/000 §17.6):
+//! - wildcard receives disabled by a new failure of a member (R13) until
+//!   `reenable_any_source` (R14);
+//! - per source, "poisoned" once a receive from a failed member completed in error, so
+//!   later receives from it fail even when one of its messages is buffered (R12).
+//!
+//! A communicator owns two contexts, an even one for point-to-point traffic and the next
+//! odd one for its collectives; both map to the same state.
+
+use crate::types::{ContextId, Rank};
+use std::collections::HashMap;
+
+#[derive(Debug)]
+pub(crate) struct CommState {
+    local_of: HashMap<Rank, u32>,
+    pub(crate) wildcard_disabled: bool,
+    poisoned: Vec<u32>,
+}
+
+impl CommState {
+    pub(crate) fn local_rank(&self, world: Rank) -> Option<u32> {
+        self.local_of.get(&world).copied()
+    }
+
+    pub(crate) fn is_poisoned(&self, local: u32) -> bool {
+        self.poisoned.contains(&local)
+    }
+
+    pub(crate) fn poison(&mut self, local: u32) {
+        if !self.poisoned.contains(&local) {
+            self.poisoned.push(local);
+        }
+    }
+}
+
+/// The communicator table, keyed by the even (point-to-point) context.
+#[derive(Debug, Default)]
+pub(crate) struct Comms {
+    map: HashMap<u32, CommState>,
+}
+
+fn key(ctx: ContextId) -> u32 {
+    ctx.0 & !1
+}
+
+impl Comms {
+    pub(crate) fn register(&mut self, ctx: ContextId, group: &[Rank]) {
+        let local_of = group.iter().enumerate().map(|(i, r)| (*r, i as u32)).collect();
+        self.map.insert(key(ctx), CommState { local_of, wildcard_disabled: false, poisoned: Vec::new() });
+    }
+
+    pub(crate) fn remove(&mut self, ctx: ContextId) {
+        self.map.remove(&key(ctx));
+    }
+
+    pub(crate) fn get(&self, ctx: ContextId) -> Option<&CommState> {
+        self.map.get(&key(ctx))
+    }
+
+    pub(crate) fn get_mut(&mut self, ctx: ContextId) -> Option<&mut CommState> {
+        self.map.get_mut(&key(ctx))
+    }
+
+    /// Every communicator containing `world`, as (its p2p context, the rank's local rank).
+    pub(crate) fn containing(&self, world: Rank) -> Vec<(ContextId, u32)> {
+        self.map.iter().filter_map(|(k, c)| c.local_rank(world).map(|l| (ContextId(*k), l))).collect()
+    }
+
+    /// Whether `ctx` belongs to the communicator keyed by `comm`.
+    pub(crate) fn same_comm(ctx: ContextId, comm: ContextId) -> bool {
+        key(ctx) == key(comm)
+    }
+}
