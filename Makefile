@@ -12,9 +12,11 @@ deps:
 build: deps
 	$(CARGO) build --release --workspace --bins --examples
 
-## The demo: a token around 4 ranks over shared memory.
+## The demo: a token around 4 ranks over shared memory, then a manager/worker job that
+## survives two workers being SIGKILLed (the manager re-issues their tasks).
 demo: build
 	target/release/rtrun -n 4 target/release/examples/ring
+	target/release/rtrun -n 6 --kill 2@300ms --kill 4@700ms target/release/examples/manager_worker
 
 ## Formatting, lints, docs and every test (unit, property, multi-process).
 test: deps

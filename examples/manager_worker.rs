@@ -23,7 +23,7 @@ fn work(t: u64) -> u64 {
 }
 
 fn main() -> Result<(), Error> {
-    let tasks: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(200);
+    let tasks: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(500);
     let rt = runthrough::init()?;
     let world = rt.world();
     world.set_error_mode(ErrorMode::ErrorsReturn);
