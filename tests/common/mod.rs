@@ -14,29 +14,33 @@ fn bin_dir() -> PathBuf {
     exe.parent().and_then(|d| d.parent()).expect("profile dir").to_path_buf()
 }
 
-/// The `rtrun` launcher, built once per test run with the same profile and target dir.
-pub(crate) fn rtrun() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let dir = bin_dir();
-            let profile = dir.file_name().and_then(|s| s.to_str()).unwrap_or("debug").to_string();
-            let target = dir.parent().expect("target dir").to_path_buf();
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut cmd = Command::new(cargo);
-            cmd.args(["build", "-q", "-p", "runthrough-launch", "--bin", "rtrun", "--target-dir"]).arg(&target);
-            if profile == "release" {
-                cmd.arg("--release");
-            }
-            let st = cmd.status().expect("cargo build rtrun");
-            assert!(st.success(), "building rtrun failed");
-            dir.join("rtrun")
-        })
-        .clone()
+/// Builds `args` (a cargo build selection) once per test process, with the profile and
+/// target directory of the tests themselves.
+fn cargo_build(args: &[&str]) {
+    let dir = bin_dir();
+    let profile = dir.file_name().and_then(|s| s.to_str()).unwrap_or("debug").to_string();
+    let target = dir.parent().expect("target dir").to_path_buf();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "-q"]).args(args).arg("--target-dir").arg(&target);
+    if profile == "release" {
+        cmd.arg("--release");
+    }
+    let st = cmd.status().expect("run cargo build");
+    assert!(st.success(), "cargo build {args:?} failed");
 }
 
-/// An example program of the facade crate (cargo builds them for `cargo test`).
+/// The `rtrun` launcher, built once per test run.
+pub(crate) fn rtrun() -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| cargo_build(&["-p", "runthrough-launch", "--bin", "rtrun"]));
+    bin_dir().join("rtrun")
+}
+
+/// An example program of the facade crate, built once per test run.
 pub(crate) fn example(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| cargo_build(&["-p", "runthrough", "--examples"]));
     let p = bin_dir().join("examples").join(name);
     assert!(p.exists(), "example {name} not built at {}", p.display());
     p

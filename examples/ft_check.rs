@@ -1,0 +1,200 @@
+//! Fault-injection check (used by `tests/ft.rs`): the last rank (the victim) SIGKILLs
+//! itself at a chosen point; every survivor must finish within a bound with the right
+//! error, and a stream of messages between survivors, running before and after the
+//! failure, must arrive complete, once each, in order.
+//!
+//! `rtrun -n N ft_check MODE` with MODE one of
+//! `before-send`, `eager`, `rndv-send`, `rndv-recv`, `blocked-recv`, `any-source`,
+//! `waitall`. Each survivor prints `ft_check: ok rank R MODE detect_ms=...`.
+
+use std::time::{Duration, Instant};
+
+use runthrough::{Comm, Error, ErrorMode, ANY_SOURCE, ANY_TAG};
+
+const BIG: usize = 4 << 20;
+const STREAM: i32 = 50;
+/// Survivors must see the failure within this bound (the watchdog asks the launcher
+/// every 10 ms; scheduling on 2 oversubscribed cores adds to it).
+const BOUND: Duration = Duration::from_secs(3);
+
+fn die() -> ! {
+    let _ = std::process::Command::new("kill").arg("-9").arg(std::process::id().to_string()).status();
+    std::thread::sleep(Duration::from_secs(10));
+    unreachable!("SIGKILL did not arrive");
+}
+
+fn fail(what: &str) -> ! {
+    eprintln!("ft_check: {what}");
+    std::process::exit(3);
+}
+
+fn expect_fail_stop<T: std::fmt::Debug>(what: &str, r: Result<T, Error>, victim: usize) {
+    match r {
+        Err(Error::RankFailStop { rank }) if rank as usize == victim => {}
+        other => fail(&format!("{what}: expected RankFailStop {{ rank: {victim} }}, got {other:?}")),
+    }
+}
+
+/// Survivors pass `count` numbered messages around their ring; each checks it receives
+/// exactly the next number from its predecessor.
+fn survivor_stream(world: &Comm, survivors: usize, count: u64, base: u64) -> Result<(), Error> {
+    let me = world.rank();
+    let next = (me + 1) % survivors;
+    let prev = (me + survivors - 1) % survivors;
+    let out: Vec<[u64; 3]> = (0..count).map(|i| [base + i, (base + i) * 31 + me as u64, 7]).collect();
+    let mut sends = Vec::new();
+    for m in &out {
+        sends.push(world.isend(m, next, STREAM)?);
+    }
+    for i in 0..count {
+        let mut m = [0u64; 3];
+        let st = world.recv(&mut m, prev, STREAM)?;
+        if st.len != 24 || m != [base + i, (base + i) * 31 + prev as u64, 7] {
+            fail(&format!("survivor stream: rank {me} expected message {} from {prev}, got {m:?}", base + i));
+        }
+    }
+    runthrough::wait_all(&mut sends)
+}
+
+fn main() -> Result<(), Error> {
+    let mode = std::env::args().nth(1).unwrap_or_else(|| fail("usage: ft_check MODE"));
+    let rt = runthrough::init()?;
+    let world = rt.world();
+    world.set_error_mode(ErrorMode::ErrorsReturn);
+    let (me, n) = (world.rank(), world.size());
+    if n < 3 {
+        fail("needs at least 3 ranks");
+    }
+    let victim = n - 1;
+    let survivors = n - 1;
+    let mut big = vec![0u8; BIG];
+    if me < survivors {
+        survivor_stream(&world, survivors, 100, 0)?;
+    }
+    world.barrier()?;
+    let t0 = Instant::now();
+    if me == victim {
+        match mode.as_str() {
+            "before-send" | "any-source" | "waitall" => die(),
+            "blocked-recv" => {
+                std::thread::sleep(Duration::from_millis(200));
+                die()
+            }
+            "eager" => {
+                for i in 0..1000u64 {
+                    world.send(&[i; 8], 0, 1)?;
+                    if i == 300 {
+                        die();
+                    }
+                }
+                unreachable!()
+            }
+            "rndv-send" => {
+                big.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
+                let _r = world.isend(&big, 0, 2)?;
+                die()
+            }
+            "rndv-recv" => {
+                let _r = world.irecv(&mut big, 0, 3)?;
+                die()
+            }
+            m => fail(&format!("unknown mode {m}")),
+        }
+    }
+    // Survivors.
+    let detect;
+    match (mode.as_str(), me) {
+        ("before-send", 0) | ("blocked-recv", _) => {
+            let mut b = [0u8; 8];
+            expect_fail_stop("receive from the victim", world.recv(&mut b, victim, ANY_TAG), victim);
+            detect = t0.elapsed();
+        }
+        ("before-send", _) => {
+            // A send to the victim may still be buffered before the failure is known;
+            // a receive from it must fail.
+            let _ = world.send(&[1u8; 8], victim, 9);
+            let mut b = [0u8; 8];
+            expect_fail_stop("receive from the victim", world.recv(&mut b, victim, 9), victim);
+            detect = t0.elapsed();
+        }
+        ("eager", 0) => {
+            // Messages sent before the failure arrive in order, without gaps or
+            // duplicates; then the receive fails.
+            let mut got = 0u64;
+            loop {
+                let mut m = [0u64; 8];
+                match world.recv(&mut m, victim, 1) {
+                    Ok(_) if m == [got; 8] => got += 1,
+                    Ok(_) => fail(&format!("eager: expected message {got}, got {m:?}")),
+                    Err(e) => {
+                        expect_fail_stop("eager stream end", Err::<(), _>(e), victim);
+                        break;
+                    }
+                }
+            }
+            if got < 300 {
+                fail(&format!("eager: only {got} of the 301 messages sent before the kill arrived"));
+            }
+            detect = t0.elapsed();
+        }
+        ("rndv-send", 0) => {
+            std::thread::sleep(Duration::from_millis(100));
+            match world.recv(&mut big, victim, 2) {
+                // The data can only be pulled while the sender lives.
+                Ok(_) => fail("rendezvous from a dead sender completed"),
+                r => expect_fail_stop("rendezvous receive", r, victim),
+            }
+            detect = t0.elapsed();
+        }
+        ("rndv-recv", 0) => {
+            big.iter_mut().for_each(|b| *b = 3);
+            expect_fail_stop("rendezvous send", world.send(&big, victim, 3), victim);
+            detect = t0.elapsed();
+        }
+        ("any-source", 0) => {
+            let mut b = [0u8; 8];
+            expect_fail_stop("wildcard receive", world.recv(&mut b, ANY_SOURCE, 4), victim);
+            detect = t0.elapsed();
+            if world.any_source_enabled() {
+                fail("wildcards still enabled after the failure");
+            }
+            let failed = world.reenable_any_source();
+            if failed.world_ranks() != vec![victim] {
+                fail(&format!("failed group {:?}", failed.world_ranks()));
+            }
+        }
+        ("waitall", _) => {
+            let outs: Vec<[u8; 16]> = (0..n).map(|p| [p as u8; 16]).collect();
+            let mut ins = vec![[0u8; 16]; n];
+            let mut reqs = Vec::new();
+            for (p, b) in ins.iter_mut().enumerate() {
+                if p != me {
+                    reqs.push(world.irecv(b, p, 5)?);
+                }
+            }
+            for (p, o) in outs.iter().enumerate() {
+                if p != me {
+                    reqs.push(world.isend(o, p, 5)?);
+                }
+            }
+            expect_fail_stop("wait_all over mixed peers", runthrough::wait_all(&mut reqs), victim);
+            detect = t0.elapsed();
+            drop(reqs);
+            for (p, b) in ins.iter().enumerate() {
+                if p != me && p != victim && *b != [me as u8; 16] {
+                    fail(&format!("waitall: message from live rank {p} wrong: {b:?}"));
+                }
+            }
+        }
+        _ => {
+            detect = Duration::ZERO;
+        }
+    }
+    if detect > BOUND {
+        fail(&format!("failure seen after {detect:?}, bound {BOUND:?}"));
+    }
+    // After the failure, survivors still communicate, losing nothing.
+    survivor_stream(&world, survivors, 200, 1000)?;
+    println!("ft_check: ok rank {me} {mode} detect_ms={:.1}", detect.as_secs_f64() * 1e3);
+    rt.finalize()
+}
