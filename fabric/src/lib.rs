@@ -1,42 +1,63 @@
-//! Safe wrapper over libfabric for runthrough (DESIGN T1).
+//! Safe wrapper over the system libfabric for runthrough (DESIGN T1).
 //!
-//! This crate moves bytes between endpoints and reports peer errors; it knows nothing of
-//! MPI. The bindgen-generated FFI, the RAII handle types and the provider selection land
-//! with the libfabric issue; until then the crate only names the providers it will drive.
-#![forbid(unsafe_code)]
+//! This crate moves bytes between RDM endpoints and reports peer errors; it knows nothing
+//! of MPI (no ranks, communicators or matching rules). What it never does: hide a
+//! completion-queue error entry, retry in a loop, or read a clock — "would block" is
+//! [`Error::Busy`], and turning persistent `Busy` into a signal is the [`StallTracker`]'s
+//! job, driven with the caller's time.
+//!
+//! Parts (one concept per module):
+//! - `ffi` (private): bindgen output against the pkg-config libfabric headers (1.17 and
+//!   2.x) and the header-inline calls re-expressed through the fid ops tables; `fi_call!`.
+//! - [`info`]: `fi_getinfo` with [`Hints`], [`InfoList`], [`Info`], [`InfoAttrs`].
+//! - [`fabric`], [`domain`], [`av`], [`cq`], [`ep`], [`mr`]: one RAII owner per fid,
+//!   closed exactly once; children hold an `Arc` of their parent (domain → fabric,
+//!   AV/CQ → domain, endpoint → domain + AV + CQ, endpoint-bound MR → endpoint), so any
+//!   drop order of user handles is safe.
+//! - [`mr_cache`]: registration cache with explicit invalidation.
+//! - [`provider`]: run-time provider choice `auto|tcp|sockets|verbs|cxi` (pure logic).
+//! - [`ops`]: in-flight operation slab that attributes CQ errors to their peer.
+//! - [`stall`]: per-peer "busy past a bound" detection.
+//! - [`error`]: typed [`Error`] / [`ErrorCode`] with `fi_strerror` texts.
+//!
+//! Thread safety: hints always request `FI_THREAD_SAFE`, so every handle is `Send + Sync`.
 
-/// A libfabric provider runthrough knows how to drive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Provider {
-    /// `tcp;ofi_rxm`: commodity Ethernet (and loopback in tests).
-    Tcp,
-    /// `sockets`: the portable reference provider.
-    Sockets,
-    /// `verbs;ofi_rxm`: InfiniBand / RoCE.
-    Verbs,
-    /// `cxi`: HPE Slingshot.
-    Cxi,
+mod ffi;
+
+pub mod av;
+pub mod cq;
+pub mod domain;
+pub mod ep;
+pub mod error;
+pub mod fabric;
+pub mod info;
+pub mod mr;
+pub mod mr_cache;
+pub mod ops;
+pub mod provider;
+pub mod stall;
+
+pub use av::{AddressVector, EpAddr, FiAddr};
+pub use cq::{CompFlags, CompletionQueue, CqEntry, CqError, CqEvent, OpContext};
+pub use domain::Domain;
+pub use ep::Endpoint;
+pub use error::{Error, ErrorCode, Result};
+pub use fabric::Fabric;
+pub use info::{Hints, Info, InfoAttrs, InfoList, InfoRef};
+pub use mr::{Access, MemoryRegion, MrDesc, MrMode, MrPolicy, RemoteAccess, RemoteKey};
+pub use mr_cache::{CacheStats, MrCache, RegCache, Registrar};
+pub use ops::OpSlab;
+pub use provider::{select, Provider, ProviderRequest, SelectError, Selection};
+pub use stall::{Stall, StallTracker};
+
+/// The libfabric runtime version (`fi_version()`), as `(major, minor)`.
+pub fn runtime_version() -> (u32, u32) {
+    // SAFETY: fi_version takes no arguments and has no preconditions.
+    let v = unsafe { ffi::fi_version() };
+    (v >> 16, v & 0xffff)
 }
 
-impl Provider {
-    /// The provider name as libfabric's `fi_info` spells it.
-    pub fn fi_name(self) -> &'static str {
-        match self {
-            Provider::Tcp => "tcp;ofi_rxm",
-            Provider::Sockets => "sockets",
-            Provider::Verbs => "verbs;ofi_rxm",
-            Provider::Cxi => "cxi",
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn provider_names_match_fi_info() {
-        assert_eq!(Provider::Tcp.fi_name(), "tcp;ofi_rxm");
-        assert_eq!(Provider::Cxi.fi_name(), "cxi");
-    }
+/// The libfabric version of the headers this crate was built against, as `(major, minor)`.
+pub fn header_version() -> (u32, u32) {
+    (ffi::FI_MAJOR_VERSION, ffi::FI_MINOR_VERSION)
 }

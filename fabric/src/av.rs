@@ -1,0 +1,165 @@
+//! Address vectors (`fi_av_open`, `FI_AV_TABLE`): peer address blobs in, [`FiAddr`] out.
+//!
+//! Parts: [`FiAddr`] (an opaque `fi_addr_t`), [`EpAddr`] (an endpoint's raw name as returned
+//! by `fi_getname`, with a hex form for bootstrap key-value exchange) and [`AddressVector`].
+
+use std::fmt;
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+
+use crate::domain::Domain;
+use crate::error::{Error, Result};
+use crate::ffi::{self, fi_call};
+
+/// A peer address in an address vector (`fi_addr_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FiAddr(pub u64);
+
+impl FiAddr {
+    /// `FI_ADDR_UNSPEC`: any source (for receives).
+    pub const UNSPEC: FiAddr = FiAddr(ffi::ADDR_UNSPEC);
+}
+
+impl fmt::Display for FiAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == FiAddr::UNSPEC {
+            f.write_str("fi_addr#unspec")
+        } else {
+            write!(f, "fi_addr#{}", self.0)
+        }
+    }
+}
+
+/// An endpoint's provider-specific address blob (`fi_getname`).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct EpAddr(pub Vec<u8>);
+
+impl EpAddr {
+    /// Lowercase hex, for text-based exchange (bootstrap KVS, pipes).
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Parse [`EpAddr::to_hex`] output.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArg`] on odd length or non-hex characters.
+    pub fn from_hex(s: &str) -> Result<EpAddr> {
+        let s = s.trim();
+        if s.len() & 1 == 1 {
+            return Err(Error::InvalidArg("odd-length hex address"));
+        }
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| Error::InvalidArg("non-hex address")))
+            .collect::<Result<Vec<u8>>>()
+            .map(EpAddr)
+    }
+}
+
+impl fmt::Debug for EpAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "EpAddr({})", self.to_hex())
+    }
+}
+
+/// An open `fid_av` of type `FI_AV_TABLE`.
+pub struct AddressVector {
+    raw: NonNull<ffi::fid_av>,
+    domain: Arc<Domain>,
+}
+
+impl fmt::Debug for AddressVector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AddressVector").field("domain", &self.domain).finish_non_exhaustive()
+    }
+}
+
+// SAFETY: FI_THREAD_SAFE is always requested; the handle is an owned pointer.
+unsafe impl Send for AddressVector {}
+// SAFETY: see `Send`.
+unsafe impl Sync for AddressVector {}
+
+impl AddressVector {
+    /// `fi_av_open` with room for about `count` peers.
+    ///
+    /// # Errors
+    /// The provider's failure code.
+    pub fn open(domain: &Arc<Domain>, count: usize) -> Result<Arc<AddressVector>> {
+        let mut attr = ffi::fi_av_attr { type_: ffi::FI_AV_TABLE, count, ..Default::default() };
+        let mut out: *mut ffi::fid_av = ptr::null_mut();
+        // SAFETY: the domain is open; attr and out are valid for the call.
+        fi_call!("fi_av_open", unsafe { ffi::av_open(domain.as_ptr(), &mut attr, &mut out) })?;
+        let raw = NonNull::new(out).ok_or(Error::Unsupported("fi_av_open returned NULL"))?;
+        Ok(Arc::new(AddressVector { raw, domain: Arc::clone(domain) }))
+    }
+
+    /// `fi_av_insert` one peer address.
+    ///
+    /// # Errors
+    /// The provider's code, or `FI_EINVAL` if the address was not accepted.
+    pub fn insert(&self, addr: &EpAddr) -> Result<FiAddr> {
+        if addr.0.is_empty() {
+            return Err(Error::InvalidArg("empty endpoint address"));
+        }
+        let mut out = ffi::ADDR_UNSPEC;
+        // SAFETY: the AV is open; `addr` holds one provider address; `out` is one entry.
+        let n =
+            fi_call!("fi_av_insert", unsafe { ffi::av_insert(self.as_ptr(), addr.0.as_ptr().cast(), 1, &mut out) })?;
+        if n != 1 || out == ffi::ADDR_UNSPEC {
+            return Err(Error::Call { op: "fi_av_insert", code: crate::ErrorCode::EINVAL, peer: None });
+        }
+        Ok(FiAddr(out))
+    }
+
+    /// `fi_av_remove` one peer. Drain or discard its late traffic first (DESIGN §3).
+    ///
+    /// # Errors
+    /// The provider's failure code.
+    pub fn remove(&self, peer: FiAddr) -> Result<()> {
+        let mut a = peer.0;
+        // SAFETY: the AV is open; `a` is one readable entry.
+        fi_call!("fi_av_remove", Some(peer), unsafe { ffi::av_remove(self.as_ptr(), &mut a, 1) })?;
+        Ok(())
+    }
+
+    /// The parent domain.
+    pub fn domain(&self) -> &Arc<Domain> {
+        &self.domain
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut ffi::fid_av {
+        self.raw.as_ptr()
+    }
+
+    pub(crate) fn as_fid(&self) -> *mut ffi::fid {
+        // SAFETY: `fid` is the first member of an open fid_av.
+        unsafe { &mut (*self.raw.as_ptr()).fid }
+    }
+}
+
+impl Drop for AddressVector {
+    fn drop(&mut self) {
+        // SAFETY: we own the fid; endpoints bound to it hold an Arc, so none is open now.
+        let ret = unsafe { ffi::close(self.as_fid()) };
+        if ret != 0 {
+            tracing::debug!(ret, "fi_close(av) failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trip() {
+        let a = EpAddr(vec![0, 1, 0xab, 0xff]);
+        assert_eq!(a.to_hex(), "0001abff");
+        assert_eq!(EpAddr::from_hex("0001abff\n").unwrap(), a);
+        assert!(EpAddr::from_hex("abc").is_err());
+        assert!(EpAddr::from_hex("zz").is_err());
+        assert_eq!(FiAddr(4).to_string(), "fi_addr#4");
+        assert_eq!(FiAddr::UNSPEC.to_string(), "fi_addr#unspec");
+    }
+}
