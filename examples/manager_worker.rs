@@ -115,10 +115,8 @@ fn main() -> Result<(), Error> {
             std::process::exit(1);
         }
     }
-    for w in 1..n {
-        if alive[w] {
-            let _ = world.send(&[0u64], w, STOP);
-        }
+    for (w, _) in alive.iter().enumerate().skip(1).filter(|(_, a)| **a) {
+        let _ = world.send(&[0u64], w, STOP);
     }
     let expected: u64 = (0..tasks).map(|t| (0..=t).map(|i| i * i % 1_000_003).sum::<u64>()).sum();
     failed.sort_unstable();

@@ -30,6 +30,7 @@
 //! [`ErrorMode::ErrorsReturn`] it is returned.
 #![forbid(unsafe_code)]
 
+mod boot;
 mod coll;
 pub mod comm;
 pub mod group;

@@ -25,7 +25,7 @@ use crate::error::Error;
 use crate::matching::{Arrival, Pattern, PostedQueue, UnexpectedQueue};
 use crate::request::{Kind, RecvPhase, Request, SendPhase, Slab, Status};
 use crate::transport::{AnyTransport, Caps, Event, Posted, Transport, TransportError};
-use crate::types::{ContextId, Rank, RemoteRegion, ReqId, Seq, Tag};
+use crate::types::{ContextId, OpId, Rank, RemoteRegion, ReqId, Seq, Tag};
 use crate::wire::{Envelope, Header, MAX_HEADER_BYTES};
 
 /// Default largest payload sent eagerly (bytes); larger messages use rendezvous.
@@ -148,6 +148,8 @@ struct State {
     stats: Stats,
     comms: Comms,
     failures: FailureSet,
+    /// Exposures of finished sends, withdrawn at the next progress.
+    unexpose: Vec<RemoteRegion>,
 }
 
 /// The progress engine of one process.
@@ -183,6 +185,7 @@ impl Engine {
                 stats: Stats::default(),
                 comms: Comms::default(),
                 failures: FailureSet::new(size),
+                unexpose: Vec::new(),
             },
         }
     }
@@ -241,7 +244,9 @@ impl Engine {
         let Engine { transport, st } = self;
         let len = buf.len();
         let phase = SendPhase::AwaitingTransport;
-        let req = st.reqs.insert(Request { kind: Kind::Send { peer, dest, tag: tag.0, buf, phase }, outcome: None });
+        let req = st
+            .reqs
+            .insert(Request { kind: Kind::Send { peer, dest, tag: tag.0, buf, phase, region: None }, outcome: None });
         let p = &mut st.peers[peer.0 as usize];
         if p.failed {
             st.set_outcome(req, Err(Error::RankFailStop { rank: dest }));
@@ -252,7 +257,15 @@ impl Engine {
         let header = if len <= st.eager_max {
             Header::Eager { env, len: len as u32 }
         } else {
-            let region = RemoteRegion { addr: buf.addr(), len: len as u64, key: 0 };
+            // Without an exposure the receiver cannot pull and asks for a stream instead.
+            let region = transport.expose(peer, buf.addr(), len).unwrap_or(RemoteRegion {
+                addr: buf.addr(),
+                len: len as u64,
+                key: 0,
+            });
+            if let Some(Request { kind: Kind::Send { region: r, .. }, .. }) = st.reqs.get_mut(req) {
+                *r = Some(region);
+            }
             Header::Rts { env, len: len as u64, sreq: req, region }
         };
         let out = Outgoing::Msg { req, header };
@@ -379,6 +392,9 @@ impl Engine {
         if st.queued > 0 {
             st.flush(transport);
         }
+        for region in st.unexpose.drain(..) {
+            transport.unexpose(region);
+        }
         n
     }
 
@@ -462,6 +478,9 @@ impl State {
         if let Some(r) = self.reqs.get_mut(req) {
             if r.outcome.is_none() {
                 r.outcome = Some(outcome);
+                if let Kind::Send { region: region @ Some(_), .. } = &mut r.kind {
+                    self.unexpose.extend(region.take());
+                }
             }
         }
     }
@@ -590,7 +609,8 @@ impl State {
                 tracing::debug!(peer = peer.0, %cause, "transport reports peer error");
                 self.newly_failed.push(peer);
             }
-            Event::Sent(_) | Event::ReadDone(_) => {}
+            Event::ReadDone(op) => self.read_done(ReqId::from_wire(op.0)),
+            Event::Sent(_) => {}
         }
     }
 
@@ -732,6 +752,26 @@ impl State {
         }
     }
 
+    /// An RMA read into a receive buffer finished: complete the receive, FIN the sender.
+    fn read_done(&mut self, rreq: ReqId) {
+        let Some(Request { kind: Kind::Recv { buf, phase, .. }, outcome, .. }) = self.reqs.get_mut(rreq) else {
+            return;
+        };
+        let RecvPhase::AwaitingRead { peer, sreq, total, src, tag } = *phase else { return };
+        if outcome.is_none() {
+            *outcome = Some(if total as usize > buf.len() {
+                Err(Error::Truncate { posted: buf.len(), arrived: total as usize })
+            } else {
+                Ok(Status { source: src as usize, tag, len: total as usize })
+            });
+        }
+        *phase = RecvPhase::AwaitingMatch;
+        self.stats.pulled += 1;
+        if !self.peers[peer.0 as usize].failed {
+            self.queue(peer, Outgoing::Ctrl(Header::Fin { sreq }));
+        }
+    }
+
     fn stray(&mut self, peer: Rank, what: &'static str) {
         self.stats.stray += 1;
         tracing::warn!(peer = peer.0, what, "dropping stray protocol header");
@@ -752,8 +792,12 @@ impl State {
         let n = (len as usize).min(dst.len());
         if rma {
             let remote = RemoteRegion { len: n as u64, ..region };
-            match t.rma_read(peer, remote, &mut dst[..n]) {
-                Ok(_) => {
+            match t.rma_read(peer, remote, &mut dst[..n], OpId(rreq.to_wire())) {
+                Ok(Posted::InFlight(_)) => {
+                    *phase = RecvPhase::AwaitingRead { peer, sreq, total: len, src, tag };
+                    return;
+                }
+                Ok(Posted::Done) => {
                     *outcome = Some(if len as usize > dst.len() {
                         Err(Error::Truncate { posted: dst.len(), arrived: len as usize })
                     } else {
@@ -816,6 +860,7 @@ impl State {
             let rank = match &r.kind {
                 Kind::Send { peer: p, dest, .. } if *p == peer => Some(*dest),
                 Kind::Recv { phase: RecvPhase::AwaitingData { peer: p, src, .. }, .. } if *p == peer => Some(*src),
+                Kind::Recv { phase: RecvPhase::AwaitingRead { peer: p, src, .. }, .. } if *p == peer => Some(*src),
                 Kind::Recv { peer: Some(p), phase: RecvPhase::AwaitingMatch, .. } if *p == peer => {
                     let posted = self.posted.remove_where(|_, x| *x == id);
                     posted.map(|(pat, _)| {

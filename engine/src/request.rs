@@ -41,9 +41,24 @@ impl fmt::Display for SendPhase {
 
 /// Where a receive is in its protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Protocol states are named after what they wait for (house style), hence the prefix.
+#[allow(clippy::enum_variant_names)]
 pub(crate) enum RecvPhase {
     /// On the posted queue, waiting for a matching message.
     AwaitingMatch,
+    /// Matched a rendezvous and started an RMA read; waiting for `ReadDone`.
+    AwaitingRead {
+        /// Sender (world rank).
+        peer: Rank,
+        /// The sender's request, to be finished with FIN.
+        sreq: ReqId,
+        /// Message length.
+        total: u64,
+        /// Source rank in the communicator.
+        src: u32,
+        /// Tag of the message.
+        tag: i32,
+    },
     /// Matched a streamed rendezvous; waiting for its data fragments.
     AwaitingData {
         /// Sender (world rank).
@@ -68,6 +83,8 @@ pub(crate) enum Kind {
         tag: i32,
         buf: RawBuf,
         phase: SendPhase,
+        /// The buffer's exposure to the peer (rendezvous), withdrawn at completion.
+        region: Option<crate::types::RemoteRegion>,
     },
     Recv {
         /// Specific source's world rank, `None` for ANY_SOURCE.
@@ -162,6 +179,7 @@ mod tests {
                 tag: 0,
                 buf: RawBuf::empty(),
                 phase: SendPhase::AwaitingTransport,
+                region: None,
             },
             outcome: None,
         }

@@ -93,8 +93,23 @@ pub trait Transport {
     fn caps(&self) -> Caps;
     /// Sends `header` followed by `payload` to `peer` as one record.
     fn try_send(&mut self, peer: Rank, header: &[u8], payload: &[u8]) -> Result<Posted, TransportError>;
-    /// Pulls `local.len()` bytes from `peer`'s exposed `remote` memory.
-    fn rma_read(&mut self, peer: Rank, remote: RemoteRegion, local: &mut [u8]) -> Result<Posted, TransportError>;
+    /// Exposes `len` bytes at `addr` (a pending send's buffer) so `peer` can pull them;
+    /// returns what the peer needs (address, key). CMA needs nothing beyond the address.
+    fn expose(&mut self, _peer: Rank, addr: u64, len: usize) -> Result<RemoteRegion, TransportError> {
+        Ok(RemoteRegion { addr, len: len as u64, key: 0 })
+    }
+    /// Withdraws an exposure once the send is over (deregistration, cache release).
+    fn unexpose(&mut self, _region: RemoteRegion) {}
+    /// Pulls `local.len()` bytes from `peer`'s exposed `remote` memory. `Done` means the
+    /// bytes are in `local`; `InFlight` means an `Event::ReadDone(op)` follows, and the
+    /// engine keeps `local` untouched until then.
+    fn rma_read(
+        &mut self,
+        peer: Rank,
+        remote: RemoteRegion,
+        local: &mut [u8],
+        op: OpId,
+    ) -> Result<Posted, TransportError>;
     /// Hands up to `budget` events to `f`; returns how many were handed.
     fn poll<F: FnMut(Event<'_>)>(&mut self, budget: usize, f: F) -> usize;
 }
@@ -126,10 +141,32 @@ impl Transport for AnyTransport {
     }
 
     #[inline]
-    fn rma_read(&mut self, peer: Rank, remote: RemoteRegion, local: &mut [u8]) -> Result<Posted, TransportError> {
+    fn expose(&mut self, peer: Rank, addr: u64, len: usize) -> Result<RemoteRegion, TransportError> {
         match self {
-            AnyTransport::Shm(t) => t.rma_read(peer, remote, local),
-            AnyTransport::Sim(t) => t.rma_read(peer, remote, local),
+            AnyTransport::Shm(t) => t.expose(peer, addr, len),
+            AnyTransport::Sim(t) => t.expose(peer, addr, len),
+        }
+    }
+
+    #[inline]
+    fn unexpose(&mut self, region: RemoteRegion) {
+        match self {
+            AnyTransport::Shm(t) => t.unexpose(region),
+            AnyTransport::Sim(t) => t.unexpose(region),
+        }
+    }
+
+    #[inline]
+    fn rma_read(
+        &mut self,
+        peer: Rank,
+        remote: RemoteRegion,
+        local: &mut [u8],
+        op: OpId,
+    ) -> Result<Posted, TransportError> {
+        match self {
+            AnyTransport::Shm(t) => t.rma_read(peer, remote, local, op),
+            AnyTransport::Sim(t) => t.rma_read(peer, remote, local, op),
         }
     }
 

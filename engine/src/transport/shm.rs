@@ -9,7 +9,7 @@ use runthrough_shm::ring::PushError;
 use runthrough_shm::{cma, Error as ShmError, RingRx, RingTx, Segment};
 
 use super::{Caps, Event, Posted, Transport, TransportError};
-use crate::types::{Rank, RemoteRegion};
+use crate::types::{OpId, Rank, RemoteRegion};
 
 /// Shared-memory transport endpoint of one rank.
 #[derive(Debug)]
@@ -57,7 +57,13 @@ impl Transport for ShmTransport {
         }
     }
 
-    fn rma_read(&mut self, peer: Rank, remote: RemoteRegion, local: &mut [u8]) -> Result<Posted, TransportError> {
+    fn rma_read(
+        &mut self,
+        peer: Rank,
+        remote: RemoteRegion,
+        local: &mut [u8],
+        _op: OpId,
+    ) -> Result<Posted, TransportError> {
         if !self.cma {
             return Err(TransportError::RmaUnavailable);
         }

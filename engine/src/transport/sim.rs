@@ -9,7 +9,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::{Caps, Event, Posted, Transport, TransportError};
-use crate::types::{Rank, RemoteRegion};
+use crate::types::{OpId, Rank, RemoteRegion};
 
 #[derive(Debug)]
 struct HubState {
@@ -85,7 +85,13 @@ impl Transport for SimTransport {
         Ok(Posted::Done)
     }
 
-    fn rma_read(&mut self, _peer: Rank, _remote: RemoteRegion, _local: &mut [u8]) -> Result<Posted, TransportError> {
+    fn rma_read(
+        &mut self,
+        _peer: Rank,
+        _remote: RemoteRegion,
+        _local: &mut [u8],
+        _op: OpId,
+    ) -> Result<Posted, TransportError> {
         Err(TransportError::RmaUnavailable)
     }
 
