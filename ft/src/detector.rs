@@ -1,0 +1,600 @@
+//! The ring failure detector with reliable broadcast of failure notices (DESIGN §3, T-FD).
+//!
+//! Parts: [`Config`] (period η, timeout δ), [`Detector`] (one per rank; a sans-IO state
+//! machine driven by [`Detector::handle_message`], [`Detector::handle_timeout`] and
+//! [`Detector::handle_local_failure`], drained with [`Detector::poll_transmit`],
+//! [`Detector::poll_timeout`] and [`Detector::poll_event`]).
+//!
+//! # Algorithm
+//!
+//! **Ring heartbeats** (after Open MPI's `ompi/communicator/ft/comm_ft_detector.c`;
+//! Bosilca et al., "Failure detection and propagation in HPC systems", SC'16). Ranks form
+//! a ring `0 → 1 → … → n-1 → 0`. Every rank sends a [`Msg::Heartbeat`] to its *successor*
+//! (the next rank not known failed) every η, and *observes* its *predecessor* (the previous
+//! rank not known failed): a heartbeat re-arms a deadline δ ahead; when the deadline
+//! passes, the predecessor is declared failed and the rank observes the next alive
+//! predecessor, with a fresh window δ. When a rank's successor changes it sends a heartbeat
+//! at once, so the new observer hears from it promptly. Failure-free cost: one heartbeat
+//! per rank per η, nothing else.
+//!
+//! **Reliable broadcast of notices.** A declared failure (or local evidence, see
+//! [`Detector::handle_local_failure`]) becomes a [`Msg::Notice`]. The declaring rank and
+//! every rank that sees a notice *for the first time* forward it to all their *fingers*:
+//! for `i = 0, 1, …` while `2^i < n`, the first rank not known failed at clockwise
+//! distance ≥ `2^i` (or, when that rank is already a finger, the next one after it, which
+//! keeps every finger of the plain definition). This is a binomial-graph / hypercube-like overlay:
+//! with failures known, a target at distance `d` is reached by taking the highest set bit
+//! of the remaining distance at each hop, and the remaining distance loses its top bit
+//! each hop, so every alive rank is at most ⌈log2 n⌉ hops from the origin. Because
+//! every first-time receiver forwards to *all* its fingers (not just a tree's children),
+//! a forwarder that dies mid-broadcast only removes the paths through it; the others
+//! remain (the redundancy costs `n·log2 n` messages per failure, `log2 n` per rank).
+//!
+//! Two more rules make delivery complete even when a forwarder's targets die unnoticed:
+//! 1. *New predecessor.* When a rank starts observing `p`, it sends `p` the notice of every
+//!    failed rank between `p` and itself. So `p` learns at once that its successor changed
+//!    and starts heartbeating (otherwise `p` would be wrongly suspected).
+//! 2. *New successor.* When a rank's successor changes to `s`, it sends `s` every notice it
+//!    knows.
+//!
+//! *Completeness argument.* Fail-stop, finitely many failures, reliable channels between
+//! alive ranks. Let alive rank `a` hold notice `N`. It sent `N` to its successor `x` in
+//! its view. If `x` is alive, `x` holds `N`. Otherwise `x` is dead; the alive rank `b`
+//! following `a` observes down through the dead ranks between `a` and `b`, declaring each
+//! after δ, and when it reaches `a` rule 1 gives `a` every failure between `a` and `b`, so
+//! `a`'s successor becomes `b` and rule 2 sends `N` to `b`. By induction `N` travels the
+//! ring of alive ranks, so every alive rank learns every notice that any alive rank holds;
+//! the declaring rank holds its own notice, and every crash is eventually declared by its
+//! alive successor on the ring. Messages from a rank known failed are dropped (answered
+//! with that rank's notice), so a wrongly suspected rank cannot spread stale claims once
+//! its peers know, and learns that it was excluded.
+//!
+//! *Accuracy conditions.* With message delays in `[d_min, d_max]`: steady state needs
+//! `η + (d_max − d_min) < δ`; after an observer moves on (rule 1 then the new
+//! predecessor's immediate heartbeat, a round trip) it needs `2·d_max < δ`.
+//!
+//! *Detection time.* A crash at `t` is declared by its observer no later than
+//! `t + d_max + δ` (the last heartbeat sent before the crash arrives by `t + d_max`) and no
+//! earlier than `t − η + d_min + δ`; every alive rank then learns within
+//! `⌈log2 n⌉` overlay hops when no other rank on the way died unnoticed.
+//!
+//! **Exclusion** (DESIGN §3, §6): a rank that receives a notice naming itself emits
+//! [`FtEvent::Excluded`] and goes inert; it never rejoins. A rank that finds its own timers
+//! serviced later than `(δ − η) / 2` assumes that *it* was stalled (e.g. SIGSTOP), not its
+//! predecessor: it gives the predecessor a fresh window and heartbeats at once instead of
+//! declaring it (effective for δ ≥ 3η), so that a resumed rank learns of its exclusion
+//! before it can accuse anybody.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Duration;
+
+use crate::event::FtEvent;
+use crate::failure_set::FailureSet;
+use crate::msg::Msg;
+use crate::time::Time;
+use crate::timer::{Timer, TimerTable};
+
+/// Default heartbeat period η, suited to a cluster.
+pub const DEFAULT_HB_PERIOD: Duration = Duration::from_millis(10);
+/// Default heartbeat timeout δ, suited to a cluster.
+pub const DEFAULT_HB_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Detector parameters: heartbeat period η and timeout δ (δ > η > 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    period: Duration,
+    timeout: Duration,
+}
+
+impl Config {
+    /// Validated parameters.
+    ///
+    /// # Errors
+    /// [`ConfigError`] if `period` is zero or `timeout` is not longer than `period`.
+    pub fn new(period: Duration, timeout: Duration) -> Result<Config, ConfigError> {
+        if period.is_zero() {
+            return Err(ConfigError::ZeroPeriod);
+        }
+        if timeout <= period {
+            return Err(ConfigError::TimeoutNotAbovePeriod { period, timeout });
+        }
+        Ok(Config { period, timeout })
+    }
+
+    /// Heartbeat period η.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// Heartbeat timeout δ.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// How late a timer may be serviced before the detector assumes it was itself stalled:
+    /// `(δ − η) / 2`.
+    pub fn stall_threshold(&self) -> Duration {
+        (self.timeout - self.period) / 2
+    }
+}
+
+impl Default for Config {
+    /// η = [`DEFAULT_HB_PERIOD`], δ = [`DEFAULT_HB_TIMEOUT`].
+    fn default() -> Self {
+        Config { period: DEFAULT_HB_PERIOD, timeout: DEFAULT_HB_TIMEOUT }
+    }
+}
+
+/// Invalid detector parameters (a local configuration mistake).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The heartbeat period is zero.
+    ZeroPeriod,
+    /// The timeout must be longer than the period.
+    TimeoutNotAbovePeriod {
+        /// The period given.
+        period: Duration,
+        /// The timeout given.
+        timeout: Duration,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::ZeroPeriod => write!(f, "heartbeat period must be positive"),
+            ConfigError::TimeoutNotAbovePeriod { period, timeout } => {
+                write!(f, "heartbeat timeout {timeout:?} must be longer than the period {period:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Successor,
+    Predecessor,
+}
+
+/// The failure detector of one rank in a job of `n` ranks. See the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct Detector {
+    me: u32,
+    n: u32,
+    cfg: Config,
+    failed: FailureSet,
+    /// Hop count at which each failure was learnt, aligned with `failed.in_order()`
+    /// (0 when declared here).
+    hops: Vec<u16>,
+    observing: Option<u32>,
+    successor: Option<u32>,
+    excluded: bool,
+    timers: TimerTable,
+    transmits: VecDeque<(u32, Msg)>,
+    events: VecDeque<FtEvent>,
+    /// Reused buffer for finger lists.
+    scratch: Vec<u32>,
+}
+
+impl Detector {
+    /// The detector of rank `me` in a job of `n` ranks, starting at `now`: it heartbeats
+    /// its successor at once and gives its predecessor a window of δ.
+    ///
+    /// # Panics
+    /// If `me >= n` (a local programming error, never remote input).
+    pub fn new(me: u32, n: u32, cfg: Config, now: Time) -> Detector {
+        assert!(me < n, "rank {me} outside a job of {n} ranks");
+        let mut d = Detector {
+            me,
+            n,
+            cfg,
+            failed: FailureSet::new(n),
+            hops: Vec::new(),
+            observing: None,
+            successor: None,
+            excluded: false,
+            timers: TimerTable::default(),
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            scratch: Vec::new(),
+        };
+        d.observing = d.ring_neighbour(Direction::Predecessor);
+        d.successor = d.ring_neighbour(Direction::Successor);
+        if d.observing.is_some() {
+            d.timers.set(Timer::Observe, now + cfg.timeout);
+        }
+        d.send_heartbeat(now);
+        d
+    }
+
+    /// This rank.
+    pub fn me(&self) -> u32 {
+        self.me
+    }
+
+    /// Number of ranks in the job.
+    pub fn size(&self) -> u32 {
+        self.n
+    }
+
+    /// The parameters.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Ranks known failed here, with the epoch.
+    pub fn failed(&self) -> &FailureSet {
+        &self.failed
+    }
+
+    /// The predecessor whose heartbeats this rank watches; `None` when every other rank
+    /// is known failed or this rank was excluded.
+    pub fn observing(&self) -> Option<u32> {
+        if self.excluded {
+            None
+        } else {
+            self.observing
+        }
+    }
+
+    /// The successor this rank heartbeats; `None` when every other rank is known failed
+    /// or this rank was excluded.
+    pub fn successor(&self) -> Option<u32> {
+        if self.excluded {
+            None
+        } else {
+            self.successor
+        }
+    }
+
+    /// Whether this rank learnt that it was declared failed ([`FtEvent::Excluded`]).
+    pub fn is_excluded(&self) -> bool {
+        self.excluded
+    }
+
+    /// Handles a message from `from` received at `now`. Messages from ranks outside the
+    /// job or from this rank are ignored; messages from a rank known failed are dropped
+    /// and answered with its notice.
+    pub fn handle_message(&mut self, from: u32, msg: Msg, now: Time) {
+        if self.excluded || from >= self.n || from == self.me {
+            return;
+        }
+        if self.failed.contains(from) {
+            let hops = self.hops_of(from).saturating_add(1);
+            self.transmits.push_back((from, Msg::Notice { failed: from, hops }));
+            return;
+        }
+        match msg {
+            Msg::Heartbeat => {
+                if self.observing == Some(from) {
+                    self.timers.set(Timer::Observe, now + self.cfg.timeout);
+                }
+            }
+            Msg::Notice { failed, hops } => self.learn(failed, hops, now, false),
+        }
+    }
+
+    /// Handles expired timers at `now`: sends the periodic heartbeat and declares the
+    /// observed predecessor failed if its window passed. Harmless to call early.
+    pub fn handle_timeout(&mut self, now: Time) {
+        if self.excluded {
+            return;
+        }
+        let Some(due) = self.timers.next_timeout() else { return };
+        if due > now {
+            return;
+        }
+        if now - due > self.cfg.stall_threshold() {
+            // This rank was not running (stopped, descheduled): the silence it saw says
+            // nothing about its predecessor. Fresh window; tell the successor we live.
+            if self.observing.is_some() {
+                self.timers.set(Timer::Observe, now + self.cfg.timeout);
+            }
+            self.send_heartbeat(now);
+            return;
+        }
+        if self.timers.is_expired(Timer::Heartbeat, now) {
+            self.send_heartbeat(now);
+        }
+        if self.timers.is_expired(Timer::Observe, now) {
+            self.timers.stop(Timer::Observe);
+            if let Some(p) = self.observing {
+                self.learn(p, 0, now, true);
+            }
+        }
+    }
+
+    /// Local evidence that `rank` failed (a completion-queue error, shm peer death, the
+    /// launcher's notice): declared and broadcast like a heartbeat timeout. Ignored for
+    /// ranks outside the job, for this rank, and for ranks already known failed.
+    pub fn handle_local_failure(&mut self, rank: u32, now: Time) {
+        if self.excluded || rank >= self.n || rank == self.me {
+            return;
+        }
+        self.learn(rank, 0, now, true);
+    }
+
+    /// The next message to send: `(destination rank, message)`.
+    pub fn poll_transmit(&mut self) -> Option<(u32, Msg)> {
+        self.transmits.pop_front()
+    }
+
+    /// When [`Detector::handle_timeout`] should be called next; `None` when inert.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        if self.excluded {
+            None
+        } else {
+            self.timers.next_timeout()
+        }
+    }
+
+    /// The next event for the engine.
+    pub fn poll_event(&mut self) -> Option<FtEvent> {
+        self.events.pop_front()
+    }
+
+    fn hops_of(&self, rank: u32) -> u16 {
+        self.failed.in_order().iter().position(|&r| r == rank).map_or(0, |i| self.hops[i])
+    }
+
+    fn send_heartbeat(&mut self, now: Time) {
+        match self.successor {
+            Some(s) => {
+                self.transmits.push_back((s, Msg::Heartbeat));
+                self.timers.set(Timer::Heartbeat, now + self.cfg.period);
+            }
+            None => self.timers.stop(Timer::Heartbeat),
+        }
+    }
+
+    /// Rank at clockwise distance `off` (may be ≥ n only transiently; reduced mod n).
+    fn at(&self, off: u64) -> u32 {
+        ((u64::from(self.me) + off) % u64::from(self.n)) as u32
+    }
+
+    fn ring_neighbour(&self, dir: Direction) -> Option<u32> {
+        let n = u64::from(self.n);
+        (1..n)
+            .map(|k| match dir {
+                Direction::Successor => self.at(k),
+                Direction::Predecessor => self.at(n - k),
+            })
+            .find(|&r| !self.failed.contains(r))
+    }
+
+    /// Fills `out` with the fingers: for each `2^i < n`, the first rank not known failed
+    /// at clockwise distance ≥ `2^i` and beyond the previous finger, nearest first.
+    fn fingers(&self, out: &mut Vec<u32>) {
+        out.clear();
+        let n = u64::from(self.n);
+        let mut last = 0u64;
+        let mut step = 1u64;
+        while step < n {
+            let mut off = step.max(last + 1);
+            while off < n && self.failed.contains(self.at(off)) {
+                off += 1;
+            }
+            if off >= n {
+                break;
+            }
+            out.push(self.at(off));
+            last = off;
+            step *= 2;
+        }
+    }
+
+    fn exclude(&mut self) {
+        self.excluded = true;
+        self.timers.stop_all();
+        self.transmits.clear();
+        self.events.push_back(FtEvent::Excluded);
+    }
+
+    /// Records that `rank` failed (learnt with `hops`, or declared here) and does
+    /// everything that follows: event, broadcast, new neighbours.
+    fn learn(&mut self, rank: u32, hops: u16, now: Time, declared_here: bool) {
+        if self.excluded || rank >= self.n {
+            return;
+        }
+        if rank == self.me {
+            self.exclude();
+            return;
+        }
+        if !self.failed.insert(rank) {
+            return;
+        }
+        self.hops.push(hops);
+        self.events.push_back(FtEvent::Failed { rank, epoch: self.failed.epoch() });
+        if declared_here {
+            // Tell the suspect, so a wrongly suspected rank excludes itself.
+            self.transmits.push_back((rank, Msg::Notice { failed: rank, hops: 1 }));
+        }
+        let forward = Msg::Notice { failed: rank, hops: hops.saturating_add(1) };
+        let mut fingers = std::mem::take(&mut self.scratch);
+        self.fingers(&mut fingers);
+        self.transmits.extend(fingers.iter().map(|&f| (f, forward)));
+        self.scratch = fingers;
+
+        let pred = self.ring_neighbour(Direction::Predecessor);
+        if pred != self.observing {
+            self.observing = pred;
+            match pred {
+                Some(p) => {
+                    self.timers.set(Timer::Observe, now + self.cfg.timeout);
+                    // Rule 1: every failure between p and me, so p heartbeats me now.
+                    let n = u64::from(self.n);
+                    let span = (u64::from(self.me) + n - u64::from(p)) % n;
+                    for (&x, &h) in self.failed.in_order().iter().zip(&self.hops) {
+                        let dist = (u64::from(x) + n - u64::from(p)) % n;
+                        if dist > 0 && dist < span {
+                            self.transmits.push_back((p, Msg::Notice { failed: x, hops: h.saturating_add(1) }));
+                        }
+                    }
+                }
+                None => self.timers.stop(Timer::Observe),
+            }
+        }
+
+        let succ = self.ring_neighbour(Direction::Successor);
+        if succ != self.successor {
+            self.successor = succ;
+            self.send_heartbeat(now);
+            if let Some(s) = succ {
+                // Rule 2: whatever the dead successor may not have passed on.
+                for (&x, &h) in self.failed.in_order().iter().zip(&self.hops) {
+                    if x != rank {
+                        self.transmits.push_back((s, Msg::Notice { failed: x, hops: h.saturating_add(1) }));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Time {
+        Time::from_nanos(v * 1_000_000)
+    }
+
+    fn drain(d: &mut Detector) -> Vec<(u32, Msg)> {
+        std::iter::from_fn(|| d.poll_transmit()).collect()
+    }
+
+    #[test]
+    fn config_is_validated() {
+        assert_eq!(Config::new(Duration::ZERO, Duration::from_millis(1)), Err(ConfigError::ZeroPeriod));
+        assert!(Config::new(Duration::from_millis(10), Duration::from_millis(10)).is_err());
+        let c = Config::new(Duration::from_millis(10), Duration::from_millis(100)).unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.stall_threshold(), Duration::from_millis(45));
+    }
+
+    #[test]
+    fn heartbeats_successor_and_observes_predecessor() {
+        let mut d = Detector::new(0, 4, Config::default(), ms(0));
+        assert_eq!(d.observing(), Some(3));
+        assert_eq!(d.successor(), Some(1));
+        assert_eq!(drain(&mut d), vec![(1, Msg::Heartbeat)]);
+        assert_eq!(d.poll_timeout(), Some(ms(10)));
+        d.handle_timeout(ms(10));
+        assert_eq!(drain(&mut d), vec![(1, Msg::Heartbeat)]);
+        // Heartbeats from the predecessor keep it alive; others do not count.
+        for t in (20..200).step_by(10) {
+            d.handle_message(3, Msg::Heartbeat, ms(t));
+            d.handle_timeout(ms(t));
+        }
+        assert!(d.poll_event().is_none());
+        for t in (200..=290).step_by(10) {
+            if t == 250 {
+                d.handle_message(2, Msg::Heartbeat, ms(t));
+            }
+            d.handle_timeout(ms(t));
+        }
+        assert_eq!(d.poll_event(), Some(FtEvent::Failed { rank: 3, epoch: 1 }));
+        assert_eq!(d.observing(), Some(2));
+        let out = drain(&mut d);
+        assert!(out.contains(&(3, Msg::Notice { failed: 3, hops: 1 })), "suspect told");
+        assert!(out.contains(&(1, Msg::Notice { failed: 3, hops: 1 })), "finger 1");
+        assert!(out.contains(&(2, Msg::Notice { failed: 3, hops: 1 })), "finger 2 / new predecessor");
+    }
+
+    #[test]
+    fn fingers_skip_failed_ranks() {
+        let mut d = Detector::new(0, 16, Config::default(), ms(0));
+        let mut f = Vec::new();
+        d.fingers(&mut f);
+        assert_eq!(f, vec![1, 2, 4, 8]);
+        for r in [1, 2, 3, 8] {
+            d.handle_local_failure(r, ms(1));
+        }
+        d.fingers(&mut f);
+        assert_eq!(f, vec![4, 5, 6, 9]);
+        assert_eq!(d.successor(), Some(4));
+    }
+
+    #[test]
+    fn notice_naming_me_excludes_and_goes_inert() {
+        let mut d = Detector::new(2, 4, Config::default(), ms(0));
+        drain(&mut d);
+        d.handle_message(1, Msg::Notice { failed: 2, hops: 3 }, ms(5));
+        assert_eq!(d.poll_event(), Some(FtEvent::Excluded));
+        assert!(d.is_excluded());
+        assert_eq!(d.poll_timeout(), None);
+        assert_eq!(d.observing(), None);
+        d.handle_timeout(ms(500));
+        d.handle_local_failure(1, ms(500));
+        d.handle_message(1, Msg::Notice { failed: 3, hops: 1 }, ms(500));
+        assert!(d.poll_transmit().is_none());
+        assert!(d.poll_event().is_none());
+    }
+
+    #[test]
+    fn garbage_input_is_ignored() {
+        let mut d = Detector::new(0, 4, Config::default(), ms(0));
+        drain(&mut d);
+        d.handle_message(9, Msg::Heartbeat, ms(1));
+        d.handle_message(0, Msg::Notice { failed: 1, hops: 1 }, ms(1));
+        d.handle_message(1, Msg::Notice { failed: u32::MAX, hops: u16::MAX }, ms(1));
+        d.handle_local_failure(77, ms(1));
+        d.handle_local_failure(0, ms(1));
+        assert!(d.poll_event().is_none());
+        assert!(d.poll_transmit().is_none());
+        d.handle_message(1, Msg::Notice { failed: 2, hops: u16::MAX }, ms(1));
+        assert_eq!(d.poll_event(), Some(FtEvent::Failed { rank: 2, epoch: 1 }));
+    }
+
+    #[test]
+    fn messages_from_failed_ranks_are_answered_with_their_notice() {
+        let mut d = Detector::new(0, 4, Config::default(), ms(0));
+        d.handle_local_failure(2, ms(1));
+        drain(&mut d);
+        d.handle_message(2, Msg::Notice { failed: 1, hops: 1 }, ms(2));
+        assert_eq!(drain(&mut d), vec![(2, Msg::Notice { failed: 2, hops: 1 })]);
+        assert!(!d.failed().contains(1), "claims of a failed rank are dropped");
+    }
+
+    #[test]
+    fn stalled_rank_does_not_accuse_its_predecessor() {
+        let mut d = Detector::new(1, 4, Config::default(), ms(0));
+        drain(&mut d);
+        // Frozen from 0 to 400 ms: all timers are far overdue.
+        d.handle_timeout(ms(400));
+        assert!(d.poll_event().is_none());
+        assert_eq!(drain(&mut d), vec![(2, Msg::Heartbeat)]);
+        assert_eq!(d.poll_timeout(), Some(ms(410)));
+        // The fresh window runs out normally.
+        for t in (410..=500).step_by(10) {
+            d.handle_timeout(ms(t));
+        }
+        assert_eq!(d.poll_event(), Some(FtEvent::Failed { rank: 0, epoch: 1 }));
+    }
+
+    #[test]
+    fn new_successor_gets_heartbeat_and_all_notices() {
+        let mut d = Detector::new(0, 8, Config::default(), ms(0));
+        d.handle_message(5, Msg::Notice { failed: 6, hops: 2 }, ms(1));
+        drain(&mut d);
+        d.handle_message(4, Msg::Notice { failed: 1, hops: 4 }, ms(2));
+        let out = drain(&mut d);
+        assert!(out.contains(&(2, Msg::Heartbeat)));
+        assert!(out.contains(&(2, Msg::Notice { failed: 6, hops: 3 })));
+        assert!(out.contains(&(2, Msg::Notice { failed: 1, hops: 5 })));
+    }
+
+    #[test]
+    fn alone_in_the_job() {
+        let mut d = Detector::new(0, 1, Config::default(), ms(0));
+        assert_eq!((d.observing(), d.successor(), d.poll_timeout()), (None, None, None));
+        assert!(d.poll_transmit().is_none());
+        let mut d = Detector::new(0, 2, Config::default(), ms(0));
+        d.handle_local_failure(1, ms(1));
+        assert_eq!((d.observing(), d.successor(), d.poll_timeout()), (None, None, None));
+    }
+}

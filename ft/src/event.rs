@@ -1,0 +1,19 @@
+//! What the fault-tolerance state machines report to the engine.
+
+/// An event for the engine, returned by `poll_event`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FtEvent {
+    /// `rank` is now known failed here; the failure set's epoch became `epoch`.
+    /// The engine fails every request touching `rank` (DESIGN §3, R10, R13).
+    Failed {
+        /// The failed rank.
+        rank: u32,
+        /// The epoch of the failure set once `rank` was added (1 for the first failure).
+        epoch: u32,
+    },
+    /// This rank has been declared failed by others (it was wrongly suspected, e.g.
+    /// stopped and resumed). It must stop: the engine exits and never rejoins
+    /// (DESIGN §3, §6). The state machine is inert from now on.
+    Excluded,
+}
