@@ -5,7 +5,8 @@
 //!
 //! `rtrun -n N ft_check MODE` with MODE one of
 //! `before-send`, `eager`, `rndv-send`, `rndv-recv`, `blocked-recv`, `any-source`,
-//! `waitall`. Each survivor prints `ft_check: ok rank R MODE detect_ms=...`.
+//! `waitall`, or `hang` (the victim SIGSTOPs itself: only the ring failure detector can
+//! tell; it is resumed later and must find itself excluded). Each survivor prints `ft_check: ok rank R MODE detect_ms=...`.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +22,20 @@ fn die() -> ! {
     let _ = std::process::Command::new("kill").arg("-9").arg(std::process::id().to_string()).status();
     std::thread::sleep(Duration::from_secs(10));
     unreachable!("SIGKILL did not arrive");
+}
+
+/// Hangs this process (SIGSTOP) as a stuck process would; a helper shell resumes it
+/// after `resume_ms`, when the others must already have excluded it.
+fn hang(resume_ms: u64) -> ! {
+    let pid = std::process::id();
+    let _ = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("sleep {}; kill -CONT {pid}", resume_ms as f64 / 1000.0))
+        .spawn();
+    let _ = std::process::Command::new("kill").arg("-STOP").arg(pid.to_string()).status();
+    // Resumed: the progress thread finds this rank excluded and stops the process.
+    std::thread::sleep(Duration::from_secs(10));
+    fail("a hung and resumed rank was not excluded");
 }
 
 fn fail(what: &str) -> ! {
@@ -80,6 +95,7 @@ fn main() -> Result<(), Error> {
                 std::thread::sleep(Duration::from_millis(200));
                 die()
             }
+            "hang" => hang(1500),
             "eager" => {
                 for i in 0..1000u64 {
                     world.send(&[i; 8], 0, 1)?;
@@ -104,7 +120,7 @@ fn main() -> Result<(), Error> {
     // Survivors.
     let detect;
     match (mode.as_str(), me) {
-        ("before-send", 0) | ("blocked-recv", _) => {
+        ("before-send", 0) | ("blocked-recv", _) | ("hang", _) => {
             let mut b = [0u8; 8];
             expect_fail_stop("receive from the victim", world.recv(&mut b, victim, ANY_TAG), victim);
             detect = t0.elapsed();

@@ -16,6 +16,7 @@
 //! pulled by single copy, default 524288; smaller rendezvous stream through the rings),
 //! `RT_SHM_CMA=0` (no single copy at all).
 
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -24,6 +25,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use runthrough_engine::engine::{Config, OVERSUBSCRIBED_SPIN_POLLS};
 use runthrough_engine::{ContextId, Engine, Rank, Waiter};
+use runthrough_ft::{DEFAULT_HB_PERIOD, DEFAULT_HB_TIMEOUT};
 use runthrough_launch::client::Client;
 use runthrough_launch::env::JobEnv;
 
@@ -33,7 +35,9 @@ use crate::Error;
 
 /// Default bytes of cells per ring pair.
 pub const DEFAULT_RING_BYTES: u32 = 256 * 1024;
-/// How often the watchdog asks the launcher which ranks exited (`RT_WATCH_MS`).
+/// Exit code of a rank that finds itself excluded (declared failed while hung).
+const EXCLUDED_EXIT: i32 = 75;
+/// How often the progress thread asks the launcher which ranks exited (`RT_WATCH_MS`).
 const DEFAULT_WATCH: Duration = Duration::from_millis(10);
 /// How long finalize keeps flushing queued sends.
 const FINALIZE_FLUSH: Duration = Duration::from_secs(10);
@@ -108,6 +112,7 @@ pub struct Runtime {
 pub fn init() -> Result<Runtime, Error> {
     let job = JobEnv::from_env().map_err(|e| Error::Init(format!("bad launcher environment: {e}")))?;
     let cfg = engine_config(job.as_ref())?;
+    let local_size = job.as_ref().map_or(1, |j| j.local_size as usize);
     let ring_bytes = env_num("RT_RING_BYTES", u64::from(DEFAULT_RING_BYTES))? as u32;
     let (engine, client, size, rank, about) = match job {
         None => {
@@ -128,45 +133,107 @@ pub fn init() -> Result<Runtime, Error> {
         stop: AtomicBool::new(false),
     });
     let watch = Duration::from_millis(env_num("RT_WATCH_MS", DEFAULT_WATCH.as_millis() as u64)?.max(1));
-    let watchdog = if size > 1 { Some(spawn_watchdog(Arc::downgrade(&shared), watch)?) } else { None };
+    let ft = ft_config(local_size)?;
+    let tick = ft.as_ref().map_or(watch, |c| (c.period() / 2).min(watch)).max(Duration::from_millis(1));
+    let watchdog = if size > 1 {
+        if let Some(cfg) = ft {
+            shared.engine.lock().enable_ft(cfg);
+        }
+        Some(spawn_progress(Arc::downgrade(&shared), tick, watch)?)
+    } else {
+        None
+    };
     let group: Arc<[Rank]> = (0..size).map(Rank).collect();
     let world = Comm::new(shared.clone(), ContextId(0), group, rank, ErrorMode::ErrorsAreFatal);
     Ok(Runtime { shared, world, finalized: false, about, watchdog })
 }
 
-/// The watchdog: turns the launcher's notice that a rank exited into a failure of that
-/// peer (DESIGN §3 "local evidence"). The engine drains the peer's messages first, so a
-/// rank that finalized and exited loses nothing. Runs until finalize; holds only a weak
-/// reference so it never keeps the runtime alive.
-fn spawn_watchdog(shared: Weak<Shared>, period: Duration) -> Result<JoinHandle<()>, Error> {
+/// The progress thread (DESIGN §2 "optional progress thread", §3): every tick it
+/// drains the transports (so heartbeats are read while the application computes), drives
+/// the failure detector's clock, and every `watch` asks the launcher which ranks exited,
+/// turning that notice into a failure of the peer (local evidence, DESIGN §3). The engine
+/// drains a peer's messages before failing it, so a rank that finalized and exited loses
+/// nothing. A rank the others declared failed (it was hung, e.g. SIGSTOPped) stops here,
+/// never rejoining. Runs until finalize; holds only a weak reference to the runtime.
+fn spawn_progress(shared: Weak<Shared>, tick: Duration, watch: Duration) -> Result<JoinHandle<()>, Error> {
     std::thread::Builder::new()
-        .name("rt-watchdog".into())
-        .spawn(move || loop {
-            std::thread::sleep(period);
-            let Some(sh) = shared.upgrade() else { return };
-            if sh.stop.load(Ordering::Acquire) {
-                return;
-            }
-            let exited = match sh.client.lock().as_mut().map(|c| c.exited()) {
-                Some(Ok(v)) => v,
-                Some(Err(e)) => {
-                    tracing::debug!(error = %e, "watchdog: launcher unreachable; stopping");
+        .name("rt-progress".into())
+        .spawn(move || {
+            let mut last_watch = Instant::now();
+            loop {
+                std::thread::sleep(tick);
+                let Some(sh) = shared.upgrade() else { return };
+                if sh.stop.load(Ordering::Acquire) {
                     return;
                 }
-                None => return,
-            };
-            if exited.is_empty() {
-                continue;
-            }
-            let mut e = sh.engine.lock();
-            for r in exited {
-                if !e.is_failed(Rank(r)) && r != e.rank().0 {
-                    tracing::debug!(rank = r, "launcher reports rank exited");
-                    e.fail_peer(Rank(r));
+                {
+                    let mut e = sh.engine.lock();
+                    e.progress();
+                    e.ft_tick();
+                    if e.is_excluded() {
+                        let rank = e.rank();
+                        drop(e);
+                        let _ = writeln!(
+                            std::io::stderr(),
+                            "runthrough: rank {rank} was declared failed by the others (unresponsive); it stops"
+                        );
+                        std::process::exit(EXCLUDED_EXIT);
+                    }
+                }
+                if last_watch.elapsed() < watch {
+                    continue;
+                }
+                last_watch = Instant::now();
+                let exited = match sh.client.lock().as_mut().map(|c| c.exited()) {
+                    Some(Ok(v)) => v,
+                    Some(Err(e)) => {
+                        tracing::debug!(error = %e, "progress thread: launcher unreachable");
+                        continue;
+                    }
+                    None => continue,
+                };
+                let me = sh.engine.lock().rank().0;
+                let new: Vec<u32> = {
+                    let e = sh.engine.lock();
+                    exited.into_iter().filter(|&r| r != me && !e.is_failed(Rank(r))).collect()
+                };
+                if new.is_empty() {
+                    continue;
+                }
+                // Ranks that finalized before exiting departed; the others failed.
+                let departed = sh.client.lock().as_mut().and_then(|c| c.departed().ok()).unwrap_or_default();
+                let mut e = sh.engine.lock();
+                for r in new {
+                    if departed.contains(&r) {
+                        tracing::debug!(rank = r, "launcher reports rank finalized and exited");
+                        e.peer_departed(Rank(r));
+                    } else {
+                        tracing::debug!(rank = r, "launcher reports rank exited without finalizing");
+                        e.fail_peer(Rank(r));
+                    }
                 }
             }
         })
-        .map_err(|e| Error::Init(format!("watchdog thread: {e}")))
+        .map_err(|e| Error::Init(format!("progress thread: {e}")))
+}
+
+/// The detector's settings from `RT_FT_PERIOD_MS` / `RT_FT_TIMEOUT_MS` (set by
+/// `rtrun --ft-period/--ft-timeout`); `None` when `RT_FT=0` (`rtrun --no-ft`).
+///
+/// When ranks outnumber cores the default timeout grows with the oversubscription
+/// factor (100 ms × ranks/cores): a process that waits its turn for a core is slow, not
+/// dead, and must not be excluded for it. An explicit timeout is taken as given.
+fn ft_config(local_ranks: usize) -> Result<Option<runthrough_ft::Config>, Error> {
+    if std::env::var("RT_FT").is_ok_and(|v| v == "0") {
+        return Ok(None);
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let factor = local_ranks.div_ceil(cores).max(1) as u64;
+    let period = env_num("RT_FT_PERIOD_MS", DEFAULT_HB_PERIOD.as_millis() as u64)?;
+    let timeout = env_num("RT_FT_TIMEOUT_MS", DEFAULT_HB_TIMEOUT.as_millis() as u64 * factor)?;
+    runthrough_ft::Config::new(Duration::from_millis(period), Duration::from_millis(timeout))
+        .map(Some)
+        .map_err(|e| Error::Init(format!("failure detector settings: {e}")))
 }
 
 fn engine_config(job: Option<&JobEnv>) -> Result<Config, Error> {

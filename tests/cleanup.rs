@@ -6,15 +6,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{example, rt_segments, run};
+use common::{example, ok, rt_segments, run};
 
 #[test]
 fn segment_removed_after_normal_exit_and_after_kills() {
     let before = rt_segments();
     let prog = example("p2p_check");
     let prog = prog.to_str().unwrap();
-    let o = run(&["-n", "4", prog, "4"], Duration::from_secs(60));
-    assert!(o.status.success());
+    ok(&run(&["-n", "4", prog, "4"], Duration::from_secs(60)));
     for at in ["0ms", "2ms", "10ms", "40ms", "150ms"] {
         for victim in ["0", "2"] {
             let kill = format!("{victim}@{at}");

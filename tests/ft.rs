@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use common::{example, ok, run};
 
-const MODES: [&str; 7] = ["before-send", "eager", "rndv-send", "rndv-recv", "blocked-recv", "any-source", "waitall"];
+const MODES: [&str; 8] =
+    ["before-send", "eager", "rndv-send", "rndv-recv", "blocked-recv", "any-source", "waitall", "hang"];
 
 fn matrix(n: usize) {
     let prog = example("ft_check");

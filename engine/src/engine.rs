@@ -17,7 +17,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use std::time::Instant;
+
 use runthrough_ft::failure_set::FailureSet;
+use runthrough_ft::{Detector, FtEvent, Msg, Time};
 
 use crate::buf::{RawBuf, RawBufMut};
 use crate::comms::Comms;
@@ -90,6 +93,25 @@ enum Outgoing {
     Ctrl(Header),
     /// A rendezvous being streamed after a CTS.
     Stream { sreq: ReqId, rreq: ReqId, offset: u64 },
+    /// A failure notice that must not be lost (heartbeats are dropped when busy).
+    Ft(Msg),
+}
+
+/// The failure detector as the engine drives it (DESIGN §3).
+#[derive(Debug)]
+struct Ft {
+    det: Detector,
+    origin: Instant,
+    excluded: bool,
+    scratch: Vec<u8>,
+    /// A message was handled since the detector's output was last drained.
+    dirty: bool,
+}
+
+impl Ft {
+    fn now(&self) -> Time {
+        Time::from_duration(self.origin.elapsed())
+    }
 }
 
 #[derive(Debug, Default)]
@@ -100,6 +122,8 @@ struct Peer {
     /// Matched-kind records that arrived ahead of their turn (other transports).
     held: BTreeMap<u32, Vec<u8>>,
     failed: bool,
+    /// Exited after finalizing: gone, but not a failure.
+    departed: bool,
     no_rma: bool,
 }
 
@@ -150,6 +174,7 @@ struct State {
     failures: FailureSet,
     /// Exposures of finished sends, withdrawn at the next progress.
     unexpose: Vec<RemoteRegion>,
+    ft: Option<Ft>,
 }
 
 /// The progress engine of one process.
@@ -186,6 +211,7 @@ impl Engine {
                 comms: Comms::default(),
                 failures: FailureSet::new(size),
                 unexpose: Vec::new(),
+                ft: None,
             },
         }
     }
@@ -395,7 +421,89 @@ impl Engine {
         for region in st.unexpose.drain(..) {
             transport.unexpose(region);
         }
+        if st.ft.as_ref().is_some_and(|f| f.dirty) {
+            self.ft_service();
+        }
         n
+    }
+
+    /// Starts the ring failure detector with `cfg` (call once every rank is up: all start
+    /// their timeout windows now).
+    pub fn enable_ft(&mut self, cfg: runthrough_ft::Config) {
+        let det = Detector::new(self.st.me.0, self.size(), cfg, Time::ZERO);
+        self.st.ft = Some(Ft { det, origin: Instant::now(), excluded: false, scratch: Vec::new(), dirty: false });
+        self.ft_service();
+    }
+
+    /// Whether the detector runs.
+    pub fn ft_enabled(&self) -> bool {
+        self.st.ft.is_some()
+    }
+
+    /// Whether the others declared this process failed (it must stop, never rejoin).
+    pub fn is_excluded(&self) -> bool {
+        self.st.ft.as_ref().is_some_and(|f| f.excluded)
+    }
+
+    /// Drives the detector's clock: expired timers, heartbeats and notices to send,
+    /// failures to apply. Called periodically by the runtime's progress thread.
+    pub fn ft_tick(&mut self) {
+        if let Some(ft) = self.st.ft.as_mut() {
+            let now = ft.now();
+            if ft.det.poll_timeout().is_some_and(|t| t <= now) {
+                ft.det.handle_timeout(now);
+            }
+        }
+        self.ft_service();
+    }
+
+    /// Sends what the detector wants sent and applies what it decided.
+    fn ft_service(&mut self) {
+        loop {
+            let Engine { transport, st } = self;
+            let Some(ft) = st.ft.as_mut() else { return };
+            ft.dirty = false;
+            let mut failed = Vec::new();
+            while let Some(ev) = ft.det.poll_event() {
+                match ev {
+                    FtEvent::Failed { rank, .. } => failed.push(Rank(rank)),
+                    FtEvent::Excluded => {
+                        ft.excluded = true;
+                        tracing::warn!("this rank was declared failed by the others: excluded");
+                    }
+                    _ => {}
+                }
+            }
+            let mut out = Vec::new();
+            while let Some((to, msg)) = ft.det.poll_transmit() {
+                out.push((Rank(to), msg));
+            }
+            for (to, msg) in out {
+                if to.0 >= st.peers.len() as u32 || st.peers[to.0 as usize].failed && !matches!(msg, Msg::Notice { .. })
+                {
+                    continue;
+                }
+                let queued = !st.peers[to.0 as usize].pending.is_empty();
+                match (msg, queued) {
+                    (Msg::Notice { .. }, true) => st.queue(to, Outgoing::Ft(msg)),
+                    (Msg::Notice { .. }, false) => {
+                        if let Some(back) = st.try_post(transport, to, Outgoing::Ft(msg)) {
+                            st.queue(to, back);
+                        }
+                    }
+                    // Heartbeats are periodic: one lost to a busy transport is replaced.
+                    (_, _) => {
+                        let _ = st.try_post(transport, to, Outgoing::Ft(msg));
+                    }
+                }
+            }
+            if failed.is_empty() {
+                return;
+            }
+            for r in failed {
+                self.fail_peer(r);
+            }
+        }
     }
 
     /// Registers a communicator: its point-to-point context (even; the next one is its
@@ -435,14 +543,22 @@ impl Engine {
         self.st.failures.in_order()
     }
 
-    /// Marks `peer` failed and completes every request touching it with `RankFailStop`;
-    /// its queued protocol work is discarded. First the transport is drained, so every
-    /// message the peer sent before it died (or finalized) is matched or buffered and is
-    /// still delivered (R11). Idempotent.
-    pub fn fail_peer(&mut self, peer: Rank) {
+    /// `peer` exited after finalizing: like [`Engine::fail_peer`] its pending operations
+    /// complete with `RankFailStop` (they can never complete otherwise) and its messages
+    /// are drained first, but it is not a failure: it does not join the failure set, does
+    /// not disable wildcards (R13) and is not reported by `failed_in` (R8).
+    pub fn peer_departed(&mut self, peer: Rank) {
         if self.is_failed(peer) || peer.0 >= self.size() {
             return;
         }
+        self.drain();
+        self.st.peers[peer.0 as usize].departed = true;
+        self.st.fail_peer(peer);
+        self.after_failures();
+    }
+
+    /// Hands every record the transports hold to the engine (bounded).
+    fn drain(&mut self) {
         let Engine { transport, st } = self;
         for _ in 0..DRAIN_ROUNDS {
             let n = transport.poll(usize::MAX, |ev| st.on_event(ev));
@@ -451,8 +567,10 @@ impl Engine {
                 break;
             }
         }
-        st.fail_peer(peer);
-        let others = std::mem::take(&mut st.newly_failed);
+    }
+
+    fn after_failures(&mut self) {
+        let others = std::mem::take(&mut self.st.newly_failed);
         for p in others {
             self.fail_peer(p);
         }
@@ -460,6 +578,23 @@ impl Engine {
         if st.queued > 0 {
             st.flush(transport);
         }
+    }
+
+    /// Marks `peer` failed and completes every request touching it with `RankFailStop`;
+    /// its queued protocol work is discarded. First the transport is drained, so every
+    /// message the peer sent before it died (or finalized) is matched or buffered and is
+    /// still delivered (R11). Idempotent.
+    pub fn fail_peer(&mut self, peer: Rank) {
+        if self.is_failed(peer) || peer.0 >= self.size() {
+            return;
+        }
+        self.drain();
+        self.st.fail_peer(peer);
+        if let Some(ft) = self.st.ft.as_mut() {
+            let now = ft.now();
+            ft.det.handle_local_failure(peer.0, now);
+        }
+        self.after_failures();
     }
 }
 
@@ -531,6 +666,16 @@ impl State {
                         self.newly_failed.push(peer);
                         None
                     }
+                }
+            }
+            Outgoing::Ft(msg) => {
+                let n = Header::Ft.encode(&mut hb);
+                let ft = self.ft.as_mut()?;
+                ft.scratch.clear();
+                msg.encode(&mut ft.scratch);
+                match t.try_send(peer, &hb[..n], &ft.scratch) {
+                    Err(TransportError::Busy) => Some(Outgoing::Ft(msg)),
+                    _ => None,
                 }
             }
             Outgoing::Stream { sreq, rreq, mut offset } => {
@@ -624,6 +769,22 @@ impl State {
                 return;
             }
         };
+        if let Header::Ft = h {
+            if let Some(ft) = self.ft.as_mut() {
+                match Msg::decode(payload) {
+                    Ok(m) => {
+                        let now = ft.now();
+                        ft.det.handle_message(peer.0, m, now);
+                        ft.dirty = true;
+                    }
+                    Err(e) => {
+                        self.stats.malformed += 1;
+                        tracing::warn!(peer = peer.0, error = %e, "dropping malformed ft message");
+                    }
+                }
+            }
+            return;
+        }
         let seq = match h {
             Header::Eager { env, .. } | Header::Rts { env, .. } => Some(env.seq.0),
             _ => None,
@@ -839,14 +1000,17 @@ impl State {
             return;
         }
         p.failed = true;
-        self.failures.insert(peer.0);
+        let departed = p.departed;
+        if !departed {
+            self.failures.insert(peer.0);
+        }
         p.held.clear();
         let dropped = p.pending.len();
         p.pending.clear();
         self.queued -= dropped;
         tracing::debug!(peer = peer.0, "failing requests of failed peer");
         // R13: every communicator containing the failed rank disables its wildcards.
-        let containing = self.comms.containing(peer);
+        let containing = if departed { Vec::new() } else { self.comms.containing(peer) };
         for (ctx, _) in &containing {
             if let Some(c) = self.comms.get_mut(*ctx) {
                 c.wildcard_disabled = true;

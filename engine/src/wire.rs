@@ -8,6 +8,7 @@
 //! | Cts   | 20    | sreq u64, rreq u64                                           |
 //! | Fin   | 12    | sreq u64                                                     |
 //! | Data  | 20    | rreq u64, offset u64; payload follows                        |
+//! | Ft    | 4     | none; the fault-tolerance message (`runthrough_ft::Msg`) follows |
 //!
 //! Decoding validates everything: a short buffer, an unknown kind or version, or a
 //! length that disagrees with the payload is a [`WireError`], never a panic.
@@ -24,6 +25,7 @@ const KIND_RTS: u8 = 2;
 const KIND_CTS: u8 = 3;
 const KIND_FIN: u8 = 4;
 const KIND_DATA: u8 = 5;
+const KIND_FT: u8 = 6;
 
 /// The envelope used for matching.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +73,8 @@ pub enum Header {
         /// The sender's request.
         sreq: ReqId,
     },
+    /// A fault-tolerance message (heartbeat, failure notice); its bytes follow.
+    Ft,
     /// A fragment of a streamed message; payload follows.
     Data {
         /// The receiver's request.
@@ -116,6 +120,7 @@ impl Header {
             Header::Cts { .. } => 20,
             Header::Fin { .. } => 12,
             Header::Data { .. } => 20,
+            Header::Ft => 4,
         }
     }
 
@@ -148,6 +153,7 @@ impl Header {
                 out[0] = KIND_FIN;
                 put64(out, 4, sreq.to_wire());
             }
+            Header::Ft => out[0] = KIND_FT,
             Header::Data { rreq, offset } => {
                 out[0] = KIND_DATA;
                 put64(out, 4, rreq.to_wire());
@@ -171,6 +177,7 @@ impl Header {
             KIND_CTS => 20,
             KIND_FIN => 12,
             KIND_DATA => 20,
+            KIND_FT => 4,
             k => return Err(WireError::UnknownKind(k)),
         };
         if b.len() < need {
@@ -196,9 +203,10 @@ impl Header {
             }
             KIND_CTS => Header::Cts { sreq: ReqId::from_wire(get64(b, 4)), rreq: ReqId::from_wire(get64(b, 12)) },
             KIND_FIN => Header::Fin { sreq: ReqId::from_wire(get64(b, 4)) },
+            KIND_FT => Header::Ft,
             _ => Header::Data { rreq: ReqId::from_wire(get64(b, 4)), offset: get64(b, 12) },
         };
-        if !matches!(h, Header::Eager { .. } | Header::Data { .. }) && !rest.is_empty() {
+        if !matches!(h, Header::Eager { .. } | Header::Data { .. } | Header::Ft) && !rest.is_empty() {
             return Err(WireError::Length { declared: 0, actual: rest.len() });
         }
         Ok((h, rest))
@@ -277,6 +285,7 @@ mod tests {
         round_trip(Header::Cts { sreq: id, rreq: ReqId { index: 1, gen: 2 } }, b"");
         round_trip(Header::Fin { sreq: id }, b"");
         round_trip(Header::Data { rreq: id, offset: 1 << 33 }, b"xyz");
+        round_trip(Header::Ft, &[2, 1, 0, 0, 0, 3, 0]);
     }
 
     #[test]

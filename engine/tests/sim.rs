@@ -364,3 +364,32 @@ fn r14_reenable_any_source_returns_failed_group_and_next_failure_disables_again(
     assert_eq!(e[3].lock().failed_in(SUB), vec![0], "SUB rank 0 is world rank 1");
     assert_eq!(e[3].lock().reenable_any_source(CTX), vec![0, 1]);
 }
+
+#[test]
+fn departed_peer_fails_pending_operations_but_is_not_a_failure() {
+    let (hub, e) = job(3, 8, 64);
+    let m = pattern_bytes(10, 4);
+    let mut s = send(&e, 0, 2, 1, &m);
+    finish(&e, &mut s).unwrap();
+    let mut out = vec![0u8; 10];
+    let mut pending = recv(&e, 1, Some(0), Some(5), &mut out);
+    let mut wbuf = vec![0u8; 10];
+    let mut wild = recv(&e, 2, None, Some(6), &mut wbuf);
+    hub.kill(Rank(0));
+    for eng in &e[1..] {
+        eng.lock().peer_departed(Rank(0));
+    }
+    let live = &e[1..];
+    assert_eq!(finish(live, &mut pending), Err(Error::RankFailStop { rank: 0 }), "it can never complete");
+    drop(pending);
+    assert!(wild.test().unwrap().is_none(), "wildcards stay enabled: a departure is no failure");
+    assert!(e[2].lock().any_source_enabled(CTX));
+    assert!(e[2].lock().failed_in(CTX).is_empty());
+    let mut r = recv(&e, 2, Some(0), Some(1), &mut out);
+    finish(live, &mut r).unwrap();
+    drop(r);
+    assert_eq!(out, m, "what it sent before leaving is delivered");
+    let mut s = send(&e, 1, 2, 6, &m);
+    finish(live, &mut s).unwrap();
+    assert_eq!(finish(live, &mut wild).unwrap().source, 1);
+}

@@ -124,6 +124,18 @@ impl Client {
         }
     }
 
+    /// The ranks the launcher has seen exit after they finalized (departed cleanly, as
+    /// opposed to failed), in exit order.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub fn departed(&mut self) -> Result<Vec<u32>, Error> {
+        match self.call(&Request::Departed, DEFAULT_IO_TIMEOUT)? {
+            Response::Exited(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
     fn call(&mut self, req: &Request, wait: Duration) -> Result<Response, Error> {
         if self.broken {
             return Err(Error::Disconnected);

@@ -428,6 +428,16 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
             Response::Ok
         }
         Request::Exited => Response::Exited(shared.lock().exited.iter().map(|e| e.0).collect()),
+        Request::Departed => {
+            let st = shared.lock();
+            Response::Exited(
+                st.exited
+                    .iter()
+                    .map(|e| e.0)
+                    .filter(|r| st.finalized.get(*r as usize).copied().unwrap_or(false))
+                    .collect(),
+            )
+        }
     }
 }
 

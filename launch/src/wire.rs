@@ -19,6 +19,7 @@
 //! | 0x05 | `Finalized` | —                                            | `Ok`                          |
 //! | 0x06 | `Abort`     | `code: i32, n: u32, ranks: n × u32`          | `Ok` or `Failed`              |
 //! | 0x07 | `Exited`    | —                                            | `Exited`                      |
+//! | 0x08 | `Departed`  | — (ranks that exited after finalizing)       | `Exited`                      |
 //!
 //! Replies (server → client):
 //!
@@ -55,6 +56,7 @@ const T_FENCE: u8 = 0x04;
 const T_FINALIZED: u8 = 0x05;
 const T_ABORT: u8 = 0x06;
 const T_EXITED: u8 = 0x07;
+const T_DEPARTED: u8 = 0x08;
 const T_OK: u8 = 0x80;
 const T_VALUE: u8 = 0x81;
 const T_TIMEOUT: u8 = 0x82;
@@ -104,6 +106,8 @@ pub enum Request {
     },
     /// Ask which ranks have exited.
     Exited,
+    /// Ask which ranks have exited after finalizing (departed cleanly, not failed).
+    Departed,
 }
 
 /// A server → client message.
@@ -164,6 +168,7 @@ impl Request {
                 put_u32s(out, ranks)?;
             }
             Request::Exited => out.push(T_EXITED),
+            Request::Departed => out.push(T_DEPARTED),
         }
         end_frame(out, start)
     }
@@ -182,6 +187,7 @@ impl Request {
             T_FINALIZED => Request::Finalized,
             T_ABORT => Request::Abort { code: c.i32()?, ranks: c.u32s()? },
             T_EXITED => Request::Exited,
+            T_DEPARTED => Request::Departed,
             _ => return Err(proto("unknown request tag")),
         };
         c.finish()?;
@@ -396,6 +402,7 @@ mod tests {
             Request::Finalized,
             Request::Abort { code: -3, ranks: vec![1, 2, 3] },
             Request::Exited,
+            Request::Departed,
         ];
         for r in reqs {
             let mut out = Vec::new();

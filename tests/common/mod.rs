@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Directory of the binaries of the profile the tests were built with.
@@ -46,10 +46,17 @@ pub(crate) fn example(name: &str) -> PathBuf {
     p
 }
 
-/// Runs `rtrun ARGS` with extra environment, killing it after `limit`.
+/// Runs `rtrun ARGS` with extra environment, killing it after `limit`. Jobs of one test
+/// binary run one at a time: on 2 cores, concurrent jobs of 8 ranks each would starve
+/// each other's progress threads and turn timing into noise.
 pub(crate) fn run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output {
+    static ONE_JOB: Mutex<()> = Mutex::new(());
+    let _turn = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
     let mut cmd = Command::new(rtrun());
     cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
+    // Test machines run other work too (CI, builds): a detector timeout of 0.5 s keeps a
+    // descheduled rank from being taken for a hung one. Tests may override it.
+    cmd.env("RT_FT_TIMEOUT_MS", "500");
     for (k, v) in env {
         cmd.env(k, v);
     }
