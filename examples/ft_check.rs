@@ -5,7 +5,7 @@
 //!
 //! `rtrun -n N ft_check MODE` with MODE one of
 //! `before-send`, `eager`, `rndv-send`, `rndv-recv`, `blocked-recv`, `any-source`,
-//! `waitall`, or `hang` (the victim SIGSTOPs itself: only the ring failure detector can
+//! `waitall`, `sendrecv` (R16: InStatus, handler called once), or `hang` (the victim SIGSTOPs itself: only the ring failure detector can
 //! tell; it is resumed later and must find itself excluded). Each survivor prints `ft_check: ok rank R MODE detect_ms=...`.
 
 use std::time::{Duration, Instant};
@@ -90,7 +90,7 @@ fn main() -> Result<(), Error> {
     let t0 = Instant::now();
     if me == victim {
         match mode.as_str() {
-            "before-send" | "any-source" | "waitall" => die(),
+            "before-send" | "any-source" | "waitall" | "sendrecv" => die(),
             "blocked-recv" => {
                 std::thread::sleep(Duration::from_millis(200));
                 die()
@@ -178,6 +178,25 @@ fn main() -> Result<(), Error> {
             if failed.world_ranks() != vec![victim] {
                 fail(&format!("failed group {:?}", failed.world_ranks()));
             }
+        }
+        ("sendrecv", 0) => {
+            // R16: a failed peer gives InStatus naming it; the handler runs once.
+            let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let c2 = calls.clone();
+            world.set_error_mode(ErrorMode::Handler(std::sync::Arc::new(move |_, _| {
+                c2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            })));
+            let mut b = [0u8; 8];
+            match world.sendrecv(&[1u8; 8], victim, 6, &mut b, victim, 6) {
+                Err(Error::InStatus { rank }) if rank as usize == victim => {}
+                other => fail(&format!("sendrecv: expected InStatus {{ rank: {victim} }}, got {other:?}")),
+            }
+            detect = t0.elapsed();
+            let n = calls.load(std::sync::atomic::Ordering::SeqCst);
+            if n != 1 {
+                fail(&format!("sendrecv: handler called {n} times, expected once"));
+            }
+            world.set_error_mode(ErrorMode::ErrorsReturn);
         }
         ("waitall", _) => {
             let outs: Vec<[u8; 16]> = (0..n).map(|p| [p as u8; 16]).collect();
