@@ -124,7 +124,8 @@ fn main() -> Result<(), Error> {
     world.barrier()?;
     if world.rank() == 0 {
         println!(
-            "p2p_check: ok ranks={} msgs_per_pair={k_msgs} max={max} rank0_bytes={} shm={}",
+            "p2p_check: transport: {}\np2p_check: ok ranks={} msgs_per_pair={k_msgs} max={max} rank0_bytes={} shm={}",
+            rt.describe(),
             world.size(),
             a + b,
             std::env::var("RT_SHM_NAME").unwrap_or_default()

@@ -1,10 +1,22 @@
 //! Bringing up the transports of one process: binding, the bootstrap exchange through
-//! the launcher, the shared-memory segment and the engine (see [`crate::runtime`] for the
-//! sequence and its guarantees).
+//! the launcher, the shared-memory segment, the libfabric endpoint and the engine (see
+//! [`crate::runtime`] for the sequence and its guarantees).
+//!
+//! Transport choice (DESIGN §2, issue 3 item 4): `RT_TRANSPORT` = `auto` (default: shared
+//! memory to ranks on this host, libfabric to the others), `shm` (shared memory only; one
+//! host), or `fabric` (libfabric to every rank, this one included, even on one host: for
+//! testing and benchmarking). `RT_PROVIDER` = `auto|tcp|sockets|verbs|cxi` picks the
+//! libfabric provider. When every rank runs on this host, tcp and sockets are pinned to
+//! loopback (`FI_TCP_IFACE=lo`, `FI_SOCKETS_IFACE=lo` unless set, before any libfabric
+//! call, and the endpoint bound to 127.0.0.1). Endpoint addresses are exchanged through the
+//! launcher's key-value service (`fi/{rank}`), then inserted in the address vector.
 
+use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use runthrough_engine::engine::Config;
+use runthrough_engine::transport::fabric::{FabricConfig, FabricTransport, Hints, ProviderRequest};
+use runthrough_engine::transport::multi::{MultiTransport, Route};
 use runthrough_engine::transport::{shm::ShmTransport, AnyTransport};
 use runthrough_engine::{Engine, Rank};
 use runthrough_launch::client::Client;
@@ -17,6 +29,41 @@ use crate::Error;
 
 /// How long start-up waits for the other ranks.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Environment variable choosing the transport (`auto|shm|fabric`).
+pub(crate) const TRANSPORT_ENV: &str = "RT_TRANSPORT";
+/// Environment variable bounding how long a peer's sends may stay busy before it is
+/// reported failed (milliseconds; fabric only).
+const STALL_ENV: &str = "RT_FABRIC_STALL_MS";
+
+/// Which transports carry the job's traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum TransportMode {
+    /// Shared memory on this host, libfabric to other hosts.
+    #[default]
+    Auto,
+    /// Shared memory only.
+    Shm,
+    /// libfabric to every rank.
+    Fabric,
+}
+
+impl FromStr for TransportMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(TransportMode::Auto),
+            "shm" => Ok(TransportMode::Shm),
+            "fabric" => Ok(TransportMode::Fabric),
+            other => Err(Error::Init(format!("{TRANSPORT_ENV}={other:?}: expected auto, shm or fabric"))),
+        }
+    }
+}
+
+impl TransportMode {
+    fn from_env() -> Result<Self, Error> {
+        std::env::var(TRANSPORT_ENV).unwrap_or_default().parse()
+    }
+}
 
 /// A world of one process (no launcher): a private one-rank segment.
 pub(crate) fn singleton(cfg: Config, ring_bytes: u32) -> Result<(Engine, String), Error> {
@@ -29,10 +76,22 @@ pub(crate) fn singleton(cfg: Config, ring_bytes: u32) -> Result<(Engine, String)
 
 /// A rank started by `rtrun`: returns the engine, the launcher connection and a
 /// description of the set-up.
-pub(crate) fn boot(env: &JobEnv, cfg: Config, ring_bytes: u32) -> Result<(Engine, Client, String), Error> {
-    if env.local_size != env.size {
+pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32) -> Result<(Engine, Client, String), Error> {
+    let mode = TransportMode::from_env()?;
+    let one_host = env.local_size == env.size;
+    if mode == TransportMode::Shm && !one_host {
         return Err(Error::Unsupported("ranks on several hosts need the fabric transport"));
     }
+    let use_fabric = mode == TransportMode::Fabric || (mode == TransportMode::Auto && !one_host);
+    let use_shm = mode != TransportMode::Fabric;
+    let provider = if use_fabric {
+        Some(
+            ProviderRequest::from_env()
+                .map_err(|_| Error::Init("RT_PROVIDER: expected auto, tcp, sockets, verbs or cxi".to_string()))?,
+        )
+    } else {
+        None
+    };
     let policy: BindPolicy = env.bind.parse().map_err(init_err("--bind-to"))?;
     let bound = match pin::bind(policy, env.local_rank as usize) {
         Ok(Some(core)) => format!("bound to core {core}"),
@@ -44,33 +103,108 @@ pub(crate) fn boot(env: &JobEnv, cfg: Config, ring_bytes: u32) -> Result<(Engine
     };
     let mut client = Client::connect(env, BOOT_TIMEOUT).map_err(init_err("bootstrap connect"))?;
     client.put(&format!("pid/{}", env.rank), &std::process::id().to_le_bytes()).map_err(init_err("bootstrap put"))?;
-    let layout = Layout { nranks: env.size, ring_bytes };
-    let created = if env.rank == 0 {
-        Some(Segment::create(&env.shm_name, layout).map_err(init_err("segment create"))?)
+    client.put(&format!("host/{}", env.rank), env.node.as_bytes()).map_err(init_err("bootstrap put"))?;
+    let mut fabric = match provider {
+        Some(request) => {
+            let t = open_fabric(env, request, one_host)?;
+            client
+                .put(&format!("fi/{}", env.rank), &t.address().map_err(init_err("fabric address"))?)
+                .map_err(init_err("bootstrap put"))?;
+            Some(t)
+        }
+        None => None,
+    };
+    client.fence(BOOT_TIMEOUT).map_err(init_err("bootstrap fence"))?;
+    let mut hosts = Vec::with_capacity(env.size as usize);
+    for r in 0..env.size {
+        let v = client.get(&format!("host/{r}"), BOOT_TIMEOUT).map_err(init_err("bootstrap get"))?;
+        hosts.push(String::from_utf8_lossy(&v).into_owned());
+    }
+    let route: Vec<Route> =
+        hosts.iter().map(|h| if use_shm && *h == env.node { Route::Shm } else { Route::Fabric }).collect();
+    let shm_peers = route.iter().filter(|r| **r == Route::Shm).count();
+    let mut about = Vec::new();
+    let shm = if use_shm {
+        // The segment of this host is created by its lowest rank.
+        let leader = route.iter().position(|r| *r == Route::Shm).unwrap_or(env.rank as usize) as u32;
+        let layout = Layout { nranks: env.size, ring_bytes };
+        let created = if env.rank == leader {
+            Some(Segment::create(&env.shm_name, layout).map_err(init_err("segment create"))?)
+        } else {
+            None
+        };
+        client.fence(BOOT_TIMEOUT).map_err(init_err("bootstrap fence"))?;
+        let seg = match created {
+            Some(s) => s,
+            None => Segment::open(&env.shm_name, BOOT_TIMEOUT).map_err(init_err("segment open"))?,
+        };
+        let topo = Topology::detect();
+        let placement = seg.place_inbound(env.rank, &topo);
+        tracing::debug!(%placement, topology = %topo.describe(), "inbound rings placed");
+        about.push(format!(
+            "shared memory to {shm_peers} of {} ranks; {}; inbound rings: {placement}",
+            env.size,
+            topo.describe()
+        ));
+        client.fence(BOOT_TIMEOUT).map_err(init_err("bootstrap fence"))?;
+        if env.rank == leader {
+            Segment::unlink(&env.shm_name).map_err(init_err("segment unlink"))?;
+        }
+        let mut pids = Vec::with_capacity(env.size as usize);
+        for r in 0..env.size {
+            let v = client.get(&format!("pid/{r}"), BOOT_TIMEOUT).map_err(init_err("bootstrap get"))?;
+            let b: [u8; 4] = v.as_slice().try_into().map_err(|_| Error::Init(format!("bad pid entry of rank {r}")))?;
+            pids.push(u32::from_le_bytes(b) as i32);
+        }
+        Some(ShmTransport::new(&seg, Rank(env.rank), pids).map_err(init_err("shm"))?)
     } else {
         None
     };
-    client.fence(BOOT_TIMEOUT).map_err(init_err("bootstrap fence"))?;
-    let seg = match created {
-        Some(s) => s,
-        None => Segment::open(&env.shm_name, BOOT_TIMEOUT).map_err(init_err("segment open"))?,
+    if let Some(t) = fabric.as_mut() {
+        let mut addrs = Vec::with_capacity(env.size as usize);
+        for r in 0..env.size {
+            addrs.push(client.get(&format!("fi/{r}"), BOOT_TIMEOUT).map_err(init_err("bootstrap get"))?);
+        }
+        t.connect(&addrs).map_err(init_err("fabric address vector"))?;
+        let fabric_peers = env.size as usize - shm_peers;
+        about.push(format!("{} to {fabric_peers} of {} ranks", t.describe(), env.size));
+        if mode == TransportMode::Fabric && std::env::var("RT_CMA_MIN").is_err() {
+            // Every rendezvous goes by RMA read (zero copy) unless the user set a threshold.
+            cfg.rma_min = 0;
+        }
+    }
+    about.push(bound);
+    let about = about.join("; ");
+    let transport = match (shm, fabric) {
+        (Some(s), None) => AnyTransport::Shm(s),
+        (None, Some(f)) => AnyTransport::Fabric(Box::new(f)),
+        (shm, fabric) => {
+            AnyTransport::Multi(Box::new(MultiTransport::new(shm, fabric, route).map_err(init_err("routing"))?))
+        }
     };
-    let topo = Topology::detect();
-    let placement = seg.place_inbound(env.rank, &topo);
-    tracing::debug!(%placement, topology = %topo.describe(), "inbound rings placed");
-    let about = format!("shared memory, {} ranks; {}; inbound rings: {placement}; {bound}", env.size, topo.describe());
-    client.fence(BOOT_TIMEOUT).map_err(init_err("bootstrap fence"))?;
-    if env.rank == 0 {
-        Segment::unlink(&env.shm_name).map_err(init_err("segment unlink"))?;
+    Ok((Engine::new(Rank(env.rank), env.size, transport, cfg), client, about))
+}
+
+/// Opens the libfabric endpoint of this rank (pinned to loopback when the job runs on one
+/// host).
+fn open_fabric(env: &JobEnv, request: ProviderRequest, one_host: bool) -> Result<FabricTransport, Error> {
+    let mut hints = Hints::default();
+    if one_host {
+        for var in ["FI_TCP_IFACE", "FI_SOCKETS_IFACE"] {
+            if std::env::var_os(var).is_none() {
+                // Before any libfabric call of this process, and before its threads start
+                // reading the environment (the runtime spawns them after boot).
+                std::env::set_var(var, "lo");
+            }
+        }
+        hints = hints.loopback();
     }
-    let mut pids = Vec::with_capacity(env.size as usize);
-    for r in 0..env.size {
-        let v = client.get(&format!("pid/{r}"), BOOT_TIMEOUT).map_err(init_err("bootstrap get"))?;
-        let b: [u8; 4] = v.as_slice().try_into().map_err(|_| Error::Init(format!("bad pid entry of rank {r}")))?;
-        pids.push(u32::from_le_bytes(b) as i32);
+    let mut fcfg = FabricConfig::default();
+    if let Ok(v) = std::env::var(STALL_ENV) {
+        let ms: u64 = v.trim().parse().map_err(|_| Error::Init(format!("{STALL_ENV}={v:?}: expected milliseconds")))?;
+        fcfg.stall = Duration::from_millis(ms.max(1));
     }
-    let t = ShmTransport::new(&seg, Rank(env.rank), pids).map_err(init_err("shm"))?;
-    Ok((Engine::new(Rank(env.rank), env.size, AnyTransport::Shm(t), cfg), client, about))
+    FabricTransport::open(request, &hints, Rank(env.rank), env.size, fcfg).map_err(init_err("fabric"))
 }
 
 pub(crate) fn init_err<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> Error {
@@ -82,4 +216,18 @@ fn nonce() -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(Instant::now().elapsed().as_nanos());
     h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transport_mode_parsing() {
+        assert_eq!("".parse::<TransportMode>().unwrap(), TransportMode::Auto);
+        assert_eq!("auto".parse::<TransportMode>().unwrap(), TransportMode::Auto);
+        assert_eq!("SHM".parse::<TransportMode>().unwrap(), TransportMode::Shm);
+        assert_eq!(" fabric ".parse::<TransportMode>().unwrap(), TransportMode::Fabric);
+        assert!("ofi".parse::<TransportMode>().is_err());
+    }
 }

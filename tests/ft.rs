@@ -12,13 +12,22 @@ use std::time::Duration;
 
 use common::{example, ok, run};
 
-const MODES: [&str; 8] =
-    ["before-send", "eager", "rndv-send", "rndv-recv", "blocked-recv", "any-source", "waitall", "hang"];
+const MODES: [&str; 9] =
+    ["before-send", "eager", "rndv-send", "rndv-recv", "blocked-recv", "any-source", "waitall", "sendrecv", "hang"];
 
 fn matrix(n: usize) {
+    matrix_with(n, &[]);
+}
+
+/// The kill matrix with extra `rtrun` options (e.g. the transport).
+fn matrix_with(n: usize, opts: &[&str]) {
     let prog = example("ft_check");
     for mode in MODES {
-        let o = run(&["-n", &n.to_string(), prog.to_str().unwrap(), mode], Duration::from_secs(60));
+        let ranks = n.to_string();
+        let mut args = vec!["-n", ranks.as_str()];
+        args.extend_from_slice(opts);
+        args.extend([prog.to_str().unwrap(), mode]);
+        let o = run(&args, Duration::from_secs(60));
         let out = ok(&o);
         assert_eq!(out.matches("ft_check: ok").count(), n - 1, "{mode}: every survivor reports: {out}");
         assert_eq!(o.status.code(), Some(0), "R7: rank 0 finalized, so the job exits with its code");
@@ -28,6 +37,14 @@ fn matrix(n: usize) {
 #[test]
 fn kill_matrix_4_ranks() {
     matrix(4);
+}
+
+/// The same matrix with every peer on libfabric `tcp;ofi_rxm`, which never reports a
+/// SIGKILLed peer itself: survivors learn it from the launcher / detector, and the fabric
+/// transport must not hang them (sends to the dead peer stay busy and are discarded).
+#[test]
+fn kill_matrix_4_ranks_fabric_tcp() {
+    matrix_with(4, &["--transport", "fabric", "--provider", "tcp"]);
 }
 
 #[test]
@@ -45,4 +62,17 @@ fn manager_worker_survives_two_kills() {
     let out = ok(&o);
     assert!(out.contains("total 5208312500 (correct)"), "{out}");
     assert!(out.contains("failed ranks [2, 4]"), "{out}");
+}
+
+#[test]
+fn r14_reenable_any_source_from_several_threads() {
+    // seeds/000 Example 17.5: three receiving threads, two workers killed mid-stream.
+    let prog = example("reenable_threads");
+    let o = run(
+        &["-n", "6", "--kill", "2@600ms", "--kill", "4@900ms", prog.to_str().unwrap(), "3", "400"],
+        Duration::from_secs(60),
+    );
+    let out = ok(&o);
+    assert!(out.contains("reenable_threads: ok threads=3"), "{out}");
+    assert!(out.contains("failed=[2, 4] reenables=2") || out.contains("failed=[2, 4] reenables=1"), "{out}");
 }

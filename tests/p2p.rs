@@ -1,4 +1,6 @@
-//! Multi-process point-to-point tests through `rtrun` (real processes, shared memory).
+//! Multi-process point-to-point tests through `rtrun` (real processes): shared memory,
+//! and `--transport fabric` over the libfabric `tcp` and `sockets` providers on loopback
+//! (issue 3: 2, 4 and 8 ranks, sizes up to 16 MiB, checksums and per-source order).
 
 mod common;
 
@@ -16,6 +18,49 @@ fn p2p(n: &str, args: &[&str], env: &[(&str, &str)]) {
     assert!(out.contains(&format!("p2p_check: ok ranks={n}")), "{out}");
     let shm = out.split("shm=/").nth(1).expect("segment name printed").trim();
     assert!(!std::path::Path::new("/dev/shm").join(shm).exists(), "segment {shm} left behind");
+}
+
+/// The all-pairs check with every peer on libfabric `provider`; returns stdout.
+fn p2p_fabric(provider: &str, n: &str, args: &[&str]) -> String {
+    let prog = example("p2p_check");
+    let mut a = vec!["-n", n, "--transport", "fabric", "--provider", provider, prog.to_str().unwrap()];
+    a.extend_from_slice(args);
+    let out = ok(&run_env(&a, &[], LIMIT));
+    assert!(out.contains(&format!("p2p_check: ok ranks={n}")), "{out}");
+    let fi_name = if provider == "tcp" { "tcp;ofi_rxm" } else { provider };
+    assert!(out.contains(&format!("transport: libfabric {fi_name} on domain")), "{out}");
+    assert!(!out.contains("shared memory"), "fabric forced for every peer: {out}");
+    out
+}
+
+#[test]
+fn fabric_tcp_all_pairs_2_ranks_up_to_16mib() {
+    p2p_fabric("tcp", "2", &["10", "16777216", "21"]);
+}
+
+#[test]
+fn fabric_tcp_all_pairs_4_ranks() {
+    p2p_fabric("tcp", "4", &["8", "4194304", "22"]);
+}
+
+#[test]
+fn fabric_tcp_all_pairs_8_ranks() {
+    p2p_fabric("tcp", "8", &["4", "1048576", "23"]);
+}
+
+#[test]
+fn fabric_sockets_all_pairs_2_ranks_up_to_16mib() {
+    p2p_fabric("sockets", "2", &["10", "16777216", "24"]);
+}
+
+#[test]
+fn fabric_sockets_all_pairs_4_ranks() {
+    p2p_fabric("sockets", "4", &["8", "4194304", "25"]);
+}
+
+#[test]
+fn fabric_sockets_all_pairs_8_ranks() {
+    p2p_fabric("sockets", "8", &["4", "1048576", "26"]);
 }
 
 #[test]

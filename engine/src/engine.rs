@@ -484,7 +484,14 @@ impl Engine {
                     continue;
                 }
                 let queued = !st.peers[to.0 as usize].pending.is_empty();
+                let dead = st.peers[to.0 as usize].failed;
                 match (msg, queued) {
+                    // Best effort to a failed peer (it may be hung and learn it was
+                    // excluded): never queued, as a dead peer's transport may stay busy
+                    // forever (fabric credits) and finalize would wait on it.
+                    (Msg::Notice { .. }, _) if dead => {
+                        let _ = st.try_post(transport, to, Outgoing::Ft(msg));
+                    }
                     (Msg::Notice { .. }, true) => st.queue(to, Outgoing::Ft(msg)),
                     (Msg::Notice { .. }, false) => {
                         if let Some(back) = st.try_post(transport, to, Outgoing::Ft(msg)) {

@@ -27,6 +27,13 @@ const KIND_FIN: u8 = 4;
 const KIND_DATA: u8 = 5;
 const KIND_FT: u8 = 6;
 
+/// Whether an encoded header is protocol control (CTS, FIN, failure-detector traffic):
+/// records that carry no user data, which a transport may let past a flow-control window
+/// that user data has filled, so heartbeats and handshakes never starve behind a stream.
+pub fn is_control(header: &[u8]) -> bool {
+    matches!(header.first(), Some(&(KIND_CTS | KIND_FIN | KIND_FT)))
+}
+
 /// The envelope used for matching.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Envelope {
@@ -251,6 +258,18 @@ fn get64(b: &[u8], at: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_headers_are_classified() {
+        let mut b = [0u8; MAX_HEADER_BYTES];
+        let n = Header::Ft.encode(&mut b);
+        assert!(is_control(&b[..n]));
+        let n = Header::Fin { sreq: ReqId::from_wire(1) }.encode(&mut b);
+        assert!(is_control(&b[..n]));
+        let n = Header::Data { rreq: ReqId::from_wire(1), offset: 0 }.encode(&mut b);
+        assert!(!is_control(&b[..n]));
+        assert!(!is_control(&[]));
+    }
     use proptest::prelude::*;
 
     fn env(ctx: u32, src: u32, tag: i32, seq: u32) -> Envelope {

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! rtrun -n N [--bind-to core|none|numa] [--timeout DURATION] [--tag-output]
-//!       [--kill RANK@DURATION]... [--] prog [args...]
+//!       [--kill RANK@DURATION]... [--transport auto|shm|fabric]
+//!       [--provider auto|tcp|sockets|verbs|cxi] [--] prog [args...]
 //! ```
 //! Options may also be written `--opt=value`, and `-n` as `-nN`. Option parsing stops at
 //! the first non-option (the program) or after `--`. Durations: see [`parse_duration`].
@@ -26,6 +27,11 @@ options:
   --timeout DURATION       SIGKILL all ranks after DURATION, exit 124
   --tag-output             prefix every output line with [RANK]
   --kill RANK@DURATION     SIGKILL RANK DURATION after start (fault injection; repeatable)
+  --transport auto|shm|fabric
+                           auto: shared memory on this host, libfabric to others;
+                           fabric: libfabric to every rank (sets RT_TRANSPORT)
+  --provider auto|tcp|sockets|verbs|cxi
+                           libfabric provider (sets RT_PROVIDER)
   -h, --help               print this help
 
 DURATION: a number with an optional unit us, ms, s or m (default s): 250ms, 1.5s, 2.
@@ -60,6 +66,37 @@ impl fmt::Display for Bind {
     }
 }
 
+/// The transport choice (`--transport`, exported as `RT_TRANSPORT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportChoice {
+    /// Shared memory on this host, libfabric to other hosts.
+    Auto,
+    /// Shared memory only.
+    Shm,
+    /// libfabric to every rank, even on one host.
+    Fabric,
+}
+
+impl TransportChoice {
+    /// The `RT_TRANSPORT` spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportChoice::Auto => "auto",
+            TransportChoice::Shm => "shm",
+            TransportChoice::Fabric => "fabric",
+        }
+    }
+}
+
+impl fmt::Display for TransportChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Provider names `--provider` accepts (exported as `RT_PROVIDER`).
+pub const PROVIDERS: [&str; 5] = ["auto", "tcp", "sockets", "verbs", "cxi"];
+
 /// One `--kill RANK@DURATION`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KillSpec {
@@ -82,6 +119,10 @@ pub struct Options {
     pub tag_output: bool,
     /// Every `--kill`, in command-line order.
     pub kills: Vec<KillSpec>,
+    /// `--transport`, if given (else the ranks inherit `RT_TRANSPORT`).
+    pub transport: Option<TransportChoice>,
+    /// `--provider`, one of [`PROVIDERS`], if given (else the ranks inherit `RT_PROVIDER`).
+    pub provider: Option<String>,
     /// The program, looked up as given (path, or `PATH` search).
     pub program: OsString,
     /// Its arguments.
@@ -146,6 +187,18 @@ pub enum UsageError {
     /// `--bind-to` value is not `core`, `none` or `numa`.
     #[error("invalid --bind-to {value:?}: expected core, none or numa")]
     BadBind {
+        /// The value given.
+        value: String,
+    },
+    /// `--transport` value is not `auto`, `shm` or `fabric`.
+    #[error("invalid --transport {value:?}: expected auto, shm or fabric")]
+    BadTransport {
+        /// The value given.
+        value: String,
+    },
+    /// `--provider` value is not a provider name runthrough drives.
+    #[error("invalid --provider {value:?}: expected auto, tcp, sockets, verbs or cxi")]
+    BadProvider {
         /// The value given.
         value: String,
     },
@@ -224,6 +277,8 @@ where
     let mut timeout = None;
     let mut tag_output = false;
     let mut kills = Vec::new();
+    let mut transport = None;
+    let mut provider = None;
     let mut program = None;
 
     while let Some(arg) = it.next() {
@@ -279,6 +334,22 @@ where
                     _ => return Err(UsageError::BadBind { value: v }),
                 };
             }
+            "--transport" => {
+                let v = value(inline)?;
+                transport = Some(match v.as_str() {
+                    "auto" => TransportChoice::Auto,
+                    "shm" => TransportChoice::Shm,
+                    "fabric" => TransportChoice::Fabric,
+                    _ => return Err(UsageError::BadTransport { value: v }),
+                });
+            }
+            "--provider" => {
+                let v = value(inline)?;
+                if !PROVIDERS.contains(&v.as_str()) {
+                    return Err(UsageError::BadProvider { value: v });
+                }
+                provider = Some(v);
+            }
             "--timeout" => {
                 let v = value(inline)?;
                 let d = parse_duration(&v).map_err(|reason| UsageError::BadDuration {
@@ -314,7 +385,17 @@ where
     if let Some(k) = kills.iter().find(|k| k.rank >= ranks) {
         return Err(UsageError::KillRankOutOfRange { rank: k.rank, size: ranks });
     }
-    Ok(Invocation::Run(Options { ranks, bind, timeout, tag_output, kills, program, args: it.collect() }))
+    Ok(Invocation::Run(Options {
+        ranks,
+        bind,
+        timeout,
+        tag_output,
+        kills,
+        transport,
+        provider,
+        program,
+        args: it.collect(),
+    }))
 }
 
 #[cfg(test)]
@@ -395,6 +476,22 @@ mod tests {
     }
 
     #[test]
+    fn transport_and_provider() {
+        let o = run(&["-n", "2", "--transport", "fabric", "--provider=sockets", "prog"]);
+        assert_eq!(o.transport, Some(TransportChoice::Fabric));
+        assert_eq!(o.provider.as_deref(), Some("sockets"));
+        let o = run(&["-n", "2", "--transport=shm", "prog"]);
+        assert_eq!((o.transport, o.provider), (Some(TransportChoice::Shm), None));
+        assert_eq!(run(&["-n", "2", "--transport", "auto", "p"]).transport, Some(TransportChoice::Auto));
+        for p in PROVIDERS {
+            assert_eq!(run(&["-n", "1", "--provider", p, "x"]).provider.as_deref(), Some(p));
+        }
+        let o = run(&["-n", "2", "prog", "--transport", "fabric"]);
+        assert_eq!(o.transport, None, "options after the program are its own");
+        assert_eq!(TransportChoice::Fabric.to_string(), "fabric");
+    }
+
+    #[test]
     fn help() {
         assert_eq!(parse(&["--help"]), Ok(Invocation::Help));
         assert_eq!(parse(&["-n", "2", "-h"]), Ok(Invocation::Help));
@@ -421,6 +518,11 @@ mod tests {
             (&["-n", "2", "--bind-to", "socket", "p"], |e| matches!(e, E::BadBind { .. })),
             (&["-n", "2", "--timeout", "soon", "p"], |e| matches!(e, E::BadDuration { .. })),
             (&["-n", "2", "--tag-output=yes", "p"], |e| matches!(e, E::UnknownOption { .. })),
+            (&["-n", "2", "--transport", "ofi", "p"], |e| matches!(e, E::BadTransport { .. })),
+            (&["-n", "2", "--transport"], |e| matches!(e, E::MissingValue { .. })),
+            (&["-n", "2", "--provider", "psm3", "p"], |e| matches!(e, E::BadProvider { .. })),
+            (&["-n", "2", "--provider=TCP", "p"], |e| matches!(e, E::BadProvider { .. })),
+            (&["-n", "2", "--provider"], |e| matches!(e, E::MissingValue { .. })),
         ];
         for (args, check) in cases {
             match parse(args) {

@@ -248,6 +248,12 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
             .stdin(if rank == 0 { Stdio::inherit() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(t) = opts.transport {
+            cmd.env("RT_TRANSPORT", t.as_str());
+        }
+        if let Some(p) = &opts.provider {
+            cmd.env("RT_PROVIDER", p);
+        }
         sys::kill_on_parent_death(&mut cmd);
         match cmd.spawn() {
             Ok(mut child) => {

@@ -125,6 +125,9 @@ fn argument_errors_exit_2() {
         &["-n", "2", "--frobnicate", PROG, "kv"],
         &["-n", "2", "--bind-to", "socket", PROG, "kv"],
         &["-n", "2", "--timeout", "never", PROG, "kv"],
+        &["-n", "2", "--transport", "ofi", PROG, "kv"],
+        &["-n", "2", "--provider", "psm3", PROG, "kv"],
+        &["-n", "2", "--provider"],
     ];
     for args in cases {
         let out = rtrun(args);
@@ -200,6 +203,13 @@ fn environment_of_each_rank() {
     }
     assert_eq!(get(0, "RT_JOBID"), get(1, "RT_JOBID"));
     assert_eq!(get(0, "RT_KV_SECRET"), get(1, "RT_KV_SECRET"));
+    // --transport / --provider reach every rank as RT_TRANSPORT / RT_PROVIDER.
+    let net = rtrun(&["-n", "2", "--transport", "fabric", "--provider", "sockets", "--tag-output", PROG, "env"]);
+    assert_eq!(net.code, Some(0), "{net:?}");
+    for r in 0..2 {
+        assert!(net.stdout.contains(&format!("[{r}] RT_TRANSPORT=fabric")), "{net:?}");
+        assert!(net.stdout.contains(&format!("[{r}] RT_PROVIDER=sockets")), "{net:?}");
+    }
     // A second job gets fresh random ids.
     let again = rtrun(&["-n", "1", PROG, "env"]);
     let jobid0 = get(0, "RT_JOBID");

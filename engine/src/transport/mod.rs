@@ -6,9 +6,16 @@
 //! [`TransportError::Busy`]: the engine parks the work on a per-peer pending queue and
 //! retries from `progress()`; a transport never spins inside a call.
 //!
-//! Adapters: [`shm::ShmTransport`] (shared-memory rings + CMA) and [`sim::SimTransport`]
+//! Adapters: [`shm::ShmTransport`] (shared-memory rings + CMA), [`fabric::FabricTransport`]
+//! (libfabric RDM endpoint: bounce buffers, credits, RMA read), [`multi::MultiTransport`]
+//! (per-peer routing: shm on this host, fabric to the others) and [`sim::SimTransport`]
 //! (in-process, for tests). Dispatch on the hot path is the closed enum [`AnyTransport`].
 
+// The fabric adapter owns pinned bounce pools handed to the NIC; its `unsafe` is confined
+// to that module, each use with a `SAFETY` note.
+#[allow(unsafe_code)]
+pub mod fabric;
+pub mod multi;
 pub mod shm;
 pub mod sim;
 
@@ -121,6 +128,10 @@ pub enum AnyTransport {
     Shm(shm::ShmTransport),
     /// In-process simulation.
     Sim(sim::SimTransport),
+    /// libfabric for every peer.
+    Fabric(Box<fabric::FabricTransport>),
+    /// Per-peer routing between shared memory and libfabric.
+    Multi(Box<multi::MultiTransport>),
 }
 
 impl Transport for AnyTransport {
@@ -129,6 +140,8 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Shm(t) => t.caps(),
             AnyTransport::Sim(t) => t.caps(),
+            AnyTransport::Fabric(t) => t.caps(),
+            AnyTransport::Multi(t) => t.caps(),
         }
     }
 
@@ -137,6 +150,8 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Shm(t) => t.try_send(peer, header, payload),
             AnyTransport::Sim(t) => t.try_send(peer, header, payload),
+            AnyTransport::Fabric(t) => t.try_send(peer, header, payload),
+            AnyTransport::Multi(t) => t.try_send(peer, header, payload),
         }
     }
 
@@ -145,6 +160,8 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Shm(t) => t.expose(peer, addr, len),
             AnyTransport::Sim(t) => t.expose(peer, addr, len),
+            AnyTransport::Fabric(t) => t.expose(peer, addr, len),
+            AnyTransport::Multi(t) => t.expose(peer, addr, len),
         }
     }
 
@@ -153,6 +170,8 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Shm(t) => t.unexpose(region),
             AnyTransport::Sim(t) => t.unexpose(region),
+            AnyTransport::Fabric(t) => t.unexpose(region),
+            AnyTransport::Multi(t) => t.unexpose(region),
         }
     }
 
@@ -167,6 +186,8 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Shm(t) => t.rma_read(peer, remote, local, op),
             AnyTransport::Sim(t) => t.rma_read(peer, remote, local, op),
+            AnyTransport::Fabric(t) => t.rma_read(peer, remote, local, op),
+            AnyTransport::Multi(t) => t.rma_read(peer, remote, local, op),
         }
     }
 
@@ -175,6 +196,8 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Shm(t) => t.poll(budget, f),
             AnyTransport::Sim(t) => t.poll(budget, f),
+            AnyTransport::Fabric(t) => t.poll(budget, f),
+            AnyTransport::Multi(t) => t.poll(budget, f),
         }
     }
 }
