@@ -76,3 +76,17 @@ fn r14_reenable_any_source_from_several_threads() {
     assert!(out.contains("reenable_threads: ok threads=3"), "{out}");
     assert!(out.contains("failed=[2, 4] reenables=2") || out.contains("failed=[2, 4] reenables=1"), "{out}");
 }
+
+#[test]
+fn hung_worker_is_detected_by_the_ring_and_excluded_when_resumed() {
+    // SIGSTOP: the process does not exit, so only the in-band detector can tell. It is
+    // resumed later and must find itself excluded and stop, never rejoin.
+    let prog = example("manager_worker");
+    let o = run(
+        &["-n", "6", "--stop", "3@400ms", "--cont", "3@1500ms", prog.to_str().unwrap(), "1000"],
+        Duration::from_secs(60),
+    );
+    let out = ok(&o);
+    assert!(out.contains("(correct), failed ranks [3]"), "{out}");
+    assert!(common::stderr(&o).contains("rank 3 was declared failed by the others"), "{}", common::stderr(&o));
+}

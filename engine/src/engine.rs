@@ -106,6 +106,11 @@ struct Ft {
     scratch: Vec<u8>,
     /// A message was handled since the detector's output was last drained.
     dirty: bool,
+    /// The rank the detector observes (cached), and whether any record arrived from it
+    /// since the last tick: traffic proves liveness as well as a heartbeat does, and
+    /// heartbeats can be crowded out by a busy transport.
+    observed: Option<u32>,
+    observed_spoke: bool,
 }
 
 impl Ft {
@@ -431,7 +436,15 @@ impl Engine {
     /// their timeout windows now).
     pub fn enable_ft(&mut self, cfg: runthrough_ft::Config) {
         let det = Detector::new(self.st.me.0, self.size(), cfg, Time::ZERO);
-        self.st.ft = Some(Ft { det, origin: Instant::now(), excluded: false, scratch: Vec::new(), dirty: false });
+        self.st.ft = Some(Ft {
+            observed: det.observing(),
+            det,
+            origin: Instant::now(),
+            excluded: false,
+            scratch: Vec::new(),
+            dirty: false,
+            observed_spoke: false,
+        });
         self.ft_service();
     }
 
@@ -450,6 +463,11 @@ impl Engine {
     pub fn ft_tick(&mut self) {
         if let Some(ft) = self.st.ft.as_mut() {
             let now = ft.now();
+            if std::mem::take(&mut ft.observed_spoke) {
+                if let Some(p) = ft.observed {
+                    ft.det.handle_message(p, Msg::Heartbeat, now);
+                }
+            }
             if ft.det.poll_timeout().is_some_and(|t| t <= now) {
                 ft.det.handle_timeout(now);
             }
@@ -463,6 +481,7 @@ impl Engine {
             let Engine { transport, st } = self;
             let Some(ft) = st.ft.as_mut() else { return };
             ft.dirty = false;
+            ft.observed = ft.det.observing();
             let mut failed = Vec::new();
             while let Some(ev) = ft.det.poll_event() {
                 match ev {
@@ -768,6 +787,11 @@ impl State {
 
     fn on_record(&mut self, peer: Rank, bytes: &[u8]) {
         let Some(p) = self.peers.get_mut(peer.0 as usize) else { return };
+        if let Some(ft) = self.ft.as_mut() {
+            if ft.observed == Some(peer.0) {
+                ft.observed_spoke = true;
+            }
+        }
         let (h, payload) = match Header::decode(bytes) {
             Ok(x) => x,
             Err(e) => {

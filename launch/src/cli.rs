@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! rtrun -n N [--bind-to core|none|numa] [--timeout DURATION] [--tag-output]
-//!       [--kill RANK@DURATION]... [--transport auto|shm|fabric]
+//!       [--kill|--stop|--cont RANK@DURATION]... [--ft-period D] [--ft-timeout D] [--no-ft]
+//!       [--transport auto|shm|fabric]
 //!       [--provider auto|tcp|sockets|verbs|cxi] [--] prog [args...]
 //! ```
 //! Options may also be written `--opt=value`, and `-n` as `-nN`. Option parsing stops at
@@ -27,6 +28,11 @@ options:
   --timeout DURATION       SIGKILL all ranks after DURATION, exit 124
   --tag-output             prefix every output line with [RANK]
   --kill RANK@DURATION     SIGKILL RANK DURATION after start (fault injection; repeatable)
+  --stop RANK@DURATION     SIGSTOP RANK (it hangs; repeatable)
+  --cont RANK@DURATION     SIGCONT RANK (a stopped rank resumes; repeatable)
+  --ft-period DURATION     failure-detector heartbeat period (default 10ms)
+  --ft-timeout DURATION    failure-detector timeout (default 100ms, x ranks/cores when oversubscribed)
+  --no-ft                  no failure detector (overhead measurements)
   --transport auto|shm|fabric
                            auto: shared memory on this host, libfabric to others;
                            fabric: libfabric to every rank (sets RT_TRANSPORT)
@@ -97,13 +103,26 @@ impl fmt::Display for TransportChoice {
 /// Provider names `--provider` accepts (exported as `RT_PROVIDER`).
 pub const PROVIDERS: [&str; 5] = ["auto", "tcp", "sockets", "verbs", "cxi"];
 
-/// One `--kill RANK@DURATION`.
+/// The signal a fault-injection option sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// `--kill`: SIGKILL (the rank exits).
+    Kill,
+    /// `--stop`: SIGSTOP (the rank hangs; only the in-band detector can tell).
+    Stop,
+    /// `--cont`: SIGCONT (a stopped rank resumes; it must find itself excluded).
+    Cont,
+}
+
+/// One `--kill` / `--stop` / `--cont RANK@DURATION`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KillSpec {
-    /// The rank to SIGKILL.
+    /// The rank to signal.
     pub rank: u32,
     /// How long after start.
     pub after: Duration,
+    /// Which signal.
+    pub fault: Fault,
 }
 
 /// A parsed `rtrun` command line that runs a job.
@@ -123,6 +142,12 @@ pub struct Options {
     pub transport: Option<TransportChoice>,
     /// `--provider`, one of [`PROVIDERS`], if given (else the ranks inherit `RT_PROVIDER`).
     pub provider: Option<String>,
+    /// `--ft-period` (exported as `RT_FT_PERIOD_MS`).
+    pub ft_period: Option<Duration>,
+    /// `--ft-timeout` (exported as `RT_FT_TIMEOUT_MS`).
+    pub ft_timeout: Option<Duration>,
+    /// `--no-ft`: the failure detector is off (exported as `RT_FT=0`).
+    pub no_ft: bool,
     /// The program, looked up as given (path, or `PATH` search).
     pub program: OsString,
     /// Its arguments.
@@ -279,6 +304,9 @@ where
     let mut kills = Vec::new();
     let mut transport = None;
     let mut provider = None;
+    let mut ft_period = None;
+    let mut ft_timeout = None;
+    let mut no_ft = false;
     let mut program = None;
 
     while let Some(arg) = it.next() {
@@ -360,18 +388,38 @@ where
                 timeout = Some(d);
             }
             "--tag-output" if inline.is_none() => tag_output = true,
-            "--kill" => {
+            "--no-ft" if inline.is_none() => no_ft = true,
+            "--ft-period" | "--ft-timeout" => {
+                let v = value(inline)?;
+                let option = if name == "--ft-period" { "--ft-period" } else { "--ft-timeout" };
+                let d = parse_duration(&v).map_err(|reason| UsageError::BadDuration {
+                    option,
+                    value: v.clone(),
+                    reason,
+                })?;
+                if d.is_zero() {
+                    return Err(UsageError::BadDuration { option, value: v, reason: DurationError::BadNumber });
+                }
+                if option == "--ft-period" {
+                    ft_period = Some(d);
+                } else {
+                    ft_timeout = Some(d);
+                }
+            }
+            "--kill" | "--stop" | "--cont" => {
+                let (option, fault) = match name.as_str() {
+                    "--kill" => ("--kill", Fault::Kill),
+                    "--stop" => ("--stop", Fault::Stop),
+                    _ => ("--cont", Fault::Cont),
+                };
                 let v = value(inline)?;
                 let Some((r, d)) = v.split_once('@') else {
                     return Err(UsageError::BadKill { value: v });
                 };
                 let rank = r.trim().parse::<u32>().map_err(|_| UsageError::BadKill { value: v.clone() })?;
-                let after = parse_duration(d).map_err(|reason| UsageError::BadDuration {
-                    option: "--kill",
-                    value: v.clone(),
-                    reason,
-                })?;
-                kills.push(KillSpec { rank, after });
+                let after =
+                    parse_duration(d).map_err(|reason| UsageError::BadDuration { option, value: v.clone(), reason })?;
+                kills.push(KillSpec { rank, after, fault });
             }
             _ => return Err(UsageError::UnknownOption { option: a.to_owned() }),
         }
@@ -393,6 +441,9 @@ where
         kills,
         transport,
         provider,
+        ft_period,
+        ft_timeout,
+        no_ft,
         program,
         args: it.collect(),
     }))
@@ -458,8 +509,8 @@ mod tests {
         assert_eq!(
             o.kills,
             vec![
-                KillSpec { rank: 1, after: Duration::from_millis(300) },
-                KillSpec { rank: 2, after: Duration::from_secs(1) },
+                KillSpec { rank: 1, after: Duration::from_millis(300), fault: Fault::Kill },
+                KillSpec { rank: 2, after: Duration::from_secs(1), fault: Fault::Kill },
             ]
         );
         assert_eq!(o.program, "prog");
@@ -473,6 +524,39 @@ mod tests {
         assert!(!o.tag_output);
         assert_eq!(o.args, vec![OsString::from("--tag-output")]);
         assert_eq!(run(&["--np=3", "p"]).ranks, 3);
+    }
+
+    #[test]
+    fn stop_cont_and_detector_options() {
+        let o = run(&[
+            "-n",
+            "3",
+            "--stop",
+            "1@200ms",
+            "--cont=1@2s",
+            "--ft-period",
+            "5ms",
+            "--ft-timeout=250ms",
+            "--no-ft",
+            "p",
+        ]);
+        assert_eq!(
+            o.kills,
+            vec![
+                KillSpec { rank: 1, after: Duration::from_millis(200), fault: Fault::Stop },
+                KillSpec { rank: 1, after: Duration::from_secs(2), fault: Fault::Cont },
+            ]
+        );
+        assert_eq!(o.ft_period, Some(Duration::from_millis(5)));
+        assert_eq!(o.ft_timeout, Some(Duration::from_millis(250)));
+        assert!(o.no_ft);
+        for bad in [
+            &["-n", "2", "--stop", "5@1s", "p"][..],
+            &["-n", "2", "--ft-timeout", "0", "p"],
+            &["-n", "2", "--cont", "x", "p"],
+        ] {
+            assert!(parse_args(bad.iter().map(OsString::from)).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

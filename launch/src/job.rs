@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use rand::RngCore;
 
-use crate::cli::Options;
+use crate::cli::{Fault, Options};
 use crate::env::JobEnv;
 use crate::error::Error;
 use crate::outcome::{job_exit_code, AbortMark, RankOutcome, RankStatus};
@@ -121,6 +121,8 @@ struct Rank {
     child: Option<Child>,
     outcome: Option<RankOutcome>,
     abort: Option<AbortMark>,
+    /// SIGSTOPped by `--stop` and not continued since.
+    stopped: bool,
 }
 
 fn status_of(status: ExitStatus) -> RankStatus {
@@ -254,11 +256,20 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
         if let Some(p) = &opts.provider {
             cmd.env("RT_PROVIDER", p);
         }
+        if let Some(d) = opts.ft_period {
+            cmd.env("RT_FT_PERIOD_MS", d.as_millis().max(1).to_string());
+        }
+        if let Some(d) = opts.ft_timeout {
+            cmd.env("RT_FT_TIMEOUT_MS", d.as_millis().max(1).to_string());
+        }
+        if opts.no_ft {
+            cmd.env("RT_FT", "0");
+        }
         sys::kill_on_parent_death(&mut cmd);
         match cmd.spawn() {
             Ok(mut child) => {
                 forwarders += spawn_forwarders(&mut child, rank, opts.tag_output, &done_tx);
-                ranks.push(Rank { child: Some(child), outcome: None, abort: None });
+                ranks.push(Rank { child: Some(child), outcome: None, abort: None, stopped: false });
             }
             Err(source) => {
                 for (r, rk) in ranks.iter_mut().enumerate() {
@@ -301,9 +312,17 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
         }
         while next_kill < kills.len() && kills[next_kill].after <= now {
             let k = kills[next_kill];
-            tracing::debug!("--kill {}@{:?}", k.rank, k.after);
+            tracing::debug!("{:?} {}@{:?}", k.fault, k.rank, k.after);
             if let Some(rk) = ranks.get_mut(k.rank as usize) {
-                kill_rank(k.rank, rk);
+                match k.fault {
+                    Fault::Kill => kill_rank(k.rank, rk),
+                    Fault::Stop | Fault::Cont => {
+                        if let Some(child) = rk.child.as_ref() {
+                            let _ = sys::stop_or_continue(child.id(), k.fault == Fault::Stop);
+                            rk.stopped = k.fault == Fault::Stop;
+                        }
+                    }
+                }
             }
             next_kill += 1;
         }
@@ -352,6 +371,15 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
                 Some(RankOutcome { rank, status, finalized: server.is_finalized(rank), abort: rk.abort, exit_seq });
             exit_seq += 1;
             live -= 1;
+        }
+        // Ranks left stopped (`--stop` without `--cont`) once every other rank ended
+        // would hang the job: they are hung processes, so they are killed.
+        let pending_cont = kills[next_kill..].iter().any(|k| k.fault == Fault::Cont);
+        if live > 0 && !pending_cont && ranks.iter().all(|rk| rk.child.is_none() || rk.stopped) {
+            for (r, rk) in ranks.iter_mut().enumerate() {
+                tracing::debug!("rank {r} is still stopped after the others ended; killing it");
+                kill_rank(r as u32, rk);
+            }
         }
         if live > 0 {
             thread::sleep(POLL_INTERVAL);

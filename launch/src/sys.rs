@@ -99,3 +99,15 @@ pub(crate) fn shm_unlink(name: &str) -> io::Result<()> {
         Err(err)
     }
 }
+
+/// Sends SIGSTOP (`stop = true`) or SIGCONT to `pid` (fault injection).
+pub(crate) fn stop_or_continue(pid: u32, stop: bool) -> io::Result<()> {
+    let sig = if stop { libc::SIGSTOP } else { libc::SIGCONT };
+    // SAFETY: kill(2) with a pid of a child we spawned (not yet reaped, so the pid cannot
+    // have been reused) and a valid signal number; no memory is involved.
+    if unsafe { libc::kill(pid as libc::pid_t, sig) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
