@@ -90,3 +90,15 @@ fn hung_worker_is_detected_by_the_ring_and_excluded_when_resumed() {
     assert!(out.contains("(correct), failed ranks [3]"), "{out}");
     assert!(common::stderr(&o).contains("rank 3 was declared failed by the others"), "{}", common::stderr(&o));
 }
+
+#[test]
+fn r5_failure_during_init_is_returned_as_an_error() {
+    // Rank 2 dies before it reaches the bootstrap fence: the others' init() returns
+    // Error::Init (they print it and exit non-zero); nothing panics or hangs.
+    let prog = example("ring");
+    let o = run(&["-n", "4", "--kill", "2@0ms", prog.to_str().unwrap()], Duration::from_secs(60));
+    let err = common::stderr(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("Error: Init(") && err.contains("exited before reaching the fence"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
