@@ -48,6 +48,12 @@ pub const DATA_TAG: i32 = 100;
 /// Tag of the 1-byte acknowledgement that closes each bandwidth-test window.
 pub const ACK_TAG: i32 = 101;
 
+/// The byte every send buffer holds.
+pub const SEND_FILL: u8 = b'a';
+
+/// The byte receive buffers hold before a message arrives.
+pub const RECV_FILL: u8 = b'b';
+
 /// Exit status for bad command-line arguments (as in the C program and getopt users).
 const EXIT_USAGE: u8 = 2;
 
@@ -130,6 +136,11 @@ impl Test {
             (Test::Latency, _) | (Test::Bandwidth, 0) => 1,
             _ => WINDOW_SIZE,
         }
+    }
+
+    /// Whether rank `rank` receives data messages (the `osu_bw` sender only gets acks).
+    fn receives_data(self, rank: usize) -> bool {
+        !matches!((self, rank), (Test::Bandwidth, 0))
     }
 }
 
@@ -320,7 +331,7 @@ impl Buffers {
     pub fn new(max: usize, slots: usize) -> Result<Self, String> {
         let recv_bytes =
             max.checked_mul(slots).ok_or_else(|| format!("receive buffer of {slots} x {max} bytes overflows"))?;
-        Ok(Buffers { send: filled(max, b'a')?, recv: filled(recv_bytes, b'b')?, slots, ack: [0] })
+        Ok(Buffers { send: filled(max, SEND_FILL)?, recv: filled(recv_bytes, RECV_FILL)?, slots, ack: [0] })
     }
 
     /// The first receive slot, cut to `size` bytes.
@@ -329,6 +340,19 @@ impl Buffers {
     /// If `size` exceeds the size the buffers were allocated for.
     pub fn recv(&mut self, size: usize) -> &mut [u8] {
         &mut self.recv[..size]
+    }
+
+    /// Overwrites the first `size` bytes of every receive slot with [`RECV_FILL`].
+    pub fn clear_recv(&mut self, size: usize) {
+        let slots = self.slots;
+        self.recv_slots(size, slots).for_each(|s| s.fill(RECV_FILL));
+    }
+
+    /// Whether the first `size` bytes of every receive slot hold [`SEND_FILL`], that
+    /// is whether every slot received a message since [`Buffers::clear_recv`].
+    pub fn recv_complete(&mut self, size: usize) -> bool {
+        let slots = self.slots;
+        self.recv_slots(size, slots).all(|s| s.iter().all(|&b| b == SEND_FILL))
     }
 
     /// `count` disjoint receive slots of `size` bytes each (empty slices for size 0).
@@ -496,8 +520,16 @@ fn drive(
     }
     for msg in opts.sizes() {
         let iterations = opts.iterations_for(test, msg);
+        let check = test.receives_data(rank);
+        if check {
+            bufs.clear_recv(msg);
+        }
         world.barrier()?;
         let elapsed = measure(world, &mut bufs, msg, iterations)?;
+        // Outside the timing: every receive slot must hold the sender's bytes.
+        if check && !bufs.recv_complete(msg) {
+            return Err(DriveError::Setup(format!("received data is wrong at size {msg}")));
+        }
         if rank == 0 {
             let mut out = stdout.lock();
             out.write_all(format_row(msg, test.result(msg, iterations.timed, elapsed)).as_bytes())?;
@@ -639,6 +671,12 @@ mod tests {
         }
         assert_eq!(b.recv(16)[..8], [0; 8]);
         assert!(b.recv_slots(0, 4).all(|s| s.is_empty()));
+        b.clear_recv(16);
+        assert!(!b.recv_complete(16));
+        b.recv_slots(16, 4).for_each(|s| s.copy_from_slice(&[SEND_FILL; 16]));
+        assert!(b.recv_complete(16));
+        b.recv_slots(16, 4).last().into_iter().for_each(|s| s[15] = 0);
+        assert!(!b.recv_complete(16) && b.recv_complete(15));
         let mut empty = Buffers::new(0, WINDOW_SIZE).unwrap();
         assert_eq!(empty.recv_slots(0, WINDOW_SIZE).count(), WINDOW_SIZE);
     }
