@@ -15,6 +15,15 @@
 //!   suspected ranks.
 //! - [`sim`]: a deterministic single-threaded cluster simulator (virtual clock, seeded
 //!   message delays, crashes, stop/resume) used by the tests and the benchmarks.
+//! - [`agree`]: the fault-tolerant uniform agreement ([`Agreement`]) behind `validate`
+//!   (R19), `agree` (R29) and uniform communicator creation (R24): a coordinator-based
+//!   three-phase commit with coordinator replacement and Paxos-style ballots over the
+//!   perfect failure detector (after the coordinator-replacement agreements of ULFM,
+//!   Herault et al., SC'15; ballots after Lamport, "Paxos made simple").
+//! - [`agree_msg`]: the agreement's messages ([`AgreeMsg`]) and their byte codec.
+//! - [`agree_sim`]: a deterministic simulator of one agreement with crashes injected at
+//!   every step, the checker of uniform agreement, validity and termination, and
+//!   [`agree_sim::agree_table`].
 //!
 //! Driving a [`Detector`] (the engine's loop, in outline):
 //!
@@ -34,9 +43,37 @@
 //! assert!(det.poll_timeout().is_some());
 //! ```
 //!
-//! The agreement (validate / agree) arrives with the later fault-tolerance issues.
+//! Driving an [`Agreement`] (one per validate / agree / creation; see [`agree`]):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use runthrough_ft::{AgreeMsg, Agreement, Decision, Participants, Time};
+//!
+//! let comm = Arc::new(Participants::new(vec![0, 1]).unwrap());
+//! let mut a = [0, 1].map(|r| Agreement::new(comm.clone(), r, 7, 0b11 >> r, &[], Time::ZERO));
+//! let mut wire = Vec::new();
+//! // Shuttle messages (the engine sends `wire` in its FT header) until nothing moves.
+//! let mut moved = true;
+//! while moved {
+//!     moved = false;
+//!     for from in 0..2 {
+//!         while let Some((to, msg)) = a[from].poll_transmit() {
+//!             wire.clear();
+//!             msg.encode(&mut wire);
+//!             a[to as usize].handle_message(from as u32, AgreeMsg::decode(&wire).unwrap(), Time::ZERO);
+//!             moved = true;
+//!         }
+//!     }
+//! }
+//! let want = Decision { flag: 0b01, failed: vec![] };
+//! assert_eq!((a[0].poll_decision(), a[1].poll_decision()), (Some(want.clone()), Some(want)));
+//! // A detector's `FtEvent::Failed { rank, .. }` goes to `a.handle_failure(rank, now)`.
+//! ```
 #![forbid(unsafe_code)]
 
+pub mod agree;
+pub mod agree_msg;
+pub mod agree_sim;
 pub mod detector;
 pub mod event;
 pub mod failure_set;
@@ -45,6 +82,8 @@ pub mod sim;
 pub mod time;
 mod timer;
 
+pub use agree::{AgreeState, Agreement, Decision, Participants, ParticipantsError};
+pub use agree_msg::{AgreeMsg, Prior, Value};
 pub use detector::{Config, ConfigError, Detector, DEFAULT_HB_PERIOD, DEFAULT_HB_TIMEOUT};
 pub use event::FtEvent;
 pub use failure_set::FailureSet;

@@ -89,7 +89,8 @@ impl Msg {
     }
 }
 
-/// Why bytes did not decode into a [`Msg`]. The remote sent garbage: drop it.
+/// Why bytes did not decode into a [`Msg`] or a [`crate::AgreeMsg`]. The remote sent
+/// garbage: drop it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DecodeError {
@@ -106,6 +107,26 @@ pub enum DecodeError {
         /// The length received.
         got: usize,
     },
+    /// A variable-length message ends before its declared contents
+    /// ([`crate::AgreeMsg`]).
+    Truncated {
+        /// The kind byte.
+        kind: u8,
+    },
+    /// Bytes follow the end of a variable-length message ([`crate::AgreeMsg`]).
+    Trailing {
+        /// The kind byte.
+        kind: u8,
+        /// How many bytes follow.
+        extra: usize,
+    },
+    /// A field holds a value its kind forbids (e.g. an unsorted rank list).
+    Invalid {
+        /// The kind byte.
+        kind: u8,
+        /// Which field, for logs.
+        field: &'static str,
+    },
 }
 
 impl fmt::Display for DecodeError {
@@ -115,6 +136,13 @@ impl fmt::Display for DecodeError {
             DecodeError::UnknownKind(k) => write!(f, "unknown ft message kind {k:#04x}"),
             DecodeError::Length { kind, expected, got } => {
                 write!(f, "ft message kind {kind:#04x} has length {got}, expected {expected}")
+            }
+            DecodeError::Truncated { kind } => write!(f, "ft message kind {kind:#04x} is truncated"),
+            DecodeError::Trailing { kind, extra } => {
+                write!(f, "ft message kind {kind:#04x} has {extra} trailing bytes")
+            }
+            DecodeError::Invalid { kind, field } => {
+                write!(f, "ft message kind {kind:#04x} has an invalid {field}")
             }
         }
     }

@@ -1,0 +1,766 @@
+//! Fault-tolerant uniform agreement: the one core behind `validate` (R19), `agree`
+//! (R29) and uniform communicator creation (R24).
+//!
+//! Parts: [`Participants`] (the ranks of a communicator, shared by every agreement on
+//! it), [`Agreement`] (one instance on one process: a sans-IO state machine driven by
+//! [`Agreement::handle_message`] and [`Agreement::handle_failure`], drained with
+//! [`Agreement::poll_transmit`] and [`Agreement::poll_decision`]), [`Decision`] (what
+//! every process decides), [`AgreeState`] (what an instance waits for). The messages are
+//! in [`crate::agree_msg`]; the simulator that checks the properties under crashes is
+//! [`crate::agree_sim`].
+//!
+//! # What is agreed
+//!
+//! Each participant contributes a flag word and the participants it knows failed. Every
+//! process that decides decides the same [`Decision`]: the bitwise AND of the flag words of
+//! a set of participants that contains every participant alive at the decision, and a
+//! set of failed participants that contains every failure known to each of those
+//! contributors and to the coordinator that proposed it, and only failed participants.
+//! `validate` uses `failed` (the same group everywhere); `agree` uses `flag`; uniform
+//! creation contributes "I saw no new failure" as a flag bit (or compares `failed` with
+//! the failures the communicator already recognised) and succeeds or fails everywhere.
+//! There is no "error everywhere" outcome: the agreement itself always decides.
+//!
+//! # Model
+//!
+//! Fail-stop processes; reliable FIFO-free channels between alive processes (messages may
+//! be reordered or delayed, never lost or invented); a *perfect* failure detector in the
+//! sense the ring detector provides it (DESIGN §3): every failure is eventually reported
+//! to every alive participant through [`Agreement::handle_failure`], and a process
+//! reported failed is failed — a wrongly suspected process is excluded and must stop
+//! (the engine drops its agreements on [`crate::FtEvent::Excluded`] and never returns
+//! their decisions to the user).
+//!
+//! # Algorithm
+//!
+//! A coordinator-based three-phase commit with coordinator replacement, made safe by
+//! Paxos-style ballots (Lamport, "Paxos made simple", 2001) and made live by the
+//! perfect detector; the structure follows the coordinator-replacement agreements of
+//! ULFM (Herault et al., "Practical scalable consensus for pseudo-synchronous
+//! distributed systems", SC'15, whose ERA adds tree fan-in and early return; this
+//! implementation uses a flat star and returns after the commit).
+//!
+//! - The *coordinator* is the participant with the lowest index not known failed
+//!   locally. Its ballot is its index. Each coordinator proposes at most once, so ballots
+//!   are unique, and since a process only takes over when every lower index is known
+//!   failed, ballots grow over time.
+//! - **Report.** On entry, and again whenever its coordinator is reported failed, a
+//!   process sends its new coordinator a `Report`: its flag word, the failures it knows,
+//!   and its *prior*: nothing, the last proposal it accepted `(ballot, value)`, or its
+//!   decision. Sending it is a *promise* never to accept a proposal of a lower ballot.
+//! - **Propose.** A coordinator waits until every participant has reported or is known
+//!   failed. If any report carries a decision, that value is decided and committed at
+//!   once. Otherwise it proposes the accepted value with the highest ballot among the
+//!   reports (its own included); if there is none, a fresh value: the AND of the reported
+//!   flags and the union of the reported failures and the failures it knows.
+//! - **Accept.** A process accepts a proposal whose ballot is at least its promise (it
+//!   records it and answers `Accept`); otherwise it ignores it.
+//! - **Commit.** When every participant has accepted or is known failed, the coordinator
+//!   decides and sends `Commit` to all. A process decides on the first `Commit`. A
+//!   process that has decided answers every later `Report` with a `Commit`, and reports
+//!   its decision to every new coordinator; a coordinator that holds a decision commits it
+//!   to everyone.
+//!
+//! Failure-free cost: 4 message delays (report, propose, accept, commit) and `4(n − 1)`
+//! messages, four per process; the coordinator sends and receives `2(n − 1)` each.
+//!
+//! # Why it is uniform
+//!
+//! Claim: if a coordinator `c` commits `v` under ballot `c`, every proposal of a ballot
+//! `b > c` is `v`. Induction on `b`. The coordinator `b` took over knowing `c` failed,
+//! so `c` did not know `b` failed when it committed (the detector is perfect and `b` was
+//! alive then): `c` waited for `b`'s `Accept`. `b` sent it before it took over, because
+//! taking over promises `b > c` to itself. So `b`'s own report, which a coordinator
+//! always counts, holds an accepted ballot in `[c, b)`, and `b` proposes the value of the
+//! highest accepted ballot it sees, which lies in `[c, b)` and is `v` by induction.
+//! (Accepted ballots never decrease: an accept raises the promise.) Every decision traces
+//! back to a commit of a coordinator (a `Commit` sent by a decided process or a
+//! coordinator holding a reported decision relays one), so all decisions are equal —
+//! including that of a process which decides and crashes at once, because the commit it
+//! decided on already constrains every later ballot.
+//!
+//! *Validity:* a fresh value is computed only once every participant has reported or is
+//! known failed, so it includes the flag and failures of every process alive then; an
+//! adopted value was fresh under a lower ballot, when a superset was alive. Failures come
+//! from the perfect detector, so they are real. *Termination:* a coordinator that lives
+//! waits only for processes it does not know failed; each of them reports to it once it
+//! learns every lower index failed (the detector tells it eventually) and accepts its
+//! proposal (nobody promised a higher ballot, since nobody can know it failed). A
+//! coordinator that dies is eventually reported to everyone and replaced; there are
+//! finitely many participants.
+//!
+//! # Driving it
+//!
+//! No timers: progress comes from messages and from the detector's failure notices
+//! ([`Agreement::poll_timeout`] is always `None`). The engine creates an [`Agreement`]
+//! per operation with an instance id unique on the communicator (context id and a
+//! per-communicator sequence number), routes [`AgreeMsg`]s by instance, buffers messages
+//! of instances it has not created yet (a faster peer may already be in the next
+//! agreement), forwards every [`crate::FtEvent::Failed`] to
+//! [`Agreement::handle_failure`], and keeps an instance alive after its decision until
+//! the *next* agreement on the communicator decides: that one needs a report from every
+//! alive participant, which each sends only after deciding this one, so nobody can need
+//! this instance's answers any more.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::agree_msg::{AgreeMsg, Prior, Value};
+use crate::time::Time;
+
+/// The ranks taking part in agreements: a communicator's group, as job ranks in
+/// communicator order. The position of a rank in the list is its *participant index*;
+/// the lowest alive index coordinates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Participants {
+    ranks: Vec<u32>,
+    /// `(job rank, index)` sorted by job rank, for reverse lookup.
+    by_rank: Vec<(u32, u32)>,
+}
+
+/// Why a list of ranks cannot be [`Participants`] (a local programming error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParticipantsError {
+    /// The list is empty.
+    Empty,
+    /// This job rank appears twice.
+    Duplicate(u32),
+    /// More than `u32::MAX` participants.
+    TooMany,
+}
+
+impl fmt::Display for ParticipantsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParticipantsError::Empty => write!(f, "an agreement needs at least one participant"),
+            ParticipantsError::Duplicate(r) => write!(f, "rank {r} appears twice among the participants"),
+            ParticipantsError::TooMany => write!(f, "more than 2^32 - 1 participants"),
+        }
+    }
+}
+
+impl std::error::Error for ParticipantsError {}
+
+impl Participants {
+    /// The participants `ranks` (job ranks, in communicator order).
+    ///
+    /// # Errors
+    /// [`ParticipantsError`] if `ranks` is empty, too long, or has a duplicate.
+    pub fn new(ranks: Vec<u32>) -> Result<Participants, ParticipantsError> {
+        if ranks.is_empty() {
+            return Err(ParticipantsError::Empty);
+        }
+        if u32::try_from(ranks.len()).is_err() {
+            return Err(ParticipantsError::TooMany);
+        }
+        let mut by_rank: Vec<(u32, u32)> = ranks.iter().enumerate().map(|(i, &r)| (r, i as u32)).collect();
+        by_rank.sort_unstable();
+        if let Some(w) = by_rank.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(ParticipantsError::Duplicate(w[0].0));
+        }
+        Ok(Participants { ranks, by_rank })
+    }
+
+    /// Participants `0..n`: job rank = index (a world communicator).
+    ///
+    /// # Panics
+    /// If `n` is zero.
+    pub fn world(n: u32) -> Participants {
+        assert!(n > 0, "an agreement needs at least one participant");
+        Participants { ranks: (0..n).collect(), by_rank: (0..n).map(|r| (r, r)).collect() }
+    }
+
+    /// Number of participants.
+    pub fn len(&self) -> u32 {
+        self.ranks.len() as u32
+    }
+
+    /// Always `false`: there is at least one participant.
+    pub fn is_empty(&self) -> bool {
+        self.ranks.is_empty()
+    }
+
+    /// The job ranks, in participant-index order.
+    pub fn ranks(&self) -> &[u32] {
+        &self.ranks
+    }
+
+    /// The job rank of participant `index`.
+    pub fn rank(&self, index: u32) -> Option<u32> {
+        self.ranks.get(index as usize).copied()
+    }
+
+    /// The participant index of job rank `rank`.
+    pub fn index_of(&self, rank: u32) -> Option<u32> {
+        self.by_rank.binary_search_by_key(&rank, |&(r, _)| r).ok().map(|i| self.by_rank[i].1)
+    }
+}
+
+/// What every process decides.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Decision {
+    /// Bitwise AND of the flag words of every participant alive at the decision (and
+    /// perhaps of some that failed since contributing).
+    pub flag: u32,
+    /// The failed participants, as job ranks in ascending order.
+    pub failed: Vec<u32>,
+}
+
+/// What an [`Agreement`] waits for (for logs and tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgreeState {
+    /// Reported to the coordinator; waiting for its proposal or commit.
+    AwaitingCoordinator,
+    /// Coordinating: waiting for a report from every participant not known failed.
+    AwaitingReports,
+    /// Coordinating: proposed; waiting for every participant not known failed to accept.
+    AwaitingAccepts,
+    /// Decided (still answering late reports).
+    Decided,
+}
+
+impl fmt::Display for AgreeState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AgreeState::AwaitingCoordinator => "awaiting coordinator",
+            AgreeState::AwaitingReports => "awaiting reports",
+            AgreeState::AwaitingAccepts => "awaiting accepts",
+            AgreeState::Decided => "decided",
+        })
+    }
+}
+
+/// A fixed-size bit set that counts its members.
+#[derive(Debug, Clone)]
+struct Bits {
+    words: Vec<u64>,
+    count: u32,
+}
+
+impl Bits {
+    fn new(n: u32) -> Bits {
+        Bits { words: vec![0; (n as usize).div_ceil(64)], count: 0 }
+    }
+
+    /// Adds `i`; `true` if it was absent.
+    fn insert(&mut self, i: u32) -> bool {
+        let (w, b) = ((i / 64) as usize, i % 64);
+        let new = self.words[w] & (1 << b) == 0;
+        if new {
+            self.words[w] |= 1 << b;
+            self.count += 1;
+        }
+        new
+    }
+
+    fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.words.iter().enumerate().flat_map(|(w, &word)| {
+            let mut word = word;
+            std::iter::from_fn(move || {
+                if word == 0 {
+                    return None;
+                }
+                let b = word.trailing_zeros();
+                word &= word - 1;
+                Some(w as u32 * 64 + b)
+            })
+        })
+    }
+}
+
+#[derive(Debug)]
+enum Phase {
+    Collecting,
+    Proposed { value: Value, accepted: Bits },
+    Committed,
+}
+
+/// Coordinator state, allocated on the first report addressed to this process.
+#[derive(Debug)]
+struct Coord {
+    /// Participants that reported or are known failed.
+    reported: Bits,
+    /// AND of the reported flags.
+    flag: u32,
+    /// Union of the reported failures.
+    failed: Bits,
+    /// Highest-ballot accepted value reported.
+    best: Option<(u32, Value)>,
+    /// Whether this process is the coordinator (all lower indices known failed).
+    active: bool,
+    phase: Phase,
+}
+
+/// One agreement instance on one process. See the [module docs](self).
+#[derive(Debug)]
+pub struct Agreement {
+    parts: Arc<Participants>,
+    me: u32,
+    instance: u64,
+    flag: u32,
+    /// Participant indices known failed, ascending.
+    failed: Vec<u32>,
+    /// Lowest index not known failed.
+    coordinator: u32,
+    /// Lowest ballot this process may still accept.
+    promise: u32,
+    accepted: Option<(u32, Value)>,
+    decided: Option<Value>,
+    decision: Option<Decision>,
+    decision_polled: bool,
+    decided_at: Option<Time>,
+    coord: Option<Box<Coord>>,
+    transmits: VecDeque<(u32, AgreeMsg)>,
+}
+
+impl Agreement {
+    /// Enters agreement `instance` as job rank `me` among `participants`, contributing
+    /// `flag` and the failures `known_failed` (job ranks; others than participants are
+    /// ignored) known here at entry. Queues the first report (or, on the coordinator,
+    /// starts collecting).
+    ///
+    /// # Panics
+    /// If `me` is not a participant (a local programming error).
+    pub fn new(
+        participants: Arc<Participants>,
+        me: u32,
+        instance: u64,
+        flag: u32,
+        known_failed: &[u32],
+        now: Time,
+    ) -> Agreement {
+        let Some(me_index) = participants.index_of(me) else {
+            panic!("rank {me} is not a participant of agreement {instance}");
+        };
+        let mut failed: Vec<u32> =
+            known_failed.iter().filter_map(|&r| participants.index_of(r)).filter(|&i| i != me_index).collect();
+        failed.sort_unstable();
+        failed.dedup();
+        let mut a = Agreement {
+            parts: participants,
+            me: me_index,
+            instance,
+            flag,
+            failed,
+            coordinator: 0,
+            promise: 0,
+            accepted: None,
+            decided: None,
+            decision: None,
+            decision_polled: false,
+            decided_at: None,
+            coord: None,
+            transmits: VecDeque::new(),
+        };
+        a.coordinator = a.lowest_alive_from(0);
+        a.promise = a.coordinator;
+        a.report_to_coordinator(now);
+        a
+    }
+
+    /// The agreement instance.
+    pub fn instance(&self) -> u64 {
+        self.instance
+    }
+
+    /// This process's job rank.
+    pub fn me(&self) -> u32 {
+        self.parts.ranks[self.me as usize]
+    }
+
+    /// The participants.
+    pub fn participants(&self) -> &Arc<Participants> {
+        &self.parts
+    }
+
+    /// The job rank this process currently reports to (the lowest participant it does
+    /// not know failed; possibly itself).
+    pub fn coordinator(&self) -> u32 {
+        self.parts.ranks[self.coordinator as usize]
+    }
+
+    /// What this instance waits for.
+    pub fn state(&self) -> AgreeState {
+        if self.decided.is_some() {
+            return AgreeState::Decided;
+        }
+        match self.coord.as_deref() {
+            Some(Coord { active: true, phase: Phase::Collecting, .. }) => AgreeState::AwaitingReports,
+            Some(Coord { active: true, phase: Phase::Proposed { .. }, .. }) => AgreeState::AwaitingAccepts,
+            _ => AgreeState::AwaitingCoordinator,
+        }
+    }
+
+    /// The decision, once taken (also after [`Agreement::poll_decision`] returned it).
+    pub fn decision(&self) -> Option<&Decision> {
+        self.decision.as_ref()
+    }
+
+    /// When the decision was taken.
+    pub fn decided_at(&self) -> Option<Time> {
+        self.decided_at
+    }
+
+    /// Handles agreement message `msg` from job rank `from`, received at `now`.
+    /// Messages of another instance, from non-participants or from this process, and
+    /// messages naming participant indices out of range are dropped.
+    pub fn handle_message(&mut self, from: u32, msg: AgreeMsg, now: Time) {
+        let Some(from) = self.parts.index_of(from) else { return };
+        let n = self.parts.len();
+        if from == self.me || msg.instance() != self.instance || !indices_in_range(&msg, n) {
+            return;
+        }
+        match msg {
+            AgreeMsg::Report { ballot, flag, failed, prior, .. } => {
+                if ballot != self.me {
+                    return;
+                }
+                if let Some(v) = &self.decided {
+                    let commit = AgreeMsg::Commit { instance: self.instance, value: v.clone() };
+                    self.send(from, commit);
+                    return;
+                }
+                self.record_report(from, flag, &failed, prior, now);
+            }
+            AgreeMsg::Propose { ballot, value, .. } => {
+                if ballot != from || ballot < self.promise {
+                    return;
+                }
+                self.promise = ballot;
+                self.accepted = Some((ballot, value));
+                self.send(from, AgreeMsg::Accept { instance: self.instance, ballot });
+            }
+            AgreeMsg::Accept { ballot, .. } => {
+                if ballot != self.me {
+                    return;
+                }
+                if let Some(Coord { active: true, phase: Phase::Proposed { accepted, .. }, .. }) =
+                    self.coord.as_deref_mut()
+                {
+                    accepted.insert(from);
+                }
+            }
+            AgreeMsg::Commit { value, .. } => self.decide(value, now),
+        }
+        self.progress(now);
+    }
+
+    /// The detector reports job rank `rank` failed (the engine forwards every
+    /// [`crate::FtEvent::Failed`]). Ignored for non-participants, for this process and
+    /// for failures already known.
+    pub fn handle_failure(&mut self, rank: u32, now: Time) {
+        let Some(i) = self.parts.index_of(rank) else { return };
+        if i == self.me {
+            return;
+        }
+        match self.failed.binary_search(&i) {
+            Ok(_) => return,
+            Err(at) => self.failed.insert(at, i),
+        }
+        if let Some(c) = self.coord.as_deref_mut() {
+            c.reported.insert(i);
+            if let Phase::Proposed { accepted, .. } = &mut c.phase {
+                accepted.insert(i);
+            }
+        }
+        if i == self.coordinator {
+            self.coordinator = self.lowest_alive_from(i + 1);
+            self.promise = self.promise.max(self.coordinator);
+            self.report_to_coordinator(now);
+        }
+        self.progress(now);
+    }
+
+    /// The next message to send: `(destination job rank, message)`.
+    pub fn poll_transmit(&mut self) -> Option<(u32, AgreeMsg)> {
+        self.transmits.pop_front()
+    }
+
+    /// Always `None`: the agreement has no timers (progress comes from messages and
+    /// failure notices). Present so the engine drives every FT state machine alike.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        None
+    }
+
+    /// The decision, returned once, when taken.
+    pub fn poll_decision(&mut self) -> Option<Decision> {
+        if self.decision_polled {
+            return None;
+        }
+        let d = self.decision.clone()?;
+        self.decision_polled = true;
+        Some(d)
+    }
+
+    fn lowest_alive_from(&self, start: u32) -> u32 {
+        let mut i = start;
+        // `me` is never in `failed`, so this stops at `me` at the latest.
+        while self.failed.binary_search(&i).is_ok() {
+            i += 1;
+        }
+        i
+    }
+
+    fn send(&mut self, to: u32, msg: AgreeMsg) {
+        self.transmits.push_back((self.parts.ranks[to as usize], msg));
+    }
+
+    fn prior(&self) -> Prior {
+        match (&self.decided, &self.accepted) {
+            (Some(v), _) => Prior::Decided(v.clone()),
+            (None, Some((ballot, value))) => Prior::Accepted { ballot: *ballot, value: value.clone() },
+            (None, None) => Prior::Nothing,
+        }
+    }
+
+    /// Sends the report to the (new) coordinator, or takes over.
+    fn report_to_coordinator(&mut self, now: Time) {
+        let prior = self.prior();
+        if self.coordinator == self.me {
+            let failed = self.failed.clone();
+            self.record_report(self.me, self.flag, &failed, prior, now);
+            if let Some(c) = self.coord.as_deref_mut() {
+                c.active = true;
+            }
+            self.progress(now);
+        } else {
+            let msg = AgreeMsg::Report {
+                instance: self.instance,
+                ballot: self.coordinator,
+                flag: self.flag,
+                failed: self.failed.clone(),
+                prior,
+            };
+            self.send(self.coordinator, msg);
+        }
+    }
+
+    fn record_report(&mut self, from: u32, flag: u32, failed: &[u32], prior: Prior, now: Time) {
+        let n = self.parts.len();
+        let known = &self.failed;
+        let c = self.coord.get_or_insert_with(|| {
+            let mut reported = Bits::new(n);
+            for &i in known {
+                reported.insert(i);
+            }
+            Box::new(Coord {
+                reported,
+                flag: u32::MAX,
+                failed: Bits::new(n),
+                best: None,
+                active: false,
+                phase: Phase::Collecting,
+            })
+        });
+        c.reported.insert(from);
+        c.flag &= flag;
+        for &i in failed {
+            c.failed.insert(i);
+        }
+        match prior {
+            Prior::Nothing => {}
+            Prior::Accepted { ballot, value } => {
+                if c.best.as_ref().is_none_or(|(b, _)| ballot > *b) {
+                    c.best = Some((ballot, value));
+                }
+            }
+            Prior::Decided(value) => self.decide(value, now),
+        }
+    }
+
+    fn decide(&mut self, value: Value, now: Time) {
+        if self.decided.is_some() {
+            return;
+        }
+        let mut failed: Vec<u32> = value.failed.iter().map(|&i| self.parts.ranks[i as usize]).collect();
+        failed.sort_unstable();
+        self.decision = Some(Decision { flag: value.flag, failed });
+        self.decided_at = Some(now);
+        self.decided = Some(value);
+    }
+
+    fn broadcast(&mut self, msg: &AgreeMsg) {
+        let n = self.parts.len();
+        let mut next_failed = 0;
+        for i in 0..n {
+            if self.failed.get(next_failed) == Some(&i) {
+                next_failed += 1;
+                continue;
+            }
+            if i != self.me {
+                self.send(i, msg.clone());
+            }
+        }
+    }
+
+    /// Moves the coordinator forward as far as its inputs allow.
+    fn progress(&mut self, now: Time) {
+        let n = self.parts.len();
+        loop {
+            let Some(c) = self.coord.as_deref_mut() else { return };
+            if !c.active {
+                return;
+            }
+            if let Some(v) = &self.decided {
+                if matches!(c.phase, Phase::Committed) {
+                    return;
+                }
+                c.phase = Phase::Committed;
+                let commit = AgreeMsg::Commit { instance: self.instance, value: v.clone() };
+                self.broadcast(&commit);
+                return;
+            }
+            match &c.phase {
+                Phase::Collecting if c.reported.count == n => {
+                    let value = match c.best.take() {
+                        Some((_, v)) => v,
+                        None => {
+                            for &i in &self.failed {
+                                c.failed.insert(i);
+                            }
+                            Value { flag: c.flag, failed: c.failed.iter().collect() }
+                        }
+                    };
+                    let mut accepted = Bits::new(n);
+                    accepted.insert(self.me);
+                    for &i in &self.failed {
+                        accepted.insert(i);
+                    }
+                    c.phase = Phase::Proposed { value: value.clone(), accepted };
+                    self.promise = self.me;
+                    self.accepted = Some((self.me, value.clone()));
+                    let propose = AgreeMsg::Propose { instance: self.instance, ballot: self.me, value };
+                    self.broadcast(&propose);
+                }
+                Phase::Proposed { value, accepted } if accepted.count == n => {
+                    let value = value.clone();
+                    self.decide(value, now);
+                }
+                _ => return,
+            }
+        }
+    }
+}
+
+fn indices_in_range(msg: &AgreeMsg, n: u32) -> bool {
+    let list_ok = |l: &[u32]| l.last().is_none_or(|&x| x < n);
+    match msg {
+        AgreeMsg::Report { ballot, failed, prior, .. } => {
+            *ballot < n
+                && list_ok(failed)
+                && match prior {
+                    Prior::Nothing => true,
+                    Prior::Accepted { ballot, value } => *ballot < n && list_ok(&value.failed),
+                    Prior::Decided(value) => list_ok(&value.failed),
+                }
+        }
+        AgreeMsg::Propose { ballot, value, .. } => *ballot < n && list_ok(&value.failed),
+        AgreeMsg::Accept { ballot, .. } => *ballot < n,
+        AgreeMsg::Commit { value, .. } => list_ok(&value.failed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(ns: u64) -> Time {
+        Time::from_nanos(ns)
+    }
+
+    fn drain(a: &mut Agreement) -> Vec<(u32, AgreeMsg)> {
+        std::iter::from_fn(|| a.poll_transmit()).collect()
+    }
+
+    #[test]
+    fn participants_map_both_ways_and_reject_duplicates() {
+        let p = Participants::new(vec![7, 3, 11]).unwrap();
+        assert_eq!((p.len(), p.rank(1), p.index_of(11), p.index_of(4)), (3, Some(3), Some(2), None));
+        assert_eq!(Participants::new(vec![]), Err(ParticipantsError::Empty));
+        assert_eq!(Participants::new(vec![1, 2, 1]), Err(ParticipantsError::Duplicate(1)));
+        assert_eq!(Participants::world(4).index_of(3), Some(3));
+    }
+
+    #[test]
+    fn alone_decides_at_once() {
+        let p = Arc::new(Participants::new(vec![5]).unwrap());
+        let mut a = Agreement::new(p, 5, 1, 0b1010, &[9], t(0));
+        assert!(a.poll_transmit().is_none());
+        assert_eq!(a.poll_decision(), Some(Decision { flag: 0b1010, failed: vec![] }));
+        assert_eq!(a.poll_decision(), None);
+        assert_eq!(a.state(), AgreeState::Decided);
+        assert_eq!(a.poll_timeout(), None);
+    }
+
+    #[test]
+    fn three_processes_failure_free_by_hand() {
+        // Job ranks 10, 20, 30; 10 coordinates.
+        let p = Arc::new(Participants::new(vec![10, 20, 30]).unwrap());
+        let mut a: Vec<Agreement> =
+            [10, 20, 30].iter().map(|&r| Agreement::new(p.clone(), r, 42, !(1 << (r / 10)), &[], t(0))).collect();
+        assert_eq!(a[0].state(), AgreeState::AwaitingReports);
+        assert!(drain(&mut a[0]).is_empty());
+        for i in 1..3 {
+            let out = drain(&mut a[i]);
+            assert_eq!(out.len(), 1);
+            let (to, m) = out.into_iter().next().unwrap();
+            assert_eq!(to, 10);
+            a[0].handle_message(p.rank(i as u32).unwrap(), m, t(1));
+        }
+        assert_eq!(a[0].state(), AgreeState::AwaitingAccepts);
+        let proposals = drain(&mut a[0]);
+        assert_eq!(proposals.len(), 2);
+        for (to, m) in proposals {
+            let i = p.index_of(to).unwrap() as usize;
+            a[i].handle_message(10, m, t(2));
+            for (to, m) in drain(&mut a[i]) {
+                assert_eq!(to, 10);
+                a[0].handle_message(p.rank(i as u32).unwrap(), m, t(3));
+            }
+        }
+        let want = Decision { flag: !0b1110, failed: vec![] };
+        assert_eq!(a[0].poll_decision(), Some(want.clone()));
+        for (to, m) in drain(&mut a[0]) {
+            let i = p.index_of(to).unwrap() as usize;
+            a[i].handle_message(10, m, t(4));
+            assert_eq!(a[i].poll_decision(), Some(want.clone()));
+        }
+    }
+
+    #[test]
+    fn coordinator_failure_moves_the_report_and_foreign_input_is_dropped() {
+        let p = Arc::new(Participants::world(4));
+        let mut a = Agreement::new(p, 2, 5, 1, &[], t(0));
+        assert_eq!(drain(&mut a).len(), 1);
+        // Wrong instance, out-of-range indices, non-participants: dropped.
+        let bad = AgreeMsg::Commit { instance: 6, value: Value { flag: 0, failed: vec![] } };
+        a.handle_message(0, bad, t(1));
+        let bad = AgreeMsg::Commit { instance: 5, value: Value { flag: 0, failed: vec![4] } };
+        a.handle_message(0, bad, t(1));
+        a.handle_message(99, AgreeMsg::Accept { instance: 5, ballot: 0 }, t(1));
+        assert!(a.poll_decision().is_none());
+        a.handle_failure(0, t(2));
+        let out = drain(&mut a);
+        assert_eq!(out.len(), 1);
+        assert!(matches!(&out[0], (1, AgreeMsg::Report { ballot: 1, failed, .. }) if failed == &[0]));
+        a.handle_failure(1, t(3));
+        assert_eq!(a.state(), AgreeState::AwaitingReports);
+        assert_eq!(a.coordinator(), 2);
+        // Rank 3 reports having accepted ballot 1's proposal: it is adopted.
+        let v = Value { flag: 7, failed: vec![0] };
+        let report = AgreeMsg::Report {
+            instance: 5,
+            ballot: 2,
+            flag: 0,
+            failed: vec![],
+            prior: Prior::Accepted { ballot: 1, value: v.clone() },
+        };
+        a.handle_message(3, report, t(4));
+        let out = drain(&mut a);
+        assert_eq!(out, vec![(3, AgreeMsg::Propose { instance: 5, ballot: 2, value: v })]);
+        a.handle_message(3, AgreeMsg::Accept { instance: 5, ballot: 2 }, t(5));
+        assert_eq!(a.poll_decision(), Some(Decision { flag: 7, failed: vec![0] }));
+    }
+}
