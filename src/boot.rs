@@ -10,17 +10,28 @@
 //! loopback (`FI_TCP_IFACE=lo`, `FI_SOCKETS_IFACE=lo` unless set, before any libfabric
 //! call, and the endpoint bound to 127.0.0.1). Endpoint addresses are exchanged through the
 //! launcher's key-value service (`fi/{rank}`), then inserted in the address vector.
+//!
+//! Multi-host runs (`rtrun --host`): the endpoint binds to an explicit address of this host
+//! ([`fabric_address`]), chosen in this order: `RT_FABRIC_ADDR` (set by `rtrun --host
+//! NAME=IP`; it must be an address of one of this host's interfaces), else the first IPv4
+//! address of interface `RT_FABRIC_IFACE`, else the first IPv4 address of the first
+//! non-loopback interface that is up (inside a network namespace: its veth). The interface
+//! holding it becomes `FI_TCP_IFACE` / `FI_SOCKETS_IFACE` (unless set) and the address the
+//! `FI_SOURCE` node of the hints (tcp, sockets, auto), so the provider never picks another
+//! interface (loopback, or a machine's `eth0` it was not given). Same-host peers use shared
+//! memory: rtrun gives each host its own `RT_SHM_NAME`, created by the host's lowest rank.
 
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use runthrough_engine::engine::Config;
-use runthrough_engine::transport::fabric::{FabricConfig, FabricTransport, Hints, ProviderRequest};
+use runthrough_engine::transport::fabric::{FabricConfig, FabricTransport, Hints, Provider, ProviderRequest};
 use runthrough_engine::transport::multi::{MultiTransport, Route};
 use runthrough_engine::transport::{shm::ShmTransport, AnyTransport};
 use runthrough_engine::{Engine, Rank};
 use runthrough_launch::client::Client;
-use runthrough_launch::env::JobEnv;
+use runthrough_launch::env::{JobEnv, RT_FABRIC_ADDR, RT_FABRIC_IFACE};
+use runthrough_launch::net::{self, IfAddr};
 use runthrough_shm::numa::Topology;
 use runthrough_shm::pin::{self, BindPolicy};
 use runthrough_shm::{Layout, Segment};
@@ -101,12 +112,13 @@ pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32) -> Result<(En
             format!("binding failed: {e}")
         }
     };
+    let mut about = Vec::new();
     let mut client = Client::connect(env, BOOT_TIMEOUT).map_err(init_err("bootstrap connect"))?;
     client.put(&format!("pid/{}", env.rank), &std::process::id().to_le_bytes()).map_err(init_err("bootstrap put"))?;
     client.put(&format!("host/{}", env.rank), env.node.as_bytes()).map_err(init_err("bootstrap put"))?;
     let mut fabric = match provider {
         Some(request) => {
-            let t = open_fabric(env, request, one_host)?;
+            let t = open_fabric(env, request, one_host, &mut about)?;
             client
                 .put(&format!("fi/{}", env.rank), &t.address().map_err(init_err("fabric address"))?)
                 .map_err(init_err("bootstrap put"))?;
@@ -123,7 +135,6 @@ pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32) -> Result<(En
     let route: Vec<Route> =
         hosts.iter().map(|h| if use_shm && *h == env.node { Route::Shm } else { Route::Fabric }).collect();
     let shm_peers = route.iter().filter(|r| **r == Route::Shm).count();
-    let mut about = Vec::new();
     let shm = if use_shm {
         // The segment of this host is created by its lowest rank.
         let leader = route.iter().position(|r| *r == Route::Shm).unwrap_or(env.rank as usize) as u32;
@@ -185,19 +196,75 @@ pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32) -> Result<(En
     Ok((Engine::new(Rank(env.rank), env.size, transport, cfg), client, about))
 }
 
-/// Opens the libfabric endpoint of this rank (pinned to loopback when the job runs on one
-/// host).
-fn open_fabric(env: &JobEnv, request: ProviderRequest, one_host: bool) -> Result<FabricTransport, Error> {
+/// Where the fabric endpoint of a rank in a multi-host run binds: an interface of this
+/// host and one of its addresses (see the module doc for the order of the choices).
+///
+/// `fabric_addr` / `fabric_iface` are the values of `RT_FABRIC_ADDR` / `RT_FABRIC_IFACE`;
+/// `addrs` this host's interface addresses.
+fn fabric_address(fabric_addr: Option<&str>, fabric_iface: Option<&str>, addrs: &[IfAddr]) -> Result<IfAddr, Error> {
+    let known = || {
+        let mut v: Vec<String> = addrs.iter().map(|a| format!("{} {}", a.iface, a.ip)).collect();
+        v.dedup();
+        v.join(", ")
+    };
+    if let Some(s) = fabric_addr.map(str::trim).filter(|s| !s.is_empty()) {
+        let ip: std::net::IpAddr =
+            s.parse().map_err(|_| Error::Init(format!("{RT_FABRIC_ADDR}={s:?}: not an IP address")))?;
+        return net::iface_of(addrs, ip).cloned().ok_or_else(|| {
+            Error::Init(format!("{RT_FABRIC_ADDR}={ip} is not an address of this host (it has: {})", known()))
+        });
+    }
+    if let Some(name) = fabric_iface.map(str::trim).filter(|s| !s.is_empty()) {
+        return net::ipv4_of(addrs, name).cloned().ok_or_else(|| {
+            Error::Init(format!(
+                "{RT_FABRIC_IFACE}={name:?}: no IPv4 address on that interface (this host has: {})",
+                known()
+            ))
+        });
+    }
+    net::first_non_loopback_ipv4(addrs).cloned().ok_or_else(|| {
+        Error::Init(format!(
+            "ranks on several hosts need a network address, and this host has none but loopback \
+             (set {RT_FABRIC_ADDR} with rtrun --host NAME=IP, or {RT_FABRIC_IFACE}; it has: {})",
+            known()
+        ))
+    })
+}
+
+/// Sets `FI_TCP_IFACE` and `FI_SOCKETS_IFACE` to `iface` unless the user set them. Called
+/// before any libfabric call of this process, and before its threads start reading the
+/// environment (the runtime spawns them after boot).
+fn pin_interface(iface: &str) {
+    for var in ["FI_TCP_IFACE", "FI_SOCKETS_IFACE"] {
+        if std::env::var_os(var).is_none() {
+            std::env::set_var(var, iface);
+        }
+    }
+}
+
+/// Opens the libfabric endpoint of this rank: pinned to loopback when the job runs on one
+/// host, to this host's fabric address ([`fabric_address`]) otherwise.
+fn open_fabric(
+    env: &JobEnv,
+    request: ProviderRequest,
+    one_host: bool,
+    about: &mut Vec<String>,
+) -> Result<FabricTransport, Error> {
     let mut hints = Hints::default();
     if one_host {
-        for var in ["FI_TCP_IFACE", "FI_SOCKETS_IFACE"] {
-            if std::env::var_os(var).is_none() {
-                // Before any libfabric call of this process, and before its threads start
-                // reading the environment (the runtime spawns them after boot).
-                std::env::set_var(var, "lo");
-            }
-        }
+        pin_interface("lo");
         hints = hints.loopback();
+    } else {
+        let addrs = net::addresses().map_err(init_err("network interfaces"))?;
+        let var = |name| std::env::var(name).ok();
+        let at = fabric_address(var(RT_FABRIC_ADDR).as_deref(), var(RT_FABRIC_IFACE).as_deref(), &addrs)?;
+        pin_interface(&at.iface);
+        // verbs and cxi name their own devices; the node pin is for the IP providers.
+        if !matches!(request, ProviderRequest::Only(Provider::Verbs | Provider::Cxi)) {
+            hints.node = Some(at.ip.to_string());
+        }
+        tracing::debug!(iface = %at.iface, ip = %at.ip, "fabric endpoint address");
+        about.push(format!("fabric address {} on {}", at.ip, at.iface));
     }
     let mut fcfg = FabricConfig::default();
     if let Ok(v) = std::env::var(STALL_ENV) {
@@ -229,5 +296,26 @@ mod tests {
         assert_eq!("SHM".parse::<TransportMode>().unwrap(), TransportMode::Shm);
         assert_eq!(" fabric ".parse::<TransportMode>().unwrap(), TransportMode::Fabric);
         assert!("ofi".parse::<TransportMode>().is_err());
+    }
+
+    #[test]
+    fn fabric_address_choice() {
+        let a = |iface: &str, ip: &str, up| IfAddr { iface: iface.into(), ip: ip.parse().unwrap(), up };
+        let host = vec![a("lo", "127.0.0.1", true), a("rtn-h1", "fe80::1", true), a("rtn-h1", "10.77.0.12", true)];
+        // Explicit address: its interface.
+        let at = fabric_address(Some("10.77.0.12"), None, &host).unwrap();
+        assert_eq!((at.iface.as_str(), at.ip.to_string().as_str()), ("rtn-h1", "10.77.0.12"));
+        assert_eq!(fabric_address(Some("127.0.0.1"), Some("rtn-h1"), &host).unwrap().iface, "lo");
+        // An address this host does not have is an error, never a fallback.
+        let e = fabric_address(Some("10.77.0.13"), None, &host).unwrap_err().to_string();
+        assert!(e.contains("not an address of this host") && e.contains("rtn-h1 10.77.0.12"), "{e}");
+        assert!(fabric_address(Some("h1"), None, &host).is_err());
+        // Named interface, then the first non-loopback one.
+        assert_eq!(fabric_address(None, Some("rtn-h1"), &host).unwrap().ip.to_string(), "10.77.0.12");
+        assert!(fabric_address(None, Some("eth0"), &host).is_err());
+        assert_eq!(fabric_address(None, None, &host).unwrap().iface, "rtn-h1");
+        assert_eq!(fabric_address(Some(" "), Some(""), &host).unwrap().iface, "rtn-h1");
+        let e = fabric_address(None, None, &host[..1]).unwrap_err().to_string();
+        assert!(e.contains("none but loopback"), "{e}");
     }
 }

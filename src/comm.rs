@@ -15,7 +15,7 @@ use runthrough_engine::{self as engine, ContextId, Rank, Tag, Waiter, TAG_UB};
 
 use crate::request::Request;
 use crate::runtime::{FatalScope, Shared};
-use crate::{coll, Error, Group, Pod, Status};
+use crate::{Error, Group, Pod, Status};
 
 /// A user error handler: called with the communicator and the error, which is then
 /// returned to the caller.
@@ -352,25 +352,18 @@ impl Comm {
         }
     }
 
-    /// Blocks until every rank of the communicator has called it.
-    pub fn barrier(&self) -> Result<(), Error> {
-        let r = coll::allreduce_max(self, 0).map(|_| ());
-        self.check(r)
-    }
-
     /// A new communicator with the same group and a new context; collective. It
     /// inherits this communicator's error mode.
     pub fn dup(&self) -> Result<Comm, Error> {
         let shared = &self.inner.shared;
-        let r = coll::allreduce_max(self, shared.ctx_proposal());
-        let agreed = self.check(r)?;
+        let agreed = self.allreduce_max(shared.ctx_proposal())?;
         shared.ctx_taken(agreed);
         Ok(Comm::new(shared.clone(), ContextId(agreed), self.inner.group.clone(), self.inner.me, self.error_mode()))
     }
 
-    /// The context of this communicator's collective traffic.
-    pub(crate) fn coll_ctx(&self) -> ContextId {
-        ContextId(self.inner.ctx.0 + 1)
+    /// The members' world ranks, by local rank.
+    pub(crate) fn members(&self) -> &[Rank] {
+        &self.inner.group
     }
 }
 

@@ -23,7 +23,7 @@
 //!
 //! Parts: [`runtime`] (init, finalize, the fatal scope), [`comm`] (communicators, error
 //! modes, point-to-point), [`request`] (nonblocking requests that borrow their buffers),
-//! `coll` (the internal barrier and context agreement used by `dup`).
+//! [`coll`] (collectives and reduction operators), [`group`] (process groups).
 //!
 //! Errors are [`Error`] values (R1); under the default [`ErrorMode::ErrorsAreFatal`] an
 //! error aborts the processes of the communicator's group (R3), under
@@ -31,13 +31,14 @@
 #![forbid(unsafe_code)]
 
 mod boot;
-mod coll;
+pub mod coll;
 pub mod comm;
 pub mod group;
 pub mod request;
 pub mod runtime;
 
 pub use bytemuck::Pod;
+pub use coll::{Op, Reduce};
 pub use comm::{Comm, ErrorMode, Source, TagSel, ANY_SOURCE, ANY_TAG};
 pub use group::{Group, GroupOrder};
 pub use request::{wait_all, wait_any, Request};

@@ -39,6 +39,8 @@ pub const DEFAULT_RING_BYTES: u32 = 256 * 1024;
 const EXCLUDED_EXIT: i32 = 75;
 /// How often the progress thread asks the launcher which ranks exited (`RT_WATCH_MS`).
 const DEFAULT_WATCH: Duration = Duration::from_millis(10);
+/// Consecutive idle progress calls that end finalize's flush.
+const FINALIZE_IDLE_POLLS: u32 = 64;
 /// How long finalize keeps flushing queued sends.
 const FINALIZE_FLUSH: Duration = Duration::from_secs(10);
 
@@ -286,10 +288,14 @@ impl Runtime {
         self.finalized = true;
         let deadline = Instant::now() + FINALIZE_FLUSH;
         let mut waiter = self.shared.waiter();
+        let mut idle_polls = 0;
         loop {
             let mut e = self.shared.engine.lock();
             e.progress();
-            if !e.has_queued() {
+            // Once nothing is queued or in flight, a few more polls let a provider push
+            // out what it buffered (e.g. injected sends) before the process exits.
+            idle_polls = if e.has_queued() { 0 } else { idle_polls + 1 };
+            if idle_polls > FINALIZE_IDLE_POLLS {
                 break;
             }
             if Instant::now() > deadline {

@@ -5,6 +5,9 @@
 //! - per source, "poisoned" once a receive from a failed member completed in error, so
 //!   later receives from it fail even when one of its messages is buffered (R12).
 //!
+//! - collectively inactive after a member's failure until validated (R18), with the
+//!   validated failures excluded from later collectives (R20).
+//!
 //! A communicator owns two contexts, an even one for point-to-point traffic and the next
 //! odd one for its collectives; both map to the same state.
 
@@ -16,11 +19,26 @@ pub(crate) struct CommState {
     local_of: HashMap<Rank, u32>,
     pub(crate) wildcard_disabled: bool,
     poisoned: Vec<u32>,
+    /// Collectively active (R18): false from a member's failure until validate.
+    pub(crate) active: bool,
+    /// Validations so far: collective tags carry it, so traffic of collectives begun
+    /// before a validate never matches one begun after (the "cut" of seeds/004).
+    pub(crate) epoch: u32,
+    /// Collectives begun in this epoch (every member counts every call, failed or not).
+    pub(crate) coll_seq: u32,
+    /// Failed members recognised by the last validate (local ranks, sorted): excluded
+    /// from collectives (R20).
+    pub(crate) recognized: Vec<u32>,
 }
 
 impl CommState {
     pub(crate) fn local_rank(&self, world: Rank) -> Option<u32> {
         self.local_of.get(&world).copied()
+    }
+
+    /// Number of members.
+    pub(crate) fn size(&self) -> u32 {
+        self.local_of.len() as u32
     }
 
     pub(crate) fn is_poisoned(&self, local: u32) -> bool {
@@ -47,7 +65,18 @@ fn key(ctx: ContextId) -> u32 {
 impl Comms {
     pub(crate) fn register(&mut self, ctx: ContextId, group: &[Rank]) {
         let local_of = group.iter().enumerate().map(|(i, r)| (*r, i as u32)).collect();
-        self.map.insert(key(ctx), CommState { local_of, wildcard_disabled: false, poisoned: Vec::new() });
+        self.map.insert(
+            key(ctx),
+            CommState {
+                local_of,
+                wildcard_disabled: false,
+                poisoned: Vec::new(),
+                active: true,
+                epoch: 0,
+                coll_seq: 0,
+                recognized: Vec::new(),
+            },
+        );
     }
 
     pub(crate) fn remove(&mut self, ctx: ContextId) {

@@ -256,9 +256,10 @@ impl Engine {
         self.st.reqs.live()
     }
 
-    /// Whether any work is still queued for a busy transport.
+    /// Whether any work is still queued for a busy transport, or sent data is still in
+    /// the transport's hands (finalize waits for neither to remain).
     pub fn has_queued(&self) -> bool {
-        self.st.queued > 0
+        self.st.queued > 0 || !self.transport.is_idle()
     }
 
     /// Starts sending `buf` to `peer` (world rank) on context `ctx`, as rank `src` of the
@@ -562,6 +563,56 @@ impl Engine {
             c.wildcard_disabled = false;
         }
         self.failed_in(ctx)
+    }
+
+    /// Whether collectives may run on the communicator of `ctx` (R18).
+    pub fn collectives_enabled(&self, ctx: ContextId) -> bool {
+        self.st.comms.get(ctx).is_none_or(|c| c.active)
+    }
+
+    /// Begins a collective on the communicator of `ctx`: checks it is collectively
+    /// active, draws the collective's tag and lists the participants (R18, R20).
+    pub fn coll_begin(&mut self, ctx: ContextId) -> Result<crate::coll::CollView, Error> {
+        let failed_here = self.failed_in(ctx);
+        let Some(c) = self.st.comms.get_mut(ctx) else {
+            return Err(Error::ApiMisuse("collective on an unknown communicator"));
+        };
+        if !c.active {
+            let rank = failed_here.iter().copied().find(|r| !c.recognized.contains(r)).unwrap_or(0);
+            return Err(Error::RankFailStop { rank });
+        }
+        let seq = c.coll_seq;
+        c.coll_seq = c.coll_seq.wrapping_add(1);
+        let tag = Tag((((c.epoch & 0x1ff) << 21) | (seq & 0x1f_ffff)) as i32);
+        let size = c.size();
+        let alive = (0..size).filter(|r| !c.recognized.contains(r)).collect();
+        Ok(crate::coll::CollView { ctx: ContextId(ctx.0 | 1), tag, alive, recognized: c.recognized.clone() })
+    }
+
+    /// Applies a validate's decision on the communicator of `ctx` (R19): `failed` (local
+    /// ranks) are recognised and excluded from later collectives, a new epoch starts,
+    /// and the communicator is active again unless a failure of a member outside
+    /// `failed` is already known here (then the next validate recognises it).
+    /// Messages of collectives begun before are discarded.
+    pub fn validate_commit(&mut self, ctx: ContextId, failed: &[u32]) {
+        let failed_here = self.failed_in(ctx);
+        let Some(c) = self.st.comms.get_mut(ctx) else { return };
+        let mut rec = failed.to_vec();
+        rec.sort_unstable();
+        rec.dedup();
+        c.active = failed_here.iter().all(|r| rec.contains(r));
+        c.recognized = rec;
+        c.epoch = c.epoch.wrapping_add(1);
+        c.coll_seq = 0;
+        let coll = ContextId(ctx.0 | 1);
+        let epoch = c.epoch & 0x1ff;
+        let stale = |a: &Arrival| a.ctx == coll && ((a.tag.0 as u32) >> 21) != epoch;
+        while self
+            .st
+            .unexpected
+            .take_match_where(&Pattern { ctx: coll, src: None, tag: None }, |a, _| stale(a))
+            .is_some()
+        {}
     }
 
     /// World ranks known failed, in the order they became known.
@@ -1045,6 +1096,17 @@ impl State {
         for (ctx, _) in &containing {
             if let Some(c) = self.comms.get_mut(*ctx) {
                 c.wildcard_disabled = true;
+                // R18: collectively inactive until validated.
+                c.active = false;
+            }
+        }
+        // R17: receives of collectives in progress on those communicators fail, so no
+        // member waits for one that gave up (collective data travels eagerly, so no
+        // sender waits on a receiver).
+        for (ctx, local) in &containing {
+            let coll = ContextId(ctx.0 | 1);
+            while let Some((_, id)) = self.posted.remove_where(|pat, _| pat.ctx == coll) {
+                self.set_outcome(id, Err(Error::RankFailStop { rank: *local }));
             }
         }
         for id in self.reqs.ids() {

@@ -9,13 +9,15 @@
 //! - [`matching`]: posted / unexpected queues with wildcards, non-overtaking;
 //! - [`request`]: requests, their slab, [`Status`];
 //! - [`engine`]: the [`Engine`]: eager and rendezvous protocols, progress, failures;
-//! - [`handle`]: borrowing request handles, waiting with spin-then-yield.
+//! - [`handle`]: borrowing request handles, waiting with spin-then-yield;
+//! - [`coll`]: collectives over point-to-point with the run-through rules (R17–R21).
 //!
 //! It never aborts the process and never panics on remote input: malformed records are
 //! counted and dropped, a peer's failure completes requests in error.
 #![deny(unsafe_code)]
 
 mod buf;
+pub mod coll;
 mod comms;
 pub mod engine;
 pub mod error;

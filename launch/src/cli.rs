@@ -4,14 +4,19 @@
 //! rtrun -n N [--bind-to core|none|numa] [--timeout DURATION] [--tag-output]
 //!       [--kill|--stop|--cont RANK@DURATION]... [--ft-period D] [--ft-timeout D] [--no-ft]
 //!       [--transport auto|shm|fabric]
-//!       [--provider auto|tcp|sockets|verbs|cxi] [--] prog [args...]
+//!       [--provider auto|tcp|sockets|verbs|cxi]
+//!       [--host NAME[=IP],... [--map-by node|slot] [--launch-agent TEMPLATE] [--kv-addr IP]]
+//!       [--] prog [args...]
 //! ```
 //! Options may also be written `--opt=value`, and `-n` as `-nN`. Option parsing stops at
 //! the first non-option (the program) or after `--`. Durations: see [`parse_duration`].
 
 use std::ffi::OsString;
 use std::fmt;
+use std::net::IpAddr;
 use std::time::Duration;
+
+use crate::hosts::{self, Agent, AgentError, HostError, HostSpec, MapBy};
 
 /// Largest accepted `-n`.
 pub const MAX_RANKS: u32 = 4096;
@@ -20,7 +25,8 @@ pub const MAX_RANKS: u32 = 4096;
 pub const USAGE: &str = "\
 usage: rtrun -n N [options] [--] PROGRAM [ARGS...]
 
-Runs N ranks of PROGRAM on this host with the runthrough bootstrap service.
+Runs N ranks of PROGRAM on this host (or on --host hosts) with the runthrough
+bootstrap service.
 
 options:
   -n N                     number of ranks (1..=4096)
@@ -38,6 +44,14 @@ options:
                            fabric: libfabric to every rank (sets RT_TRANSPORT)
   --provider auto|tcp|sockets|verbs|cxi
                            libfabric provider (sets RT_PROVIDER)
+  --host NAME[=IP],...     run on these hosts; each rank gets RT_NODE=NAME, and with
+                           =IP its fabric endpoint binds to IP (RT_FABRIC_ADDR)
+  --map-by node|slot       node: round-robin over hosts (default); slot: fill each
+                           host with ceil(N/hosts) ranks
+  --launch-agent TEMPLATE  start each rank through TEMPLATE with {host} replaced, e.g.
+                           'ip netns exec {host}' or 'ssh {host}' (needs --host)
+  --kv-addr IP             address of the key-value service (loopback or private;
+                           default 127.0.0.1; required with --launch-agent)
   -h, --help               print this help
 
 DURATION: a number with an optional unit us, ms, s or m (default s): 250ms, 1.5s, 2.
@@ -148,6 +162,14 @@ pub struct Options {
     pub ft_timeout: Option<Duration>,
     /// `--no-ft`: the failure detector is off (exported as `RT_FT=0`).
     pub no_ft: bool,
+    /// `--host`: the hosts, in order (empty: every rank on this host).
+    pub hosts: Vec<HostSpec>,
+    /// `--map-by`.
+    pub map_by: MapBy,
+    /// `--launch-agent`, parsed.
+    pub agent: Option<Agent>,
+    /// `--kv-addr`, if given (else 127.0.0.1).
+    pub kv_addr: Option<IpAddr>,
     /// The program, looked up as given (path, or `PATH` search).
     pub program: OsString,
     /// Its arguments.
@@ -156,6 +178,8 @@ pub struct Options {
 
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// Parsed once per process: the size difference between the variants does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Invocation {
     /// Run a job.
     Run(Options),
@@ -233,6 +257,30 @@ pub enum UsageError {
         /// The option.
         option: String,
     },
+    /// `--host` is malformed.
+    #[error("invalid --host: {0}")]
+    BadHost(#[source] HostError),
+    /// `--map-by` value is not `node` or `slot`.
+    #[error("invalid --map-by {value:?}: expected node or slot")]
+    BadMapBy {
+        /// The value given.
+        value: String,
+    },
+    /// `--launch-agent` is malformed.
+    #[error("invalid --launch-agent: {0}")]
+    BadAgent(#[source] AgentError),
+    /// `--launch-agent` without `--host`.
+    #[error("--launch-agent needs --host (the hosts to substitute for {{host}})")]
+    AgentWithoutHosts,
+    /// `--kv-addr` is not an IP address the service may listen on.
+    #[error("invalid --kv-addr {value:?}: expected a loopback or private IP address (e.g. 10.77.0.1)")]
+    BadKvAddr {
+        /// The value given.
+        value: String,
+    },
+    /// `--launch-agent` without `--kv-addr`: remote ranks cannot reach loopback.
+    #[error("--launch-agent needs --kv-addr IP, an address of this host the ranks can reach")]
+    KvAddrRequired,
     /// An option value is not valid UTF-8.
     #[error("the value of {option} is not valid UTF-8")]
     NotUnicode {
@@ -307,6 +355,10 @@ where
     let mut ft_period = None;
     let mut ft_timeout = None;
     let mut no_ft = false;
+    let mut host_list = Vec::new();
+    let mut map_by = MapBy::default();
+    let mut agent = None;
+    let mut kv_addr = None;
     let mut program = None;
 
     while let Some(arg) = it.next() {
@@ -378,6 +430,27 @@ where
                 }
                 provider = Some(v);
             }
+            "--host" | "-H" | "--hosts" => {
+                host_list = hosts::parse_hosts(&value(inline)?).map_err(UsageError::BadHost)?;
+            }
+            "--map-by" => {
+                let v = value(inline)?;
+                map_by = match v.as_str() {
+                    "node" => MapBy::Node,
+                    "slot" => MapBy::Slot,
+                    _ => return Err(UsageError::BadMapBy { value: v }),
+                };
+            }
+            "--launch-agent" => {
+                agent = Some(Agent::parse(&value(inline)?).map_err(UsageError::BadAgent)?);
+            }
+            "--kv-addr" => {
+                let v = value(inline)?;
+                match v.trim().parse::<IpAddr>() {
+                    Ok(ip) if hosts::kv_ip_allowed(ip) => kv_addr = Some(ip),
+                    _ => return Err(UsageError::BadKvAddr { value: v }),
+                }
+            }
             "--timeout" => {
                 let v = value(inline)?;
                 let d = parse_duration(&v).map_err(|reason| UsageError::BadDuration {
@@ -433,6 +506,12 @@ where
     if let Some(k) = kills.iter().find(|k| k.rank >= ranks) {
         return Err(UsageError::KillRankOutOfRange { rank: k.rank, size: ranks });
     }
+    if agent.is_some() && host_list.is_empty() {
+        return Err(UsageError::AgentWithoutHosts);
+    }
+    if agent.is_some() && kv_addr.is_none() {
+        return Err(UsageError::KvAddrRequired);
+    }
     Ok(Invocation::Run(Options {
         ranks,
         bind,
@@ -444,6 +523,10 @@ where
         ft_period,
         ft_timeout,
         no_ft,
+        hosts: host_list,
+        map_by,
+        agent,
+        kv_addr,
         program,
         args: it.collect(),
     }))
@@ -576,6 +659,35 @@ mod tests {
     }
 
     #[test]
+    fn hosts_map_by_agent_kv_addr() {
+        let o = run(&[
+            "-n",
+            "6",
+            "--host",
+            "rt-h0=10.77.0.11,rt-h1=10.77.0.12,rt-h2=10.77.0.13",
+            "--map-by=slot",
+            "--launch-agent",
+            "ip netns exec {host}",
+            "--kv-addr",
+            "10.77.0.1",
+            "prog",
+        ]);
+        assert_eq!(o.hosts.len(), 3);
+        assert_eq!(o.hosts[1].to_string(), "rt-h1=10.77.0.12");
+        assert_eq!(o.map_by, MapBy::Slot);
+        assert_eq!(
+            o.agent.as_ref().map(|a| a.command("rt-h2")),
+            Some(vec!["ip".into(), "netns".into(), "exec".into(), "rt-h2".into()])
+        );
+        assert_eq!(o.kv_addr, Some("10.77.0.1".parse().unwrap()));
+        let o = run(&["-n", "2", "--host", "a,b", "prog"]);
+        assert_eq!((o.map_by, o.agent, o.kv_addr), (MapBy::Node, None, None));
+        let o = run(&["-n", "2", "prog"]);
+        assert!(o.hosts.is_empty());
+        assert_eq!(run(&["-n", "2", "--kv-addr=127.0.0.1", "p"]).kv_addr, Some("127.0.0.1".parse().unwrap()));
+    }
+
+    #[test]
     fn help() {
         assert_eq!(parse(&["--help"]), Ok(Invocation::Help));
         assert_eq!(parse(&["-n", "2", "-h"]), Ok(Invocation::Help));
@@ -607,6 +719,19 @@ mod tests {
             (&["-n", "2", "--provider", "psm3", "p"], |e| matches!(e, E::BadProvider { .. })),
             (&["-n", "2", "--provider=TCP", "p"], |e| matches!(e, E::BadProvider { .. })),
             (&["-n", "2", "--provider"], |e| matches!(e, E::MissingValue { .. })),
+            (&["-n", "2", "--host", "", "p"], |e| matches!(e, E::BadHost(HostError::Empty))),
+            (&["-n", "2", "--host", "a,a", "p"], |e| matches!(e, E::BadHost(HostError::Duplicate(_)))),
+            (&["-n", "2", "--host", "a=1.2.3", "p"], |e| matches!(e, E::BadHost(HostError::BadAddr { .. }))),
+            (&["-n", "2", "--host"], |e| matches!(e, E::MissingValue { .. })),
+            (&["-n", "2", "--map-by", "core", "p"], |e| matches!(e, E::BadMapBy { .. })),
+            (&["-n", "2", "--launch-agent", "ssh", "--host", "a", "p"], |e| matches!(e, E::BadAgent(_))),
+            (&["-n", "2", "--launch-agent", "ssh {host}", "--kv-addr", "10.0.0.1", "p"], |e| {
+                matches!(e, E::AgentWithoutHosts)
+            }),
+            (&["-n", "2", "--launch-agent", "ssh {host}", "--host", "a", "p"], |e| matches!(e, E::KvAddrRequired)),
+            (&["-n", "2", "--kv-addr", "8.8.8.8", "p"], |e| matches!(e, E::BadKvAddr { .. })),
+            (&["-n", "2", "--kv-addr", "0.0.0.0", "p"], |e| matches!(e, E::BadKvAddr { .. })),
+            (&["-n", "2", "--kv-addr", "here", "p"], |e| matches!(e, E::BadKvAddr { .. })),
         ];
         for (args, check) in cases {
             match parse(args) {

@@ -7,11 +7,20 @@
 //! | `RT_LOCAL_RANK` | rank among the ranks on this node                         |
 //! | `RT_LOCAL_SIZE` | number of ranks on this node                              |
 //! | `RT_JOBID`      | 16 lowercase hex characters, random per job               |
-//! | `RT_KV_ADDR`    | `127.0.0.1:PORT` of the key-value service                 |
+//! | `RT_KV_ADDR`    | `IP:PORT` of the key-value service: loopback (default) or |
+//! |                 | the private address given by `rtrun --kv-addr`            |
 //! | `RT_KV_SECRET`  | 64 lowercase hex characters, random per job               |
 //! | `RT_BIND`       | `core`, `none` or `numa` (from `--bind-to`)               |
 //! | `RT_SHM_NAME`   | `/rt-<jobid>`, the job's POSIX shared-memory name         |
-//! | `RT_NODE`       | this host's name                                          |
+//! | `RT_NODE`       | this host's name (the `--host` name in multi-host runs)   |
+//!
+//! Optional, read by the rank's fabric bring-up in multi-host runs (not part of
+//! [`JobEnv`]):
+//!
+//! | variable          | meaning                                                 |
+//! |-------------------|---------------------------------------------------------|
+//! | `RT_FABRIC_ADDR`  | IP the fabric endpoint binds to (`--host NAME=IP`)      |
+//! | `RT_FABRIC_IFACE` | interface whose first IPv4 address the endpoint binds to|
 //!
 //! The rest of the parent's environment is passed through unchanged.
 
@@ -40,6 +49,10 @@ pub const RT_BIND: &str = "RT_BIND";
 pub const RT_SHM_NAME: &str = "RT_SHM_NAME";
 /// `RT_NODE`.
 pub const RT_NODE: &str = "RT_NODE";
+/// `RT_FABRIC_ADDR` (optional): the IP this rank's fabric endpoint binds to.
+pub const RT_FABRIC_ADDR: &str = "RT_FABRIC_ADDR";
+/// `RT_FABRIC_IFACE` (optional): the interface this rank's fabric endpoint binds to.
+pub const RT_FABRIC_IFACE: &str = "RT_FABRIC_IFACE";
 
 /// Every variable `rtrun` sets, in a stable order.
 pub const ALL_VARS: [&str; 10] =
@@ -63,7 +76,8 @@ pub struct JobEnv {
     pub local_size: u32,
     /// Job id (`RT_JOBID`), 16 hex characters.
     pub jobid: String,
-    /// Address of the launcher's key-value service (`RT_KV_ADDR`), always loopback.
+    /// Address of the launcher's key-value service (`RT_KV_ADDR`): loopback or a private
+    /// address ([`crate::hosts::kv_ip_allowed`]).
     pub kv_addr: SocketAddr,
     /// Per-job secret (`RT_KV_SECRET`), 64 hex characters; the first thing a client sends.
     pub secret: String,
@@ -144,8 +158,8 @@ impl JobEnv {
         }
         let kv_addr: SocketAddr =
             kv_addr_s.parse().map_err(|_| bad(RT_KV_ADDR, &kv_addr_s, "not an IP:PORT address"))?;
-        if !kv_addr.ip().is_loopback() || kv_addr.port() == 0 {
-            return Err(bad(RT_KV_ADDR, &kv_addr_s, "must be a loopback IP:PORT"));
+        if !crate::hosts::kv_ip_allowed(kv_addr.ip()) || kv_addr.port() == 0 {
+            return Err(bad(RT_KV_ADDR, &kv_addr_s, "must be a loopback or private IP:PORT"));
         }
         if !matches!(bind.as_str(), "core" | "none" | "numa") {
             return Err(bad(RT_BIND, &bind, "must be core, none or numa"));
@@ -214,6 +228,15 @@ mod tests {
     }
 
     #[test]
+    fn private_kv_address_for_multi_host_runs() {
+        for addr in ["10.77.0.1:4000", "192.168.3.4:9", "[fd00::1]:77", "[::1]:5"] {
+            let env = JobEnv { kv_addr: addr.parse().unwrap(), ..sample() };
+            let vars: HashMap<_, _> = env.to_vars().into_iter().collect();
+            assert_eq!(parse(&vars).unwrap(), Some(env), "{addr}");
+        }
+    }
+
+    #[test]
     fn absent_rank_is_singleton() {
         assert_eq!(parse(&HashMap::new()).unwrap(), None);
     }
@@ -230,7 +253,9 @@ mod tests {
             (RT_SIZE, "0"),
             (RT_JOBID, "xyz"),
             (RT_KV_SECRET, "00"),
-            (RT_KV_ADDR, "10.0.0.1:5"),
+            (RT_KV_ADDR, "8.8.8.8:5"),
+            (RT_KV_ADDR, "0.0.0.0:5"),
+            (RT_KV_ADDR, "10.0.0.1:0"),
             (RT_KV_ADDR, "nope"),
             (RT_BIND, "socket"),
             (RT_SHM_NAME, "rt-x"),

@@ -11,9 +11,22 @@
 //!
 //! Ranks are spawned from the calling thread, which must outlive the job (call [`run`]
 //! from `main`): `PR_SET_PDEATHSIG` fires when the spawning thread exits.
+//!
+//! Multi-host runs (`--host`, see [`crate::hosts`]): ranks are placed by `--map-by`; each
+//! gets `RT_NODE` = its host name, `RT_LOCAL_RANK`/`RT_LOCAL_SIZE` of that host,
+//! `RT_FABRIC_ADDR` when the host was given as `NAME=IP`, and a per-host shared-memory
+//! name `/rt-<jobid>-h<host index>` (hosts made with network namespaces share `/dev/shm`),
+//! all unlinked at the end. The key-value service listens on `--kv-addr`. With
+//! `--launch-agent`, a rank is started as `AGENT-WORDS env VAR=VALUE... PROGRAM ARGS`:
+//! the `env` prefix carries every variable `rtrun` sets, plus the `RT_*` and `FI_*`
+//! variables of `rtrun`'s own environment whose values are shell-safe, through agents that
+//! do not pass the environment on (`ssh`); the agent's process is the one supervised,
+//! signalled by `--kill`/`--stop` and reaped. Without an agent, `--host` names are
+//! simulated hosts on this machine (their ranks' endpoints default to 127.0.0.1).
 
 use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, Ipv4Addr};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -22,8 +35,9 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 
 use crate::cli::{Fault, Options};
-use crate::env::JobEnv;
+use crate::env::{JobEnv, RT_FABRIC_ADDR};
 use crate::error::Error;
+use crate::hosts::{self, Placement};
 use crate::outcome::{job_exit_code, AbortMark, RankOutcome, RankStatus};
 use crate::server::Server;
 use crate::sys;
@@ -215,6 +229,73 @@ fn kill_rank(rank: u32, r: &mut Rank) {
     }
 }
 
+/// Where the ranks of a job run: the hosts (this host alone without `--host`), one
+/// placement per rank, and one shared-memory name per host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct JobLayout {
+    hosts: Vec<hosts::HostSpec>,
+    placement: Vec<Placement>,
+    shm_names: Vec<String>,
+}
+
+impl JobLayout {
+    fn new(opts: &Options, jobid: &str) -> JobLayout {
+        if opts.hosts.is_empty() {
+            return JobLayout {
+                hosts: vec![hosts::HostSpec { name: hostname(), addr: None }],
+                placement: hosts::place(opts.ranks, 1, opts.map_by),
+                shm_names: vec![format!("/rt-{jobid}")],
+            };
+        }
+        let mut hosts = opts.hosts.clone();
+        if opts.agent.is_none() {
+            // Simulated hosts on this machine: fabric endpoints on loopback unless given.
+            for h in &mut hosts {
+                h.addr.get_or_insert(IpAddr::V4(Ipv4Addr::LOCALHOST));
+            }
+        }
+        let placement = hosts::place(opts.ranks, hosts.len(), opts.map_by);
+        let shm_names = (0..hosts.len()).map(|i| format!("/rt-{jobid}-h{i}")).collect();
+        JobLayout { hosts, placement, shm_names }
+    }
+
+    /// Unlinks every host's segment name (normally the ranks already did; a crash may
+    /// leave one behind). Absent names are not an error.
+    fn unlink_segments(&self) {
+        for name in &self.shm_names {
+            if let Err(e) = sys::shm_unlink(name) {
+                tracing::warn!("shm_unlink({name}) failed: {e}");
+            }
+        }
+    }
+}
+
+/// The `RT_*` and `FI_*` variables of `rtrun`'s environment with shell-safe values, to be
+/// passed on through a launch agent (sorted, for stable command lines).
+fn forwarded_environment() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, v)| (k.starts_with("RT_") || k.starts_with("FI_")) && hosts::shell_safe(k) && hosts::shell_safe(v))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `AGENT-WORDS env VAR=VALUE...`: the agent's words, then `env` with the inherited
+/// `RT_*`/`FI_*` variables and the rank's own (which win); the program follows.
+fn agent_command(agent: &[String], inherited: &[(String, String)], vars: &[(&str, String)]) -> Vec<String> {
+    let mut words = agent.to_vec();
+    words.push("env".to_owned());
+    for (k, v) in inherited {
+        if !vars.iter().any(|(n, _)| n == k) {
+            words.push(format!("{k}={v}"));
+        }
+    }
+    for (k, v) in vars {
+        words.push(format!("{k}={v}"));
+    }
+    words
+}
+
 /// Runs a job to completion. See the module doc.
 ///
 /// # Errors
@@ -222,49 +303,67 @@ fn kill_rank(rank: u32, r: &mut Rank) {
 pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
     let jobid = random_hex(crate::env::JOBID_HEX_LEN / 2);
     let secret = random_hex(crate::env::SECRET_HEX_LEN / 2);
-    let shm_name = format!("/rt-{jobid}");
-    let node = hostname();
-    let mut server = Server::start(opts.ranks, &secret)?;
+    let kv_ip = opts.kv_addr.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    let layout = JobLayout::new(opts, &jobid);
+    let mut server = Server::start_on(kv_ip, opts.ranks, &secret)?;
     sys::install_termination_handlers().map_err(LaunchError::Signals)?;
     tracing::debug!("job {jobid}: {} ranks of {:?}, key-value service on {}", opts.ranks, opts.program, server.addr());
+    let forwarded = forwarded_environment();
 
     let (done_tx, done_rx) = mpsc::channel();
     let mut forwarders = 0;
     let mut ranks: Vec<Rank> = Vec::with_capacity(opts.ranks as usize);
     for rank in 0..opts.ranks {
+        let p = layout.placement[rank as usize];
+        let host = &layout.hosts[p.host];
         let env = JobEnv {
             rank,
             size: opts.ranks,
-            local_rank: rank,
-            local_size: opts.ranks,
+            local_rank: p.local_rank,
+            local_size: p.local_size,
             jobid: jobid.clone(),
             kv_addr: server.addr(),
             secret: secret.clone(),
             bind: opts.bind.as_str().to_owned(),
-            shm_name: shm_name.clone(),
-            node: node.clone(),
+            shm_name: layout.shm_names[p.host].clone(),
+            node: host.name.clone(),
         };
-        let mut cmd = Command::new(&opts.program);
-        cmd.args(&opts.args)
-            .envs(env.to_vars())
+        let mut vars: Vec<(&str, String)> = env.to_vars();
+        if let Some(t) = opts.transport {
+            vars.push(("RT_TRANSPORT", t.as_str().to_owned()));
+        }
+        if let Some(p) = &opts.provider {
+            vars.push(("RT_PROVIDER", p.clone()));
+        }
+        if let Some(d) = opts.ft_period {
+            vars.push(("RT_FT_PERIOD_MS", d.as_millis().max(1).to_string()));
+        }
+        if let Some(d) = opts.ft_timeout {
+            vars.push(("RT_FT_TIMEOUT_MS", d.as_millis().max(1).to_string()));
+        }
+        if opts.no_ft {
+            vars.push(("RT_FT", "0".to_owned()));
+        }
+        if let Some(ip) = host.addr {
+            vars.push((RT_FABRIC_ADDR, ip.to_string()));
+        }
+        let mut cmd = match &opts.agent {
+            None => {
+                let mut c = Command::new(&opts.program);
+                c.args(&opts.args);
+                c
+            }
+            Some(agent) => {
+                let words = agent_command(&agent.command(&host.name), &forwarded, &vars);
+                let mut c = Command::new(&words[0]);
+                c.args(&words[1..]).arg(&opts.program).args(&opts.args);
+                c
+            }
+        };
+        cmd.envs(vars)
             .stdin(if rank == 0 { Stdio::inherit() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        if let Some(t) = opts.transport {
-            cmd.env("RT_TRANSPORT", t.as_str());
-        }
-        if let Some(p) = &opts.provider {
-            cmd.env("RT_PROVIDER", p);
-        }
-        if let Some(d) = opts.ft_period {
-            cmd.env("RT_FT_PERIOD_MS", d.as_millis().max(1).to_string());
-        }
-        if let Some(d) = opts.ft_timeout {
-            cmd.env("RT_FT_TIMEOUT_MS", d.as_millis().max(1).to_string());
-        }
-        if opts.no_ft {
-            cmd.env("RT_FT", "0");
-        }
         sys::kill_on_parent_death(&mut cmd);
         match cmd.spawn() {
             Ok(mut child) => {
@@ -278,8 +377,12 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
                         let _ = c.wait();
                     }
                 }
-                let _ = sys::shm_unlink(&shm_name);
-                return Err(LaunchError::Spawn { rank, program: opts.program.clone(), source });
+                layout.unlink_segments();
+                let program = match &opts.agent {
+                    Some(a) => a.command(&host.name).first().map(OsString::from).unwrap_or_default(),
+                    None => opts.program.clone(),
+                };
+                return Err(LaunchError::Spawn { rank, program, source });
             }
         }
     }
@@ -395,9 +498,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
             break;
         }
     }
-    if let Err(e) = sys::shm_unlink(&shm_name) {
-        tracing::warn!("shm_unlink({shm_name}) failed: {e}");
-    }
+    layout.unlink_segments();
     server.shutdown();
 
     let outcomes: Vec<RankOutcome> = ranks.iter().filter_map(|r| r.outcome).collect();
@@ -442,6 +543,53 @@ mod tests {
         let out = Buf::default();
         forward(input.as_slice(), b"", || out.clone());
         assert_eq!(out.0.borrow().iter().filter(|&&b| b == b'\n').count(), 3);
+    }
+
+    fn opts(args: &[&str]) -> Options {
+        match crate::cli::parse_args(args.iter().map(OsString::from)) {
+            Ok(crate::cli::Invocation::Run(o)) => o,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn layout_single_host() {
+        let l = JobLayout::new(&opts(&["-n", "3", "p"]), "00ff");
+        assert_eq!(l.hosts.len(), 1);
+        assert_eq!(l.hosts[0].addr, None);
+        assert_eq!(l.shm_names, ["/rt-00ff"]);
+        assert_eq!(
+            l.placement.iter().map(|p| (p.host, p.local_rank, p.local_size)).collect::<Vec<_>>(),
+            [(0, 0, 3), (0, 1, 3), (0, 2, 3)]
+        );
+    }
+
+    #[test]
+    fn layout_hosts_and_agent_command() {
+        let o = opts(&[
+            "-n",
+            "4",
+            "--host",
+            "a=10.77.0.11,b=10.77.0.12",
+            "--launch-agent",
+            "ip netns exec {host}",
+            "--kv-addr",
+            "10.77.0.1",
+            "p",
+        ]);
+        let l = JobLayout::new(&o, "00ff");
+        assert_eq!(l.shm_names, ["/rt-00ff-h0", "/rt-00ff-h1"]);
+        assert_eq!(l.placement.iter().map(|p| p.host).collect::<Vec<_>>(), [0, 1, 0, 1]);
+        assert_eq!(l.hosts[1].addr, Some("10.77.0.12".parse().unwrap()));
+        let vars = vec![("RT_RANK", "1".to_owned()), ("RT_NODE", "b".to_owned())];
+        let inherited = vec![("FI_LOG_LEVEL".to_owned(), "warn".to_owned()), ("RT_RANK".to_owned(), "9".to_owned())];
+        let words = agent_command(&o.agent.unwrap().command("b"), &inherited, &vars);
+        assert_eq!(words, ["ip", "netns", "exec", "b", "env", "FI_LOG_LEVEL=warn", "RT_RANK=1", "RT_NODE=b"]);
+        // Without an agent, named hosts are simulated here with loopback endpoints.
+        let l = JobLayout::new(&opts(&["-n", "4", "--host", "x,y=127.0.0.2", "--map-by", "slot", "p"]), "00ff");
+        assert_eq!(l.hosts[0].addr, Some("127.0.0.1".parse().unwrap()));
+        assert_eq!(l.hosts[1].addr, Some("127.0.0.2".parse().unwrap()));
+        assert_eq!(l.placement.iter().map(|p| p.host).collect::<Vec<_>>(), [0, 0, 1, 1]);
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //!   finalized / abort / exited).
 //! - [`server`]: the key-value service `rtrun` runs on `127.0.0.1` (also usable in-process).
 //! - [`wire`]: the framed binary protocol between the two.
+//! - [`hosts`]: multi-host placement (`--host`, `--map-by`, `--launch-agent`), and
+//!   [`net`]: which interface of this host holds an address (for a rank's fabric endpoint).
 //! - [`cli`], [`job`], [`outcome`]: the launcher itself — argument parsing, spawning and
 //!   supervising ranks (fault injection with `--kill`, `--timeout`, signals), and the
 //!   job exit-code rule R7.
@@ -14,7 +16,7 @@
 //!
 //! What it never does: it never kills surviving ranks because one rank died (runthrough
 //! is fault tolerant; only an explicit abort request, R3, kills ranks), never binds its
-//! service to anything but loopback, and never prints from the client or server code.
+//! service to anything but loopback or an explicitly given private address (`--kv-addr`), and never prints from the client or server code.
 //!
 //! All `unsafe` code (signal handlers, `prctl`, `shm_unlink`) lives in one private module,
 //! `sys`, with a `// SAFETY:` note per block; everything else is safe Rust
@@ -26,7 +28,9 @@ pub mod cli;
 pub mod client;
 pub mod env;
 pub mod error;
+pub mod hosts;
 pub mod job;
+pub mod net;
 pub mod outcome;
 pub mod server;
 mod sys;

@@ -1,6 +1,7 @@
 //! The key-value bootstrap service `rtrun` runs for its ranks (T3).
 //!
-//! Parts: an acceptor thread on `127.0.0.1:0` (loopback only), one thread per accepted
+//! Parts: an acceptor thread on `127.0.0.1:0` (loopback; or, for multi-host runs, the
+//! private address `rtrun --kv-addr` names, see [`Server::start_on`]), one thread per accepted
 //! connection, and a shared `State` under one mutex with one condition variable that
 //! waiting `Get` / `Fence` requests sleep on. Protocol: [`crate::wire`].
 //!
@@ -20,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
@@ -100,13 +101,26 @@ impl Server {
     /// [`Error::InvalidArgument`] if `size` is 0 or `secret` is empty; [`Error::Io`] if
     /// binding or spawning the acceptor thread fails.
     pub fn start(size: u32, secret: &str) -> Result<Server, Error> {
+        Server::start_on(IpAddr::V4(Ipv4Addr::LOCALHOST), size, secret)
+    }
+
+    /// Like [`Server::start`], on `ip` (ephemeral port): loopback or a private address
+    /// ([`crate::hosts::kv_ip_allowed`]) that ranks on other hosts can reach.
+    ///
+    /// # Errors
+    /// As [`Server::start`]; [`Error::InvalidArgument`] if `ip` is neither loopback nor
+    /// private.
+    pub fn start_on(ip: IpAddr, size: u32, secret: &str) -> Result<Server, Error> {
+        if !crate::hosts::kv_ip_allowed(ip) {
+            return Err(Error::InvalidArgument { reason: "the service listens on loopback or a private address only" });
+        }
         if size == 0 {
             return Err(Error::InvalidArgument { reason: "job size must be at least 1" });
         }
         if secret.is_empty() {
             return Err(Error::InvalidArgument { reason: "secret must not be empty" });
         }
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| Error::Io { op: "bind", source: e })?;
+        let listener = TcpListener::bind((ip, 0)).map_err(|e| Error::Io { op: "bind", source: e })?;
         let addr = listener.local_addr().map_err(|e| Error::Io { op: "bind", source: e })?;
         let n = size as usize;
         let shared = Arc::new(Shared {

@@ -8,10 +8,13 @@
 //!   SIGKILL)` in each rank, so ranks die if `rtrun` dies. Linux delivers the signal
 //!   when the *thread* that forked exits, so ranks must be spawned from the main thread.
 //! - [`shm_unlink`]: removes the job's POSIX shared-memory segment.
+//! - [`interface_addresses`]: the IP addresses of this network namespace's interfaces
+//!   (`getifaddrs`), so a rank can find the interface that holds its fabric address.
 #![allow(unsafe_code)]
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -110,4 +113,45 @@ pub(crate) fn stop_or_continue(pid: u32, stop: bool) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// `(interface, address, up)` for every IPv4/IPv6 address of every interface, in
+/// `getifaddrs` order.
+pub(crate) fn interface_addresses() -> io::Result<Vec<(String, IpAddr, bool)>> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list head we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut out = Vec::new();
+    let mut p = head;
+    while !p.is_null() {
+        // SAFETY: `p` is a node of the list getifaddrs returned, valid until freeifaddrs.
+        let ifa = unsafe { &*p };
+        p = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() || ifa.ifa_name.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+        let name = unsafe { CStr::from_ptr(ifa.ifa_name) }.to_string_lossy().into_owned();
+        let up = ifa.ifa_flags & libc::IFF_UP as libc::c_uint != 0;
+        // SAFETY: ifa_addr points to a sockaddr whose family says which struct it is.
+        let ip = unsafe {
+            match i32::from((*ifa.ifa_addr).sa_family) {
+                libc::AF_INET => {
+                    let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                    IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)))
+                }
+                libc::AF_INET6 => {
+                    let sin6 = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
+                    IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr))
+                }
+                _ => continue,
+            }
+        };
+        out.push((name, ip, up));
+    }
+    // SAFETY: `head` came from getifaddrs and is freed exactly once.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(out)
 }

@@ -1,7 +1,7 @@
 //! The bootstrap wire protocol between [`crate::client::Client`] and
 //! [`crate::server::Server`].
 //!
-//! Transport: one TCP connection per rank to `RT_KV_ADDR` (loopback only). Every message
+//! Transport: one TCP connection per rank to `RT_KV_ADDR` (loopback, or the private `--kv-addr`). Every message
 //! is a *frame*: a `u32` little-endian body length, then the body. Bodies are at most
 //! [`MAX_FRAME_BYTES`] (16 MiB); before authentication at most [`MAX_HELLO_FRAME_BYTES`].
 //! A body starts with a one-byte tag; integers are little-endian; `bytes` and `str` are a

@@ -128,6 +128,15 @@ fn argument_errors_exit_2() {
         &["-n", "2", "--transport", "ofi", PROG, "kv"],
         &["-n", "2", "--provider", "psm3", PROG, "kv"],
         &["-n", "2", "--provider"],
+        &["-n", "2", "--host", "a,a", PROG, "kv"],
+        &["-n", "2", "--host", "a=10.0.0", PROG, "kv"],
+        &["-n", "2", "--host", "a b", PROG, "kv"],
+        &["-n", "2", "--map-by", "socket", "--host", "a,b", PROG, "kv"],
+        &["-n", "2", "--launch-agent", "ssh", "--host", "a", "--kv-addr", "10.0.0.1", PROG, "kv"],
+        &["-n", "2", "--launch-agent", "ssh {host}", "--kv-addr", "10.0.0.1", PROG, "kv"],
+        &["-n", "2", "--launch-agent", "ssh {host}", "--host", "a", PROG, "kv"],
+        &["-n", "2", "--kv-addr", "0.0.0.0", PROG, "kv"],
+        &["-n", "2", "--kv-addr", "8.8.8.8", PROG, "kv"],
     ];
     for args in cases {
         let out = rtrun(args);
@@ -177,6 +186,52 @@ fn tag_output_prefixes_every_line() {
     let out = rtrun(&["-n", "2", "--tag-output", PROG, "bogus-command"]);
     assert_eq!(out.code, Some(3), "{out:?}");
     assert!(out.stderr.contains("[1] rt-testprog: unknown command"), "{out:?}");
+}
+
+/// `--host` placement and the launch agent, without namespaces: the agent is `env` with
+/// a variable naming `{host}`, so every rank shows which host it was started for.
+#[test]
+fn hosts_placement_and_launch_agent_environment() {
+    for (map_by, hosts_of) in [("node", ["a", "b", "c", "a", "b"]), ("slot", ["a", "a", "b", "b", "c"])] {
+        let out = rtrun(&[
+            "-n",
+            "5",
+            "--host",
+            "a=127.0.0.1,b=127.0.0.2,c",
+            "--map-by",
+            map_by,
+            "--launch-agent",
+            "env RT_TEST_AGENT_HOST={host}",
+            "--kv-addr",
+            "127.0.0.1",
+            "--tag-output",
+            PROG,
+            "env",
+        ]);
+        assert_eq!(out.code, Some(0), "{out:?}");
+        let get = |rank: usize, var: &str| -> Option<String> {
+            let p = format!("[{rank}] {var}=");
+            out.stdout.lines().find(|l| l.starts_with(&p)).map(|l| l[p.len()..].to_owned())
+        };
+        let jobid = get(0, "RT_JOBID").unwrap();
+        for (r, host) in hosts_of.iter().enumerate() {
+            let on: Vec<usize> = (0..5).filter(|&q| hosts_of[q] == *host).collect();
+            let local = on.iter().position(|&q| q == r).unwrap();
+            assert_eq!(get(r, "RT_NODE").as_deref(), Some(*host), "{map_by} {r}: {out:?}");
+            assert_eq!(get(r, "RT_TEST_AGENT_HOST").as_deref(), Some(*host), "{out:?}");
+            assert_eq!(get(r, "RT_LOCAL_RANK"), Some(local.to_string()), "{map_by} {r}: {out:?}");
+            assert_eq!(get(r, "RT_LOCAL_SIZE"), Some(on.len().to_string()), "{map_by} {r}: {out:?}");
+            let h = (host.as_bytes()[0] - b'a') as usize;
+            assert_eq!(get(r, "RT_SHM_NAME"), Some(format!("/rt-{jobid}-h{h}")));
+            let addr = match *host {
+                "a" => Some("127.0.0.1".to_owned()),
+                "b" => Some("127.0.0.2".to_owned()),
+                _ => None,
+            };
+            assert_eq!(get(r, "RT_FABRIC_ADDR"), addr, "{out:?}");
+            assert!(get(r, "RT_KV_ADDR").unwrap().starts_with("127.0.0.1:"));
+        }
+    }
 }
 
 #[test]

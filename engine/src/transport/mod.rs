@@ -119,6 +119,11 @@ pub trait Transport {
     ) -> Result<Posted, TransportError>;
     /// Hands up to `budget` events to `f`; returns how many were handed.
     fn poll<F: FnMut(Event<'_>)>(&mut self, budget: usize, f: F) -> usize;
+    /// Whether nothing this endpoint sent is still in its hands (all send buffers and
+    /// reads completed), so the process may exit without losing data it sent.
+    fn is_idle(&self) -> bool {
+        true
+    }
 }
 
 /// The closed set of transports (static dispatch on the hot path).
@@ -188,6 +193,15 @@ impl Transport for AnyTransport {
             AnyTransport::Sim(t) => t.rma_read(peer, remote, local, op),
             AnyTransport::Fabric(t) => t.rma_read(peer, remote, local, op),
             AnyTransport::Multi(t) => t.rma_read(peer, remote, local, op),
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        match self {
+            AnyTransport::Shm(t) => t.is_idle(),
+            AnyTransport::Sim(t) => t.is_idle(),
+            AnyTransport::Fabric(t) => t.is_idle(),
+            AnyTransport::Multi(t) => t.is_idle(),
         }
     }
 

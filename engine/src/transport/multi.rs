@@ -144,6 +144,10 @@ impl Transport for MultiTransport {
         self.pick(peer)?.read(peer, remote, local, op)
     }
 
+    fn is_idle(&self) -> bool {
+        self.shm.as_ref().is_none_or(|s| s.is_idle()) && self.fabric.as_ref().is_none_or(|t| t.is_idle())
+    }
+
     fn poll<F: FnMut(Event<'_>)>(&mut self, budget: usize, mut f: F) -> usize {
         // Alternate which transport goes first so neither starves the other's budget.
         self.fabric_first = !self.fabric_first;

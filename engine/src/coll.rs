@@ -1,0 +1,358 @@
+//! Collective operations over point-to-point messages on a communicator's collective
+//! context (DESIGN §4, R17–R21).
+//!
+//! Run-through rules:
+//! - a collective starts only on a collectively active communicator (R18), otherwise it
+//!   returns `RankFailStop` at once, without communicating;
+//! - it runs over the members not recognised as failed by the last validate (R20):
+//!   reductions and scans skip them, their segments of gathered data are left as they
+//!   were (undefined), exscan's "first process" is the first such member, and a failed
+//!   root is an error;
+//! - it never hangs (R17): a member's failure fails every collective receive in progress
+//!   on communicators containing it, and collective data travels only in eager records
+//!   (chunked to the eager limit), so no sender waits for a receiver that gave up;
+//! - every message carries a tag made of the validate epoch and the collective's sequence
+//!   number, so traffic of an aborted collective never matches a later one (the "cut" of
+//!   seeds/004).
+//!
+//! Algorithms (over the v-ranks 0..n of the live members): dissemination barrier
+//! (Hensgen, Finkel, Manber), binomial-tree broadcast and reduce, allreduce as reduce +
+//! broadcast for short vectors and ring reduce-scatter + allgather for long ones, ring
+//! allgather, linear gather/scatter, pairwise-exchange alltoall, linear-chain scans.
+
+use parking_lot::Mutex;
+
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::handle::{irecv, isend, Request};
+use crate::matching::Pattern;
+use crate::types::{ContextId, Rank, Tag};
+
+/// Long allreduces (at least this many bytes, and at least one element per member)
+/// use the ring algorithm.
+const RING_ALLREDUCE_MIN_BYTES: usize = 64 * 1024;
+
+/// An element-wise reduction of `incoming` into `acc` (both the same length, a whole
+/// number of elements).
+pub type Combine<'f> = &'f dyn Fn(&mut [u8], &[u8]);
+
+/// What a collective needs to know of its communicator, fixed when it begins.
+#[derive(Debug, Clone)]
+pub struct CollView {
+    /// The communicator's collective context.
+    pub ctx: ContextId,
+    /// The tag of this collective's messages.
+    pub tag: Tag,
+    /// Live members (local ranks, ascending): the participants.
+    pub alive: Vec<u32>,
+    /// Members recognised as failed (local ranks, ascending).
+    pub recognized: Vec<u32>,
+}
+
+/// One collective call in progress.
+#[derive(Debug)]
+pub struct Coll<'a> {
+    eng: &'a Mutex<Engine>,
+    group: &'a [Rank],
+    view: CollView,
+    me: usize,
+    chunk: usize,
+}
+
+impl<'a> Coll<'a> {
+    /// Begins a collective on the communicator of `ctx` whose members are `group`
+    /// (world ranks by local rank), as local rank `me`.
+    ///
+    /// # Errors
+    /// `RankFailStop` when the communicator is collectively inactive (R18).
+    pub fn begin(eng: &'a Mutex<Engine>, ctx: ContextId, group: &'a [Rank], me: u32) -> Result<Self, Error> {
+        let (view, chunk) = {
+            let mut e = eng.lock();
+            let view = e.coll_begin(ctx)?;
+            (view, e.eager_limit().max(1))
+        };
+        let me = view.alive.iter().position(|&r| r == me).ok_or(Error::ApiMisuse("collective by a non-member"))?;
+        Ok(Coll { eng, group, view, me, chunk })
+    }
+
+    /// Number of participants.
+    pub fn n(&self) -> usize {
+        self.view.alive.len()
+    }
+
+    /// The v-rank (index among participants) of local rank `r`, if it participates.
+    pub fn vrank_of(&self, r: u32) -> Option<usize> {
+        self.view.alive.iter().position(|&x| x == r)
+    }
+
+    /// Local rank of v-rank `v`.
+    fn local(&self, v: usize) -> u32 {
+        self.view.alive[v]
+    }
+
+    fn post_recvs<'b>(&self, v_from: usize, buf: &'b mut [u8], out: &mut Vec<Request<'b>>)
+    where
+        'a: 'b,
+    {
+        let src = self.local(v_from);
+        let pattern = Pattern { ctx: self.view.ctx, src: Some(src), tag: Some(self.view.tag) };
+        let peer = Some(self.group[src as usize]);
+        if buf.is_empty() {
+            out.push(irecv(self.eng, pattern, peer, buf));
+            return;
+        }
+        for c in buf.chunks_mut(self.chunk) {
+            out.push(irecv(self.eng, pattern, peer, c));
+        }
+    }
+
+    fn post_sends<'b>(&self, v_to: usize, buf: &'b [u8], out: &mut Vec<Request<'b>>)
+    where
+        'a: 'b,
+    {
+        let dst = self.local(v_to);
+        let me = self.local(self.me);
+        let peer = self.group[dst as usize];
+        if buf.is_empty() {
+            out.push(isend(self.eng, self.view.ctx, me, dst, peer, self.view.tag, buf));
+            return;
+        }
+        for c in buf.chunks(self.chunk) {
+            out.push(isend(self.eng, self.view.ctx, me, dst, peer, self.view.tag, c));
+        }
+    }
+
+    fn finish(reqs: &mut Vec<Request<'_>>) -> Result<(), Error> {
+        crate::handle::wait_all(reqs)
+    }
+
+    fn send(&self, v_to: usize, buf: &[u8]) -> Result<(), Error> {
+        let mut r = Vec::new();
+        self.post_sends(v_to, buf, &mut r);
+        Self::finish(&mut r)
+    }
+
+    fn recv(&self, v_from: usize, buf: &mut [u8]) -> Result<(), Error> {
+        let mut r = Vec::new();
+        self.post_recvs(v_from, buf, &mut r);
+        Self::finish(&mut r)
+    }
+
+    fn sendrecv(&self, v_to: usize, sbuf: &[u8], v_from: usize, rbuf: &mut [u8]) -> Result<(), Error> {
+        let mut r = Vec::new();
+        self.post_recvs(v_from, rbuf, &mut r);
+        self.post_sends(v_to, sbuf, &mut r);
+        Self::finish(&mut r)
+    }
+
+    /// Blocks until every participant has entered.
+    pub fn barrier(&self) -> Result<(), Error> {
+        let n = self.n();
+        let mut k = 1;
+        while k < n {
+            self.sendrecv((self.me + k) % n, &[], (self.me + n - k) % n, &mut [])?;
+            k <<= 1;
+        }
+        Ok(())
+    }
+
+    fn vroot(&self, root: u32) -> Result<usize, Error> {
+        self.vrank_of(root).ok_or(Error::RankFailStop { rank: root })
+    }
+
+    /// Broadcasts `buf` from local rank `root` (binomial tree).
+    pub fn bcast(&self, root: u32, buf: &mut [u8]) -> Result<(), Error> {
+        let n = self.n();
+        let vroot = self.vroot(root)?;
+        let rel = (self.me + n - vroot) % n;
+        let mut mask = 1;
+        while mask < n {
+            if rel & mask != 0 {
+                self.recv((rel - mask + vroot) % n, buf)?;
+                break;
+            }
+            mask <<= 1;
+        }
+        mask >>= 1;
+        let mut sends = Vec::new();
+        while mask > 0 {
+            if rel + mask < n {
+                self.post_sends((rel + mask + vroot) % n, buf, &mut sends);
+            }
+            mask >>= 1;
+        }
+        Self::finish(&mut sends)
+    }
+
+    /// Reduces `buf` into local rank `root`'s `buf` (binomial tree; `op` must be
+    /// commutative and associative). Other ranks' `buf` is left undefined.
+    pub fn reduce(&self, root: u32, buf: &mut [u8], op: Combine<'_>) -> Result<(), Error> {
+        let n = self.n();
+        let vroot = self.vroot(root)?;
+        let rel = (self.me + n - vroot) % n;
+        let mut tmp = vec![0u8; buf.len()];
+        let mut mask = 1;
+        while mask < n {
+            if rel & mask != 0 {
+                return self.send((rel - mask + vroot) % n, buf);
+            }
+            if rel + mask < n {
+                self.recv((rel + mask + vroot) % n, &mut tmp)?;
+                op(buf, &tmp);
+            }
+            mask <<= 1;
+        }
+        Ok(())
+    }
+
+    /// Reduces `buf` over all participants; everyone gets the result. `elem` is the
+    /// element size in bytes (ring chunks never split an element).
+    pub fn allreduce(&self, buf: &mut [u8], elem: usize, op: Combine<'_>) -> Result<(), Error> {
+        let n = self.n();
+        let elems = buf.len() / elem.max(1);
+        if n > 1 && buf.len() >= RING_ALLREDUCE_MIN_BYTES && elems >= n {
+            return self.ring_allreduce(buf, elem, op);
+        }
+        let root = self.local(0);
+        self.reduce(root, buf, op)?;
+        self.bcast(root, buf)
+    }
+
+    /// Ring allreduce: n−1 reduce-scatter steps then n−1 allgather steps, each moving
+    /// 1/n of the vector (bandwidth-optimal, Patarasuk and Yuan).
+    fn ring_allreduce(&self, buf: &mut [u8], elem: usize, op: Combine<'_>) -> Result<(), Error> {
+        let n = self.n();
+        let elems = buf.len() / elem;
+        let seg = |i: usize| {
+            let lo = i * elems / n * elem;
+            let hi = (i + 1) * elems / n * elem;
+            lo..hi
+        };
+        let (next, prev) = ((self.me + 1) % n, (self.me + n - 1) % n);
+        let mut tmp = vec![0u8; seg(0).len().max(seg(n - 1).len()) + elem];
+        for step in 0..n - 1 {
+            let s = (self.me + n - step) % n;
+            let r = (self.me + n - step - 1) % n;
+            let (sr, rr) = (seg(s), seg(r));
+            let out = buf[sr].to_vec();
+            let t = &mut tmp[..rr.len()];
+            self.sendrecv(next, &out, prev, t)?;
+            op(&mut buf[rr], t);
+        }
+        for step in 0..n - 1 {
+            let s = (self.me + 1 + n - step) % n;
+            let r = (self.me + n - step) % n;
+            let (sr, rr) = (seg(s), seg(r));
+            let out = buf[sr].to_vec();
+            self.sendrecv(next, &out, prev, &mut buf[rr])?;
+        }
+        Ok(())
+    }
+
+    /// Gathers each participant's `send` into `recv` at local rank `root`, in
+    /// local-rank order (`recv.len()` = group size × `send.len()`); failed members'
+    /// segments are left as they were.
+    pub fn gather(&self, root: u32, send: &[u8], recv: &mut [u8]) -> Result<(), Error> {
+        let vroot = self.vroot(root)?;
+        if self.me != vroot {
+            return self.send(vroot, send);
+        }
+        let len = send.len();
+        let mut reqs = Vec::new();
+        let mut rest = &mut recv[..];
+        for i in 0..self.group.len() {
+            let (segment, tail) = rest.split_at_mut(len);
+            rest = tail;
+            match self.vrank_of(i as u32) {
+                Some(v) if v == self.me => segment.copy_from_slice(send),
+                Some(v) => self.post_recvs(v, segment, &mut reqs),
+                None => {}
+            }
+        }
+        Self::finish(&mut reqs)
+    }
+
+    /// Scatters `send` (group size × `recv.len()`, local-rank order) from `root`.
+    pub fn scatter(&self, root: u32, send: &[u8], recv: &mut [u8]) -> Result<(), Error> {
+        let vroot = self.vroot(root)?;
+        if self.me != vroot {
+            return self.recv(vroot, recv);
+        }
+        let len = recv.len();
+        let mut reqs = Vec::new();
+        for i in 0..self.group.len() {
+            let segment = &send[i * len..(i + 1) * len];
+            match self.vrank_of(i as u32) {
+                Some(v) if v == self.me => recv.copy_from_slice(segment),
+                Some(v) => self.post_sends(v, segment, &mut reqs),
+                None => {}
+            }
+        }
+        Self::finish(&mut reqs)
+    }
+
+    /// Everyone gets every participant's `send`, in local-rank order (ring).
+    pub fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), Error> {
+        let n = self.n();
+        let len = send.len();
+        let at = |v: usize| self.local(v) as usize * len;
+        let mine = at(self.me);
+        recv[mine..mine + len].copy_from_slice(send);
+        let (next, prev) = ((self.me + 1) % n, (self.me + n - 1) % n);
+        for step in 0..n.saturating_sub(1) {
+            let s = at((self.me + n - step) % n);
+            let r = at((self.me + n - step - 1) % n);
+            let out = recv[s..s + len].to_vec();
+            self.sendrecv(next, &out, prev, &mut recv[r..r + len])?;
+        }
+        Ok(())
+    }
+
+    /// Block `j` of `send` goes to member `j`; block `i` of `recv` comes from member
+    /// `i` (blocks of `send.len() / group size` bytes; pairwise exchange).
+    pub fn alltoall(&self, send: &[u8], recv: &mut [u8]) -> Result<(), Error> {
+        let n = self.n();
+        let len = send.len() / self.group.len().max(1);
+        let at = |v: usize| self.local(v) as usize * len;
+        let me = at(self.me);
+        recv[me..me + len].copy_from_slice(&send[me..me + len]);
+        for step in 1..n {
+            let to = (self.me + step) % n;
+            let from = (self.me + n - step) % n;
+            let (s, r) = (at(to), at(from));
+            self.sendrecv(to, &send[s..s + len], from, &mut recv[r..r + len])?;
+        }
+        Ok(())
+    }
+
+    /// Inclusive prefix reduction in v-rank order (linear chain).
+    pub fn scan(&self, buf: &mut [u8], op: Combine<'_>) -> Result<(), Error> {
+        if self.me > 0 {
+            let mut prefix = vec![0u8; buf.len()];
+            self.recv(self.me - 1, &mut prefix)?;
+            op(buf, &prefix);
+        }
+        if self.me + 1 < self.n() {
+            self.send(self.me + 1, buf)?;
+        }
+        Ok(())
+    }
+
+    /// Exclusive prefix reduction: `buf` becomes the reduction of the participants
+    /// before this one. Returns `false` on the first participant, whose `buf` is then
+    /// undefined (left as it was).
+    pub fn exscan(&self, buf: &mut [u8], op: Combine<'_>) -> Result<bool, Error> {
+        let mine = buf.to_vec();
+        if self.me > 0 {
+            self.recv(self.me - 1, buf)?;
+        }
+        if self.me + 1 < self.n() {
+            let mut out = mine.clone();
+            if self.me > 0 {
+                op(&mut out, buf);
+            }
+            self.send(self.me + 1, &out)?;
+        }
+        Ok(self.me > 0)
+    }
+}
