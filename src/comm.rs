@@ -107,6 +107,8 @@ pub(crate) struct CommInner {
     group: Arc<[Rank]>,
     me: u32,
     mode: Mutex<ErrorMode>,
+    /// Agreements (validate, agree) begun on this communicator.
+    agreements: std::sync::atomic::AtomicU32,
 }
 
 impl Drop for CommInner {
@@ -143,7 +145,16 @@ fn valid_tag(tag: i32) -> Result<Tag, Error> {
 impl Comm {
     pub(crate) fn new(shared: Arc<Shared>, ctx: ContextId, group: Arc<[Rank]>, me: u32, mode: ErrorMode) -> Self {
         shared.engine.lock().register_comm(ctx, &group);
-        Comm { inner: Arc::new(CommInner { shared, ctx, group, me, mode: Mutex::new(mode) }) }
+        Comm {
+            inner: Arc::new(CommInner {
+                shared,
+                ctx,
+                group,
+                me,
+                mode: Mutex::new(mode),
+                agreements: std::sync::atomic::AtomicU32::new(0),
+            }),
+        }
     }
 
     fn my_world_rank(&self) -> Rank {
@@ -359,6 +370,49 @@ impl Comm {
         let agreed = self.allreduce_max(shared.ctx_proposal())?;
         shared.ctx_taken(agreed);
         Ok(Comm::new(shared.clone(), ContextId(agreed), self.inner.group.clone(), self.inner.me, self.error_mode()))
+    }
+
+    /// Runs one fault-tolerant agreement over the live members; returns the decision.
+    fn agreement(&self, flag: u32) -> Result<runthrough_ft::Decision, Error> {
+        let seq = self.inner.agreements.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let shared = &self.inner.shared;
+        let inst = shared.engine.lock().agree_start(self.inner.ctx, &self.inner.group, seq, flag)?;
+        let mut waiter = self.waiter();
+        loop {
+            {
+                let mut e = shared.engine.lock();
+                e.progress();
+                if let Some(d) = e.agree_decision(inst) {
+                    return Ok(d);
+                }
+            }
+            waiter.snooze();
+        }
+    }
+
+    /// Validates the communicator (seeds/000 §17.7.4, R19): a collective over the live
+    /// members that agrees, uniformly, on the group of failed members; they become
+    /// recognised failures, excluded from later collectives (R20), and collectives are
+    /// enabled again. Returns the agreed failed group (the same at every member).
+    /// Collectives begun before need not match across it (the "cut" of seeds/004).
+    pub fn validate(&self) -> Result<Group, Error> {
+        let r = self.agreement(u32::MAX).map(|d| {
+            let local: Vec<u32> = d
+                .failed
+                .iter()
+                .filter_map(|w| self.inner.group.iter().position(|g| g.0 == *w).map(|i| i as u32))
+                .collect();
+            self.inner.shared.engine.lock().validate_commit(self.inner.ctx, &local);
+            Group::new(d.failed.iter().map(|&w| Rank(w)).collect(), self.my_world_rank())
+        });
+        self.check(r)
+    }
+
+    /// Fault-tolerant agreement on the bitwise AND of `flag` over the live members
+    /// (ULFM's `MPIX_Comm_agree`, R29): every member gets the same value.
+    pub fn agree(&self, flag: i32) -> Result<i32, Error> {
+        let r = self.agreement(flag as u32).map(|d| d.flag as i32);
+        self.check(r)
     }
 
     /// The members' world ranks, by local rank.

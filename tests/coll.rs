@@ -17,3 +17,51 @@ fn collectives_match_serial_reference_1_to_8_ranks() {
         assert!(out.contains(&format!("coll_check: ok ranks={n}")), "{out}");
     }
 }
+
+#[test]
+fn kill_inside_every_collective_and_validate_survivors_finish() {
+    // seeds/000 Example 17.6 generalised: a loop of one collective + validate, the victim
+    // SIGKILLs itself halfway; every survivor finishes all iterations and all agree on
+    // the failed group (R17, R18, R19, R20).
+    let prog = example("barrier_recovery");
+    let ops = [
+        "barrier",
+        "bcast",
+        "reduce",
+        "allreduce",
+        "allreduce-long",
+        "gather",
+        "scatter",
+        "allgather",
+        "alltoall",
+        "scan",
+        "exscan",
+        "validate",
+    ];
+    for (i, op) in ops.iter().enumerate() {
+        let (n, victim) = if i % 2 == 0 { (4, 1) } else { (5, 4) };
+        let o = run(
+            &["-n", &n.to_string(), prog.to_str().unwrap(), &victim.to_string(), "20", op],
+            Duration::from_secs(60),
+        );
+        let out = ok(&o);
+        let done = out.matches(&format!("done 20 iterations, failed [{victim}]")).count();
+        assert_eq!(done, n - 1, "{op}: every survivor finishes and sees the same failed group:\n{out}");
+    }
+}
+
+#[test]
+fn exscan_recovery_prints_the_seed_values() {
+    // seeds/000 Example 17.8 with 5 ranks sending rank+1.
+    let prog = example("exscan_recovery");
+    let out = ok(&run(&["-n", "5", prog.to_str().unwrap(), "2"], Duration::from_secs(60)));
+    for line in ["Rank 1) Received 1", "Rank 3) Received 3", "Rank 4) Received 7"] {
+        assert!(out.contains(line), "{line} in\n{out}");
+    }
+    assert!(!out.contains("Rank 0) Received"), "rank 0 is first: undefined result, nothing printed");
+    let out = ok(&run(&["-n", "5", prog.to_str().unwrap(), "2,0"], Duration::from_secs(60)));
+    for line in ["Rank 3) Received 2", "Rank 4) Received 6"] {
+        assert!(out.contains(line), "{line} in\n{out}");
+    }
+    assert!(!out.contains("Rank 1) Received"), "rank 1 is first now");
+}

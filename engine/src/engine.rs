@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use runthrough_ft::failure_set::FailureSet;
-use runthrough_ft::{Detector, FtEvent, Msg, Time};
+use runthrough_ft::{AgreeMsg, Agreement, Decision, Detector, FtEvent, Msg, Participants, Time};
 
 use crate::buf::{RawBuf, RawBufMut};
 use crate::comms::Comms;
@@ -95,6 +95,26 @@ enum Outgoing {
     Stream { sreq: ReqId, rreq: ReqId, offset: u64 },
     /// A failure notice that must not be lost (heartbeats are dropped when busy).
     Ft(Msg),
+    /// An agreement message (encoded), reliable.
+    Agree(Vec<u8>),
+}
+
+/// Agreements (validate, agree) this process takes part in, and messages for instances
+/// it has not entered yet (seeds/004: a process may enter late).
+#[derive(Debug, Default)]
+struct Agreements {
+    running: Vec<(ContextId, Agreement)>,
+    early: Vec<(Rank, AgreeMsg)>,
+    origin: Option<Instant>,
+}
+
+/// Messages kept for agreements not entered yet, at most.
+const EARLY_AGREE_KEEP: usize = 4096;
+
+impl Agreements {
+    fn now(&mut self) -> Time {
+        Time::from_duration(self.origin.get_or_insert_with(Instant::now).elapsed())
+    }
 }
 
 /// The failure detector as the engine drives it (DESIGN §3).
@@ -180,6 +200,7 @@ struct State {
     /// Exposures of finished sends, withdrawn at the next progress.
     unexpose: Vec<RemoteRegion>,
     ft: Option<Ft>,
+    agree: Agreements,
 }
 
 /// The progress engine of one process.
@@ -217,6 +238,7 @@ impl Engine {
                 failures: FailureSet::new(size),
                 unexpose: Vec::new(),
                 ft: None,
+                agree: Agreements::default(),
             },
         }
     }
@@ -430,6 +452,9 @@ impl Engine {
         if st.ft.as_ref().is_some_and(|f| f.dirty) {
             self.ft_service();
         }
+        if !self.st.agree.running.is_empty() {
+            self.agree_service();
+        }
         n
     }
 
@@ -615,6 +640,60 @@ impl Engine {
         {}
     }
 
+    /// Enters the agreement number `seq` on the communicator of `ctx` (seeds/000
+    /// §17.7.4, R19, R29): every live member contributes `flag` (ANDed) and the failures
+    /// it knows; all decide the same flag and failed set. Returns the instance id.
+    pub fn agree_start(&mut self, ctx: ContextId, group: &[Rank], seq: u32, flag: u32) -> Result<u64, Error> {
+        let me = group.iter().position(|r| *r == self.st.me).ok_or(Error::ApiMisuse("agreement by a non-member"))?;
+        let participants =
+            Participants::new(group.iter().map(|r| r.0).collect()).map_err(|_| Error::InvalidArg("agreement group"))?;
+        let instance = (u64::from(ctx.0 & !1) << 32) | u64::from(seq);
+        let known: Vec<u32> = group.iter().map(|r| r.0).filter(|r| self.st.failures.contains(*r)).collect();
+        let now = self.st.agree.now();
+        let mut a = Agreement::new(std::sync::Arc::new(participants), me as u32, instance, flag, &known, now);
+        let (early, rest): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.st.agree.early).into_iter().partition(|(_, m)| m.instance() == instance);
+        self.st.agree.early = rest;
+        for (from, m) in early {
+            a.handle_message(from.0, m, now);
+        }
+        // Older agreements of this communicator have served their late participants.
+        self.st.agree.running.retain(|(c, x)| !Comms::same_comm(*c, ctx) || x.decision().is_none());
+        self.st.agree.running.push((ctx, a));
+        self.agree_service();
+        Ok(instance)
+    }
+
+    /// The decision of agreement `instance`, once reached (then it is final).
+    pub fn agree_decision(&self, instance: u64) -> Option<Decision> {
+        self.st.agree.running.iter().find(|(_, a)| a.instance() == instance).and_then(|(_, a)| a.decision().cloned())
+    }
+
+    /// Sends what the agreements want sent.
+    fn agree_service(&mut self) {
+        let Engine { transport, st } = self;
+        let mut out = Vec::new();
+        for (_, a) in &mut st.agree.running {
+            while let Some((to, m)) = a.poll_transmit() {
+                out.push((Rank(to), m));
+            }
+        }
+        for (to, m) in out {
+            if to.0 as usize >= st.peers.len() || st.peers[to.0 as usize].failed {
+                continue;
+            }
+            let mut bytes = Vec::with_capacity(m.encoded_len());
+            m.encode(&mut bytes);
+            if st.peers[to.0 as usize].pending.is_empty() {
+                if let Some(back) = st.try_post(transport, to, Outgoing::Agree(bytes)) {
+                    st.queue(to, back);
+                }
+            } else {
+                st.queue(to, Outgoing::Agree(bytes));
+            }
+        }
+    }
+
     /// World ranks known failed, in the order they became known.
     pub fn failed_ranks(&self) -> &[u32] {
         self.st.failures.in_order()
@@ -670,6 +749,10 @@ impl Engine {
         if let Some(ft) = self.st.ft.as_mut() {
             let now = ft.now();
             ft.det.handle_local_failure(peer.0, now);
+        }
+        let now = self.st.agree.now();
+        for (_, a) in &mut self.st.agree.running {
+            a.handle_failure(peer.0, now);
         }
         self.after_failures();
     }
@@ -743,6 +826,13 @@ impl State {
                         self.newly_failed.push(peer);
                         None
                     }
+                }
+            }
+            Outgoing::Agree(bytes) => {
+                let n = Header::Agree.encode(&mut hb);
+                match t.try_send(peer, &hb[..n], &bytes) {
+                    Err(TransportError::Busy) => Some(Outgoing::Agree(bytes)),
+                    _ => None,
                 }
             }
             Outgoing::Ft(msg) => {
@@ -851,6 +941,23 @@ impl State {
                 return;
             }
         };
+        if let Header::Agree = h {
+            match AgreeMsg::decode(payload) {
+                Ok(m) => {
+                    let now = self.agree.now();
+                    match self.agree.running.iter_mut().find(|(_, a)| a.instance() == m.instance()) {
+                        Some((_, a)) => a.handle_message(peer.0, m, now),
+                        None if self.agree.early.len() < EARLY_AGREE_KEEP => self.agree.early.push((peer, m)),
+                        None => tracing::warn!(peer = peer.0, "dropping agreement message: too many early ones"),
+                    }
+                }
+                Err(e) => {
+                    self.stats.malformed += 1;
+                    tracing::warn!(peer = peer.0, error = %e, "dropping malformed agreement message");
+                }
+            }
+            return;
+        }
         if let Header::Ft = h {
             if let Some(ft) = self.ft.as_mut() {
                 match Msg::decode(payload) {

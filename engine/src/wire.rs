@@ -9,6 +9,7 @@
 //! | Fin   | 12    | sreq u64                                                     |
 //! | Data  | 20    | rreq u64, offset u64; payload follows                        |
 //! | Ft    | 4     | none; the fault-tolerance message (`runthrough_ft::Msg`) follows |
+//! | Agree | 4     | none; the agreement message (`runthrough_ft::AgreeMsg`) follows |
 //!
 //! Decoding validates everything: a short buffer, an unknown kind or version, or a
 //! length that disagrees with the payload is a [`WireError`], never a panic.
@@ -26,12 +27,13 @@ const KIND_CTS: u8 = 3;
 const KIND_FIN: u8 = 4;
 const KIND_DATA: u8 = 5;
 const KIND_FT: u8 = 6;
+const KIND_AGREE: u8 = 7;
 
 /// Whether an encoded header is protocol control (CTS, FIN, failure-detector traffic):
 /// records that carry no user data, which a transport may let past a flow-control window
 /// that user data has filled, so heartbeats and handshakes never starve behind a stream.
 pub fn is_control(header: &[u8]) -> bool {
-    matches!(header.first(), Some(&(KIND_CTS | KIND_FIN | KIND_FT)))
+    matches!(header.first(), Some(&(KIND_CTS | KIND_FIN | KIND_FT | KIND_AGREE)))
 }
 
 /// The envelope used for matching.
@@ -82,6 +84,8 @@ pub enum Header {
     },
     /// A fault-tolerance message (heartbeat, failure notice); its bytes follow.
     Ft,
+    /// An agreement message (validate, agree); its bytes follow.
+    Agree,
     /// A fragment of a streamed message; payload follows.
     Data {
         /// The receiver's request.
@@ -127,7 +131,7 @@ impl Header {
             Header::Cts { .. } => 20,
             Header::Fin { .. } => 12,
             Header::Data { .. } => 20,
-            Header::Ft => 4,
+            Header::Ft | Header::Agree => 4,
         }
     }
 
@@ -161,6 +165,7 @@ impl Header {
                 put64(out, 4, sreq.to_wire());
             }
             Header::Ft => out[0] = KIND_FT,
+            Header::Agree => out[0] = KIND_AGREE,
             Header::Data { rreq, offset } => {
                 out[0] = KIND_DATA;
                 put64(out, 4, rreq.to_wire());
@@ -184,7 +189,7 @@ impl Header {
             KIND_CTS => 20,
             KIND_FIN => 12,
             KIND_DATA => 20,
-            KIND_FT => 4,
+            KIND_FT | KIND_AGREE => 4,
             k => return Err(WireError::UnknownKind(k)),
         };
         if b.len() < need {
@@ -211,9 +216,10 @@ impl Header {
             KIND_CTS => Header::Cts { sreq: ReqId::from_wire(get64(b, 4)), rreq: ReqId::from_wire(get64(b, 12)) },
             KIND_FIN => Header::Fin { sreq: ReqId::from_wire(get64(b, 4)) },
             KIND_FT => Header::Ft,
+            KIND_AGREE => Header::Agree,
             _ => Header::Data { rreq: ReqId::from_wire(get64(b, 4)), offset: get64(b, 12) },
         };
-        if !matches!(h, Header::Eager { .. } | Header::Data { .. } | Header::Ft) && !rest.is_empty() {
+        if !matches!(h, Header::Eager { .. } | Header::Data { .. } | Header::Ft | Header::Agree) && !rest.is_empty() {
             return Err(WireError::Length { declared: 0, actual: rest.len() });
         }
         Ok((h, rest))
@@ -305,6 +311,7 @@ mod tests {
         round_trip(Header::Fin { sreq: id }, b"");
         round_trip(Header::Data { rreq: id, offset: 1 << 33 }, b"xyz");
         round_trip(Header::Ft, &[2, 1, 0, 0, 0, 3, 0]);
+        round_trip(Header::Agree, &[0x13, 9, 9]);
     }
 
     #[test]

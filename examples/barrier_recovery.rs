@@ -1,0 +1,72 @@
+//! seeds/000 Example 17.6, ported: a loop of barriers where a process may fail. After
+//! each barrier every process validates: the validate is uniform, so all see the same
+//! failed group and know whether a new failure happened, though the barrier itself may
+//! have succeeded at some and failed at others.
+//!
+//! `rtrun -n 4 barrier_recovery [VICTIM] [ITERS] [OP]`: the victim SIGKILLs itself
+//! halfway. OP (default `barrier`) picks the collective of the loop, so the same recovery
+//! is exercised with a kill inside every algorithm: `barrier`, `bcast`, `reduce`,
+//! `allreduce` (short, tree), `allreduce-long` (ring), `gather`, `scatter`,
+//! `allgather`, `alltoall`, `scan`, `exscan`, or `validate` (the victim dies between
+//! two validates, so the kill lands inside the agreement).
+//! Prints `barrier_recovery: rank r done ITERS iterations, failed [..]` per survivor.
+
+use runthrough::{Comm, Error, ErrorMode, GroupOrder, Op};
+
+/// One collective of the loop.
+fn step(comm: &Comm, op: &str) -> Result<(), Error> {
+    let n = comm.size();
+    let me = comm.rank() as u64;
+    let small = [me; 4];
+    let long = vec![me; 40_000];
+    match op {
+        "barrier" => comm.barrier(),
+        "bcast" => comm.bcast(&mut [me; 16], 0),
+        "reduce" => comm.reduce(&small, &mut [0; 4], Op::Sum, 0),
+        "allreduce" => comm.allreduce(&small, &mut [0; 4], Op::Sum),
+        "allreduce-long" => comm.allreduce(&long, &mut vec![0; long.len()], Op::Max),
+        "gather" => comm.gather(&small, &mut vec![0; 4 * n], 0),
+        "scatter" => comm.scatter(&vec![me; 4 * n], &mut [0; 4], 0),
+        "allgather" => comm.allgather(&small, &mut vec![0; 4 * n]),
+        "alltoall" => comm.alltoall(&vec![me; 4 * n], &mut vec![0; 4 * n]),
+        "scan" => comm.scan(&small, &mut [0; 4], Op::Sum),
+        "exscan" => comm.exscan(&small, &mut [0; 4], Op::Sum).map(|_| ()),
+        "validate" => Ok(()),
+        other => {
+            eprintln!("barrier_recovery: unknown op {other}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().collect();
+    let victim: Option<usize> = args.get(1).and_then(|a| a.parse().ok());
+    let iters: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(50);
+    let op = args.get(3).map_or("barrier", String::as_str);
+    let rt = runthrough::init()?;
+    let comm = rt.world();
+    comm.set_error_mode(ErrorMode::ErrorsReturn);
+    let rank = comm.rank();
+    let mut failed = comm.validate()?;
+    let mut errors = 0;
+    for i in 0..iters {
+        if Some(rank) == victim && i == iters / 2 {
+            let _ = std::process::Command::new("kill").arg("-9").arg(std::process::id().to_string()).status();
+            std::thread::sleep(std::time::Duration::from_secs(10));
+        }
+        if step(&comm, op).is_err() {
+            errors += 1;
+        }
+        let now = comm.validate()?;
+        if now.compare(&failed) != GroupOrder::Ident {
+            // A new failure: every survivor learns it in this same iteration.
+            failed = now;
+        }
+    }
+    println!(
+        "barrier_recovery: rank {rank} done {iters} iterations, failed {:?}, barrier errors {errors}",
+        failed.world_ranks()
+    );
+    rt.finalize()
+}
