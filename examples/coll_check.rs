@@ -125,7 +125,23 @@ fn main() -> Result<(), Error> {
     let world = rt.world();
     let checks = run(&world, seed)?;
     let dup = world.dup()?;
-    let checks = checks + run(&dup, seed + 1)?;
+    let mut checks = checks + run(&dup, seed + 1)?;
+    // split by parity: each half is a working communicator of the right members.
+    let (me, n) = (world.rank(), world.size());
+    let half = world.split(Some((me % 2) as u32), -(me as i32))?.expect("a color was given");
+    let want: Vec<usize> = (0..n).filter(|r| r % 2 == me % 2).rev().collect();
+    if half.size() != want.len() || want[half.rank()] != me {
+        fail(format!("split: rank {me} is {} of {} (want order {want:?})", half.rank(), half.size()));
+    }
+    let mut s = [0u64];
+    half.allreduce(&[me as u64], &mut s, Op::Sum)?;
+    if s[0] != want.iter().map(|&r| r as u64).sum::<u64>() {
+        fail(format!("split allreduce {}", s[0]));
+    }
+    if world.split(None, 0)?.is_some() {
+        fail("split with no color returned a communicator".into());
+    }
+    checks += 2;
     if world.rank() == 0 {
         println!("coll_check: ok ranks={} checks={checks}", world.size());
     }

@@ -243,11 +243,4 @@ impl Comm {
     pub fn collectives_enabled(&self) -> bool {
         self.inner.shared.engine.lock().collectives_enabled(self.inner.ctx)
     }
-
-    /// The maximum of `v` over the live members (context agreement of `dup`).
-    pub(crate) fn allreduce_max(&self, v: u32) -> Result<u32, Error> {
-        let mut out = [0u32];
-        self.allreduce(&[v], &mut out, Op::Max)?;
-        Ok(out[0])
-    }
 }

@@ -47,6 +47,9 @@ impl fmt::Debug for ErrorMode {
     }
 }
 
+/// A member's (color, key) in a communicator creation.
+type Entry = (i32, i32);
+
 /// Which sources a receive accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
@@ -363,13 +366,89 @@ impl Comm {
         }
     }
 
-    /// A new communicator with the same group and a new context; collective. It
-    /// inherits this communicator's error mode.
+    /// A new communicator with the same group and a new context; collective over the
+    /// live members, and uniform (R23–R25): it requires a collectively active input, and
+    /// either every live member gets the new communicator or every one gets
+    /// `RankFailStop`. Recognised failed members stay recognised failures in the copy.
+    /// It inherits this communicator's error mode.
     pub fn dup(&self) -> Result<Comm, Error> {
+        let r = self.create_exchange(0, self.rank() as i32).map(|(_, ctx)| {
+            let c = Comm::new(
+                self.inner.shared.clone(),
+                ContextId(ctx),
+                self.inner.group.clone(),
+                self.inner.me,
+                self.error_mode(),
+            );
+            let recognized = self.inner.shared.engine.lock().recognized(self.inner.ctx);
+            if !recognized.is_empty() {
+                c.inner.shared.engine.lock().validate_commit(c.inner.ctx, &recognized);
+            }
+            c
+        });
+        self.check(r)
+    }
+
+    /// Splits the communicator by `color` (`None` = MPI_UNDEFINED: no new communicator
+    /// for this process), ordering each part by `key` then rank. Collective over the live
+    /// members and uniform like [`Comm::dup`]; recognised failed members act as
+    /// UNDEFINED (R25), so splitting by one color yields the live members.
+    pub fn split(&self, color: Option<u32>, key: i32) -> Result<Option<Comm>, Error> {
+        let c = color.map_or(-1, |c| (c & 0x7fff_ffff) as i32);
+        let r = self.create_exchange(c, key).map(|(entries, ctx)| {
+            let mine = color?;
+            let mut members: Vec<(i32, usize)> = entries
+                .iter()
+                .enumerate()
+                .filter_map(|(r, e)| e.filter(|e| e.0 == mine as i32 & 0x7fff_ffff).map(|e| (e.1, r)))
+                .collect();
+            members.sort_unstable();
+            let group: Arc<[Rank]> = members.iter().map(|&(_, r)| self.inner.group[r]).collect();
+            let me = members.iter().position(|&(_, r)| r == self.rank())? as u32;
+            Some(Comm::new(self.inner.shared.clone(), ContextId(ctx), group, me, self.error_mode()))
+        });
+        self.check(r)
+    }
+
+    /// The creation protocol of `dup` and `split`: exchange (color, key, context proposal)
+    /// over the live members, then agree whether that worked everywhere with no failure
+    /// beyond the recognised ones; the agreement is the decision point of seeds/004 (a
+    /// failure known before it gives an error everywhere). Returns each member's entry
+    /// (`None` for recognised failed members) and the new context.
+    fn create_exchange(&self, color: i32, key: i32) -> Result<(Vec<Option<Entry>>, u32), Error> {
         let shared = &self.inner.shared;
-        let agreed = self.allreduce_max(shared.ctx_proposal())?;
-        shared.ctx_taken(agreed);
-        Ok(Comm::new(shared.clone(), ContextId(agreed), self.inner.group.clone(), self.inner.me, self.error_mode()))
+        let n = self.size();
+        let proposal = shared.ctx_proposal();
+        let mut all = vec![i32::MIN; 3 * n];
+        let exchanged =
+            runthrough_engine::coll::Coll::begin(&shared.engine, self.inner.ctx, self.members(), self.inner.me)
+                .and_then(|c| {
+                    let mine = [color, key, proposal as i32];
+                    c.allgather(bytemuck::cast_slice(&mine), bytemuck::cast_slice_mut(&mut all))
+                });
+        let recognized = shared.engine.lock().recognized(self.inner.ctx);
+        let decision = self.agreement(u32::from(exchanged.is_ok()))?;
+        let new_failure = decision
+            .failed
+            .iter()
+            .filter_map(|w| self.inner.group.iter().position(|g| g.0 == *w))
+            .find(|l| !recognized.contains(&(*l as u32)));
+        if let Some(rank) = new_failure {
+            return Err(Error::RankFailStop { rank: rank as u32 });
+        }
+        if decision.flag == 0 {
+            return Err(exchanged
+                .err()
+                .unwrap_or(Error::RankFailStop { rank: recognized.first().copied().unwrap_or(0) }));
+        }
+        let entries: Vec<Option<Entry>> = all
+            .chunks(3)
+            .enumerate()
+            .map(|(r, e)| if recognized.contains(&(r as u32)) || e[2] == i32::MIN { None } else { Some((e[0], e[1])) })
+            .collect();
+        let ctx = all.chunks(3).filter(|e| e[2] != i32::MIN).map(|e| e[2] as u32).max().unwrap_or(proposal);
+        shared.ctx_taken(ctx);
+        Ok((entries, ctx))
     }
 
     /// Runs one fault-tolerant agreement over the live members; returns the decision.

@@ -65,3 +65,13 @@ fn exscan_recovery_prints_the_seed_values() {
     }
     assert!(!out.contains("Rank 1) Received"), "rank 1 is first now");
 }
+
+#[test]
+fn split_retry_is_uniform_and_yields_the_live_members() {
+    // seeds/004: the failed split fails everywhere, validate, retry succeeds everywhere.
+    let prog = example("split_retry");
+    let out = ok(&run(&["-n", "5", prog.to_str().unwrap(), "2"], Duration::from_secs(60)));
+    assert_eq!(out.matches(" of 4 after 2 tries, sum of old ranks 8").count(), 4, "{out}");
+    let out = ok(&run(&["-n", "4", prog.to_str().unwrap()], Duration::from_secs(60)));
+    assert_eq!(out.matches(" of 4 after 1 tries, sum of old ranks 6").count(), 4, "{out}");
+}

@@ -590,6 +590,11 @@ impl Engine {
         self.failed_in(ctx)
     }
 
+    /// Members of the communicator of `ctx` recognised failed by its last validate.
+    pub fn recognized(&self, ctx: ContextId) -> Vec<u32> {
+        self.st.comms.get(ctx).map(|c| c.recognized.clone()).unwrap_or_default()
+    }
+
     /// Whether collectives may run on the communicator of `ctx` (R18).
     pub fn collectives_enabled(&self, ctx: ContextId) -> bool {
         self.st.comms.get(ctx).is_none_or(|c| c.active)
