@@ -157,7 +157,7 @@ fn back_pressure(p: Provider) {
     let window = ts[0].window();
     assert_eq!(window, 8);
     // Connect first: tcp;ofi_rxm's handshake needs the receiver's progress. The hello
-    // spends one credit that stays owed (below the half-window return threshold).
+    // spends one credit that usually stays owed (below the half-window return threshold).
     let mut got = vec![Vec::new(), Vec::new()];
     send_retry(&mut ts, 0, 1, b"hello", b"", &mut got);
     drive_into(&mut ts, &mut got, |g| !g[1].is_empty());
@@ -176,7 +176,10 @@ fn back_pressure(p: Provider) {
         poll(&mut ts[0], &mut sink);
         assert!(sent <= window, "sent past the credit window");
     }
-    assert_eq!(sent, window - 1, "one window fits before Busy");
+    // The hello's credit may or may not have come back yet (the receiver returns owed
+    // credits once half a window is owed, or piggybacked): one window, less at most that
+    // one credit, fits before Busy.
+    assert!(sent == window || sent == window - 1, "one window fits before Busy: sent {sent} of {window}");
     assert!(ts[0].stats().busy >= 1);
     // Busy persists while the receiver is silent.
     for _ in 0..100 {
