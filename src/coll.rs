@@ -32,20 +32,26 @@ pub trait Reduce: Pod {
     fn reduce(op: Op, acc: &mut [Self], x: &[Self]) -> Result<(), Error>;
 }
 
+/// Element-wise `acc[i] = f(acc[i], x[i])`, monomorphised per operator so the loop
+/// inlines and vectorises.
+#[inline]
+fn apply<T: Copy>(acc: &mut [T], x: &[T], f: impl Fn(T, T) -> T) {
+    acc.iter_mut().zip(x).for_each(|(a, b)| *a = f(*a, *b));
+}
+
 macro_rules! reduce_int {
     ($($t:ty),*) => {$(
         impl Reduce for $t {
             fn reduce(op: Op, acc: &mut [Self], x: &[Self]) -> Result<(), Error> {
-                let f: fn($t, $t) -> $t = match op {
-                    Op::Sum => <$t>::wrapping_add,
-                    Op::Prod => <$t>::wrapping_mul,
-                    Op::Min => |a, b| a.min(b),
-                    Op::Max => |a, b| a.max(b),
-                    Op::BitAnd => |a, b| a & b,
-                    Op::BitOr => |a, b| a | b,
-                    Op::BitXor => |a, b| a ^ b,
-                };
-                acc.iter_mut().zip(x).for_each(|(a, b)| *a = f(*a, *b));
+                match op {
+                    Op::Sum => apply(acc, x, <$t>::wrapping_add),
+                    Op::Prod => apply(acc, x, <$t>::wrapping_mul),
+                    Op::Min => apply(acc, x, |a: $t, b: $t| a.min(b)),
+                    Op::Max => apply(acc, x, |a: $t, b: $t| a.max(b)),
+                    Op::BitAnd => apply(acc, x, |a: $t, b: $t| a & b),
+                    Op::BitOr => apply(acc, x, |a: $t, b: $t| a | b),
+                    Op::BitXor => apply(acc, x, |a: $t, b: $t| a ^ b),
+                }
                 Ok(())
             }
         }
@@ -57,14 +63,13 @@ macro_rules! reduce_float {
     ($($t:ty),*) => {$(
         impl Reduce for $t {
             fn reduce(op: Op, acc: &mut [Self], x: &[Self]) -> Result<(), Error> {
-                let f: fn($t, $t) -> $t = match op {
-                    Op::Sum => |a, b| a + b,
-                    Op::Prod => |a, b| a * b,
-                    Op::Min => <$t>::min,
-                    Op::Max => <$t>::max,
+                match op {
+                    Op::Sum => apply(acc, x, |a: $t, b: $t| a + b),
+                    Op::Prod => apply(acc, x, |a: $t, b: $t| a * b),
+                    Op::Min => apply(acc, x, <$t>::min),
+                    Op::Max => apply(acc, x, <$t>::max),
                     _ => return Err(Error::InvalidArg("bitwise reduction of floating-point data")),
-                };
-                acc.iter_mut().zip(x).for_each(|(a, b)| *a = f(*a, *b));
+                }
                 Ok(())
             }
         }

@@ -31,6 +31,10 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+mod coll;
+pub mod ft;
+pub use coll::{coll_timed_loop, run_coll, Collective};
+
 /// Number of messages in flight per iteration in the bandwidth tests (OSU's default
 /// `-W 64`).
 pub const WINDOW_SIZE: usize = 64;
@@ -41,6 +45,10 @@ pub const LARGE_MESSAGE_BYTES: usize = 8192;
 
 /// Default largest message size in bytes (OSU's `MAX_MESSAGE_SIZE`, 4 MiB).
 pub const DEFAULT_MAX_BYTES: usize = 1 << 22;
+
+/// Default largest message size of the collectives in bytes (OSU's
+/// `MAX_MSG_SIZE_COLL`, 1 MiB).
+pub const DEFAULT_MAX_COLL_BYTES: usize = 1 << 20;
 
 /// Tag of the data messages in every test.
 pub const DATA_TAG: i32 = 100;
@@ -66,6 +74,9 @@ pub enum Test {
     Bandwidth,
     /// `osu_bibw`: bi-directional windowed bandwidth in MB/s.
     BiBandwidth,
+    /// One of the collective latency tests (`osu_barrier`, `osu_allreduce`, ...), run
+    /// by [`run_coll`] on any number of ranks.
+    Coll(Collective),
 }
 
 /// How many timed iterations to run for one message size, after how many untimed
@@ -85,6 +96,7 @@ impl Test {
             Test::Latency => "osu_latency",
             Test::Bandwidth => "osu_bw",
             Test::BiBandwidth => "osu_bibw",
+            Test::Coll(c) => c.program(),
         }
     }
 
@@ -94,26 +106,51 @@ impl Test {
             Test::Latency => ("Latency Test", "# Size          Latency (us)"),
             Test::Bandwidth => ("Bandwidth Test", "# Size      Bandwidth (MB/s)"),
             Test::BiBandwidth => ("Bi-Directional Bandwidth Test", "# Size      Bandwidth (MB/s)"),
+            Test::Coll(c) => (c.title(), c.column()),
         };
         format!("# OSU MPI-style {title} (runthrough)\n{column}\n")
     }
 
-    /// Smallest size measured when `-m` gives no minimum: 0 for latency, 1 otherwise.
+    /// Smallest size measured when `-m` gives no minimum: 0 for latency and barrier,
+    /// one element (4 bytes) for reduce and allreduce, 1 otherwise.
     pub fn default_min_bytes(self) -> usize {
         match self {
-            Test::Latency => 0,
+            Test::Latency | Test::Coll(Collective::Barrier) => 0,
+            Test::Coll(c) => c.elem_bytes(),
             Test::Bandwidth | Test::BiBandwidth => 1,
+        }
+    }
+
+    /// Largest size measured when `-m` gives no maximum: [`DEFAULT_MAX_BYTES`] for the
+    /// point-to-point tests, [`DEFAULT_MAX_COLL_BYTES`] for the collectives (as OSU).
+    pub fn default_max_bytes(self) -> usize {
+        match self {
+            Test::Coll(Collective::Barrier) => 0,
+            Test::Coll(_) => DEFAULT_MAX_COLL_BYTES,
+            _ => DEFAULT_MAX_BYTES,
+        }
+    }
+
+    /// Bytes per element of the data the test moves: 4 (`f32`, OSU's `MPI_FLOAT`) for
+    /// reduce and allreduce, 1 otherwise. Sizes are whole elements.
+    pub fn elem_bytes(self) -> usize {
+        match self {
+            Test::Coll(c) => c.elem_bytes(),
+            _ => 1,
         }
     }
 
     /// OSU's default iteration counts for a message of `size` bytes: latency runs
     /// 10000 (+1000 warm-up), or 1000 (+100) above [`LARGE_MESSAGE_BYTES`]; the
-    /// bandwidth tests run 100 (+10) windows, or 20 (+2) above it.
+    /// bandwidth tests run 100 (+10) windows, or 20 (+2) above it; the collectives
+    /// 1000 (+100), or 100 (+10) above it.
     pub fn default_iterations(self, size: usize) -> Iterations {
         let large = size > LARGE_MESSAGE_BYTES;
         let (timed, warmup) = match (self, large) {
             (Test::Latency, false) => (10_000, 1_000),
             (Test::Latency, true) => (1_000, 100),
+            (Test::Coll(_), false) => (1_000, 100),
+            (Test::Coll(_), true) => (100, 10),
             (_, false) => (100, 10),
             (_, true) => (20, 2),
         };
@@ -126,6 +163,7 @@ impl Test {
             Test::Latency => latency_us(elapsed, iterations),
             Test::Bandwidth => bandwidth_mb_per_s(size * WINDOW_SIZE, iterations, elapsed),
             Test::BiBandwidth => bandwidth_mb_per_s(2 * size * WINDOW_SIZE, iterations, elapsed),
+            Test::Coll(_) => op_latency_us(elapsed, iterations),
         }
     }
 
@@ -133,7 +171,7 @@ impl Test {
     /// `osu_bw` (its acknowledgement), a full window otherwise.
     fn recv_slots(self, rank: usize) -> usize {
         match (self, rank) {
-            (Test::Latency, _) | (Test::Bandwidth, 0) => 1,
+            (Test::Latency | Test::Coll(_), _) | (Test::Bandwidth, 0) => 1,
             _ => WINDOW_SIZE,
         }
     }
@@ -158,9 +196,15 @@ pub struct Options {
 }
 
 impl Options {
-    /// The defaults of `test`: all sizes from its minimum to [`DEFAULT_MAX_BYTES`].
+    /// The defaults of `test`: all sizes from its minimum to its maximum
+    /// ([`Test::default_max_bytes`]).
     pub fn defaults(test: Test) -> Self {
-        Options { min_bytes: test.default_min_bytes(), max_bytes: DEFAULT_MAX_BYTES, iterations: None, warmup: None }
+        Options {
+            min_bytes: test.default_min_bytes(),
+            max_bytes: test.default_max_bytes(),
+            iterations: None,
+            warmup: None,
+        }
     }
 
     /// The sizes to measure: `min`, then doubling (0 is followed by 1) up to `max`.
@@ -201,14 +245,20 @@ impl std::error::Error for UsageError {}
 /// The usage text of `test`'s program.
 pub fn usage(test: Test) -> String {
     format!(
-        "usage: rtrun -n 2 {prog} [-m [MIN:]MAX] [-i ITERS] [-x WARMUP] [-h]\n\
-         \x20 -m [MIN:]MAX  message sizes in bytes (default {min}:{max})\n\
+        "usage: rtrun -n {ranks} {prog} [-m [MIN:]MAX] [-i ITERS] [-x WARMUP] [-h]\n\
+         \x20 -m [MIN:]MAX  message sizes in bytes (default {min}:{max}{note})\n\
          \x20 -i ITERS      timed iterations per size (default: OSU's, by size)\n\
          \x20 -x WARMUP     warm-up iterations per size (default: OSU's, by size)\n\
          \x20 -h            print this help\n",
         prog = test.program(),
+        ranks = if matches!(test, Test::Coll(_)) { "N" } else { "2" },
         min = test.default_min_bytes(),
-        max = DEFAULT_MAX_BYTES,
+        max = test.default_max_bytes(),
+        note = match test {
+            Test::Coll(Collective::Barrier) => "; ignored: a barrier moves no data",
+            Test::Coll(c) if c.elem_bytes() > 1 => "; whole f32 elements",
+            _ => "",
+        },
     )
 }
 
@@ -267,6 +317,11 @@ where
             _ => opts.warmup = Some(parse_count(flag, &value)?),
         }
     }
+    // Sizes are whole elements, at least one (OSU's reduce and allreduce do the same).
+    let elem = test.elem_bytes();
+    if elem > 1 {
+        opts.min_bytes = (opts.min_bytes / elem).max(1) * elem;
+    }
     if opts.min_bytes > opts.max_bytes {
         return Err(UsageError(format!("minimum size {} is above maximum size {}", opts.min_bytes, opts.max_bytes)));
     }
@@ -298,6 +353,15 @@ pub fn timed_loop<E>(iterations: Iterations, mut body: impl FnMut() -> Result<()
 /// Half-round-trip latency in microseconds of `iterations` ping-pongs.
 pub fn latency_us(elapsed: Duration, iterations: usize) -> f64 {
     elapsed.as_secs_f64() * 1e6 / (2.0 * iterations as f64)
+}
+
+/// Latency in microseconds of one of `iterations` operations that took `elapsed` in
+/// all (the collectives' figure; 0 when no iteration ran).
+pub fn op_latency_us(elapsed: Duration, iterations: usize) -> f64 {
+    if iterations == 0 {
+        return 0.0;
+    }
+    elapsed.as_secs_f64() * 1e6 / iterations as f64
 }
 
 /// Bandwidth in MB/s (10^6 bytes per second) of `iterations` rounds that each moved
@@ -428,6 +492,12 @@ pub fn run(
     test: Test,
     mut measure: impl FnMut(&runthrough::Comm, &mut Buffers, usize, Iterations) -> Result<Duration, runthrough::Error>,
 ) -> ExitCode {
+    launch(test, |opts, world| drive(test, opts, world, &mut measure))
+}
+
+/// What [`run`] and [`run_coll`] share: parses the command line, initialises
+/// runthrough, runs `body` on the world communicator, reports its error, finalizes.
+fn launch(test: Test, body: impl FnOnce(&Options, &runthrough::Comm) -> Result<(), DriveError>) -> ExitCode {
     let prog = test.program();
     let opts = match parse_args(test, std::env::args().skip(1)) {
         Ok(Command::Run(opts)) => opts,
@@ -450,10 +520,10 @@ pub fn run(
     };
     let status = {
         let world = rt.world();
-        match drive(test, &opts, &world, &mut measure) {
+        match body(&opts, &world) {
             Ok(()) => ExitCode::SUCCESS,
             // Every rank sees a wrong job size; one message is enough.
-            Err(DriveError::WrongSize(_)) if world.rank() != 0 => ExitCode::FAILURE,
+            Err(DriveError::WrongSize(..)) if world.rank() != 0 => ExitCode::FAILURE,
             Err(e) => {
                 eprintln!("{prog}: rank {}: {e}", world.rank());
                 ExitCode::FAILURE
@@ -470,7 +540,8 @@ pub fn run(
 /// Errors of [`drive`]: runthrough's, a failed allocation or a failed write.
 #[derive(Debug)]
 enum DriveError {
-    WrongSize(usize),
+    /// The job size, and the sizes the test accepts.
+    WrongSize(usize, &'static str),
     Rt(runthrough::Error),
     Setup(String),
     Io(std::io::Error),
@@ -479,8 +550,8 @@ enum DriveError {
 impl fmt::Display for DriveError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DriveError::WrongSize(n) => {
-                write!(f, "this test requires exactly 2 processes, the job has {n}")
+            DriveError::WrongSize(n, need) => {
+                write!(f, "this test requires {need} processes, the job has {n}")
             }
             DriveError::Rt(e) => write!(f, "{e}"),
             DriveError::Setup(e) => f.write_str(e),
@@ -509,7 +580,7 @@ fn drive(
 ) -> Result<(), DriveError> {
     let (rank, size) = (world.rank(), world.size());
     if size != 2 {
-        return Err(DriveError::WrongSize(size));
+        return Err(DriveError::WrongSize(size, "exactly 2"));
     }
     let mut bufs = Buffers::new(opts.max_bytes, test.recv_slots(rank)).map_err(DriveError::Setup)?;
     let stdout = std::io::stdout();

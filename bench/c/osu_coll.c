@@ -1,0 +1,232 @@
+/*
+ * osu_coll.c - a small re-implementation of the OSU Micro-Benchmarks collective
+ * latency tests (osu_barrier, osu_bcast, osu_reduce, osu_allreduce,
+ * osu_allgather, osu_alltoall), used by bench/compare.sh to measure the
+ * reference MPIs with exactly the same method and output format as
+ * runthrough's bench/src/bin/osu_<name>.rs (bench/src/coll.rs).
+ *
+ * Method (as OSU 5-7): each rank times every call alone and, except in the
+ * barrier test, separates consecutive calls by an untimed MPI_Barrier; each
+ * rank's average latency is summed to rank 0 with MPI_Reduce and divided by
+ * the number of ranks. reduce/allreduce sum MPI_FLOAT vectors of SIZE/4
+ * elements (sizes are whole floats, at least one); bcast and reduce use root
+ * 0; allgather and alltoall move SIZE bytes per rank and per pair of ranks.
+ * Send buffers hold 1s; after the timed loop each rank checks its result.
+ *
+ * Usage: osu_coll barrier|bcast|reduce|allreduce|allgather|alltoall
+ *                 [-m [MIN:]MAX] [-i ITERS] [-x WARMUP]
+ * Defaults (OSU's): sizes 1 (4 for reduce/allreduce) to 1 MiB; 1000 iterations
+ * and 100 warmup, 100 and 10 for sizes > 8 KiB. The barrier test prints one
+ * value and ignores -m.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LARGE_MESSAGE_SIZE 8192
+#define DEFAULT_MAX (1 << 20)
+
+enum coll { BARRIER, BCAST, REDUCE, ALLREDUCE, ALLGATHER, ALLTOALL };
+
+static const char *const names[] = {"barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall"};
+static const char *const titles[] = {"Barrier", "Broadcast", "Reduce", "Allreduce", "Allgather",
+                                     "All-to-All"};
+
+static void usage(const char *prog)
+{
+    fprintf(stderr,
+            "usage: %s barrier|bcast|reduce|allreduce|allgather|alltoall "
+            "[-m [MIN:]MAX] [-i ITERS] [-x WARMUP]\n",
+            prog);
+}
+
+static int parse_size(const char *s, long *out)
+{
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || v < 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int bad_usage(int rank, const char *prog)
+{
+    if (rank == 0)
+        usage(prog);
+    MPI_Finalize();
+    return 2;
+}
+
+/* One operation on count elements (bytes, or floats for the reductions). */
+static void run_op(enum coll c, void *sbuf, void *rbuf, int count)
+{
+    switch (c) {
+    case BARRIER:
+        MPI_Barrier(MPI_COMM_WORLD);
+        break;
+    case BCAST:
+        MPI_Bcast(rbuf, count, MPI_CHAR, 0, MPI_COMM_WORLD);
+        break;
+    case REDUCE:
+        MPI_Reduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+        break;
+    case ALLREDUCE:
+        MPI_Allreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        break;
+    case ALLGATHER:
+        MPI_Allgather(sbuf, count, MPI_CHAR, rbuf, count, MPI_CHAR, MPI_COMM_WORLD);
+        break;
+    case ALLTOALL:
+        MPI_Alltoall(sbuf, count, MPI_CHAR, rbuf, count, MPI_CHAR, MPI_COMM_WORLD);
+        break;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int rank, nprocs;
+    int c = -1;
+    long min_size = -1, max_size = DEFAULT_MAX, iters_opt = -1, warmup_opt = -1;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+
+    if (argc < 2)
+        return bad_usage(rank, argv[0]);
+    for (int i = 0; i < 6; i++)
+        if (strcmp(argv[1], names[i]) == 0)
+            c = i;
+    if (c < 0)
+        return bad_usage(rank, argv[0]);
+    for (int a = 2; a < argc; a++) {
+        int bad = 0;
+        if (a + 1 >= argc) {
+            bad = 1;
+        } else if (strcmp(argv[a], "-m") == 0) {
+            char *arg = argv[++a];
+            char *colon = strchr(arg, ':');
+            if (colon) {
+                *colon = '\0';
+                bad = parse_size(arg, &min_size) || (colon[1] != '\0' && parse_size(colon + 1, &max_size));
+            } else {
+                bad = parse_size(arg, &max_size);
+            }
+        } else if (strcmp(argv[a], "-i") == 0) {
+            bad = parse_size(argv[++a], &iters_opt) || iters_opt == 0;
+        } else if (strcmp(argv[a], "-x") == 0) {
+            bad = parse_size(argv[++a], &warmup_opt);
+        } else {
+            bad = 1;
+        }
+        if (bad)
+            return bad_usage(rank, argv[0]);
+    }
+    long elem = (c == REDUCE || c == ALLREDUCE) ? (long)sizeof(float) : 1;
+    if (c == BARRIER) {
+        min_size = 0;
+        max_size = 0;
+    } else {
+        if (min_size < 0)
+            min_size = elem;
+        min_size = (min_size / elem < 1 ? 1 : min_size / elem) * elem;
+    }
+    if (min_size > max_size)
+        return bad_usage(rank, argv[0]);
+    if (nprocs < 2) {
+        if (rank == 0)
+            fprintf(stderr, "this test requires at least two processes\n");
+        MPI_Finalize();
+        return 1;
+    }
+
+    long sblocks = 0, rblocks = 0;
+    switch (c) {
+    case BARRIER: break;
+    case BCAST: rblocks = 1; break;
+    case REDUCE:
+    case ALLREDUCE: sblocks = rblocks = 1; break;
+    case ALLGATHER: sblocks = 1; rblocks = nprocs; break;
+    case ALLTOALL: sblocks = rblocks = nprocs; break;
+    }
+    size_t sbytes = (size_t)max_size * (size_t)sblocks, rbytes = (size_t)max_size * (size_t)rblocks;
+    char *sbuf = malloc(sbytes ? sbytes : 1);
+    char *rbuf = malloc(rbytes ? rbytes : 1);
+    if (!sbuf || !rbuf) {
+        fprintf(stderr, "out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (elem == 1) {
+        memset(sbuf, 1, sbytes);
+        memset(rbuf, (c == BCAST && rank == 0) ? 1 : 0, rbytes);
+    } else {
+        for (size_t i = 0; i < sbytes / sizeof(float); i++)
+            ((float *)sbuf)[i] = 1.0f;
+        memset(rbuf, 0, rbytes);
+    }
+
+    if (rank == 0) {
+        printf("# OSU MPI-style %s Latency Test (osu_coll.c)\n", titles[c]);
+        if (c == BARRIER)
+            printf("# Avg Latency(us)\n");
+        else
+            printf("%-10s%18s\n", "# Size", "Avg Latency(us)");
+        fflush(stdout);
+    }
+
+    for (long sz = min_size; sz <= max_size; sz = (sz == 0) ? 1 : sz * 2) {
+        int count = (int)(sz / elem);
+        int large = sz > LARGE_MESSAGE_SIZE;
+        long iters = large ? 100 : 1000, warmup = large ? 10 : 100;
+        if (iters_opt > 0)
+            iters = iters_opt;
+        if (warmup_opt >= 0)
+            warmup = warmup_opt;
+
+        MPI_Barrier(MPI_COMM_WORLD);
+        double timer = 0.0;
+        for (long i = 0; i < iters + warmup; i++) {
+            double t0 = MPI_Wtime();
+            run_op(c, sbuf, rbuf, count);
+            double t1 = MPI_Wtime();
+            if (i >= warmup)
+                timer += t1 - t0;
+            if (c != BARRIER)
+                MPI_Barrier(MPI_COMM_WORLD);
+        }
+        /* The result every rank must hold (reduce: only the root). */
+        long bad = -1;
+        size_t n = (size_t)count * (size_t)rblocks;
+        for (size_t i = 0; i < n && bad < 0; i++) {
+            if (elem == 1) {
+                if (rbuf[i] != 1)
+                    bad = (long)i;
+            } else if ((c == ALLREDUCE || rank == 0) && ((float *)rbuf)[i] != (float)nprocs) {
+                bad = (long)i;
+            }
+        }
+        if (bad >= 0) {
+            fprintf(stderr, "rank %d: wrong result at size %ld, element %ld\n", rank, sz, bad);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        double lat = timer * 1e6 / (double)iters, sum = 0.0;
+        MPI_Reduce(&lat, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+        if (rank == 0) {
+            if (c == BARRIER)
+                printf("%18.2f\n", sum / nprocs);
+            else
+                printf("%-10ld%18.2f\n", sz, sum / nprocs);
+            fflush(stdout);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (c == BARRIER)
+            break;
+    }
+
+    free(sbuf);
+    free(rbuf);
+    MPI_Finalize();
+    return 0;
+}
