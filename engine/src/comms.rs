@@ -52,10 +52,12 @@ impl CommState {
     }
 }
 
-/// The communicator table, keyed by the even (point-to-point) context.
+/// The communicator table, keyed by the even (point-to-point) context. A short vector
+/// searched linearly: programs hold a handful of communicators, and every receive looks
+/// its communicator up, so this beats hashing on the hot path.
 #[derive(Debug, Default)]
 pub(crate) struct Comms {
-    map: HashMap<u32, CommState>,
+    map: Vec<(u32, CommState)>,
 }
 
 fn key(ctx: ContextId) -> u32 {
@@ -65,7 +67,8 @@ fn key(ctx: ContextId) -> u32 {
 impl Comms {
     pub(crate) fn register(&mut self, ctx: ContextId, group: &[Rank]) {
         let local_of = group.iter().enumerate().map(|(i, r)| (*r, i as u32)).collect();
-        self.map.insert(
+        self.remove(ctx);
+        self.map.push((
             key(ctx),
             CommState {
                 local_of,
@@ -76,19 +79,23 @@ impl Comms {
                 coll_seq: 0,
                 recognized: Vec::new(),
             },
-        );
+        ));
     }
 
     pub(crate) fn remove(&mut self, ctx: ContextId) {
-        self.map.remove(&key(ctx));
+        self.map.retain(|(k, _)| *k != key(ctx));
     }
 
+    #[inline]
     pub(crate) fn get(&self, ctx: ContextId) -> Option<&CommState> {
-        self.map.get(&key(ctx))
+        let k = key(ctx);
+        self.map.iter().find(|(x, _)| *x == k).map(|(_, c)| c)
     }
 
+    #[inline]
     pub(crate) fn get_mut(&mut self, ctx: ContextId) -> Option<&mut CommState> {
-        self.map.get_mut(&key(ctx))
+        let k = key(ctx);
+        self.map.iter_mut().find(|(x, _)| *x == k).map(|(_, c)| c)
     }
 
     /// Every communicator containing `world`, as (its p2p context, the rank's local rank).
