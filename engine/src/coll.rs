@@ -28,6 +28,25 @@ use crate::handle::{irecv, isend, Request};
 use crate::matching::Pattern;
 use crate::types::{ContextId, Rank, Tag};
 
+thread_local! {
+    /// Scratch for incoming vectors of reductions, kept between calls: a fresh
+    /// allocation per call costs a page fault per 4 KiB on large vectors.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with a scratch buffer of `len` bytes (contents unspecified).
+fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    SCRATCH.with(|s| {
+        let mut v = s.take();
+        if v.len() < len {
+            v.resize(len, 0);
+        }
+        let r = f(&mut v[..len]);
+        s.replace(v);
+        r
+    })
+}
+
 /// Long allreduces (at least this many bytes, and at least one element per member)
 /// use the ring algorithm.
 const RING_ALLREDUCE_MIN_BYTES: usize = 64 * 1024;
@@ -190,19 +209,20 @@ impl<'a> Coll<'a> {
         let n = self.n();
         let vroot = self.vroot(root)?;
         let rel = (self.me + n - vroot) % n;
-        let mut tmp = vec![0u8; buf.len()];
-        let mut mask = 1;
-        while mask < n {
-            if rel & mask != 0 {
-                return self.send((rel - mask + vroot) % n, buf);
+        with_scratch(buf.len(), |tmp| {
+            let mut mask = 1;
+            while mask < n {
+                if rel & mask != 0 {
+                    return self.send((rel - mask + vroot) % n, buf);
+                }
+                if rel + mask < n {
+                    self.recv((rel + mask + vroot) % n, tmp)?;
+                    op(buf, tmp);
+                }
+                mask <<= 1;
             }
-            if rel + mask < n {
-                self.recv((rel + mask + vroot) % n, &mut tmp)?;
-                op(buf, &tmp);
-            }
-            mask <<= 1;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Reduces `buf` over all participants; everyone gets the result. `elem` is the
