@@ -41,7 +41,7 @@ ompi_run() {
 }
 mpich_run() {
     MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER="$prov" LD_LIBRARY_PATH="$mpich/lib" \
-        "$mpich/bin/mpiexec" -iface lo -n 2 -bind-to core "$mpich/osu_pt2pt" "$@"
+        timeout 120 "$mpich/bin/mpiexec" -iface lo -n 2 -bind-to core "$mpich/osu_pt2pt" "$@"
 }
 val() { awk -v s="$1" '$1 == s {print $2}'; }
 
@@ -53,7 +53,7 @@ for size in 8 1024; do
     r=$(for _ in $(seq "$runs"); do rt_lat "$size"; done | best_latency)
     f=$(for _ in $(seq "$runs"); do fi_lat_value "$size"; done | best_latency)
     o=$(for _ in $(seq "$runs"); do ompi_run latency -m "$size:$size" -i 5000 -x 500 | val "$size"; done | best_latency)
-    m=$(for _ in $(seq "$runs"); do timeout 120 mpich_run latency -m "$size:$size" -i 5000 -x 500 | val "$size" || true; done | best_latency)
+    m=$(for _ in $(seq "$runs"); do mpich_run latency -m "$size:$size" -i 5000 -x 500 | val "$size" || true; done | best_latency)
     best=$(printf '%s\n%s\n' "$o" "$m" | grep -v '^$' | sort -g | head -n1)
     printf '| latency %s B (us) | %s | %s | %s | %s | %.2fx | %.2fx |\n' "$size" "$r" "${f:-n/a}" "${o:-n/a}" "${m:-n/a}" \
         "$(echo "$r / ${f:-$r}" | bc -l)" "$(echo "$r / ${best:-$r}" | bc -l)"
@@ -61,7 +61,7 @@ done
 for size in 1048576; do
     r=$(for _ in $(seq "$runs"); do rt_bw "$size"; done | sort -gr | head -n1)
     o=$(for _ in $(seq "$runs"); do ompi_run bw -m "$size:$size" -i 50 -x 5 | val "$size"; done | sort -gr | head -n1)
-    m=$(for _ in $(seq "$runs"); do timeout 120 mpich_run bw -m "$size:$size" -i 50 -x 5 | val "$size" || true; done | sort -gr | head -n1)
+    m=$(for _ in $(seq "$runs"); do mpich_run bw -m "$size:$size" -i 50 -x 5 | val "$size" || true; done | sort -gr | head -n1)
     best=$(printf '%s\n%s\n' "$o" "$m" | grep -v '^$' | sort -gr | head -n1)
     printf '| bw 1 MiB (MB/s) | %s | | %s | %s | | %.2fx |\n' "$r" "${o:-n/a}" "${m:-n/a}" "$(echo "$r / ${best:-$r}" | bc -l)"
 done
