@@ -44,6 +44,23 @@ fn main() -> Result<(), Error> {
         eprintln!("error_check: rank {me} was not aborted");
         std::process::exit(4);
     }
+    if std::env::args().nth(1).as_deref() == Some("fatal-sub") {
+        // R3 scope: an error under ErrorsAreFatal on a sub-communicator aborts only that
+        // communicator's group (the odd ranks); the even ranks finish normally.
+        let half = world.split(Some((me % 2) as u32), me as i32)?.expect("a color was given");
+        if me % 2 == 1 {
+            if half.rank() == 0 {
+                let _ = half.send(&[1u8], half.size() + 3, 0);
+                unreachable!("ErrorsAreFatal returned");
+            }
+            let _ = half.recv(&mut [0u8], 0, 99);
+            eprintln!("error_check: rank {me} was not aborted");
+            std::process::exit(4);
+        }
+        half.barrier()?;
+        println!("error_check: survived rank {me}");
+        return rt.finalize();
+    }
     world.set_error_mode(ErrorMode::ErrorsReturn);
     let size = n as u32;
 

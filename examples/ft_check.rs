@@ -5,7 +5,7 @@
 //!
 //! `rtrun -n N ft_check MODE` with MODE one of
 //! `before-send`, `eager`, `rndv-send`, `rndv-recv`, `blocked-recv`, `any-source`,
-//! `waitall`, `sendrecv` (R16: InStatus, handler called once), or `hang` (the victim SIGSTOPs itself: only the ring failure detector can
+//! `waitall`, `sendrecv` (R16: InStatus, handler called once), `poison` (R12), or `hang` (the victim SIGSTOPs itself: only the ring failure detector can
 //! tell; it is resumed later and must find itself excluded). Each survivor prints `ft_check: ok rank R MODE detect_ms=...`.
 
 use std::time::{Duration, Instant};
@@ -98,6 +98,13 @@ fn main() -> Result<(), Error> {
     if me == victim {
         match mode.as_str() {
             "before-send" | "any-source" | "waitall" | "sendrecv" => die(),
+            "poison" => {
+                // Two messages reach rank 0's buffer (it acknowledges), then the sender dies.
+                world.send(&[1u8; 8], 0, 1)?;
+                world.send(&[2u8; 8], 0, 2)?;
+                world.recv(&mut [0u8; 1], 0, 9)?;
+                die()
+            }
             "blocked-recv" => {
                 std::thread::sleep(Duration::from_millis(200));
                 die()
@@ -184,6 +191,29 @@ fn main() -> Result<(), Error> {
             let failed = world.reenable_any_source();
             if failed.world_ranks() != vec![victim] {
                 fail(&format!("failed group {:?}", failed.world_ranks()));
+            }
+        }
+        ("poison", 0) => {
+            // R12: once a receive from the failed rank completes in error, every later
+            // receive that would match it fails too, although a message of it is buffered.
+            let mut b = [0u8; 8];
+            while world.iprobe(victim, 2)?.is_none() {
+                std::thread::yield_now();
+            }
+            world.send(&[0u8], victim, 9)?;
+            expect_fail_stop("receive matching nothing buffered", world.recv(&mut b, victim, 3), victim);
+            detect = t0.elapsed();
+            match world.iprobe(victim, 1)? {
+                Some(st) if st.len == 8 => {}
+                other => fail(&format!("poison: message of the dead rank not buffered: {other:?}")),
+            }
+            expect_fail_stop(
+                "receive of a buffered message after the failed one",
+                world.recv(&mut b, victim, 1),
+                victim,
+            );
+            if b != [0u8; 8] {
+                fail("poison: buffered message delivered after the failed receive");
             }
         }
         ("sendrecv", 0) => {

@@ -12,8 +12,18 @@ use std::time::Duration;
 
 use common::{example, ok, run};
 
-const MODES: [&str; 9] =
-    ["before-send", "eager", "rndv-send", "rndv-recv", "blocked-recv", "any-source", "waitall", "sendrecv", "hang"];
+const MODES: [&str; 10] = [
+    "before-send",
+    "eager",
+    "rndv-send",
+    "rndv-recv",
+    "blocked-recv",
+    "any-source",
+    "waitall",
+    "sendrecv",
+    "poison",
+    "hang",
+];
 
 fn matrix(n: usize) {
     matrix_with(n, &[]);

@@ -127,3 +127,14 @@ fn singleton_without_rtrun() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("error_check: ok rank 0"));
 }
+
+#[test]
+fn r3_errors_are_fatal_on_a_sub_communicator_aborts_only_its_group() {
+    let prog = example("error_check");
+    let o = run(&["-n", "4", prog.to_str().unwrap(), "fatal-sub"], LIMIT);
+    let out = common::stdout(&o);
+    assert!(out.contains("error_check: survived rank 0") && out.contains("error_check: survived rank 2"), "{out}");
+    assert!(stderr(&o).contains("aborting the communicator group"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("was not aborted"), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "R7: rank 0 finalized after the failures");
+}
