@@ -19,7 +19,7 @@
 //! initial failed set. Rounds are the length of the longest causal message chain ending at
 //! a decision. Same seed, same run.
 
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use crate::agree::{Agreement, Decision, Participants};
 use crate::agree_msg::AgreeMsg;
-use crate::sim::SplitMix64;
+use crate::sim::{Ev, SplitMix64};
 use crate::time::Time;
 
 /// Parameters of a simulated agreement.
@@ -105,29 +105,6 @@ enum Kind {
     Crash { p: u32 },
 }
 
-#[derive(Debug)]
-struct Ev {
-    at: Time,
-    seq: u64,
-    kind: Kind,
-}
-
-impl PartialEq for Ev {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Ev {}
-impl PartialOrd for Ev {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Ev {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
-    }
-}
 
 /// What a checked run measured.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,7 +135,7 @@ pub struct AgreeSim {
     now: Time,
     rng: SplitMix64,
     procs: Vec<Proc>,
-    heap: BinaryHeap<Reverse<Ev>>,
+    heap: BinaryHeap<Reverse<Ev<Kind>>>,
     seq: u64,
     messages: u64,
     dropped: u64,

@@ -178,25 +178,27 @@ enum Kind {
     LocalEvidence { observer: u32, rank: u32 },
 }
 
+/// A scheduled simulator event, ordered by time then insertion (deterministic ties).
+/// Shared by the detector and agreement simulators.
 #[derive(Debug)]
-struct Ev {
-    at: Time,
-    seq: u64,
-    kind: Kind,
+pub(crate) struct Ev<K> {
+    pub(crate) at: Time,
+    pub(crate) seq: u64,
+    pub(crate) kind: K,
 }
 
-impl PartialEq for Ev {
+impl<K> PartialEq for Ev<K> {
     fn eq(&self, other: &Self) -> bool {
         (self.at, self.seq) == (other.at, other.seq)
     }
 }
-impl Eq for Ev {}
-impl PartialOrd for Ev {
+impl<K> Eq for Ev<K> {}
+impl<K> PartialOrd for Ev<K> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for Ev {
+impl<K> Ord for Ev<K> {
     fn cmp(&self, other: &Self) -> Ordering {
         (self.at, self.seq).cmp(&(other.at, other.seq))
     }
@@ -214,7 +216,7 @@ pub struct Sim {
     excluded_at: Vec<Option<Time>>,
     generation: Vec<u32>,
     scheduled: Vec<Option<Time>>,
-    heap: BinaryHeap<Reverse<Ev>>,
+    heap: BinaryHeap<Reverse<Ev<Kind>>>,
     seq: u64,
     /// Ranks that crash part-way through the burst of sends after their first failure
     /// event: rank → sends allowed (armed), and whether the burst has begun.
