@@ -56,19 +56,10 @@ usage: bench/compare.sh [--quick] [--only TEST] [--ranks N] [--runs N] [--best] 
 EOF
 }
 
-die() {
-    echo "compare.sh: $*" >&2
-    exit 1
-}
-
-log() {
-    echo "compare.sh: $*" >&2
-}
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(dirname "$here")
+prog=compare.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 venvs=${RT_BENCH_VENVS:-$here/venvs}
-target=${CARGO_TARGET_DIR:-$root/target}
 bind=${RT_BENCH_BIND:-core}
 run_timeout=${RT_BENCH_TIMEOUT:-300}
 

@@ -33,18 +33,9 @@ usage: bench/ft_detect.sh [-r REPS] [--ranks "4 8"] [--modes "kill stop"] [--tim
 EOF
 }
 
-die() {
-    echo "ft_detect.sh: $*" >&2
-    exit 1
-}
-
-log() {
-    echo "ft_detect.sh: $*" >&2
-}
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(dirname "$here")
-target=${CARGO_TARGET_DIR:-$root/target}
+prog=ft_detect.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 job_timeout=${RT_BENCH_TIMEOUT:-60}
 
 reps=5

@@ -26,18 +26,9 @@ usage: bench/ft_overhead.sh [-r RUNS] [--ranks N] [-i ITERS] [-x WARMUP] [--no-b
 EOF
 }
 
-die() {
-    echo "ft_overhead.sh: $*" >&2
-    exit 1
-}
-
-log() {
-    echo "ft_overhead.sh: $*" >&2
-}
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(dirname "$here")
-target=${CARGO_TARGET_DIR:-$root/target}
+prog=ft_overhead.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bind=${RT_BENCH_BIND:-core}
 run_timeout=${RT_BENCH_TIMEOUT:-300}
 
