@@ -35,6 +35,8 @@ use crate::Error;
 
 /// Default bytes of cells per ring pair.
 pub const DEFAULT_RING_BYTES: u32 = 256 * 1024;
+/// Attempts of the progress thread to take the engine lock without waiting.
+const LOCK_TRIES: u32 = 64;
 /// Exit code of a rank that finds itself excluded (declared failed while hung).
 const EXCLUDED_EXIT: i32 = 75;
 /// How often the progress thread asks the launcher which ranks exited (`RT_WATCH_MS`).
@@ -169,7 +171,19 @@ fn spawn_progress(shared: Weak<Shared>, tick: Duration, watch: Duration) -> Resu
                     return;
                 }
                 {
-                    let mut e = sh.engine.lock();
+                    // Never queue on the engine lock: a parked progress thread would get
+                    // the lock handed over (fair unlock) and stall the application until
+                    // the scheduler runs it. If the application holds the lock it is
+                    // progressing anyway; try again for a short while, then next tick.
+                    let mut guard = None;
+                    for _ in 0..LOCK_TRIES {
+                        if let Some(g) = sh.engine.try_lock() {
+                            guard = Some(g);
+                            break;
+                        }
+                        std::thread::yield_now();
+                    }
+                    let Some(mut e) = guard else { continue };
                     e.progress();
                     e.ft_tick();
                     if e.is_excluded() {
