@@ -105,7 +105,6 @@ enum Kind {
     Crash { p: u32 },
 }
 
-
 /// What a checked run measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgreeRun {
