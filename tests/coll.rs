@@ -75,3 +75,12 @@ fn split_retry_is_uniform_and_yields_the_live_members() {
     let out = ok(&run(&["-n", "4", prog.to_str().unwrap()], Duration::from_secs(60)));
     assert_eq!(out.matches(" of 4 after 1 tries, sum of old ranks 6").count(), 4, "{out}");
 }
+
+#[test]
+fn bcast_recovery_blocks_redo_after_a_failure() {
+    // seeds/000 Example 17.7: every survivor redoes the block the kill interrupted and
+    // ends with the last broadcast value (9 + size - 1).
+    let prog = example("bcast_recovery");
+    let out = ok(&run(&["-n", "5", prog.to_str().unwrap(), "3"], Duration::from_secs(60)));
+    assert_eq!(out.matches("failed [3], last value 13, blocks redone 1").count(), 4, "{out}");
+}
