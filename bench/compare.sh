@@ -158,7 +158,7 @@ mpich=$venvs/mpich
 # The C benchmarks, built with each MPI's own compiler wrapper.
 build_c() { # venv program
     local bin=$venvs/$1/$2 src=$here/c/$2.c
-    if [[ ! -x "$bin" || "$src" -nt "$bin" || "$venvs/$1/bin/mpicc" -nt "$bin" ]]; then
+    if [[ ! -x "$bin" || "$src" -nt "$bin" || "$here/c/osu_common.h" -nt "$bin" || "$venvs/$1/bin/mpicc" -nt "$bin" ]]; then
         log "building $bin"
         "$venvs/$1/bin/mpicc" -O2 -o "$bin" "$src"
     fi

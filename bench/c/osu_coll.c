@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "osu_common.h"
+
 #define LARGE_MESSAGE_SIZE 8192
 #define DEFAULT_MAX (1 << 20)
 
@@ -39,16 +41,6 @@ static void usage(const char *prog)
             "usage: %s barrier|bcast|reduce|allreduce|allgather|alltoall "
             "[-m [MIN:]MAX] [-i ITERS] [-x WARMUP]\n",
             prog);
-}
-
-static int parse_size(const char *s, long *out)
-{
-    char *end = NULL;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || v < 0)
-        return -1;
-    *out = v;
-    return 0;
 }
 
 static int bad_usage(int rank, const char *prog)

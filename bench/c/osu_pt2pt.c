@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "osu_common.h"
+
 #define WINDOW 64
 #define LARGE_MESSAGE_SIZE 8192
 #define DEFAULT_MAX (1 << 22)
@@ -36,16 +38,6 @@ static void usage(const char *prog)
     fprintf(stderr,
             "usage: %s latency|bw|bibw [-m [MIN:]MAX] [-i ITERS] [-x WARMUP] [-d]\n",
             prog);
-}
-
-static int parse_size(const char *s, long *out)
-{
-    char *end = NULL;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || v < 0)
-        return -1;
-    *out = v;
-    return 0;
 }
 
 int main(int argc, char **argv)

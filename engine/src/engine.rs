@@ -106,6 +106,9 @@ struct Agreements {
     running: Vec<(ContextId, Agreement)>,
     early: Vec<(Rank, AgreeMsg)>,
     origin: Option<Instant>,
+    /// An agreement took input since its output was last drained (so progress only
+    /// services agreements when there can be something to send).
+    dirty: bool,
 }
 
 /// Messages kept for agreements not entered yet, at most.
@@ -452,7 +455,7 @@ impl Engine {
         if st.ft.as_ref().is_some_and(|f| f.dirty) {
             self.ft_service();
         }
-        if !self.st.agree.running.is_empty() {
+        if self.st.agree.dirty {
             self.agree_service();
         }
         n
@@ -677,6 +680,7 @@ impl Engine {
     /// Sends what the agreements want sent.
     fn agree_service(&mut self) {
         let Engine { transport, st } = self;
+        st.agree.dirty = false;
         let mut out = Vec::new();
         for (_, a) in &mut st.agree.running {
             while let Some((to, m)) = a.poll_transmit() {
@@ -759,6 +763,7 @@ impl Engine {
         for (_, a) in &mut self.st.agree.running {
             a.handle_failure(peer.0, now);
         }
+        self.st.agree.dirty |= !self.st.agree.running.is_empty();
         self.after_failures();
     }
 }
@@ -951,7 +956,10 @@ impl State {
                 Ok(m) => {
                     let now = self.agree.now();
                     match self.agree.running.iter_mut().find(|(_, a)| a.instance() == m.instance()) {
-                        Some((_, a)) => a.handle_message(peer.0, m, now),
+                        Some((_, a)) => {
+                            a.handle_message(peer.0, m, now);
+                            self.agree.dirty = true;
+                        }
                         None if self.agree.early.len() < EARLY_AGREE_KEEP => self.agree.early.push((peer, m)),
                         None => tracing::warn!(peer = peer.0, "dropping agreement message: too many early ones"),
                     }
