@@ -171,10 +171,10 @@ fn spawn_progress(shared: Weak<Shared>, tick: Duration, watch: Duration) -> Resu
                     return;
                 }
                 {
-                    // Never queue on the engine lock: a parked progress thread would get
-                    // the lock handed over (fair unlock) and stall the application until
-                    // the scheduler runs it. If the application holds the lock it is
-                    // progressing anyway; try again for a short while, then next tick.
+                    // Prefer not to queue on the engine lock: a parked progress thread gets
+                    // the lock handed over (fair unlock) and can stall the application
+                    // until the scheduler runs it. But heartbeats must go out every tick, or
+                    // a busy rank is taken for a hung one: after a few tries, wait.
                     let mut guard = None;
                     for _ in 0..LOCK_TRIES {
                         if let Some(g) = sh.engine.try_lock() {
@@ -183,7 +183,10 @@ fn spawn_progress(shared: Weak<Shared>, tick: Duration, watch: Duration) -> Resu
                         }
                         std::thread::yield_now();
                     }
-                    let Some(mut e) = guard else { continue };
+                    let mut e = match guard {
+                        Some(g) => g,
+                        None => sh.engine.lock(),
+                    };
                     e.progress();
                     e.ft_tick();
                     if e.is_excluded() {

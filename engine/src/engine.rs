@@ -346,6 +346,17 @@ impl Engine {
             .reqs
             .insert(Request { kind: Kind::Recv { peer, buf, phase: RecvPhase::AwaitingMatch }, outcome: None });
         let comm = self.st.comms.get(pattern.ctx);
+        // R17/R18: a collective receive on a communicator made inactive by a failure fails
+        // at once. A collective that began just before the failure became known posts its
+        // receives after `fail_peer` failed the pending ones; members that learnt of the
+        // failure first skip the collective, so those receives would wait forever.
+        if pattern.ctx.0 & 1 == 1 {
+            if let Some(c) = comm.filter(|c| !c.active) {
+                let rank = self.st.failures.in_order().iter().rev().find_map(|w| c.local_rank(Rank(*w))).unwrap_or(0);
+                self.st.set_outcome(req, Err(Error::RankFailStop { rank }));
+                return req;
+            }
+        }
         // R12: a source whose receive already failed fails every later matching receive.
         if let (Some(s), Some(c)) = (pattern.src, comm) {
             if c.is_poisoned(s) {

@@ -50,6 +50,14 @@ pub(crate) fn example(name: &str) -> PathBuf {
 /// binary run one at a time: on 2 cores, concurrent jobs of 8 ranks each would starve
 /// each other's progress threads and turn timing into noise.
 pub(crate) fn run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output {
+    match try_run_env(args, env, limit) {
+        Ok(o) => o,
+        Err(msg) => panic!("{msg}"),
+    }
+}
+
+/// As [`run_env`], but a job that exceeds `limit` is killed and reported as `Err`.
+pub(crate) fn try_run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Result<Output, String> {
     static ONE_JOB: Mutex<()> = Mutex::new(());
     let _turn = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
     let mut cmd = Command::new(rtrun());
@@ -64,16 +72,16 @@ pub(crate) fn run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) -> O
     let start = Instant::now();
     loop {
         if child.try_wait().expect("wait rtrun").is_some() {
-            return child.wait_with_output().expect("collect output");
+            return Ok(child.wait_with_output().expect("collect output"));
         }
         if start.elapsed() > limit {
             let _ = child.kill();
             let out = child.wait_with_output().expect("collect output");
-            panic!(
+            return Err(format!(
                 "rtrun {args:?} exceeded {limit:?}\nstdout:\n{}\nstderr:\n{}",
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
-            );
+            ));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
