@@ -43,14 +43,7 @@ fn kill_inside_every_collective_and_validate_survivors_finish() {
         let ranks = n.to_string();
         let victim_s = victim.to_string();
         let args = ["-n", ranks.as_str(), prog.to_str().unwrap(), victim_s.as_str(), "20", op];
-        // KNOWN RACE (docs/CONFORMANCE.md R17): rarely, a root that began a collective
-        // just as the failure surfaced waits for members that already skipped it. Until it
-        // is fixed, one hung job is retried (and reported); a second hang fails the test.
-        let o = common::try_run_env(&args, &[], Duration::from_secs(30)).unwrap_or_else(|e| {
-            eprintln!("retrying after a hang (known R17 race): {e}");
-            run(&args, Duration::from_secs(30))
-        });
-        let out = ok(&o);
+        let out = ok(&run(&args, Duration::from_secs(30)));
         let done = out.matches(&format!("done 20 iterations, failed [{victim}]")).count();
         assert_eq!(done, n - 1, "{op}: every survivor finishes and sees the same failed group:\n{out}");
     }

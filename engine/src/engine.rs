@@ -410,6 +410,11 @@ impl Engine {
         self.st.reqs.remove(req).and_then(|r| r.outcome)
     }
 
+    /// Whether `req` has completed in error.
+    pub(crate) fn has_failed(&self, req: ReqId) -> bool {
+        self.st.reqs.get(req).is_some_and(|r| matches!(r.outcome, Some(Err(_))))
+    }
+
     /// Whether `req` has completed (or no longer exists).
     pub(crate) fn is_complete(&self, req: ReqId) -> bool {
         self.st.reqs.get(req).is_none_or(|r| r.outcome.is_some())
@@ -1224,17 +1229,25 @@ impl State {
         tracing::debug!(peer = peer.0, "failing requests of failed peer");
         // R13: every communicator containing the failed rank disables its wildcards.
         let containing = if departed { Vec::new() } else { self.comms.containing(peer) };
-        for (ctx, _) in &containing {
-            if let Some(c) = self.comms.get_mut(*ctx) {
+        // A failure a validate already recognised (the agreement told us before the
+        // detector did) changes nothing collectively: the other members carry on with
+        // the communicator active, so deactivating it here would make this member skip
+        // a collective they wait in.
+        let mut fresh = Vec::with_capacity(containing.len());
+        for &(ctx, local) in &containing {
+            if let Some(c) = self.comms.get_mut(ctx) {
                 c.wildcard_disabled = true;
-                // R18: collectively inactive until validated.
-                c.active = false;
+                if !c.recognized.contains(&local) {
+                    // R18: collectively inactive until validated.
+                    c.active = false;
+                    fresh.push((ctx, local));
+                }
             }
         }
         // R17: receives of collectives in progress on those communicators fail, so no
         // member waits for one that gave up (collective data travels eagerly, so no
         // sender waits on a receiver).
-        for (ctx, local) in &containing {
+        for (ctx, local) in &fresh {
             let coll = ContextId(ctx.0 | 1);
             while let Some((_, id)) = self.posted.remove_where(|pat, _| pat.ctx == coll) {
                 self.set_outcome(id, Err(Error::RankFailStop { rank: *local }));

@@ -10,7 +10,8 @@
 //! - [`request`]: requests, their slab, [`Status`];
 //! - [`engine`]: the [`Engine`]: eager and rendezvous protocols, progress, failures;
 //! - [`handle`]: borrowing request handles, waiting with spin-then-yield;
-//! - [`coll`]: collectives over point-to-point with the run-through rules (R17–R21).
+//! - [`coll`]: collectives over point-to-point with the run-through rules (R17–R21);
+//! - [`icoll`]: nonblocking collectives as schedules of rounds (R21).
 //!
 //! It never aborts the process and never panics on remote input: malformed records are
 //! counted and dropped, a peer's failure completes requests in error.
@@ -22,6 +23,7 @@ mod comms;
 pub mod engine;
 pub mod error;
 pub mod handle;
+pub mod icoll;
 pub mod matching;
 pub mod request;
 pub mod transport;

@@ -393,3 +393,94 @@ fn departed_peer_fails_pending_operations_but_is_not_a_failure() {
     finish(live, &mut s).unwrap();
     assert_eq!(finish(live, &mut wild).unwrap().source, 1);
 }
+
+#[test]
+fn failure_already_recognised_by_validate_keeps_collectives_enabled() {
+    // The former R17 race: rank 2 learnt of rank 3's failure from the validate's decision
+    // before its own detector reported it. When the detector does, the communicator must
+    // stay collectively active (the others carry on with it) and a collective receive in
+    // progress must not fail; a new failure still deactivates it.
+    let (_hub, e) = job(4, 8, 64);
+    for eng in &e[..3] {
+        eng.lock().validate_commit(CTX, &[3]);
+    }
+    let coll = ContextId(CTX.0 | 1);
+    let view = e[2].lock().coll_begin(CTX).unwrap();
+    assert_eq!(view.alive, vec![0, 1, 2]);
+    let mut buf = [0u8; 8];
+    let mut r = irecv(&e[2], Pattern { ctx: coll, src: Some(0), tag: Some(view.tag) }, Some(Rank(0)), &mut buf);
+    e[2].lock().fail_peer(Rank(3));
+    assert!(e[2].lock().collectives_enabled(CTX), "a recognised failure does not deactivate again");
+    assert!(r.test().unwrap().is_none(), "the collective receive from a live member still waits");
+    assert!(!e[2].lock().any_source_enabled(CTX), "R13 still applies when the failure becomes known");
+    e[2].lock().fail_peer(Rank(1));
+    assert!(!e[2].lock().collectives_enabled(CTX));
+    assert_eq!(r.test(), Err(Error::RankFailStop { rank: 1 }));
+}
+
+#[test]
+fn nonblocking_collectives_over_sim_engines() {
+    use runthrough_engine::icoll::{ICollRequest, Kind, Members};
+    let (_hub, e) = job(5, 64, 64);
+    let world: Vec<Rank> = (0..5).map(Rank).collect();
+    let sum = |acc: &mut [u8], x: &[u8]| acc.iter_mut().zip(x).for_each(|(a, b)| *a = a.wrapping_add(*b));
+    // Allreduce of 100 bytes (two eager chunks) with every member's value rank + 1.
+    let mut bufs: Vec<Vec<u8>> = (0..5).map(|r| vec![r as u8 + 1; 100]).collect();
+    let mut reqs: Vec<ICollRequest<'_>> = bufs
+        .iter_mut()
+        .enumerate()
+        .map(|(r, b)| {
+            ICollRequest::start(
+                Members { eng: &e[r], ctx: CTX, group: &world, me: r as u32 },
+                Kind::Allreduce,
+                b,
+                None,
+                Some(Box::new(sum)),
+            )
+            .unwrap()
+        })
+        .collect();
+    let mut done = [false; 5];
+    for _ in 0..10_000 {
+        for (i, r) in reqs.iter_mut().enumerate() {
+            done[i] |= r.test().unwrap();
+        }
+        if done.iter().all(|d| *d) {
+            break;
+        }
+    }
+    assert!(done.iter().all(|d| *d));
+    drop(reqs);
+    assert!(bufs.iter().all(|b| b.iter().all(|&x| x == 15)));
+    // A failure while an ibcast from rank 0 runs: members not yet served fail (R17/R21).
+    let mut bufs: Vec<Vec<u8>> = (0..5).map(|r| vec![if r == 0 { 9 } else { 0 }; 8]).collect();
+    let mut reqs: Vec<ICollRequest<'_>> = bufs
+        .iter_mut()
+        .enumerate()
+        .skip(1)
+        .map(|(r, b)| {
+            ICollRequest::start(
+                Members { eng: &e[r], ctx: CTX, group: &world, me: r as u32 },
+                Kind::Bcast { root: 0 },
+                b,
+                None,
+                None,
+            )
+            .unwrap()
+        })
+        .collect();
+    for eng in &e[1..] {
+        eng.lock().fail_peer(Rank(0));
+    }
+    for r in &mut reqs {
+        assert_eq!(r.test(), Err(Error::RankFailStop { rank: 0 }));
+    }
+    drop(reqs);
+    // R21: on the now inactive communicator a nonblocking collective reports the failure
+    // at completion, not at the call.
+    let mut b = [0u8; 0];
+    let mut r =
+        ICollRequest::start(Members { eng: &e[1], ctx: CTX, group: &world, me: 1 }, Kind::Barrier, &mut b, None, None)
+            .unwrap();
+    assert_eq!(r.test(), Err(Error::RankFailStop { rank: 0 }));
+}
