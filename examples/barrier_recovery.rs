@@ -7,8 +7,10 @@
 //! halfway. OP (default `barrier`) picks the collective of the loop, so the same recovery
 //! is exercised with a kill inside every algorithm: `barrier`, `bcast`, `reduce`,
 //! `allreduce` (short, tree), `allreduce-long` (ring), `gather`, `scatter`,
-//! `allgather`, `alltoall`, `scan`, `exscan`, or `validate` (the victim dies between
-//! two validates, so the kill lands inside the agreement).
+//! `allgather`, `alltoall`, `scan`, `exscan`, `gatherv`, `allgatherv`, `alltoallv`,
+//! `reduce_scatter`, the nonblocking `ibarrier`, `ibcast`, `ireduce`, `iallreduce`,
+//! or `validate` / `ivalidate` (nothing but the validate, blocking or nonblocking: the
+//! victim dies between two of them, so the kill lands inside the agreement).
 //! Prints `barrier_recovery: rank r done ITERS iterations, failed [..]` per survivor.
 
 use runthrough::{Comm, Error, ErrorMode, GroupOrder, Op};
@@ -31,7 +33,29 @@ fn step(comm: &Comm, op: &str) -> Result<(), Error> {
         "alltoall" => comm.alltoall(&vec![me; 4 * n], &mut vec![0; 4 * n]),
         "scan" => comm.scan(&small, &mut [0; 4], Op::Sum),
         "exscan" => comm.exscan(&small, &mut [0; 4], Op::Sum).map(|_| ()),
-        "validate" => Ok(()),
+        "gatherv" => {
+            comm.gatherv(&small, &mut vec![0; 4 * n], &[4].repeat(n), &(0..n).map(|i| 4 * i).collect::<Vec<_>>(), 0)
+        }
+        "allgatherv" => {
+            comm.allgatherv(&small, &mut vec![0; 4 * n], &[4].repeat(n), &(0..n).map(|i| 4 * i).collect::<Vec<_>>())
+        }
+        "alltoallv" => {
+            let (c, d) = ([4].repeat(n), (0..n).map(|i| 4 * i).collect::<Vec<_>>());
+            comm.alltoallv(&vec![me; 4 * n], &c, &d, &mut vec![0; 4 * n], &c, &d)
+        }
+        "reduce_scatter" => comm.reduce_scatter(&vec![me; 4 * n], &mut [0; 4], &[4].repeat(n), Op::Sum),
+        "ibarrier" => comm.ibarrier()?.wait(),
+        "ibcast" => comm.ibcast(&mut [me; 16], 0)?.wait(),
+        "ireduce" => comm.ireduce(&small, &mut [0; 4], Op::Sum, 0)?.wait(),
+        "iallreduce" => {
+            // Two in flight, completed in the opposite order.
+            let (mut a, mut b) = ([0; 4], [0; 4]);
+            let ra = comm.iallreduce(&small, &mut a, Op::Sum)?;
+            let rb = comm.iallreduce(&small, &mut b, Op::Max)?;
+            let second = rb.wait();
+            ra.wait().and(second)
+        }
+        "validate" | "ivalidate" => Ok(()),
         other => {
             eprintln!("barrier_recovery: unknown op {other}");
             std::process::exit(2);
@@ -58,7 +82,18 @@ fn main() -> Result<(), Error> {
         if step(&comm, op).is_err() {
             errors += 1;
         }
-        let now = comm.validate()?;
+        let now = if op == "ivalidate" {
+            // R21: the agreement runs while this member polls.
+            let mut req = comm.ivalidate()?;
+            loop {
+                if let Some(g) = req.test()? {
+                    break g;
+                }
+                std::thread::yield_now();
+            }
+        } else {
+            comm.validate()?
+        };
         if now.compare(&failed) != GroupOrder::Ident {
             // A new failure: every survivor learns it in this same iteration.
             failed = now;

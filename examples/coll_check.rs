@@ -5,7 +5,7 @@
 //!
 //! `rtrun -n N coll_check [SEED]` prints `coll_check: ok ranks=N checks=K` on rank 0.
 
-use runthrough::{Comm, Error, Op};
+use runthrough::{Comm, Error, LocF64, Op};
 
 fn input(seed: u64, rank: usize, len: usize) -> Vec<i64> {
     (0..len).map(|i| ((seed as i64 * 31 + rank as i64 * 1009 + i as i64 * 7) % 1000) - 500).collect()
@@ -37,6 +37,8 @@ fn reduce_ref(n: usize, seed: u64, len: usize, upto: usize, op: Op) -> Vec<i64> 
                 Op::Max => (*a).max(b),
                 Op::Min => (*a).min(b),
                 Op::BitXor => *a ^ b,
+                Op::LogicalAnd => i64::from(*a != 0 && b != 0),
+                Op::LogicalOr => i64::from(*a != 0 || b != 0),
                 _ => unreachable!(),
             };
         }
@@ -101,6 +103,7 @@ fn run(world: &Comm, seed: u64) -> Result<usize, Error> {
         check("alltoall", &recv, &(0..n).flat_map(|i| input(seed ^ i as u64, me, len)).collect::<Vec<_>>());
         checks += 2;
     }
+    checks += run_v_and_nonblocking(world, seed)?;
     // Floating point allreduce (sum of small integers is exact) and a bad operator.
     let mut f = [0f64; 3];
     world.allreduce(&[me as f64, 1.0, -(me as f64)], &mut f, Op::Sum)?;
@@ -117,6 +120,135 @@ fn run(world: &Comm, seed: u64) -> Result<usize, Error> {
     }
     world.barrier()?;
     Ok(checks + 3)
+}
+
+/// Variable-size collectives, reduce_scatter, nonblocking collectives, the logical and
+/// location operators and user operations, against the same serial reference.
+fn run_v_and_nonblocking(world: &Comm, seed: u64) -> Result<usize, Error> {
+    let (me, n) = (world.rank(), world.size());
+    let mut checks = 0;
+    // Member i contributes i + 1 + (seed % 3) elements; ranges laid out in reverse order
+    // with a gap of one element, so displacements matter.
+    let counts: Vec<usize> = (0..n).map(|i| i + 1 + (seed % 3) as usize).collect();
+    let total: usize = counts.iter().sum::<usize>() + n;
+    let mut displs = vec![0; n];
+    let mut at = 0;
+    for i in (0..n).rev() {
+        displs[i] = at;
+        at += counts[i] + 1;
+    }
+    let placed = |f: &dyn Fn(usize) -> Vec<i64>| {
+        let mut v = vec![-1i64; total];
+        for i in 0..n {
+            v[displs[i]..displs[i] + counts[i]].copy_from_slice(&f(i));
+        }
+        v
+    };
+    let mine = input(seed, me, counts[me]);
+    for root in 0..n {
+        let mut g = vec![-1i64; total];
+        world.gatherv(&mine, &mut g, &counts, &displs, root)?;
+        if me == root {
+            check("gatherv", &g, &placed(&|i| input(seed, i, counts[i])));
+        }
+        let src = placed(&|i| input(seed ^ 9, i, counts[i]));
+        let mut piece = vec![0; counts[me]];
+        world.scatterv(&src, &counts, &displs, &mut piece, root)?;
+        check("scatterv", &piece, &input(seed ^ 9, me, counts[me]));
+        checks += 2;
+    }
+    let mut ag = vec![-1i64; total];
+    world.allgatherv(&mine, &mut ag, &counts, &displs)?;
+    check("allgatherv", &ag, &placed(&|i| input(seed, i, counts[i])));
+    // alltoallv: i sends j a block of (i + j) % 3 + 1 elements, values input(seed ^ i, j).
+    let len = |i: usize, j: usize| (i + j) % 3 + 1;
+    let offsets = |c: &[usize]| c.iter().scan(0, |a, &x| Some(std::mem::replace(a, *a + x))).collect::<Vec<_>>();
+    let sc: Vec<usize> = (0..n).map(|j| len(me, j)).collect();
+    let rc: Vec<usize> = (0..n).map(|i| len(i, me)).collect();
+    let (sd, rd) = (offsets(&sc), offsets(&rc));
+    let send: Vec<i64> = (0..n).flat_map(|j| input(seed ^ me as u64, j, len(me, j))).collect();
+    let mut recv = vec![0; rc.iter().sum()];
+    world.alltoallv(&send, &sc, &sd, &mut recv, &rc, &rd)?;
+    check("alltoallv", &recv, &(0..n).flat_map(|i| input(seed ^ i as u64, me, len(i, me))).collect::<Vec<_>>());
+    // reduce_scatter with the counts above.
+    let all = input(seed, me, counts.iter().sum());
+    let mut part = vec![0; counts[me]];
+    world.reduce_scatter(&all, &mut part, &counts, Op::Sum)?;
+    let full = (1..n).fold(input(seed, 0, all.len()), |acc, r| {
+        acc.iter().zip(input(seed, r, all.len())).map(|(a, b)| a.wrapping_add(b)).collect()
+    });
+    let start: usize = counts[..me].iter().sum();
+    check("reduce_scatter", &part, &full[start..start + counts[me]]);
+    checks += 3;
+    // Nonblocking collectives, two in flight at once, each against its blocking twin.
+    for len in [0usize, 3, 1000, 20_011] {
+        let mine = input(seed, me, len);
+        for root in [0, n - 1] {
+            let mut b = if me == root { input(seed, root, len) } else { vec![0; len] };
+            let mut red = vec![0; len];
+            let mut rb = world.ibcast(&mut b, root)?;
+            let mut rr = world.ireduce(&mine, &mut red, Op::Max, root)?;
+            while !(rb.test()? & rr.test()?) {
+                std::thread::yield_now();
+            }
+            drop((rb, rr));
+            check("ibcast", &b, &input(seed, root, len));
+            if me == root {
+                check("ireduce", &red, &reduce_ref(n, seed, len, n, Op::Max));
+            }
+        }
+        let mut out = vec![0; len];
+        let barrier = world.ibarrier()?;
+        world.iallreduce(&mine, &mut out, Op::Sum)?.wait()?;
+        barrier.wait()?;
+        check("iallreduce", &out, &reduce_ref(n, seed, len, n, Op::Sum));
+        checks += 3;
+    }
+    // Logical operators on zero and nonzero values (not only 0 / 1).
+    let flags =
+        |r: usize| -> Vec<i64> { (0..5).map(|i| if (i + r).is_multiple_of(3) { 0 } else { i as i64 * 7 - 3 }).collect() };
+    for op in [Op::LogicalAnd, Op::LogicalOr] {
+        let mut out = vec![0; 5];
+        world.allreduce(&flags(me), &mut out, op)?;
+        let want: Vec<i64> = (0..5)
+            .map(|i| {
+                let set = (0..n).map(|r| flags(r)[i] != 0);
+                i64::from(if op == Op::LogicalAnd {
+                    set.clone().all(|b| b)
+                } else {
+                    set.clone().any(|b| b)
+                })
+            })
+            .collect();
+        check("logical", &out, &want);
+    }
+    // MINLOC / MAXLOC: value (rank * 5) % n with index = rank; ties go to the smaller index.
+    let v = LocF64 { value: ((me * 5) % n) as f64, index: me as i64 };
+    let (mut lo, mut hi) = ([LocF64::default()], [LocF64::default()]);
+    world.allreduce(&[v], &mut lo, Op::MinLoc)?;
+    world.allreduce(&[v], &mut hi, Op::MaxLoc)?;
+    let vals: Vec<(f64, i64)> = (0..n).map(|r| (((r * 5) % n) as f64, r as i64)).collect();
+    let min =
+        vals.iter().fold((f64::MAX, i64::MAX), |a, &b| if b.0 < a.0 || (b.0 == a.0 && b.1 < a.1) { b } else { a });
+    let max =
+        vals.iter().fold((f64::MIN, i64::MAX), |a, &b| if b.0 > a.0 || (b.0 == a.0 && b.1 < a.1) { b } else { a });
+    if (lo[0].value, lo[0].index) != min || (hi[0].value, hi[0].index) != max {
+        fail(format!("minloc {:?} (want {min:?}) maxloc {:?} (want {max:?})", lo[0], hi[0]));
+    }
+    // A user operation (a * b mod 1009, commutative and associative), blocking both ways.
+    let mulmod = |acc: &mut [i64], x: &[i64]| acc.iter_mut().zip(x).for_each(|(a, b)| *a = (*a * *b).rem_euclid(1009));
+    let mine: Vec<i64> = (0..9).map(|i| (me * 13 + i + 2) as i64).collect();
+    let want: Vec<i64> =
+        (0..9).map(|i| (0..n).fold(1i64, |a, r| (a * (r * 13 + i + 2) as i64).rem_euclid(1009))).collect();
+    let mut out = vec![0; 9];
+    world.allreduce_with(&mine, &mut out, mulmod)?;
+    check("allreduce_with", &out, &want);
+    let mut out = vec![0; 9];
+    world.reduce_with(&mine, &mut out, n - 1, mulmod)?;
+    if me == n - 1 {
+        check("reduce_with", &out, &want);
+    }
+    Ok(checks + 5)
 }
 
 fn main() -> Result<(), Error> {

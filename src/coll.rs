@@ -3,6 +3,7 @@
 //! documents the algorithms and the run-through rules R17–R21).
 
 use runthrough_engine::coll::Coll;
+use runthrough_engine::icoll::{BoxedCombine, ICollRequest, Kind, Members};
 
 use crate::comm::Comm;
 use crate::{Error, Pod};
@@ -24,6 +25,16 @@ pub enum Op {
     BitOr,
     /// Bitwise exclusive or (MPI_BXOR); integers only.
     BitXor,
+    /// Logical and (MPI_LAND): nonzero is true, the result is 1 or 0; integers only.
+    LogicalAnd,
+    /// Logical or (MPI_LOR): nonzero is true, the result is 1 or 0; integers only.
+    LogicalOr,
+    /// The minimum value and the smallest index holding it (MPI_MINLOC); value-index
+    /// pairs only ([`LocF64`], [`LocF32`], [`LocI32`], [`LocI64`]).
+    MinLoc,
+    /// The maximum value and the smallest index holding it (MPI_MAXLOC); value-index
+    /// pairs only.
+    MaxLoc,
 }
 
 /// Element types the predefined operators reduce.
@@ -51,6 +62,9 @@ macro_rules! reduce_int {
                     Op::BitAnd => apply(acc, x, |a: $t, b: $t| a & b),
                     Op::BitOr => apply(acc, x, |a: $t, b: $t| a | b),
                     Op::BitXor => apply(acc, x, |a: $t, b: $t| a ^ b),
+                    Op::LogicalAnd => apply(acc, x, |a: $t, b: $t| <$t>::from(a != 0 && b != 0)),
+                    Op::LogicalOr => apply(acc, x, |a: $t, b: $t| <$t>::from(a != 0 || b != 0)),
+                    Op::MinLoc | Op::MaxLoc => return Err(Error::InvalidArg("MINLOC/MAXLOC of a plain number")),
                 }
                 Ok(())
             }
@@ -68,7 +82,7 @@ macro_rules! reduce_float {
                     Op::Prod => apply(acc, x, |a: $t, b: $t| a * b),
                     Op::Min => apply(acc, x, <$t>::min),
                     Op::Max => apply(acc, x, <$t>::max),
-                    _ => return Err(Error::InvalidArg("bitwise reduction of floating-point data")),
+                    _ => return Err(Error::InvalidArg("bitwise or logical reduction of floating-point data")),
                 }
                 Ok(())
             }
@@ -77,15 +91,56 @@ macro_rules! reduce_float {
 }
 reduce_float!(f32, f64);
 
+macro_rules! loc_pair {
+    ($($name:ident($v:ty, $i:ty, $mpi:literal)),*) => {$(
+        #[doc = concat!("A value and its index for MINLOC / MAXLOC (", $mpi, ").")]
+        #[repr(C)]
+        #[derive(Debug, Clone, Copy, PartialEq, Default, bytemuck::Pod, bytemuck::Zeroable)]
+        pub struct $name {
+            /// The value compared.
+            pub value: $v,
+            /// Its index (ties go to the smallest).
+            pub index: $i,
+        }
+
+        impl Reduce for $name {
+            fn reduce(op: Op, acc: &mut [Self], x: &[Self]) -> Result<(), Error> {
+                let pick = |a: Self, b: Self, b_better: bool| {
+                    if b_better || (a.value == b.value && b.index < a.index) { b } else { a }
+                };
+                match op {
+                    Op::MinLoc => apply(acc, x, |a: Self, b: Self| pick(a, b, b.value < a.value)),
+                    Op::MaxLoc => apply(acc, x, |a: Self, b: Self| pick(a, b, b.value > a.value)),
+                    _ => return Err(Error::InvalidArg("value-index pairs reduce only with MINLOC / MAXLOC")),
+                }
+                Ok(())
+            }
+        }
+    )*};
+}
+loc_pair!(
+    LocF64(f64, i64, "MPI_DOUBLE_INT, 64-bit index"),
+    LocF32(f32, i32, "MPI_FLOAT_INT"),
+    LocI32(i32, i32, "MPI_2INT"),
+    LocI64(i64, i64, "MPI_LONG_INT")
+);
+
 /// Checks that `op` applies to `T` before any communication (so every rank fails alike).
 fn check_op<T: Reduce>(op: Op) -> Result<(), Error> {
     T::reduce(op, &mut [], &[])
 }
 
-/// The byte-level combiner for `T` and `op` (checked with `check_op` first). The
+/// The byte-level combiner for `T` and `op` (checked with `check_op` first).
+fn combiner<T: Reduce>(op: Op) -> impl Fn(&mut [u8], &[u8]) {
+    combiner_fn(move |acc: &mut [T], x: &[T]| {
+        let _ = T::reduce(op, acc, x);
+    })
+}
+
+/// The byte-level combiner for an element-wise user function `f(acc, incoming)`. The
 /// engine's scratch buffers are byte vectors, so either side may be unaligned for `T`:
 /// then the elements are copied to aligned storage first.
-fn combiner<T: Reduce>(op: Op) -> impl Fn(&mut [u8], &[u8]) {
+fn combiner_fn<T: Pod>(f: impl Fn(&mut [T], &[T])) -> impl Fn(&mut [u8], &[u8]) {
     move |acc: &mut [u8], x: &[u8]| {
         let x_owned;
         let x: &[T] = match bytemuck::try_cast_slice(x) {
@@ -96,12 +151,10 @@ fn combiner<T: Reduce>(op: Op) -> impl Fn(&mut [u8], &[u8]) {
             }
         };
         match bytemuck::try_cast_slice_mut::<u8, T>(acc) {
-            Ok(a) => {
-                let _ = T::reduce(op, a, x);
-            }
+            Ok(a) => f(a, x),
             Err(_) => {
                 let mut a = bytemuck::allocation::pod_collect_to_vec::<u8, T>(acc);
-                let _ = T::reduce(op, &mut a, x);
+                f(&mut a, x);
                 acc.copy_from_slice(bytemuck::cast_slice(&a));
             }
         }
@@ -110,6 +163,20 @@ fn combiner<T: Reduce>(op: Op) -> impl Fn(&mut [u8], &[u8]) {
 
 fn bytes_mut<T: Pod>(b: &mut [T]) -> &mut [u8] {
     bytemuck::cast_slice_mut(b)
+}
+
+/// Logical operators give 1 or 0: inputs are made so first (a single member's result, or
+/// a value no other combines with, is then normalised too).
+fn normalize<T: Reduce>(op: Op, buf: &mut [T]) {
+    if matches!(op, Op::LogicalAnd | Op::LogicalOr) {
+        let copy = buf.to_vec();
+        let _ = T::reduce(op, buf, &copy);
+    }
+}
+
+/// Element counts or offsets in bytes.
+fn in_bytes<T>(v: &[usize]) -> Vec<usize> {
+    v.iter().map(|x| x.saturating_mul(std::mem::size_of::<T>())).collect()
 }
 
 fn same_len(a: usize, b: usize) -> Result<(), Error> {
@@ -152,6 +219,7 @@ impl Comm {
             let root = self.root(root)?;
             check_op::<T>(op)?;
             let mut acc = send.to_vec();
+            normalize(op, &mut acc);
             self.coll()?.reduce(root, bytes_mut(&mut acc), &combiner::<T>(op))?;
             if self.rank() == root as usize {
                 same_len(send.len(), recv.len())?;
@@ -168,6 +236,7 @@ impl Comm {
             same_len(send.len(), recv.len())?;
             check_op::<T>(op)?;
             recv.copy_from_slice(send);
+            normalize(op, recv);
             self.coll()?.allreduce(bytes_mut(recv), std::mem::size_of::<T>(), &combiner::<T>(op))
         })();
         self.check(r)
@@ -227,6 +296,7 @@ impl Comm {
             same_len(send.len(), recv.len())?;
             check_op::<T>(op)?;
             recv.copy_from_slice(send);
+            normalize(op, recv);
             self.coll()?.scan(bytes_mut(recv), &combiner::<T>(op))
         })();
         self.check(r)
@@ -239,13 +309,241 @@ impl Comm {
             same_len(send.len(), recv.len())?;
             check_op::<T>(op)?;
             recv.copy_from_slice(send);
+            normalize(op, recv);
             self.coll()?.exscan(bytes_mut(recv), &combiner::<T>(op))
         })();
         self.check(r)
     }
 
+    /// Gathers member i's `send` into `recv[displs[i]..][..counts[i]]` at `root`
+    /// (elements; MPI_Gatherv). `recv`, `counts` and `displs` matter only at the root;
+    /// ranges of failed members are left unchanged (R20).
+    pub fn gatherv<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[usize],
+        displs: &[usize],
+        root: usize,
+    ) -> Result<(), Error> {
+        let r = (|| {
+            let root_r = self.root(root)?;
+            let (c, d) =
+                if self.rank() == root { (in_bytes::<T>(counts), in_bytes::<T>(displs)) } else { (vec![], vec![]) };
+            if self.rank() == root && counts.get(root) != Some(&send.len()) {
+                return Err(Error::InvalidArg("gatherv: the root's count differs from its send length"));
+            }
+            self.coll()?.gatherv(root_r, bytemuck::cast_slice(send), bytes_mut(recv), &c, &d)
+        })();
+        self.check(r)
+    }
+
+    /// Scatters `send[displs[i]..][..counts[i]]` to member i (elements; MPI_Scatterv);
+    /// `send`, `counts` and `displs` matter only at the root.
+    pub fn scatterv<T: Pod>(
+        &self,
+        send: &[T],
+        counts: &[usize],
+        displs: &[usize],
+        recv: &mut [T],
+        root: usize,
+    ) -> Result<(), Error> {
+        let r = (|| {
+            let root_r = self.root(root)?;
+            let (c, d) =
+                if self.rank() == root { (in_bytes::<T>(counts), in_bytes::<T>(displs)) } else { (vec![], vec![]) };
+            self.coll()?.scatterv(root_r, bytemuck::cast_slice(send), &c, &d, bytes_mut(recv))
+        })();
+        self.check(r)
+    }
+
+    /// Every member gets member i's `send` in `recv[displs[i]..][..counts[i]]`
+    /// (elements; MPI_Allgatherv).
+    pub fn allgatherv<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> Result<(), Error> {
+        let r = (|| {
+            if counts.get(self.rank()) != Some(&send.len()) {
+                return Err(Error::InvalidArg("allgatherv: this member's count differs from its send length"));
+            }
+            let (c, d) = (in_bytes::<T>(counts), in_bytes::<T>(displs));
+            self.coll()?.allgatherv(bytemuck::cast_slice(send), bytes_mut(recv), &c, &d)
+        })();
+        self.check(r)
+    }
+
+    /// Member j gets `send[sdispls[j]..][..scounts[j]]`; member i's block for this one
+    /// lands in `recv[rdispls[i]..][..rcounts[i]]` (elements; MPI_Alltoallv).
+    pub fn alltoallv<T: Pod>(
+        &self,
+        send: &[T],
+        scounts: &[usize],
+        sdispls: &[usize],
+        recv: &mut [T],
+        rcounts: &[usize],
+        rdispls: &[usize],
+    ) -> Result<(), Error> {
+        let r = (|| {
+            let (sc, sd) = (in_bytes::<T>(scounts), in_bytes::<T>(sdispls));
+            let (rc, rd) = (in_bytes::<T>(rcounts), in_bytes::<T>(rdispls));
+            self.coll()?.alltoallv(bytemuck::cast_slice(send), &sc, &sd, bytes_mut(recv), &rc, &rd)
+        })();
+        self.check(r)
+    }
+
+    /// Reduces `send` (the sum of `counts` elements) over the live members and gives
+    /// member i the `counts[i]` elements of the result starting at the sum of the
+    /// counts before it, in `recv` (MPI_Reduce_scatter; done as an allreduce, then each
+    /// keeps its block). Blocks of failed members are computed but kept by nobody.
+    pub fn reduce_scatter<T: Reduce>(&self, send: &[T], recv: &mut [T], counts: &[usize], op: Op) -> Result<(), Error> {
+        let r = (|| {
+            if counts.len() != self.size() || counts.iter().sum::<usize>() != send.len() {
+                return Err(Error::InvalidArg(
+                    "reduce_scatter: counts need one entry per member summing to the send length",
+                ));
+            }
+            same_len(recv.len(), counts[self.rank()])?;
+            check_op::<T>(op)?;
+            let mut all = send.to_vec();
+            normalize(op, &mut all);
+            self.coll()?.allreduce(bytes_mut(&mut all), std::mem::size_of::<T>(), &combiner::<T>(op))?;
+            let start: usize = counts[..self.rank()].iter().sum();
+            recv.copy_from_slice(&all[start..start + recv.len()]);
+            Ok(())
+        })();
+        self.check(r)
+    }
+
+    /// Reduces `send` into `recv` at `root` with a user operation `f(acc, incoming)`
+    /// (element-wise over equal-length slices; it must be associative and commutative, and
+    /// may call [`Comm::group_failed`], R25). `recv` is ignored except at the root.
+    pub fn reduce_with<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        root: usize,
+        f: impl Fn(&mut [T], &[T]),
+    ) -> Result<(), Error> {
+        let r = (|| {
+            let root = self.root(root)?;
+            let mut acc = send.to_vec();
+            self.coll()?.reduce(root, bytes_mut(&mut acc), &combiner_fn(f))?;
+            if self.rank() == root as usize {
+                same_len(send.len(), recv.len())?;
+                recv.copy_from_slice(&acc);
+            }
+            Ok(())
+        })();
+        self.check(r)
+    }
+
+    /// Allreduce with a user operation (see [`Comm::reduce_with`]).
+    pub fn allreduce_with<T: Pod>(&self, send: &[T], recv: &mut [T], f: impl Fn(&mut [T], &[T])) -> Result<(), Error> {
+        let r = (|| {
+            same_len(send.len(), recv.len())?;
+            recv.copy_from_slice(send);
+            self.coll()?.allreduce(bytes_mut(recv), std::mem::size_of::<T>(), &combiner_fn(f))
+        })();
+        self.check(r)
+    }
+
+    fn members_of(&self) -> Members<'_> {
+        Members { eng: &self.inner.shared.engine, ctx: self.inner.ctx, group: self.members(), me: self.rank() as u32 }
+    }
+
+    fn istart<'a>(
+        &'a self,
+        kind: Kind,
+        user: &'a mut [u8],
+        contribution: Option<&[u8]>,
+        op: Option<BoxedCombine<'a>>,
+    ) -> Result<CollRequest<'a>, Error> {
+        let r = ICollRequest::start(self.members_of(), kind, user, contribution, op);
+        self.check(r).map(|inner| CollRequest { inner, comm: self })
+    }
+
+    /// Starts a barrier (MPI_Ibarrier). Errors of the collective, including a
+    /// communicator made inactive by a failure, are reported at completion (R21).
+    pub fn ibarrier(&self) -> Result<CollRequest<'_>, Error> {
+        self.istart(Kind::Barrier, &mut [], None, None)
+    }
+
+    /// Starts a broadcast of `buf` from `root` (MPI_Ibcast); `buf` is borrowed until the
+    /// request completes.
+    pub fn ibcast<'a, T: Pod>(&'a self, buf: &'a mut [T], root: usize) -> Result<CollRequest<'a>, Error> {
+        let root = self.check(self.root(root))?;
+        self.istart(Kind::Bcast { root }, bytes_mut(buf), None, None)
+    }
+
+    /// Starts a reduction of `send` (copied at the call) into `recv` at `root`
+    /// (MPI_Ireduce); `recv` is borrowed until completion and ignored except at the root.
+    pub fn ireduce<'a, T: Reduce>(
+        &'a self,
+        send: &[T],
+        recv: &'a mut [T],
+        op: Op,
+        root: usize,
+    ) -> Result<CollRequest<'a>, Error> {
+        let root = self.check(self.root(root).and_then(|r| check_op::<T>(op).map(|()| r)))?;
+        let op_kind = op;
+        let op: BoxedCombine<'a> = Box::new(combiner::<T>(op));
+        if self.rank() == root as usize {
+            self.check(same_len(send.len(), recv.len()))?;
+            recv.copy_from_slice(send);
+            normalize(op_kind, recv);
+            self.istart(Kind::Reduce { root }, bytes_mut(recv), None, Some(op))
+        } else {
+            let mut mine = send.to_vec();
+            normalize(op_kind, &mut mine);
+            self.istart(Kind::Reduce { root }, &mut [], Some(bytemuck::cast_slice(&mine)), Some(op))
+        }
+    }
+
+    /// Starts an allreduce of `send` (copied at the call) into `recv` (MPI_Iallreduce).
+    pub fn iallreduce<'a, T: Reduce>(
+        &'a self,
+        send: &[T],
+        recv: &'a mut [T],
+        op: Op,
+    ) -> Result<CollRequest<'a>, Error> {
+        self.check(same_len(send.len(), recv.len()).and_then(|()| check_op::<T>(op)))?;
+        recv.copy_from_slice(send);
+        normalize(op, recv);
+        self.istart(Kind::Allreduce, bytes_mut(recv), None, Some(Box::new(combiner::<T>(op))))
+    }
+
     /// Whether collectives may run (false after a member's failure until `validate`).
     pub fn collectives_enabled(&self) -> bool {
         self.inner.shared.engine.lock().collectives_enabled(self.inner.ctx)
+    }
+}
+
+/// A nonblocking collective in progress (R21): its buffers stay borrowed until it
+/// completes; errors (a participant's failure, an inactive communicator) are reported
+/// by `test` / `wait` through the communicator's error mode. Rounds of the collective
+/// advance when it is tested or waited on; dropping it completes it first (blocking until
+/// the other members took part or one failed), as the others wait for this one's part.
+#[derive(Debug)]
+#[must_use = "a collective request does nothing unless waited on or tested"]
+pub struct CollRequest<'a> {
+    inner: ICollRequest<'a>,
+    comm: &'a Comm,
+}
+
+impl CollRequest<'_> {
+    /// Blocks until the collective completes.
+    pub fn wait(self) -> Result<(), Error> {
+        let CollRequest { inner, comm } = self;
+        comm.check(inner.wait())
+    }
+
+    /// Makes progress; `Ok(true)` once the collective has completed.
+    pub fn test(&mut self) -> Result<bool, Error> {
+        let r = self.inner.test();
+        self.comm.check(r)
     }
 }

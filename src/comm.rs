@@ -451,11 +451,16 @@ impl Comm {
         Ok((entries, ctx))
     }
 
+    /// Enters one fault-tolerant agreement over the live members; returns its instance.
+    fn agreement_start(&self, flag: u32) -> Result<u64, Error> {
+        let seq = self.inner.agreements.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.shared.engine.lock().agree_start(self.inner.ctx, &self.inner.group, seq, flag)
+    }
+
     /// Runs one fault-tolerant agreement over the live members; returns the decision.
     fn agreement(&self, flag: u32) -> Result<runthrough_ft::Decision, Error> {
-        let seq = self.inner.agreements.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let inst = self.agreement_start(flag)?;
         let shared = &self.inner.shared;
-        let inst = shared.engine.lock().agree_start(self.inner.ctx, &self.inner.group, seq, flag)?;
         let mut waiter = self.waiter();
         loop {
             {
@@ -469,22 +474,31 @@ impl Comm {
         }
     }
 
+    /// Applies a validate's decision: its failed members become recognised (R19, R20).
+    fn validate_apply(&self, d: &runthrough_ft::Decision) -> Group {
+        let local: Vec<u32> =
+            d.failed.iter().filter_map(|w| self.inner.group.iter().position(|g| g.0 == *w).map(|i| i as u32)).collect();
+        self.inner.shared.engine.lock().validate_commit(self.inner.ctx, &local);
+        Group::new(d.failed.iter().map(|&w| Rank(w)).collect(), self.my_world_rank())
+    }
+
     /// Validates the communicator (seeds/000 §17.7.4, R19): a collective over the live
     /// members that agrees, uniformly, on the group of failed members; they become
     /// recognised failures, excluded from later collectives (R20), and collectives are
     /// enabled again. Returns the agreed failed group (the same at every member).
     /// Collectives begun before need not match across it (the "cut" of seeds/004).
     pub fn validate(&self) -> Result<Group, Error> {
-        let r = self.agreement(u32::MAX).map(|d| {
-            let local: Vec<u32> = d
-                .failed
-                .iter()
-                .filter_map(|w| self.inner.group.iter().position(|g| g.0 == *w).map(|i| i as u32))
-                .collect();
-            self.inner.shared.engine.lock().validate_commit(self.inner.ctx, &local);
-            Group::new(d.failed.iter().map(|&w| Rank(w)).collect(), self.my_world_rank())
-        });
+        let r = self.agreement(u32::MAX).map(|d| self.validate_apply(&d));
         self.check(r)
+    }
+
+    /// Starts a validate (MPI_Comm_ivalidate, R19, R21): the agreement runs in the
+    /// background (the progress thread carries its messages); the request's completion
+    /// applies the decision, as [`Comm::validate`] does. Its agreement is ordered with
+    /// this communicator's other validates, agrees and creations by call order.
+    pub fn ivalidate(&self) -> Result<ValidateRequest<'_>, Error> {
+        let r = self.agreement_start(u32::MAX);
+        self.check(r).map(|instance| ValidateRequest { comm: self, instance: Some(instance) })
     }
 
     /// Fault-tolerant agreement on the bitwise AND of `flag` over the live members
@@ -497,6 +511,60 @@ impl Comm {
     /// The members' world ranks, by local rank.
     pub(crate) fn members(&self) -> &[Rank] {
         &self.inner.group
+    }
+}
+
+/// A validate in progress ([`Comm::ivalidate`]).
+#[derive(Debug)]
+#[must_use = "a validate request does nothing unless waited on or tested"]
+pub struct ValidateRequest<'a> {
+    comm: &'a Comm,
+    instance: Option<u64>,
+}
+
+impl ValidateRequest<'_> {
+    /// Makes progress; once the agreement has decided, applies it and returns the agreed
+    /// failed group (later calls return `Ok(None)`).
+    pub fn test(&mut self) -> Result<Option<Group>, Error> {
+        let Some(inst) = self.instance else { return Ok(None) };
+        let decided = {
+            let mut e = self.comm.inner.shared.engine.lock();
+            e.progress();
+            e.agree_decision(inst)
+        };
+        Ok(decided.map(|d| {
+            self.instance = None;
+            self.comm.validate_apply(&d)
+        }))
+    }
+
+    /// Blocks until the validate completes; returns the agreed failed group.
+    pub fn wait(mut self) -> Result<Group, Error> {
+        let mut waiter = self.comm.waiter();
+        loop {
+            match self.test() {
+                Ok(Some(g)) => return Ok(g),
+                Ok(None) if self.instance.is_none() => {
+                    return self.comm.check(Err(Error::ApiMisuse("validate already completed and its outcome taken")))
+                }
+                Ok(None) => waiter.snooze(),
+                Err(e) => return self.comm.check(Err(e)),
+            }
+        }
+    }
+}
+
+impl Drop for ValidateRequest<'_> {
+    /// Completes the validate: the other members' agreement counts on this one, and the
+    /// decision must be applied here too for the communicator to stay uniform.
+    fn drop(&mut self) {
+        let mut waiter = self.comm.waiter();
+        while self.instance.is_some() {
+            if self.test().is_err() {
+                return;
+            }
+            waiter.snooze();
+        }
     }
 }
 

@@ -38,8 +38,8 @@ pub mod request;
 pub mod runtime;
 
 pub use bytemuck::Pod;
-pub use coll::{Op, Reduce};
-pub use comm::{Comm, ErrorMode, Source, TagSel, ANY_SOURCE, ANY_TAG};
+pub use coll::{CollRequest, LocF32, LocF64, LocI32, LocI64, Op, Reduce};
+pub use comm::{Comm, ErrorMode, Source, TagSel, ValidateRequest, ANY_SOURCE, ANY_TAG};
 pub use group::{Group, GroupOrder};
 pub use request::{wait_all, wait_any, Request};
 pub use runthrough_engine::{Class, Error, Scope, Status, TAG_UB};

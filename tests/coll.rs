@@ -22,7 +22,7 @@ fn collectives_match_serial_reference_1_to_8_ranks() {
 fn kill_inside_every_collective_and_validate_survivors_finish() {
     // seeds/000 Example 17.6 generalised: a loop of one collective + validate, the victim
     // SIGKILLs itself halfway; every survivor finishes all iterations and all agree on
-    // the failed group (R17, R18, R19, R20).
+    // the failed group (R17, R18, R19, R20; R21 for the nonblocking ones and ivalidate).
     let prog = example("barrier_recovery");
     let ops = [
         "barrier",
@@ -37,6 +37,15 @@ fn kill_inside_every_collective_and_validate_survivors_finish() {
         "scan",
         "exscan",
         "validate",
+        "gatherv",
+        "allgatherv",
+        "alltoallv",
+        "reduce_scatter",
+        "ibarrier",
+        "ibcast",
+        "ireduce",
+        "iallreduce",
+        "ivalidate",
     ];
     for (i, op) in ops.iter().enumerate() {
         let (n, victim) = if i % 2 == 0 { (4, 1) } else { (5, 4) };

@@ -68,6 +68,42 @@ pub struct CollView {
     pub recognized: Vec<u32>,
 }
 
+const TOO_SHORT: Error = Error::InvalidArg("buffer shorter than its count");
+
+/// Checks that every `(displs[i], counts[i])` of `members` lies within `len` bytes.
+fn check_ranges(len: usize, counts: &[usize], displs: &[usize], members: usize) -> Result<(), Error> {
+    if counts.len() != members || displs.len() != members {
+        return Err(Error::InvalidArg("counts and displacements need one entry per member"));
+    }
+    if counts.iter().zip(displs).any(|(&c, &d)| d.checked_add(c).is_none_or(|end| end > len)) {
+        return Err(Error::InvalidArg("a count and displacement reach past the buffer"));
+    }
+    Ok(())
+}
+
+/// Splits `buf` into the disjoint ranges `displs[i]..displs[i] + counts[i]`, in member
+/// order (overlapping ranges are an error: a receive buffer is written once).
+fn split_ranges<'b>(buf: &'b mut [u8], counts: &[usize], displs: &[usize]) -> Result<Vec<&'b mut [u8]>, Error> {
+    check_ranges(buf.len(), counts, displs, counts.len())?;
+    let mut order: Vec<usize> = (0..counts.len()).collect();
+    order.sort_by_key(|&i| displs[i]);
+    let mut pieces: Vec<Option<&'b mut [u8]>> = (0..counts.len()).map(|_| None).collect();
+    let mut rest = buf;
+    let mut at = 0;
+    for i in order {
+        if displs[i] < at {
+            return Err(Error::InvalidArg("receive ranges overlap"));
+        }
+        let tail = std::mem::take(&mut rest);
+        let (_, tail) = tail.split_at_mut(displs[i] - at);
+        let (piece, tail) = tail.split_at_mut(counts[i]);
+        pieces[i] = Some(piece);
+        rest = tail;
+        at = displs[i] + counts[i];
+    }
+    Ok(pieces.into_iter().map(|p| p.unwrap_or_default()).collect())
+}
+
 /// One collective call in progress.
 #[derive(Debug)]
 pub struct Coll<'a> {
@@ -341,6 +377,111 @@ impl<'a> Coll<'a> {
             let from = (self.me + n - step) % n;
             let (s, r) = (at(to), at(from));
             self.sendrecv(to, &send[s..s + len], from, &mut recv[r..r + len])?;
+        }
+        Ok(())
+    }
+
+    /// Gathers variable-size contributions at `root`: member `i`'s `send` lands in
+    /// `recv[displs[i]..displs[i] + counts[i]]` (bytes; local-rank indexed); failed
+    /// members' ranges are left as they were.
+    pub fn gatherv(
+        &self,
+        root: u32,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> Result<(), Error> {
+        let vroot = self.vroot(root)?;
+        if self.me != vroot {
+            return self.send(vroot, send);
+        }
+        let mut reqs = Vec::new();
+        for (i, piece) in split_ranges(recv, counts, displs)?.into_iter().enumerate() {
+            match self.vrank_of(i as u32) {
+                Some(v) if v == self.me => piece.copy_from_slice(send.get(..piece.len()).ok_or(TOO_SHORT)?),
+                Some(v) => self.post_recvs(v, piece, &mut reqs),
+                None => {}
+            }
+        }
+        Self::finish(&mut reqs)
+    }
+
+    /// Scatters `send[displs[i]..displs[i] + counts[i]]` to member `i` (bytes) from
+    /// `root`.
+    pub fn scatterv(
+        &self,
+        root: u32,
+        send: &[u8],
+        counts: &[usize],
+        displs: &[usize],
+        recv: &mut [u8],
+    ) -> Result<(), Error> {
+        let vroot = self.vroot(root)?;
+        if self.me != vroot {
+            return self.recv(vroot, recv);
+        }
+        check_ranges(send.len(), counts, displs, self.group.len())?;
+        let mut reqs = Vec::new();
+        for i in 0..self.group.len() {
+            let piece = &send[displs[i]..displs[i] + counts[i]];
+            match self.vrank_of(i as u32) {
+                Some(v) if v == self.me => recv.get_mut(..piece.len()).ok_or(TOO_SHORT)?.copy_from_slice(piece),
+                Some(v) => self.post_sends(v, piece, &mut reqs),
+                None => {}
+            }
+        }
+        Self::finish(&mut reqs)
+    }
+
+    /// Everyone gets member `i`'s `send` in `recv[displs[i]..displs[i] + counts[i]]`
+    /// (bytes; ring over the participants).
+    pub fn allgatherv(&self, send: &[u8], recv: &mut [u8], counts: &[usize], displs: &[usize]) -> Result<(), Error> {
+        let n = self.n();
+        check_ranges(recv.len(), counts, displs, self.group.len())?;
+        let at = |v: usize| {
+            let l = self.local(v) as usize;
+            displs[l]..displs[l] + counts[l]
+        };
+        let mine = at(self.me);
+        recv[mine.clone()].copy_from_slice(send.get(..mine.len()).ok_or(TOO_SHORT)?);
+        let (next, prev) = ((self.me + 1) % n, (self.me + n - 1) % n);
+        for step in 0..n.saturating_sub(1) {
+            let s = at((self.me + n - step) % n);
+            let r = at((self.me + n - step - 1) % n);
+            let out = recv[s].to_vec();
+            self.sendrecv(next, &out, prev, &mut recv[r])?;
+        }
+        Ok(())
+    }
+
+    /// Member `j` gets `send[sdispls[j]..][..scounts[j]]`; what member `i` sends here
+    /// lands in `recv[rdispls[i]..][..rcounts[i]]` (bytes; pairwise exchange).
+    pub fn alltoallv(
+        &self,
+        send: &[u8],
+        scounts: &[usize],
+        sdispls: &[usize],
+        recv: &mut [u8],
+        rcounts: &[usize],
+        rdispls: &[usize],
+    ) -> Result<(), Error> {
+        let n = self.n();
+        let g = self.group.len();
+        check_ranges(send.len(), scounts, sdispls, g)?;
+        check_ranges(recv.len(), rcounts, rdispls, g)?;
+        let me = self.local(self.me) as usize;
+        let (sr, rr) = (sdispls[me]..sdispls[me] + scounts[me], rdispls[me]..rdispls[me] + rcounts[me]);
+        if sr.len() != rr.len() {
+            return Err(Error::InvalidArg("alltoallv: this member's send and receive counts to itself differ"));
+        }
+        recv[rr].copy_from_slice(&send[sr]);
+        for step in 1..n {
+            let to = self.local((self.me + step) % n) as usize;
+            let from = self.local((self.me + n - step) % n) as usize;
+            let s = &send[sdispls[to]..sdispls[to] + scounts[to]];
+            let r = &mut recv[rdispls[from]..rdispls[from] + rcounts[from]];
+            self.sendrecv((self.me + step) % n, s, (self.me + n - step) % n, r)?;
         }
         Ok(())
     }

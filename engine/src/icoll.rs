@@ -371,23 +371,15 @@ impl<'a> ICollRequest<'a> {
 }
 
 impl Drop for ICollRequest<'_> {
-    /// Settles what is posted: receives still unmatched are cancelled, anything else is
-    /// progressed to completion (bounded by the failure detector, like a dropped
-    /// point-to-point request). The rest of the schedule is abandoned.
+    /// Completes the collective (errors are dropped): the other members wait for this
+    /// one's part, so abandoning it would leave them waiting; it ends as soon as the
+    /// collective completes or fails (R17 bounds that by the failure detector).
     fn drop(&mut self) {
-        if self.posted.is_empty() {
+        if self.outcome.is_some() && self.posted.is_empty() {
             return;
         }
         let mut waiter = Waiter::new(self.eng.lock().config().spin_polls);
-        loop {
-            {
-                let mut e = self.eng.lock();
-                self.posted.retain(|&id| !e.release(id));
-                if self.posted.is_empty() {
-                    return;
-                }
-                e.progress();
-            }
+        while let Ok(false) = self.test() {
             waiter.snooze();
         }
     }
