@@ -410,6 +410,46 @@ impl Comm {
         self.check(r)
     }
 
+    /// A communicator of the members of `group` (a subset of this communicator's, in
+    /// the group's order; MPI_Comm_create): collective over the live members and uniform
+    /// like [`Comm::dup`]; processes outside `group` get `None`. Every member must pass
+    /// the same group. Members of `group` recognised failed here stay recognised failed
+    /// in the new communicator.
+    pub fn create(&self, group: &Group) -> Result<Option<Comm>, Error> {
+        let r = (|| {
+            let locals: Vec<usize> = group
+                .ranks()
+                .iter()
+                .map(|w| self.inner.group.iter().position(|g| g == w))
+                .collect::<Option<_>>()
+                .ok_or(Error::InvalidArg("create: the group is not a subset of the communicator"))?;
+            let mine = locals.iter().position(|&l| l == self.rank());
+            let (_, ctx) = self.create_exchange(if mine.is_some() { 0 } else { -1 }, mine.unwrap_or(0) as i32)?;
+            let Some(me) = mine else { return Ok(None) };
+            let members: Arc<[Rank]> = group.ranks().into();
+            let c = Comm::new(self.inner.shared.clone(), ContextId(ctx), members, me as u32, self.error_mode());
+            let recognized = self.inner.shared.engine.lock().recognized(self.inner.ctx);
+            let inherited: Vec<u32> = locals
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| recognized.contains(&(**l as u32)))
+                .map(|(i, _)| i as u32)
+                .collect();
+            if !inherited.is_empty() {
+                c.inner.shared.engine.lock().validate_commit(c.inner.ctx, &inherited);
+            }
+            Ok(Some(c))
+        })();
+        self.check(r)
+    }
+
+    /// Frees the communicator (MPI_Comm_free; dropping it does the same). Local and
+    /// always complete, whatever failed (R26): its pending operations are the caller's
+    /// requests, which borrow it and so have completed or been dropped already.
+    pub fn free(self) {
+        drop(self);
+    }
+
     /// The creation protocol of `dup` and `split`: exchange (color, key, context proposal)
     /// over the live members, then agree whether that worked everywhere with no failure
     /// beyond the recognised ones; the agreement is the decision point of seeds/004 (a

@@ -66,6 +66,30 @@ impl Group {
         ranks.iter().map(|&r| self.members.get(r).and_then(|w| other.members.iter().position(|o| o == w))).collect()
     }
 
+    /// The members at `ranks` of this group, in that order (MPI_Group_incl).
+    ///
+    /// # Errors
+    /// `InvalidRank` for a rank out of range, `InvalidArg` for a repeated one.
+    pub fn incl(&self, ranks: &[usize]) -> Result<Group, crate::Error> {
+        let mut m = Vec::with_capacity(ranks.len());
+        for &r in ranks {
+            let w = *self
+                .members
+                .get(r)
+                .ok_or(crate::Error::InvalidRank { rank: r as i64, size: self.members.len() as u32 })?;
+            if m.contains(&w) {
+                return Err(crate::Error::InvalidArg("a rank appears twice in a group inclusion"));
+            }
+            m.push(w);
+        }
+        Ok(Group::new(m, self.me))
+    }
+
+    /// The members, as world ranks.
+    pub(crate) fn ranks(&self) -> &[Rank] {
+        &self.members
+    }
+
     /// Compares membership and order.
     pub fn compare(&self, other: &Group) -> GroupOrder {
         if self.members == other.members {
@@ -101,5 +125,14 @@ mod tests {
         assert_eq!(all.rank(), Some(2));
         assert_eq!(failed.rank(), None);
         drop(failed); // freeing always completes
+    }
+
+    #[test]
+    fn incl_picks_members_in_order_and_rejects_bad_ranks() {
+        let all = g(&[4, 3, 2, 1, 0]);
+        assert_eq!(all.incl(&[4, 0, 2]).unwrap().world_ranks(), vec![0, 4, 2]);
+        assert_eq!(all.incl(&[5]), Err(crate::Error::InvalidRank { rank: 5, size: 5 }));
+        assert!(all.incl(&[1, 1]).is_err());
+        assert_eq!(all.incl(&[]).unwrap().size(), 0);
     }
 }

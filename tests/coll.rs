@@ -82,6 +82,11 @@ fn split_retry_is_uniform_and_yields_the_live_members() {
     assert_eq!(out.matches(" of 4 after 2 tries, sum of old ranks 8").count(), 4, "{out}");
     let out = ok(&run(&["-n", "4", prog.to_str().unwrap()], Duration::from_secs(60)));
     assert_eq!(out.matches(" of 4 after 1 tries, sum of old ranks 6").count(), 4, "{out}");
+    // The same with MPI_Comm_create from the group of the members not known failed.
+    let out = ok(&run(&["-n", "5", prog.to_str().unwrap(), "2", "create"], Duration::from_secs(60)));
+    assert_eq!(out.matches(" of 4 after 2 tries, sum of old ranks 8").count(), 4, "{out}");
+    let out = ok(&run(&["-n", "4", prog.to_str().unwrap(), "none", "create"], Duration::from_secs(60)));
+    assert_eq!(out.matches(" of 4 after 1 tries, sum of old ranks 6").count(), 4, "{out}");
 }
 
 #[test]
