@@ -16,8 +16,9 @@
 //!   seeds/004).
 //!
 //! Algorithms (over the v-ranks 0..n of the live members): dissemination barrier
-//! (Hensgen, Finkel, Manber), binomial-tree broadcast and reduce, allreduce as reduce +
-//! broadcast for short vectors and ring reduce-scatter + allgather for long ones, ring
+//! (Hensgen, Finkel, Manber), binomial-tree broadcast and reduce, allreduce by recursive
+//! doubling for vectors of one eager record, reduce + broadcast up to 64 KiB and ring
+//! reduce-scatter + allgather for long ones, ring
 //! allgather, linear gather/scatter, pairwise-exchange alltoall, linear-chain scans.
 
 use parking_lot::Mutex;
@@ -181,19 +182,51 @@ impl<'a> Coll<'a> {
         crate::handle::wait_all(reqs)
     }
 
+    /// A single-record receive (the buffer fits one eager chunk).
+    fn recv1<'b>(&self, v_from: usize, buf: &'b mut [u8]) -> Request<'b>
+    where
+        'a: 'b,
+    {
+        let src = self.local(v_from);
+        let pattern = Pattern { ctx: self.view.ctx, src: Some(src), tag: Some(self.view.tag) };
+        irecv(self.eng, pattern, Some(self.group[src as usize]), buf)
+    }
+
+    /// A single-record send.
+    fn send1<'b>(&self, v_to: usize, buf: &'b [u8]) -> Request<'b>
+    where
+        'a: 'b,
+    {
+        let dst = self.local(v_to);
+        isend(self.eng, self.view.ctx, self.local(self.me), dst, self.group[dst as usize], self.view.tag, buf)
+    }
+
     fn send(&self, v_to: usize, buf: &[u8]) -> Result<(), Error> {
+        if buf.len() <= self.chunk {
+            return self.send1(v_to, buf).wait().map(drop);
+        }
         let mut r = Vec::new();
         self.post_sends(v_to, buf, &mut r);
         Self::finish(&mut r)
     }
 
     fn recv(&self, v_from: usize, buf: &mut [u8]) -> Result<(), Error> {
+        if buf.len() <= self.chunk {
+            return self.recv1(v_from, buf).wait().map(drop);
+        }
         let mut r = Vec::new();
         self.post_recvs(v_from, buf, &mut r);
         Self::finish(&mut r)
     }
 
     fn sendrecv(&self, v_to: usize, sbuf: &[u8], v_from: usize, rbuf: &mut [u8]) -> Result<(), Error> {
+        if sbuf.len() <= self.chunk && rbuf.len() <= self.chunk {
+            // No vector of requests for the common short exchange; both always complete.
+            let r = self.recv1(v_from, rbuf);
+            let s = self.send1(v_to, sbuf);
+            let (rr, sr) = (r.wait(), s.wait());
+            return rr.and(sr).map(drop);
+        }
         let mut r = Vec::new();
         self.post_recvs(v_from, rbuf, &mut r);
         self.post_sends(v_to, sbuf, &mut r);
@@ -269,9 +302,58 @@ impl<'a> Coll<'a> {
         if n > 1 && buf.len() >= RING_ALLREDUCE_MIN_BYTES && elems >= n {
             return self.ring_allreduce(buf, elem, op);
         }
+        if n > 1 && buf.len() <= self.chunk {
+            return self.doubling_allreduce(buf, op);
+        }
         let root = self.local(0);
         self.reduce(root, buf, op)?;
         self.bcast(root, buf)
+    }
+
+    /// Recursive-doubling allreduce for vectors of one eager record (Thakur, Rabenseifner
+    /// and Gropp): ⌈log2 n⌉ exchange rounds instead of the 2⌈log2 n⌉ of reduce +
+    /// broadcast. With p the largest power of two ≤ n and r = n − p, the first 2r
+    /// participants pair up (even ones hand their vector to the odd one and wait for the
+    /// result), the other p exchange with partners at distance 1, 2, 4, …. Every member
+    /// combines in the same order (lower v-rank's vector first), so floating-point results
+    /// agree bitwise across members.
+    fn doubling_allreduce(&self, buf: &mut [u8], op: Combine<'_>) -> Result<(), Error> {
+        let n = self.n();
+        let p = 1 << (usize::BITS - 1 - n.leading_zeros());
+        let rem = n - p;
+        let me = self.me;
+        with_scratch(buf.len(), |tmp| {
+            let newrank = if me < 2 * rem {
+                if me % 2 == 0 {
+                    self.send(me + 1, buf)?;
+                    return self.recv(me + 1, buf);
+                }
+                self.recv(me - 1, tmp)?;
+                // Lower v-rank first: acc = tmp ⊕ buf, kept in buf.
+                op(tmp, buf);
+                buf.copy_from_slice(tmp);
+                me / 2
+            } else {
+                me - rem
+            };
+            let mut mask = 1;
+            while mask < p {
+                let partner_new = newrank ^ mask;
+                let partner = if partner_new < rem { partner_new * 2 + 1 } else { partner_new + rem };
+                self.sendrecv(partner, buf, partner, tmp)?;
+                if partner < me {
+                    op(tmp, buf);
+                    buf.copy_from_slice(tmp);
+                } else {
+                    op(buf, tmp);
+                }
+                mask <<= 1;
+            }
+            if me < 2 * rem {
+                self.send(me - 1, buf)?;
+            }
+            Ok(())
+        })
     }
 
     /// Ring allreduce: n−1 reduce-scatter steps then n−1 allgather steps, each moving

@@ -3,12 +3,11 @@
 //!
 //! A round posts receives and sends (collective data is eager, chunked to the eager
 //! limit, like the blocking collectives of [`crate::coll`]); when all of them have
-//! completed, its reductions are applied and the next round is posted. The schedules use
-//! the blocking algorithms' trees — dissemination barrier, binomial broadcast and reduce,
-//! reduce + broadcast for allreduce — so a nonblocking collective matches the same
-//! collective called nonblocking elsewhere. (A blocking call does not match a nonblocking
-//! one, as in MPI; both draw the same sequence number, so mixing them is a program error
-//! that makes the two time out against each other's failures only.)
+//! completed, its reductions are applied and the next round is posted. The schedules are
+//! a dissemination barrier, binomial broadcast and reduce, and reduce + broadcast for
+//! allreduce (the blocking allreduce of short vectors uses recursive doubling instead).
+//! A nonblocking collective matches the same nonblocking collective at the other
+//! members; it does not match a blocking one (MPI forbids mixing them too).
 //!
 //! Run-through rules: a communicator that is collectively inactive when the collective
 //! starts gives a request that completes at once with `RankFailStop` (R21: errors are
