@@ -324,7 +324,7 @@ impl<'a> Coll<'a> {
         let me = self.me;
         with_scratch(buf.len(), |tmp| {
             let newrank = if me < 2 * rem {
-                if me % 2 == 0 {
+                if me.is_multiple_of(2) {
                     self.send(me + 1, buf)?;
                     return self.recv(me + 1, buf);
                 }
