@@ -20,6 +20,12 @@
 //! `FI_SOURCE` node of the hints (tcp, sockets, auto), so the provider never picks another
 //! interface (loopback, or a machine's `eth0` it was not given). Same-host peers use shared
 //! memory: rtrun gives each host its own `RT_SHM_NAME`, created by the host's lowest rank.
+//!
+//! Peer death on this host (DESIGN §3 local evidence): the pids every rank publishes
+//! (`pid/{rank}`, also used for CMA) give each rank a pidfd per shared-memory peer
+//! ([`Liveness`]; `RT_PIDFD=0` turns the watch off), and the segment's departure marks
+//! tell a peer that finalized from one that failed. Where the kernel refuses pidfds the
+//! watch is left out silently and the launcher's notices and the ring detector remain.
 
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -34,7 +40,8 @@ use runthrough_launch::env::{JobEnv, RT_FABRIC_ADDR, RT_FABRIC_IFACE};
 use runthrough_launch::net::{self, IfAddr};
 use runthrough_shm::numa::Topology;
 use runthrough_shm::pin::{self, BindPolicy};
-use runthrough_shm::{Layout, Segment};
+use runthrough_shm::segment::Departures;
+use runthrough_shm::{Layout, PeerWatch, Segment};
 
 use crate::Error;
 
@@ -45,6 +52,18 @@ pub(crate) const TRANSPORT_ENV: &str = "RT_TRANSPORT";
 /// Environment variable bounding how long a peer's sends may stay busy before it is
 /// reported failed (milliseconds; fabric only).
 const STALL_ENV: &str = "RT_FABRIC_STALL_MS";
+/// Environment variable that turns the pidfd peer watch off when `0`.
+pub(crate) const PIDFD_ENV: &str = "RT_PIDFD";
+
+/// What this process knows locally about its shared-memory peers' lives.
+#[derive(Debug, Default)]
+pub(crate) struct Liveness {
+    /// pidfds of the shared-memory peers (none without shm, with `RT_PIDFD=0`, or where
+    /// the kernel refuses pidfds).
+    pub(crate) watch: Option<PeerWatch>,
+    /// The segment's departure marks: this rank sets its own when it finalizes.
+    pub(crate) departures: Option<Departures>,
+}
 
 /// Which transports carry the job's traffic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -85,9 +104,13 @@ pub(crate) fn singleton(cfg: Config, ring_bytes: u32) -> Result<(Engine, String)
     Ok((Engine::new(Rank(0), 1, AnyTransport::Shm(t), cfg), "singleton (no rtrun)".to_string()))
 }
 
-/// A rank started by `rtrun`: returns the engine, the launcher connection and a
-/// description of the set-up.
-pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32) -> Result<(Engine, Client, String), Error> {
+/// A rank started by `rtrun`: returns the engine, the launcher connection, the peer
+/// liveness watch and a description of the set-up.
+pub(crate) fn boot(
+    env: &JobEnv,
+    mut cfg: Config,
+    ring_bytes: u32,
+) -> Result<(Engine, Client, Liveness, String), Error> {
     let mode = TransportMode::from_env()?;
     let one_host = env.local_size == env.size;
     if mode == TransportMode::Shm && !one_host {
@@ -135,6 +158,7 @@ pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32) -> Result<(En
     let route: Vec<Route> =
         hosts.iter().map(|h| if use_shm && *h == env.node { Route::Shm } else { Route::Fabric }).collect();
     let shm_peers = route.iter().filter(|r| **r == Route::Shm).count();
+    let mut liveness = Liveness::default();
     let shm = if use_shm {
         // The segment of this host is created by its lowest rank.
         let leader = route.iter().position(|r| *r == Route::Shm).unwrap_or(env.rank as usize) as u32;
@@ -167,6 +191,7 @@ pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32) -> Result<(En
             let b: [u8; 4] = v.as_slice().try_into().map_err(|_| Error::Init(format!("bad pid entry of rank {r}")))?;
             pids.push(u32::from_le_bytes(b) as i32);
         }
+        liveness = watch_peers(env.rank, &route, &pids, seg.departures());
         Some(ShmTransport::new(&seg, Rank(env.rank), pids).map_err(init_err("shm"))?)
     } else {
         None
@@ -193,7 +218,30 @@ pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32) -> Result<(En
             AnyTransport::Multi(Box::new(MultiTransport::new(shm, fabric, route).map_err(init_err("routing"))?))
         }
     };
-    Ok((Engine::new(Rank(env.rank), env.size, transport, cfg), client, about))
+    Ok((Engine::new(Rank(env.rank), env.size, transport, cfg), client, liveness, about))
+}
+
+/// Opens a pidfd for every other rank reached over shared memory. Never fails: without
+/// pidfds (old kernel, seccomp, `RT_PIDFD=0`) there is no watch, and the other evidence
+/// of peer death (launcher, ring detector) remains.
+fn watch_peers(me: u32, route: &[Route], pids: &[i32], departures: Departures) -> Liveness {
+    let off = std::env::var(PIDFD_ENV).is_ok_and(|v| v.trim() == "0");
+    let peers: Vec<(u32, i32)> = (0..route.len() as u32)
+        .filter(|&r| r != me && route[r as usize] == Route::Shm)
+        .map(|r| (r, pids[r as usize]))
+        .collect();
+    let watch = if off || peers.is_empty() {
+        None
+    } else {
+        match PeerWatch::open(&peers, departures.clone()) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::debug!(error = %e, "no pidfd peer watch; peer exits come from the launcher and the detector");
+                None
+            }
+        }
+    };
+    Liveness { watch, departures: Some(departures) }
 }
 
 /// Where the fabric endpoint of a rank in a multi-host run binds: an interface of this

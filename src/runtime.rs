@@ -14,7 +14,9 @@
 //! yields; default 4000, or 16 when ranks outnumber cores), `RT_FATAL_SCOPE`
 //! (`group`, the default, or `job`: see [`FatalScope`]), `RT_CMA_MIN` (smallest message
 //! pulled by single copy, default 524288; smaller rendezvous stream through the rings),
-//! `RT_SHM_CMA=0` (no single copy at all).
+//! `RT_SHM_CMA=0` (no single copy at all), `RT_PIDFD=0` (no pidfd watch of the
+//! shared-memory peers), `RT_LAUNCHER_NOTICES=0` (do not ask the launcher which ranks
+//! exited; for tests that must prove another source of evidence).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -28,8 +30,9 @@ use runthrough_engine::{ContextId, Engine, Rank, Waiter};
 use runthrough_ft::{DEFAULT_HB_PERIOD, DEFAULT_HB_TIMEOUT};
 use runthrough_launch::client::Client;
 use runthrough_launch::env::JobEnv;
+use runthrough_shm::PeerWatch;
 
-use crate::boot;
+use crate::boot::{self, Liveness};
 use crate::comm::{Comm, ErrorMode};
 use crate::Error;
 
@@ -41,6 +44,10 @@ const LOCK_TRIES: u32 = 64;
 const EXCLUDED_EXIT: i32 = 75;
 /// How often the progress thread asks the launcher which ranks exited (`RT_WATCH_MS`).
 const DEFAULT_WATCH: Duration = Duration::from_millis(10);
+/// Longest an aborting rank waits for the launcher to kill the rest of its group.
+const ABORT_LINGER: Duration = Duration::from_secs(2);
+/// Environment variable that stops the launcher's exit notices when `0`.
+const LAUNCHER_NOTICES_ENV: &str = "RT_LAUNCHER_NOTICES";
 /// Consecutive idle progress calls that end finalize's flush.
 const FINALIZE_IDLE_POLLS: u32 = 64;
 /// How long finalize keeps flushing queued sends.
@@ -63,9 +70,13 @@ pub(crate) struct Shared {
     pub(crate) engine: Mutex<Engine>,
     client: Mutex<Option<Client>>,
     pub(crate) world_size: u32,
+    /// This process's world rank.
+    rank: u32,
     next_ctx: AtomicU32,
     job_fatal: AtomicBool,
     stop: AtomicBool,
+    /// The segment's departure marks (shared memory only): set for this rank at finalize.
+    departures: Option<runthrough_shm::segment::Departures>,
 }
 
 impl Shared {
@@ -88,10 +99,26 @@ impl Shared {
     }
 
     /// Aborts `ranks` (world ranks; this process included) with `code`, then exits.
+    ///
+    /// Once the launcher took the request, this process waits (at most [`ABORT_LINGER`])
+    /// until the launcher has killed the other ranks of the group, normally killing this
+    /// one with them: a member that saw this process exit first (its pidfd reports it
+    /// within milliseconds) would take it for a failure and report an error, and an
+    /// abort code, of its own (R3, R7).
     pub(crate) fn abort(&self, ranks: &[u32], code: i32) -> ! {
         if let Some(c) = self.client.lock().as_mut() {
-            if let Err(e) = c.abort(ranks, code) {
-                tracing::warn!(error = %e, "launcher did not take the abort request");
+            match c.abort(ranks, code) {
+                Err(e) => tracing::warn!(error = %e, "launcher did not take the abort request"),
+                Ok(()) => {
+                    let deadline = Instant::now() + ABORT_LINGER;
+                    while Instant::now() < deadline {
+                        let Ok(gone) = c.exited() else { break };
+                        if ranks.iter().all(|r| *r == self.rank || gone.contains(r)) {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
             }
         }
         std::process::exit(code)
@@ -118,23 +145,26 @@ pub fn init() -> Result<Runtime, Error> {
     let cfg = engine_config(job.as_ref())?;
     let local_size = job.as_ref().map_or(1, |j| j.local_size as usize);
     let ring_bytes = env_num("RT_RING_BYTES", u64::from(DEFAULT_RING_BYTES))? as u32;
-    let (engine, client, size, rank, about) = match job {
+    let (engine, client, liveness, size, rank, about) = match job {
         None => {
             let (engine, about) = boot::singleton(cfg, ring_bytes)?;
-            (engine, None, 1, 0, about)
+            (engine, None, Liveness::default(), 1, 0, about)
         }
         Some(env) => {
-            let (engine, client, about) = boot::boot(&env, cfg, ring_bytes)?;
-            (engine, Some(client), env.size, env.rank, about)
+            let (engine, client, liveness, about) = boot::boot(&env, cfg, ring_bytes)?;
+            (engine, Some(client), liveness, env.size, env.rank, about)
         }
     };
+    let Liveness { watch: peer_watch, departures } = liveness;
     let shared = Arc::new(Shared {
         engine: Mutex::new(engine),
         client: Mutex::new(client),
         world_size: size,
+        rank,
         next_ctx: AtomicU32::new(2),
         job_fatal: AtomicBool::new(std::env::var("RT_FATAL_SCOPE").is_ok_and(|v| v == "job")),
         stop: AtomicBool::new(false),
+        departures,
     });
     let watch = Duration::from_millis(env_num("RT_WATCH_MS", DEFAULT_WATCH.as_millis() as u64)?.max(1));
     let ft = ft_config(local_size)?;
@@ -143,7 +173,9 @@ pub fn init() -> Result<Runtime, Error> {
         if let Some(cfg) = ft {
             shared.engine.lock().enable_ft(cfg);
         }
-        Some(spawn_progress(Arc::downgrade(&shared), tick, watch)?)
+        let notices = !std::env::var(LAUNCHER_NOTICES_ENV).is_ok_and(|v| v.trim() == "0");
+        let watch = notices.then_some(watch);
+        Some(spawn_progress(Arc::downgrade(&shared), tick, watch, peer_watch)?)
     } else {
         None
     };
@@ -154,16 +186,24 @@ pub fn init() -> Result<Runtime, Error> {
 
 /// The progress thread (DESIGN §2 "optional progress thread", §3): every tick it
 /// drains the transports (so heartbeats are read while the application computes), drives
-/// the failure detector's clock, and every `watch` asks the launcher which ranks exited,
-/// turning that notice into a failure of the peer (local evidence, DESIGN §3). The engine
+/// the failure detector's clock and polls the pidfds of the shared-memory peers
+/// (`peer_watch`); every `watch` (unless `None`: `RT_LAUNCHER_NOTICES=0`) it asks the
+/// launcher which ranks exited. Either notice of an exit becomes a failure of the peer,
+/// or a departure when the peer had finalized (local evidence, DESIGN §3). The engine
 /// drains a peer's messages before failing it, so a rank that finalized and exited loses
 /// nothing. A rank the others declared failed (it was hung, e.g. SIGSTOPped) stops here,
 /// never rejoining. Runs until finalize; holds only a weak reference to the runtime.
-fn spawn_progress(shared: Weak<Shared>, tick: Duration, watch: Duration) -> Result<JoinHandle<()>, Error> {
+fn spawn_progress(
+    shared: Weak<Shared>,
+    tick: Duration,
+    watch: Option<Duration>,
+    mut peer_watch: Option<PeerWatch>,
+) -> Result<JoinHandle<()>, Error> {
     std::thread::Builder::new()
         .name("rt-progress".into())
         .spawn(move || {
             let mut last_watch = Instant::now();
+            let mut exits = Vec::new();
             loop {
                 std::thread::sleep(tick);
                 let Some(sh) = shared.upgrade() else { return };
@@ -199,6 +239,22 @@ fn spawn_progress(shared: Weak<Shared>, tick: Duration, watch: Duration) -> Resu
                         std::process::exit(EXCLUDED_EXIT);
                     }
                 }
+                if let Some(w) = peer_watch.as_mut() {
+                    w.poll_exited(&mut exits);
+                    if !exits.is_empty() {
+                        let mut e = sh.engine.lock();
+                        for x in exits.drain(..) {
+                            if x.finalized {
+                                tracing::debug!(rank = x.rank, "pidfd: peer finalized and exited");
+                                e.peer_departed(Rank(x.rank));
+                            } else {
+                                tracing::debug!(rank = x.rank, "pidfd: peer exited without finalizing");
+                                e.fail_peer(Rank(x.rank));
+                            }
+                        }
+                    }
+                }
+                let Some(watch) = watch else { continue };
                 if last_watch.elapsed() < watch {
                     continue;
                 }
@@ -325,6 +381,12 @@ impl Runtime {
         self.shared.stop.store(true, Ordering::Release);
         if let Some(w) = self.watchdog.take() {
             let _ = w.join();
+        }
+        if let Some(d) = &self.shared.departures {
+            // Before exiting: peers watching this process's pidfd then see a departure.
+            if let Err(e) = d.mark(self.shared.rank) {
+                tracing::warn!(error = %e, "could not mark this rank finalized in the segment");
+            }
         }
         if let Some(c) = self.shared.client.lock().as_mut() {
             c.finalized().map_err(|e| Error::Transport(format!("launcher: {e}")))?;

@@ -7,22 +7,26 @@
 //! - [`ring`]: lock-free SPSC record rings of 64-byte cells with the flag in the data's
 //!   cache line ("fastbox"), plus a heap-backed [`ring::channel`] for tests and benches;
 //! - [`cma`]: single-copy reads from a peer's memory (`process_vm_readv`);
+//! - [`liveness`]: peer-exit watch with pidfds ([`PeerWatch`]), departures told apart
+//!   from failures by the segment's [`segment::Departures`] marks;
 //! - [`numa`]: hwloc topology and placement results;
 //! - [`pin`]: core / NUMA-node binding policies;
 //! - [`error`]: the typed [`Error`].
 //!
 //! Limits are data: [`RingTx::max_record`], [`Layout`], [`segment::MAX_RANKS`]. "Would
 //! block" is [`PushError::Full`] (a normal outcome, retried by the caller) and "nothing to
-//! read" is `None`. Unsafe code lives only in `segment.rs`, `ring.rs` and `cma.rs`.
+//! read" is `None`. Unsafe code lives only in `segment.rs`, `ring.rs`, `cma.rs` and `liveness.rs`.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cma;
 pub mod error;
+pub mod liveness;
 pub mod numa;
 pub mod pin;
 pub mod ring;
 pub mod segment;
 
 pub use error::Error;
+pub use liveness::{PeerExit, PeerWatch};
 pub use ring::{Full, PushError, RingRx, RingTx};
 pub use segment::{Layout, Segment};

@@ -2,13 +2,16 @@
 //!
 //! Parts: [`Layout`] (rank count and ring size: everything the geometry derives from),
 //! [`Segment`] (create / open / unlink, ring handles, NUMA placement of a rank's inbound
-//! region), [`default_name`], and the private mapping owner (`munmap` on last drop).
+//! region), [`Departures`] (the per-rank "finalized" marks read by
+//! [`crate::liveness::PeerWatch`]), [`default_name`], and the private mapping owner
+//! (`munmap` on last drop).
 //!
 //! # Format (version [`VERSION`])
 //!
 //! ```text
 //! offset 0            header (one page): magic, version, nranks, ring_bytes, creator pid,
-//!                     total size, rings offset, region stride, ring stride, ready flag
+//!                     total size, rings offset, region stride, ring stride, ready flag,
+//!                     departure bitmap (MAX_RANKS bits: bit r set = rank r finalized)
 //! rings_offset        inbound region of rank 0: ring (0→0), ring (1→0), ..., ring (n-1→0)
 //! + region_stride     inbound region of rank 1: ring (0→1), ...
 //! ...
@@ -39,7 +42,7 @@ use crate::ring::{self, Claim, Owner, RingRx, RingTx};
 use crate::Error;
 
 /// Segment format version; bumped on any layout change.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Largest rank count a segment accepts.
 pub const MAX_RANKS: u32 = 4096;
 const MAGIC: u64 = u64::from_le_bytes(*b"RTSHMSEG");
@@ -74,7 +77,13 @@ struct Header {
     region_stride: AtomicU64,
     ring_stride: AtomicU64,
     ready: AtomicU32,
+    /// Bit `r` set: rank `r` finalized (it exits next; its exit is a departure, not a
+    /// failure). Zero at creation (a fresh shm object reads as zeros).
+    departed: [AtomicU64; DEPARTED_WORDS],
 }
+
+/// Words of the departure bitmap: one bit per possible rank.
+const DEPARTED_WORDS: usize = MAX_RANKS as usize / 64;
 
 /// Offsets derived from a [`Layout`] and the page size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -472,6 +481,11 @@ impl Segment {
         unsafe { RingRx::from_raw(base, self.layout.ring_bytes, owner, Some(claim)) }
     }
 
+    /// The departure marks of this segment's ranks (a handle that keeps the mapping).
+    pub fn departures(&self) -> Departures {
+        Departures { map: self.map.clone(), nranks: self.layout.nranks }
+    }
+
     /// Binds the inbound region of rank `me` (the rings it receives on) to the NUMA node of
     /// the calling thread's CPU and prefaults it there, without changing its contents.
     /// Call during init, before traffic, from the (pinned) thread of rank `me`. Never
@@ -495,6 +509,35 @@ impl Segment {
         prefault(ptr, len);
         tracing::debug!(rank = me, bytes = len, %placement, "inbound rings placed");
         placement
+    }
+}
+
+/// The per-rank "finalized" marks in the segment header: a rank that finalized sets its
+/// mark just before it exits, so a peer that sees the process gone (pidfd, see
+/// [`crate::liveness`]) can tell a departure from a failure without asking the launcher.
+/// Marks are never cleared.
+#[derive(Debug, Clone)]
+pub struct Departures {
+    map: Arc<Mapping>,
+    nranks: u32,
+}
+
+impl Departures {
+    /// Marks `rank` as finalized (`Release`: whatever it wrote before is visible to a peer
+    /// that reads the mark).
+    pub fn mark(&self, rank: u32) -> Result<(), Error> {
+        if rank >= self.nranks {
+            return Err(Error::RankOutOfRange { rank, nranks: self.nranks });
+        }
+        let word = &self.map.header().departed[rank as usize / 64];
+        word.fetch_or(1 << (rank % 64), Ordering::Release);
+        Ok(())
+    }
+
+    /// Whether `rank` marked itself finalized (false for a rank out of range).
+    pub fn is_marked(&self, rank: u32) -> bool {
+        rank < self.nranks
+            && self.map.header().departed[rank as usize / 64].load(Ordering::Acquire) & (1 << (rank % 64)) != 0
     }
 }
 
@@ -532,6 +575,23 @@ mod tests {
         prefault(ptr, seg.geo.region_stride);
         let mut rx = seg.ring_rx(1, 1).unwrap();
         assert_eq!(rx.try_recv(|r| r.to_vec()).unwrap().unwrap(), b"kept");
+    }
+
+    #[test]
+    fn departure_marks_are_shared_and_checked() {
+        let name = default_name(&format!("unit-{}-departed", std::process::id()));
+        let _ = Segment::unlink(&name);
+        let seg = Segment::create(&name, Layout { nranks: 70, ring_bytes: 4096 }).unwrap();
+        let other = Segment::open(&name, Duration::from_secs(1)).unwrap();
+        Segment::unlink(&name).unwrap();
+        let (a, b) = (seg.departures(), other.departures());
+        assert!((0..70).all(|r| !b.is_marked(r)), "a new segment has no marks");
+        a.mark(3).unwrap();
+        a.mark(69).unwrap();
+        assert!(b.is_marked(3) && b.is_marked(69) && !b.is_marked(4) && !b.is_marked(68));
+        assert!(a.mark(70).is_err());
+        assert!(!b.is_marked(70));
+        assert!(std::mem::size_of::<Header>() <= 4096, "the header fits its page");
     }
 
     #[test]
