@@ -6,7 +6,8 @@
 //! `rtrun -n 4 barrier_recovery [VICTIM] [ITERS] [OP]`: the victim SIGKILLs itself
 //! halfway. OP (default `barrier`) picks the collective of the loop, so the same recovery
 //! is exercised with a kill inside every algorithm: `barrier`, `bcast`, `reduce`,
-//! `allreduce` (short, tree), `allreduce-long` (ring), `gather`, `scatter`,
+//! `allreduce` (short: recursive doubling), `allreduce-mid` (32 KB: reduce + bcast),
+//! `allreduce-long` (ring), `dup`, `split`, `create`, `gather`, `scatter`,
 //! `allgather`, `alltoall`, `scan`, `exscan`, `gatherv`, `allgatherv`, `alltoallv`,
 //! `reduce_scatter`, the nonblocking `ibarrier`, `ibcast`, `ireduce`, `iallreduce`,
 //! or `validate` / `ivalidate` (nothing but the validate, blocking or nonblocking: the
@@ -27,6 +28,11 @@ fn step(comm: &Comm, op: &str) -> Result<(), Error> {
         "reduce" => comm.reduce(&small, &mut [0; 4], Op::Sum, 0),
         "allreduce" => comm.allreduce(&small, &mut [0; 4], Op::Sum),
         "allreduce-long" => comm.allreduce(&long, &mut vec![0; long.len()], Op::Max),
+        "allreduce-mid" => comm.allreduce(&long[..4000], &mut vec![0; 4000], Op::Min),
+        // Creation under failure (R23, R24): the new communicator is used and freed.
+        "dup" => comm.dup().and_then(|c| c.barrier()),
+        "split" => comm.split(Some((me % 2) as u32), 0).map(drop),
+        "create" => comm.create(&comm.group()).map(drop),
         "gather" => comm.gather(&small, &mut vec![0; 4 * n], 0),
         "scatter" => comm.scatter(&vec![me; 4 * n], &mut [0; 4], 0),
         "allgather" => comm.allgather(&small, &mut vec![0; 4 * n]),

@@ -205,19 +205,16 @@ fn run_v_and_nonblocking(world: &Comm, seed: u64) -> Result<usize, Error> {
         checks += 3;
     }
     // Logical operators on zero and nonzero values (not only 0 / 1).
-    let flags =
-        |r: usize| -> Vec<i64> { (0..5).map(|i| if (i + r).is_multiple_of(3) { 0 } else { i as i64 * 7 - 3 }).collect() };
+    let flags = |r: usize| -> Vec<i64> {
+        (0..5).map(|i| if (i + r).is_multiple_of(3) { 0 } else { i as i64 * 7 - 3 }).collect()
+    };
     for op in [Op::LogicalAnd, Op::LogicalOr] {
         let mut out = vec![0; 5];
         world.allreduce(&flags(me), &mut out, op)?;
         let want: Vec<i64> = (0..5)
             .map(|i| {
                 let set = (0..n).map(|r| flags(r)[i] != 0);
-                i64::from(if op == Op::LogicalAnd {
-                    set.clone().all(|b| b)
-                } else {
-                    set.clone().any(|b| b)
-                })
+                i64::from(if op == Op::LogicalAnd { set.clone().all(|b| b) } else { set.clone().any(|b| b) })
             })
             .collect();
         check("logical", &out, &want);
@@ -257,6 +254,14 @@ fn main() -> Result<(), Error> {
     let world = rt.world();
     let checks = run(&world, seed)?;
     let dup = world.dup()?;
+    // R2: new communicators inherit the parent's error mode (`run` left the world in
+    // ErrorsReturn; it started ErrorsAreFatal).
+    let inherits = |what: &str, c: &runthrough::Comm| {
+        if format!("{:?}", c.error_mode()) != "ErrorsReturn" {
+            fail(format!("{what} did not inherit ErrorsReturn: {:?}", c.error_mode()));
+        }
+    };
+    inherits("dup", &dup);
     let mut checks = checks + run(&dup, seed + 1)?;
     // split by parity: each half is a working communicator of the right members.
     let (me, n) = (world.rank(), world.size());
@@ -272,6 +277,24 @@ fn main() -> Result<(), Error> {
     }
     if world.split(None, 0)?.is_some() {
         fail("split with no color returned a communicator".into());
+    }
+    // create from a group: the even members in reverse order; the others get None.
+    let evens: Vec<usize> = (0..n).filter(|r| r % 2 == 0).rev().collect();
+    let made = world.create(&world.group().incl(&evens)?)?;
+    match (&made, evens.iter().position(|&r| r == me)) {
+        (Some(c), Some(pos)) if c.rank() == pos && c.size() == evens.len() => {
+            let mut s = [0u64];
+            c.allreduce(&[me as u64], &mut s, Op::Sum)?;
+            if s[0] != evens.iter().map(|&r| r as u64).sum::<u64>() {
+                fail(format!("create allreduce {}", s[0]));
+            }
+        }
+        (None, None) => {}
+        _ => fail(format!("create: rank {me} got {:?}", made.as_ref().map(|c| (c.rank(), c.size())))),
+    }
+    inherits("split", &half);
+    if let Some(c) = &made {
+        inherits("create", c);
     }
     checks += 2;
     if world.rank() == 0 {

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{example, ok, run};
+use common::{example, ok, run, run_env};
 
 #[test]
 fn collectives_match_serial_reference_1_to_8_ranks() {
@@ -14,6 +14,14 @@ fn collectives_match_serial_reference_1_to_8_ranks() {
     for n in 1..=8 {
         let out =
             ok(&run(&["-n", &n.to_string(), prog.to_str().unwrap(), &(n * 7).to_string()], Duration::from_secs(120)));
+        assert!(out.contains(&format!("coll_check: ok ranks={n}")), "{out}");
+    }
+    // The tree algorithms for short vectors (binomial bcast/reduce, recursive-doubling
+    // allreduce with its odd-count fold) that larger jobs use.
+    for n in [3, 5, 6, 8] {
+        let args = ["-n", &n.to_string(), prog.to_str().unwrap(), &(n * 3).to_string()].map(String::from);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = ok(&run_env(&args, &[("RT_COLL_FLAT_MAX", "0")], Duration::from_secs(120)));
         assert!(out.contains(&format!("coll_check: ok ranks={n}")), "{out}");
     }
 }
@@ -30,6 +38,10 @@ fn kill_inside_every_collective_and_validate_survivors_finish() {
         "reduce",
         "allreduce",
         "allreduce-long",
+        "allreduce-mid",
+        "dup",
+        "split",
+        "create",
         "gather",
         "scatter",
         "allgather",

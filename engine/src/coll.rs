@@ -16,10 +16,12 @@
 //!   seeds/004).
 //!
 //! Algorithms (over the v-ranks 0..n of the live members): dissemination barrier
-//! (Hensgen, Finkel, Manber), binomial-tree broadcast and reduce, allreduce by recursive
-//! doubling for vectors of one eager record, reduce + broadcast up to 64 KiB and ring
-//! reduce-scatter + allgather for long ones, ring
-//! allgather, linear gather/scatter, pairwise-exchange alltoall, linear-chain scans.
+//! (Hensgen, Finkel, Manber); broadcast and reduce flat (one hop) for one eager record on
+//! up to 8 members, else binomial trees; allreduce of one eager record by recursive
+//! doubling (2 or more than 8 members) or flat reduce + broadcast, reduce + broadcast
+//! up to 64 KiB, ring reduce-scatter + allgather beyond; allgather and alltoall of
+//! blocks up to 4 KiB by direct exchange with everyone at once, else ring allgather and
+//! pairwise-exchange alltoall; linear gather/scatter; linear-chain scans.
 
 use parking_lot::Mutex;
 
@@ -47,6 +49,16 @@ fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
         r
     })
 }
+
+/// Up to this many participants (`RT_COLL_FLAT_MAX`, default 8), broadcasts and
+/// reduces of one eager record go flat (one hop) instead of down a binomial tree.
+fn flat_max() -> usize {
+    static FLAT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *FLAT.get_or_init(|| std::env::var("RT_COLL_FLAT_MAX").ok().and_then(|v| v.parse().ok()).unwrap_or(8))
+}
+
+/// Allgather and alltoall blocks up to this size are exchanged with everyone at once.
+const DIRECT_MAX_BLOCK: usize = 4096;
 
 /// Long allreduces (at least this many bytes, and at least one element per member)
 /// use the ring algorithm.
@@ -252,6 +264,18 @@ impl<'a> Coll<'a> {
     pub fn bcast(&self, root: u32, buf: &mut [u8]) -> Result<(), Error> {
         let n = self.n();
         let vroot = self.vroot(root)?;
+        if n <= flat_max() && buf.len() <= self.chunk {
+            // Flat: one hop to everyone (a hop costs a context switch when ranks
+            // outnumber cores; the root's extra sends are cheap eager posts).
+            if self.me != vroot {
+                return self.recv(vroot, buf);
+            }
+            let mut sends = Vec::with_capacity(n - 1);
+            for v in (0..n).filter(|&v| v != vroot) {
+                sends.push(self.send1(v, buf));
+            }
+            return Self::finish(&mut sends);
+        }
         let rel = (self.me + n - vroot) % n;
         let mut mask = 1;
         while mask < n {
@@ -277,6 +301,9 @@ impl<'a> Coll<'a> {
     pub fn reduce(&self, root: u32, buf: &mut [u8], op: Combine<'_>) -> Result<(), Error> {
         let n = self.n();
         let vroot = self.vroot(root)?;
+        if n <= flat_max() && buf.len() <= self.chunk {
+            return self.flat_reduce(vroot, buf, op);
+        }
         let rel = (self.me + n - vroot) % n;
         with_scratch(buf.len(), |tmp| {
             let mut mask = 1;
@@ -294,6 +321,34 @@ impl<'a> Coll<'a> {
         })
     }
 
+    /// Flat reduce of one eager record: every member sends to the root, which receives
+    /// all at once and combines in v-rank order (one hop).
+    fn flat_reduce(&self, vroot: usize, buf: &mut [u8], op: Combine<'_>) -> Result<(), Error> {
+        let n = self.n();
+        if self.me != vroot {
+            return self.send(vroot, buf);
+        }
+        let len = buf.len();
+        with_scratch(len * n, |tmp| {
+            {
+                let mut reqs = Vec::with_capacity(n - 1);
+                let mut rest = &mut tmp[..];
+                for v in 0..n {
+                    let (piece, tail) = std::mem::take(&mut rest).split_at_mut(len);
+                    rest = tail;
+                    if v != vroot {
+                        reqs.push(self.recv1(v, piece));
+                    }
+                }
+                Self::finish(&mut reqs)?;
+            }
+            for v in (0..n).filter(|&v| v != vroot) {
+                op(buf, &tmp[v * len..(v + 1) * len]);
+            }
+            Ok(())
+        })
+    }
+
     /// Reduces `buf` over all participants; everyone gets the result. `elem` is the
     /// element size in bytes (ring chunks never split an element).
     pub fn allreduce(&self, buf: &mut [u8], elem: usize, op: Combine<'_>) -> Result<(), Error> {
@@ -302,7 +357,9 @@ impl<'a> Coll<'a> {
         if n > 1 && buf.len() >= RING_ALLREDUCE_MIN_BYTES && elems >= n {
             return self.ring_allreduce(buf, elem, op);
         }
-        if n > 1 && buf.len() <= self.chunk {
+        // One eager record: recursive doubling, except on 3..=8 members where a flat
+        // reduce + flat broadcast (two hops) measured faster when ranks outnumber cores.
+        if n > 1 && buf.len() <= self.chunk && (n == 2 || n > flat_max()) {
             return self.doubling_allreduce(buf, op);
         }
         let root = self.local(0);
@@ -436,6 +493,10 @@ impl<'a> Coll<'a> {
         let at = |v: usize| self.local(v) as usize * len;
         let mine = at(self.me);
         recv[mine..mine + len].copy_from_slice(send);
+        if len <= DIRECT_MAX_BLOCK {
+            // Short blocks: every exchange posted at once (one round, not n − 1).
+            return self.direct_exchange(|v| (send, at(v)..at(v) + len), recv);
+        }
         let (next, prev) = ((self.me + 1) % n, (self.me + n - 1) % n);
         for step in 0..n.saturating_sub(1) {
             let s = at((self.me + n - step) % n);
@@ -454,6 +515,9 @@ impl<'a> Coll<'a> {
         let at = |v: usize| self.local(v) as usize * len;
         let me = at(self.me);
         recv[me..me + len].copy_from_slice(&send[me..me + len]);
+        if len <= DIRECT_MAX_BLOCK {
+            return self.direct_exchange(|v| (&send[at(v)..at(v) + len], at(v)..at(v) + len), recv);
+        }
         for step in 1..n {
             let to = (self.me + step) % n;
             let from = (self.me + n - step) % n;
@@ -566,6 +630,37 @@ impl<'a> Coll<'a> {
             self.sendrecv((self.me + step) % n, s, (self.me + n - step) % n, r)?;
         }
         Ok(())
+    }
+
+    /// Exchanges with every other participant at once: `parts(v)` gives what goes to
+    /// v-rank `v` and the range of `recv` its block fills (ranges disjoint). Receives are
+    /// posted first, then sends in rotated order (member i starts with i + 1) so no
+    /// member is everyone's first target.
+    fn direct_exchange<'s>(
+        &self,
+        parts: impl Fn(usize) -> (&'s [u8], std::ops::Range<usize>),
+        recv: &mut [u8],
+    ) -> Result<(), Error> {
+        let n = self.n();
+        let mut reqs = Vec::with_capacity(2 * n);
+        let mut ranges: Vec<(usize, std::ops::Range<usize>)> =
+            (0..n).filter(|&v| v != self.me).map(|v| (v, parts(v).1)).collect();
+        ranges.sort_by_key(|(_, r)| r.start);
+        let mut rest = &mut recv[..];
+        let mut at = 0;
+        for (v, r) in ranges {
+            let tail = std::mem::take(&mut rest);
+            let (_, tail) = tail.split_at_mut(r.start - at);
+            let (piece, tail) = tail.split_at_mut(r.len());
+            self.post_recvs(v, piece, &mut reqs);
+            rest = tail;
+            at = r.end;
+        }
+        for step in 1..n {
+            let v = (self.me + step) % n;
+            self.post_sends(v, parts(v).0, &mut reqs);
+        }
+        Self::finish(&mut reqs)
     }
 
     /// Inclusive prefix reduction in v-rank order (linear chain).
