@@ -76,9 +76,7 @@ pub struct CollView {
     /// The tag of this collective's messages.
     pub tag: Tag,
     /// Live members (local ranks, ascending): the participants.
-    pub alive: Vec<u32>,
-    /// Members recognised as failed (local ranks, ascending).
-    pub recognized: Vec<u32>,
+    pub alive: std::sync::Arc<[u32]>,
 }
 
 const TOO_SHORT: Error = Error::InvalidArg("buffer shorter than its count");

@@ -29,9 +29,19 @@ pub(crate) struct CommState {
     /// Failed members recognised by the last validate (local ranks, sorted): excluded
     /// from collectives (R20).
     pub(crate) recognized: Vec<u32>,
+    /// The other members, ascending: the participants of collectives (kept in step with
+    /// `recognized` by [`CommState::set_recognized`]; shared, so beginning a collective
+    /// allocates nothing).
+    pub(crate) alive: std::sync::Arc<[u32]>,
 }
 
 impl CommState {
+    /// Records the members recognised failed and recomputes the participants.
+    pub(crate) fn set_recognized(&mut self, rec: Vec<u32>) {
+        self.alive = (0..self.size()).filter(|r| !rec.contains(r)).collect();
+        self.recognized = rec;
+    }
+
     pub(crate) fn local_rank(&self, world: Rank) -> Option<u32> {
         self.local_of.get(&world).copied()
     }
@@ -67,6 +77,7 @@ fn key(ctx: ContextId) -> u32 {
 impl Comms {
     pub(crate) fn register(&mut self, ctx: ContextId, group: &[Rank]) {
         let local_of = group.iter().enumerate().map(|(i, r)| (*r, i as u32)).collect();
+        let alive = (0..group.len() as u32).collect();
         self.remove(ctx);
         self.map.push((
             key(ctx),
@@ -78,6 +89,7 @@ impl Comms {
                 epoch: 0,
                 coll_seq: 0,
                 recognized: Vec::new(),
+                alive,
             },
         ));
     }

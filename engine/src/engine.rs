@@ -622,20 +622,18 @@ impl Engine {
     /// Begins a collective on the communicator of `ctx`: checks it is collectively
     /// active, draws the collective's tag and lists the participants (R18, R20).
     pub fn coll_begin(&mut self, ctx: ContextId) -> Result<crate::coll::CollView, Error> {
-        let failed_here = self.failed_in(ctx);
-        let Some(c) = self.st.comms.get_mut(ctx) else {
+        let Some(c) = self.st.comms.get(ctx) else {
             return Err(Error::ApiMisuse("collective on an unknown communicator"));
         };
         if !c.active {
-            let rank = failed_here.iter().copied().find(|r| !c.recognized.contains(r)).unwrap_or(0);
+            let rank = self.failed_in(ctx).into_iter().find(|r| !c.recognized.contains(r)).unwrap_or(0);
             return Err(Error::RankFailStop { rank });
         }
+        let c = self.st.comms.get_mut(ctx).ok_or(Error::ApiMisuse("collective on an unknown communicator"))?;
         let seq = c.coll_seq;
         c.coll_seq = c.coll_seq.wrapping_add(1);
         let tag = Tag((((c.epoch & 0x1ff) << 21) | (seq & 0x1f_ffff)) as i32);
-        let size = c.size();
-        let alive = (0..size).filter(|r| !c.recognized.contains(r)).collect();
-        Ok(crate::coll::CollView { ctx: ContextId(ctx.0 | 1), tag, alive, recognized: c.recognized.clone() })
+        Ok(crate::coll::CollView { ctx: ContextId(ctx.0 | 1), tag, alive: c.alive.clone() })
     }
 
     /// Applies a validate's decision on the communicator of `ctx` (R19): `failed` (local
@@ -650,7 +648,7 @@ impl Engine {
         rec.sort_unstable();
         rec.dedup();
         c.active = failed_here.iter().all(|r| rec.contains(r));
-        c.recognized = rec;
+        c.set_recognized(rec);
         c.epoch = c.epoch.wrapping_add(1);
         c.coll_seq = 0;
         let coll = ContextId(ctx.0 | 1);

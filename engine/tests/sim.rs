@@ -406,7 +406,7 @@ fn failure_already_recognised_by_validate_keeps_collectives_enabled() {
     }
     let coll = ContextId(CTX.0 | 1);
     let view = e[2].lock().coll_begin(CTX).unwrap();
-    assert_eq!(view.alive, vec![0, 1, 2]);
+    assert_eq!(&view.alive[..], &[0, 1, 2]);
     let mut buf = [0u8; 8];
     let mut r = irecv(&e[2], Pattern { ctx: coll, src: Some(0), tag: Some(view.tag) }, Some(Rank(0)), &mut buf);
     e[2].lock().fail_peer(Rank(3));
