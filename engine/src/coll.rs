@@ -17,11 +17,15 @@
 //!
 //! Algorithms (over the v-ranks 0..n of the live members): dissemination barrier
 //! (Hensgen, Finkel, Manber); broadcast and reduce flat (one hop) for one eager record on
-//! up to 8 members, else binomial trees; allreduce of one eager record by recursive
-//! doubling (2 or more than 8 members) or flat reduce + broadcast, reduce + broadcast
-//! up to 64 KiB, ring reduce-scatter + allgather beyond; allgather and alltoall of
-//! blocks up to 4 KiB by direct exchange with everyone at once, else ring allgather and
-//! pairwise-exchange alltoall; linear gather/scatter; linear-chain scans.
+//! up to 8 members ("few": `RT_COLL_FLAT_MAX`), else binomial trees; allreduce of one
+//! eager record by recursive doubling (2 or more than 8 members) or flat reduce +
+//! broadcast, reduce + broadcast up to 64 KiB, beyond that a direct reduce-scatter +
+//! allgather on 3..=8 members (two rounds) or the ring (2(n − 1) steps); allgather and
+//! alltoall by direct exchange with everyone at once on few members or for blocks up
+//! to 4 KiB, else ring allgather and pairwise-exchange alltoall; linear gather/scatter;
+//! linear-chain scans. On few members the number of rounds matters more than the
+//! algorithms' message counts: when ranks outnumber cores, every round a member waits
+//! in costs a context switch.
 
 use parking_lot::Mutex;
 
@@ -353,6 +357,9 @@ impl<'a> Coll<'a> {
         let n = self.n();
         let elems = buf.len() / elem.max(1);
         if n > 1 && buf.len() >= RING_ALLREDUCE_MIN_BYTES && elems >= n {
+            if n > 2 && n <= flat_max() {
+                return self.direct_allreduce(buf, elem, op);
+            }
             return self.ring_allreduce(buf, elem, op);
         }
         // One eager record: recursive doubling, except on 3..=8 members where a flat
@@ -409,6 +416,53 @@ impl<'a> Coll<'a> {
             }
             Ok(())
         })
+    }
+
+    /// Direct allreduce for few members: a reduce-scatter in which every member sends
+    /// each other member its segment of the vector at once and combines the n − 1
+    /// segments it receives into its own (in v-rank order), then an allgather of the
+    /// reduced segments, also all at once — two rounds instead of the ring's 2(n − 1),
+    /// the same bytes moved.
+    fn direct_allreduce(&self, buf: &mut [u8], elem: usize, op: Combine<'_>) -> Result<(), Error> {
+        let n = self.n();
+        let elems = buf.len() / elem;
+        let seg = |i: usize| i * elems / n * elem..(i + 1) * elems / n * elem;
+        let mine = seg(self.me);
+        let len = mine.len();
+        with_scratch(len * n, |tmp| {
+            {
+                let mut reqs = Vec::with_capacity(2 * n * (len / self.chunk + 1));
+                let mut rest = &mut tmp[..];
+                for v in 0..n {
+                    let (piece, tail) = std::mem::take(&mut rest).split_at_mut(len);
+                    rest = tail;
+                    if v != self.me {
+                        self.post_recvs(v, piece, &mut reqs);
+                    }
+                }
+                for step in 1..n {
+                    let v = (self.me + step) % n;
+                    self.post_sends(v, &buf[seg(v)], &mut reqs);
+                }
+                Self::finish(&mut reqs)?;
+            }
+            // Combine in v-rank order, so every segment's owner computes the same
+            // expression the others would.
+            let own = &mut buf[mine.clone()];
+            let mut acc = own.to_vec();
+            for v in 0..n {
+                let x: &[u8] = if v == self.me { own } else { &tmp[v * len..(v + 1) * len] };
+                if v == 0 {
+                    acc.copy_from_slice(x);
+                } else {
+                    op(&mut acc, x);
+                }
+            }
+            own.copy_from_slice(&acc);
+            Ok(())
+        })?;
+        let out = buf[mine.clone()].to_vec();
+        self.direct_exchange(|v| (&out[..], seg(v)), buf)
     }
 
     /// Ring allreduce: n−1 reduce-scatter steps then n−1 allgather steps, each moving
@@ -491,7 +545,7 @@ impl<'a> Coll<'a> {
         let at = |v: usize| self.local(v) as usize * len;
         let mine = at(self.me);
         recv[mine..mine + len].copy_from_slice(send);
-        if len <= DIRECT_MAX_BLOCK {
+        if len <= DIRECT_MAX_BLOCK || n <= flat_max() {
             // Short blocks: every exchange posted at once (one round, not n − 1).
             return self.direct_exchange(|v| (send, at(v)..at(v) + len), recv);
         }
@@ -513,7 +567,7 @@ impl<'a> Coll<'a> {
         let at = |v: usize| self.local(v) as usize * len;
         let me = at(self.me);
         recv[me..me + len].copy_from_slice(&send[me..me + len]);
-        if len <= DIRECT_MAX_BLOCK {
+        if len <= DIRECT_MAX_BLOCK || n <= flat_max() {
             return self.direct_exchange(|v| (&send[at(v)..at(v) + len], at(v)..at(v) + len), recv);
         }
         for step in 1..n {
