@@ -315,6 +315,16 @@ impl Comm {
         self.check(r)
     }
 
+    /// Counts and displacements in bytes at the root; nothing elsewhere (they matter
+    /// only there).
+    fn root_layout<T>(&self, root: usize, counts: &[usize], displs: &[usize]) -> (Vec<usize>, Vec<usize>) {
+        if self.rank() == root {
+            (in_bytes::<T>(counts), in_bytes::<T>(displs))
+        } else {
+            (Vec::new(), Vec::new())
+        }
+    }
+
     /// Gathers member i's `send` into `recv[displs[i]..][..counts[i]]` at `root`
     /// (elements; MPI_Gatherv). `recv`, `counts` and `displs` matter only at the root;
     /// ranges of failed members are left unchanged (R20).
@@ -328,8 +338,7 @@ impl Comm {
     ) -> Result<(), Error> {
         let r = (|| {
             let root_r = self.root(root)?;
-            let (c, d) =
-                if self.rank() == root { (in_bytes::<T>(counts), in_bytes::<T>(displs)) } else { (vec![], vec![]) };
+            let (c, d) = self.root_layout::<T>(root, counts, displs);
             if self.rank() == root && counts.get(root) != Some(&send.len()) {
                 return Err(Error::InvalidArg("gatherv: the root's count differs from its send length"));
             }
@@ -350,8 +359,7 @@ impl Comm {
     ) -> Result<(), Error> {
         let r = (|| {
             let root_r = self.root(root)?;
-            let (c, d) =
-                if self.rank() == root { (in_bytes::<T>(counts), in_bytes::<T>(displs)) } else { (vec![], vec![]) };
+            let (c, d) = self.root_layout::<T>(root, counts, displs);
             self.coll()?.scatterv(root_r, bytemuck::cast_slice(send), &c, &d, bytes_mut(recv))
         })();
         self.check(r)

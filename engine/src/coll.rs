@@ -83,6 +83,31 @@ pub struct CollView {
     pub alive: std::sync::Arc<[u32]>,
 }
 
+/// The binomial broadcast tree rooted at v-rank `vroot` over `n` participants, as seen
+/// from v-rank `me`: its parent (none at the root) and its children, farthest subtree
+/// first (the order the sends go out).
+pub(crate) fn bcast_tree(n: usize, me: usize, vroot: usize) -> (Option<usize>, Vec<usize>) {
+    let rel = (me + n - vroot) % n;
+    let mut parent = None;
+    let mut mask = 1;
+    while mask < n {
+        if rel & mask != 0 {
+            parent = Some((rel - mask + vroot) % n);
+            break;
+        }
+        mask <<= 1;
+    }
+    let mut children = Vec::new();
+    mask >>= 1;
+    while mask > 0 {
+        if rel + mask < n {
+            children.push((rel + mask + vroot) % n);
+        }
+        mask >>= 1;
+    }
+    (parent, children)
+}
+
 const TOO_SHORT: Error = Error::InvalidArg("buffer shorter than its count");
 
 /// Checks that every `(displs[i], counts[i])` of `members` lies within `len` bytes.
@@ -278,22 +303,13 @@ impl<'a> Coll<'a> {
             }
             return Self::finish(&mut sends);
         }
-        let rel = (self.me + n - vroot) % n;
-        let mut mask = 1;
-        while mask < n {
-            if rel & mask != 0 {
-                self.recv((rel - mask + vroot) % n, buf)?;
-                break;
-            }
-            mask <<= 1;
+        let (parent, children) = bcast_tree(n, self.me, vroot);
+        if let Some(p) = parent {
+            self.recv(p, buf)?;
         }
-        mask >>= 1;
         let mut sends = Vec::new();
-        while mask > 0 {
-            if rel + mask < n {
-                self.post_sends((rel + mask + vroot) % n, buf, &mut sends);
-            }
-            mask >>= 1;
+        for c in children {
+            self.post_sends(c, buf, &mut sends);
         }
         Self::finish(&mut sends)
     }

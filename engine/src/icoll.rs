@@ -401,26 +401,13 @@ fn barrier(n: usize, me: usize) -> (Vec<Round>, usize) {
 
 /// Binomial broadcast of the user buffer (`len` bytes) from v-rank `vroot`.
 fn bcast(n: usize, me: usize, vroot: usize, len: usize) -> (Vec<Round>, usize) {
-    let rel = (me + n - vroot) % n;
+    let (parent, children) = crate::coll::bcast_tree(n, me, vroot);
     let mut rounds = Vec::new();
-    let mut mask = 1;
-    while mask < n {
-        if rel & mask != 0 {
-            let parent = (rel - mask + vroot) % n;
-            rounds.push(Round { recvs: vec![(parent, Loc::User(0..len))], ..Round::default() });
-            break;
-        }
-        mask <<= 1;
+    if let Some(p) = parent {
+        rounds.push(Round { recvs: vec![(p, Loc::User(0..len))], ..Round::default() });
     }
-    mask >>= 1;
-    let mut sends = Vec::new();
-    while mask > 0 {
-        if rel + mask < n {
-            sends.push(((rel + mask + vroot) % n, Loc::User(0..len)));
-        }
-        mask >>= 1;
-    }
-    if !sends.is_empty() {
+    if !children.is_empty() {
+        let sends = children.into_iter().map(|c| (c, Loc::User(0..len))).collect();
         rounds.push(Round { sends, ..Round::default() });
     }
     (rounds, 0)
