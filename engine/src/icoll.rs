@@ -420,22 +420,13 @@ fn reduce(n: usize, me: usize, vroot: usize, acc: &Loc, base: usize) -> (Vec<Rou
     let len = match acc {
         Loc::User(r) | Loc::Own(r) => r.len(),
     };
-    let rel = (me + n - vroot) % n;
+    let (parent, children) = crate::coll::bcast_tree(n, me, vroot);
     let mut gather = Round::default();
-    let mut parent = None;
-    let mut mask = 1;
-    while mask < n {
-        if rel & mask != 0 {
-            parent = Some((rel - mask + vroot) % n);
-            break;
-        }
-        if rel + mask < n {
-            let k = gather.recvs.len();
-            let tmp = Loc::Own(base + k * len..base + (k + 1) * len);
-            gather.recvs.push(((rel + mask + vroot) % n, tmp.clone()));
-            gather.combine.push((acc.clone(), tmp));
-        }
-        mask <<= 1;
+    // Nearest subtree first, as the blocking reduce combines.
+    for (k, &c) in children.iter().rev().enumerate() {
+        let tmp = Loc::Own(base + k * len..base + (k + 1) * len);
+        gather.recvs.push((c, tmp.clone()));
+        gather.combine.push((acc.clone(), tmp));
     }
     let own = base + gather.recvs.len() * len;
     let mut rounds = Vec::new();
