@@ -7,7 +7,8 @@
 //! halfway. OP (default `barrier`) picks the collective of the loop, so the same recovery
 //! is exercised with a kill inside every algorithm: `barrier`, `bcast`, `reduce`,
 //! `allreduce` (short: recursive doubling), `allreduce-mid` (32 KB: reduce + bcast),
-//! `allreduce-long` (ring), `dup`, `split`, `create`, `gather`, `scatter`,
+//! `allreduce-long` (direct reduce-scatter + allgather on up to 8 members, else ring),
+//! `reduce-long`, `dup`, `split`, `create`, `gather`, `scatter`,
 //! `allgather`, `alltoall`, `scan`, `exscan`, `gatherv`, `allgatherv`, `alltoallv`,
 //! `reduce_scatter`, the nonblocking `ibarrier`, `ibcast`, `ireduce`, `iallreduce`,
 //! or `validate` / `ivalidate` (nothing but the validate, blocking or nonblocking: the
@@ -28,6 +29,7 @@ fn step(comm: &Comm, op: &str) -> Result<(), Error> {
         "reduce" => comm.reduce(&small, &mut [0; 4], Op::Sum, 0),
         "allreduce" => comm.allreduce(&small, &mut [0; 4], Op::Sum),
         "allreduce-long" => comm.allreduce(&long, &mut vec![0; long.len()], Op::Max),
+        "reduce-long" => comm.reduce(&long, &mut vec![0; long.len()], Op::Sum, 0),
         "allreduce-mid" => comm.allreduce(&long[..4000], &mut vec![0; 4000], Op::Min),
         // Creation under failure (R23, R24): the new communicator is used and freed.
         "dup" => comm.dup().and_then(|c| c.barrier()),

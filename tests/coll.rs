@@ -39,6 +39,7 @@ fn kill_inside_every_collective_and_validate_survivors_finish() {
         "allreduce",
         "allreduce-long",
         "allreduce-mid",
+        "reduce-long",
         "dup",
         "split",
         "create",
