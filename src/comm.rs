@@ -582,14 +582,13 @@ impl ValidateRequest<'_> {
     pub fn wait(mut self) -> Result<Group, Error> {
         let mut waiter = self.comm.waiter();
         loop {
-            match self.test() {
-                Ok(Some(g)) => return Ok(g),
-                Ok(None) if self.instance.is_none() => {
-                    return self.comm.check(Err(Error::ApiMisuse("validate already completed and its outcome taken")))
-                }
-                Ok(None) => waiter.snooze(),
-                Err(e) => return self.comm.check(Err(e)),
+            if let Some(g) = self.test()? {
+                return Ok(g);
             }
+            if self.instance.is_none() {
+                return self.comm.check(Err(Error::ApiMisuse("validate already completed and its outcome taken")));
+            }
+            waiter.snooze();
         }
     }
 }

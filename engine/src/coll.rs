@@ -201,6 +201,32 @@ impl<'a> Coll<'a> {
         }
     }
 
+    /// The other participants' v-ranks, ascending.
+    fn others(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.n()).filter(move |&v| v != self.me)
+    }
+
+    /// Posts, for each `(v, range)` of `from` (ranges ascending and disjoint), the
+    /// receive of v-rank `v`'s data into that range of `buf`.
+    fn post_recvs_into<'b>(
+        &self,
+        buf: &'b mut [u8],
+        from: impl Iterator<Item = (usize, std::ops::Range<usize>)>,
+        out: &mut Vec<Request<'b>>,
+    ) where
+        'a: 'b,
+    {
+        let mut rest = buf;
+        let mut at = 0;
+        for (v, r) in from {
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(r.start - at);
+            let (piece, tail) = tail.split_at_mut(r.len());
+            self.post_recvs(v, piece, out);
+            rest = tail;
+            at = r.end;
+        }
+    }
+
     fn post_sends<'b>(&self, v_to: usize, buf: &'b [u8], out: &mut Vec<Request<'b>>)
     where
         'a: 'b,
@@ -350,17 +376,10 @@ impl<'a> Coll<'a> {
         with_scratch(len * n, |tmp| {
             {
                 let mut reqs = Vec::with_capacity(n - 1);
-                let mut rest = &mut tmp[..];
-                for v in 0..n {
-                    let (piece, tail) = std::mem::take(&mut rest).split_at_mut(len);
-                    rest = tail;
-                    if v != vroot {
-                        reqs.push(self.recv1(v, piece));
-                    }
-                }
+                self.post_recvs_into(tmp, self.others().map(|v| (v, v * len..(v + 1) * len)), &mut reqs);
                 Self::finish(&mut reqs)?;
             }
-            for v in (0..n).filter(|&v| v != vroot) {
+            for v in self.others() {
                 op(buf, &tmp[v * len..(v + 1) * len]);
             }
             Ok(())
@@ -448,14 +467,7 @@ impl<'a> Coll<'a> {
         with_scratch(len * n, |tmp| {
             {
                 let mut reqs = Vec::with_capacity(2 * n * (len / self.chunk + 1));
-                let mut rest = &mut tmp[..];
-                for v in 0..n {
-                    let (piece, tail) = std::mem::take(&mut rest).split_at_mut(len);
-                    rest = tail;
-                    if v != self.me {
-                        self.post_recvs(v, piece, &mut reqs);
-                    }
-                }
+                self.post_recvs_into(tmp, self.others().map(|v| (v, v * len..(v + 1) * len)), &mut reqs);
                 for step in 1..n {
                     let v = (self.me + step) % n;
                     self.post_sends(v, &buf[seg(v)], &mut reqs);
@@ -701,7 +713,8 @@ impl<'a> Coll<'a> {
     }
 
     /// Exchanges with every other participant at once: `parts(v)` gives what goes to
-    /// v-rank `v` and the range of `recv` its block fills (ranges disjoint). Receives are
+    /// v-rank `v` and the range of `recv` its block fills (disjoint, ascending with `v`:
+    /// blocks are laid out in local-rank order). Receives are
     /// posted first, then sends in rotated order (member i starts with i + 1) so no
     /// member is everyone's first target.
     fn direct_exchange<'s>(
@@ -716,19 +729,7 @@ impl<'a> Coll<'a> {
             return self.sendrecv(v, out, v, &mut recv[r]);
         }
         let mut reqs = Vec::with_capacity(2 * n);
-        let mut ranges: Vec<(usize, std::ops::Range<usize>)> =
-            (0..n).filter(|&v| v != self.me).map(|v| (v, parts(v).1)).collect();
-        ranges.sort_by_key(|(_, r)| r.start);
-        let mut rest = &mut recv[..];
-        let mut at = 0;
-        for (v, r) in ranges {
-            let tail = std::mem::take(&mut rest);
-            let (_, tail) = tail.split_at_mut(r.start - at);
-            let (piece, tail) = tail.split_at_mut(r.len());
-            self.post_recvs(v, piece, &mut reqs);
-            rest = tail;
-            at = r.end;
-        }
+        self.post_recvs_into(recv, self.others().map(|v| (v, parts(v).1)), &mut reqs);
         for step in 1..n {
             let v = (self.me + step) % n;
             self.post_sends(v, parts(v).0, &mut reqs);
