@@ -101,7 +101,23 @@ pub(crate) fn singleton(cfg: Config, ring_bytes: u32) -> Result<(Engine, String)
     let seg = Segment::create(&name, Layout { nranks: 1, ring_bytes }).map_err(init_err("segment"))?;
     Segment::unlink(&name).map_err(init_err("segment unlink"))?;
     let t = ShmTransport::new(&seg, Rank(0), vec![std::process::id() as i32]).map_err(init_err("shm"))?;
-    Ok((Engine::new(Rank(0), 1, AnyTransport::Shm(t), cfg), "singleton (no rtrun)".to_string()))
+    let mut engine = Engine::new(Rank(0), 1, AnyTransport::Shm(t), cfg);
+    enable_shm_coll(&mut engine, &seg, Rank(0), vec![true]);
+    Ok((engine, "singleton (no rtrun)".to_string()))
+}
+
+/// Environment variable switching shared-memory collectives off (`RT_COLL_SHM=0`; then
+/// every collective runs over point-to-point messages). Must be the same on every rank.
+const COLL_SHM_ENV: &str = "RT_COLL_SHM";
+
+/// Turns on shared-memory collectives over `seg`'s collective area, unless switched off.
+fn enable_shm_coll(engine: &mut Engine, seg: &Segment, me: Rank, local: Vec<bool>) {
+    if std::env::var(COLL_SHM_ENV).is_ok_and(|v| v.trim() == "0") {
+        return;
+    }
+    if let Some(area) = seg.coll_area() {
+        engine.enable_shm_coll(runthrough_engine::coll::ShmColl::new(area, me, local));
+    }
 }
 
 /// A rank started by `rtrun`: returns the engine, the launcher connection, the peer
@@ -192,7 +208,8 @@ pub(crate) fn boot(
             pids.push(u32::from_le_bytes(b) as i32);
         }
         liveness = watch_peers(env.rank, &route, &pids, seg.departures());
-        Some(ShmTransport::new(&seg, Rank(env.rank), pids).map_err(init_err("shm"))?)
+        let t = ShmTransport::new(&seg, Rank(env.rank), pids).map_err(init_err("shm"))?;
+        Some((t, seg))
     } else {
         None
     };
@@ -211,6 +228,8 @@ pub(crate) fn boot(
     }
     about.push(bound);
     let about = about.join("; ");
+    let (shm, seg) = shm.unzip();
+    let local: Vec<bool> = route.iter().map(|r| *r == Route::Shm).collect();
     let transport = match (shm, fabric) {
         (Some(s), None) => AnyTransport::Shm(s),
         (None, Some(f)) => AnyTransport::Fabric(Box::new(f)),
@@ -218,7 +237,11 @@ pub(crate) fn boot(
             AnyTransport::Multi(Box::new(MultiTransport::new(shm, fabric, route).map_err(init_err("routing"))?))
         }
     };
-    Ok((Engine::new(Rank(env.rank), env.size, transport, cfg), client, liveness, about))
+    let mut engine = Engine::new(Rank(env.rank), env.size, transport, cfg);
+    if let Some(seg) = &seg {
+        enable_shm_coll(&mut engine, seg, Rank(env.rank), local);
+    }
+    Ok((engine, client, liveness, about))
 }
 
 /// Opens a pidfd for every other rank reached over shared memory. Never fails: without

@@ -29,6 +29,9 @@
 
 use parking_lot::Mutex;
 
+mod shm;
+pub use shm::{ShmColl, ShmView};
+
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::handle::{irecv, isend, Request};
@@ -81,6 +84,10 @@ pub struct CollView {
     pub tag: Tag,
     /// Live members (local ranks, ascending): the participants.
     pub alive: std::sync::Arc<[u32]>,
+    /// The shared-memory path, if the communicator has one ([`ShmColl`]).
+    pub shm: Option<ShmView>,
+    /// Polls a wait spins before it yields.
+    pub spin: u32,
 }
 
 /// The binomial broadcast tree rooted at v-rank `vroot` over `n` participants, as seen
@@ -152,6 +159,7 @@ pub struct Coll<'a> {
     view: CollView,
     me: usize,
     chunk: usize,
+    spin: u32,
 }
 
 impl<'a> Coll<'a> {
@@ -167,7 +175,8 @@ impl<'a> Coll<'a> {
             (view, e.eager_limit().max(1))
         };
         let me = view.alive.iter().position(|&r| r == me).ok_or(Error::ApiMisuse("collective by a non-member"))?;
-        Ok(Coll { eng, group, view, me, chunk })
+        let spin = view.spin;
+        Ok(Coll { eng, group, view, me, chunk, spin })
     }
 
     /// Number of participants.
@@ -300,6 +309,9 @@ impl<'a> Coll<'a> {
 
     /// Blocks until every participant has entered.
     pub fn barrier(&self) -> Result<(), Error> {
+        if let Some(r) = self.shm_barrier() {
+            return r;
+        }
         let n = self.n();
         let mut k = 1;
         while k < n {
@@ -317,6 +329,9 @@ impl<'a> Coll<'a> {
     pub fn bcast(&self, root: u32, buf: &mut [u8]) -> Result<(), Error> {
         let n = self.n();
         let vroot = self.vroot(root)?;
+        if let Some(r) = self.shm_bcast(vroot, buf) {
+            return r;
+        }
         if n <= flat_max() && buf.len() <= self.chunk {
             // Flat: one hop to everyone (a hop costs a context switch when ranks
             // outnumber cores; the root's extra sends are cheap eager posts).
@@ -345,6 +360,9 @@ impl<'a> Coll<'a> {
     pub fn reduce(&self, root: u32, buf: &mut [u8], op: Combine<'_>) -> Result<(), Error> {
         let n = self.n();
         let vroot = self.vroot(root)?;
+        if let Some(r) = self.shm_reduce(vroot, buf, op) {
+            return r;
+        }
         if n <= flat_max() && buf.len() <= self.chunk {
             return self.flat_reduce(vroot, buf, op);
         }
@@ -389,6 +407,9 @@ impl<'a> Coll<'a> {
     /// Reduces `buf` over all participants; everyone gets the result. `elem` is the
     /// element size in bytes (ring chunks never split an element).
     pub fn allreduce(&self, buf: &mut [u8], elem: usize, op: Combine<'_>) -> Result<(), Error> {
+        if let Some(r) = self.shm_allreduce(buf, op) {
+            return r;
+        }
         let n = self.n();
         let elems = buf.len() / elem.max(1);
         if n > 1 && buf.len() >= RING_ALLREDUCE_MIN_BYTES && elems >= n {
@@ -573,6 +594,9 @@ impl<'a> Coll<'a> {
         let at = |v: usize| self.local(v) as usize * len;
         let mine = at(self.me);
         recv[mine..mine + len].copy_from_slice(send);
+        if let Some(r) = self.shm_allgather(send, recv) {
+            return r;
+        }
         if len <= DIRECT_MAX_BLOCK || n <= flat_max() {
             // Short blocks: every exchange posted at once (one round, not n − 1).
             return self.direct_exchange(|v| (send, at(v)..at(v) + len), recv);
@@ -595,6 +619,9 @@ impl<'a> Coll<'a> {
         let at = |v: usize| self.local(v) as usize * len;
         let me = at(self.me);
         recv[me..me + len].copy_from_slice(&send[me..me + len]);
+        if let Some(r) = self.shm_alltoall(send, recv, len) {
+            return r;
+        }
         if len <= DIRECT_MAX_BLOCK || n <= flat_max() {
             return self.direct_exchange(|v| (&send[at(v)..at(v) + len], at(v)..at(v) + len), recv);
         }

@@ -33,6 +33,8 @@ pub(crate) struct CommState {
     /// `recognized` by [`CommState::set_recognized`]; shared, so beginning a collective
     /// allocates nothing).
     pub(crate) alive: std::sync::Arc<[u32]>,
+    /// Its slot in the node's collective area, if it uses shared-memory collectives.
+    pub(crate) shm_slot: Option<usize>,
 }
 
 impl CommState {
@@ -75,7 +77,7 @@ fn key(ctx: ContextId) -> u32 {
 }
 
 impl Comms {
-    pub(crate) fn register(&mut self, ctx: ContextId, group: &[Rank]) {
+    pub(crate) fn register(&mut self, ctx: ContextId, group: &[Rank], shm_slot: Option<usize>) {
         let local_of = group.iter().enumerate().map(|(i, r)| (*r, i as u32)).collect();
         let alive = (0..group.len() as u32).collect();
         self.remove(ctx);
@@ -90,6 +92,7 @@ impl Comms {
                 coll_seq: 0,
                 recognized: Vec::new(),
                 alive,
+                shm_slot,
             },
         ));
     }

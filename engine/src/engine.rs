@@ -204,6 +204,8 @@ struct State {
     unexpose: Vec<RemoteRegion>,
     ft: Option<Ft>,
     agree: Agreements,
+    /// The node's collective area, when shared-memory collectives are on.
+    shm_coll: Option<std::sync::Arc<crate::coll::ShmColl>>,
 }
 
 /// The progress engine of one process.
@@ -242,6 +244,7 @@ impl Engine {
                 unexpose: Vec::new(),
                 ft: None,
                 agree: Agreements::default(),
+                shm_coll: None,
             },
         }
     }
@@ -580,7 +583,28 @@ impl Engine {
     /// Registers a communicator: its point-to-point context (even; the next one is its
     /// collective context) and its group in world ranks.
     pub fn register_comm(&mut self, ctx: ContextId, group: &[Rank]) {
-        self.st.comms.register(ctx, group);
+        let slot = self.st.shm_coll.as_ref().and_then(|s| s.slot_for(ctx, group));
+        self.st.comms.register(ctx, group, slot);
+    }
+
+    /// Turns on shared-memory collectives for communicators registered from now on
+    /// whose members all share the segment ([`crate::coll::ShmColl`]). Every rank of the
+    /// job must make the same choice.
+    pub fn enable_shm_coll(&mut self, coll: crate::coll::ShmColl) {
+        self.st.shm_coll = Some(std::sync::Arc::new(coll));
+    }
+
+    /// `Ok` while the communicator of `ctx` is collectively active (R18), else the
+    /// `RankFailStop` of a member failure it has not recognised.
+    pub fn coll_check(&self, ctx: ContextId) -> Result<(), Error> {
+        let Some(c) = self.st.comms.get(ctx) else {
+            return Err(Error::ApiMisuse("collective on an unknown communicator"));
+        };
+        if !c.active {
+            let rank = self.failed_in(ctx).into_iter().find(|r| !c.recognized.contains(r)).unwrap_or(0);
+            return Err(Error::RankFailStop { rank });
+        }
+        Ok(())
     }
 
     /// Forgets a communicator (free completes whatever failed: R26).
@@ -622,18 +646,19 @@ impl Engine {
     /// Begins a collective on the communicator of `ctx`: checks it is collectively
     /// active, draws the collective's tag and lists the participants (R18, R20).
     pub fn coll_begin(&mut self, ctx: ContextId) -> Result<crate::coll::CollView, Error> {
-        let Some(c) = self.st.comms.get(ctx) else {
-            return Err(Error::ApiMisuse("collective on an unknown communicator"));
-        };
-        if !c.active {
-            let rank = self.failed_in(ctx).into_iter().find(|r| !c.recognized.contains(r)).unwrap_or(0);
-            return Err(Error::RankFailStop { rank });
-        }
+        self.coll_check(ctx)?;
+        let spin = self.st.cfg.spin_polls;
         let c = self.st.comms.get_mut(ctx).ok_or(Error::ApiMisuse("collective on an unknown communicator"))?;
         let seq = c.coll_seq;
         c.coll_seq = c.coll_seq.wrapping_add(1);
         let tag = Tag((((c.epoch & 0x1ff) << 21) | (seq & 0x1f_ffff)) as i32);
-        Ok(crate::coll::CollView { ctx: ContextId(ctx.0 | 1), tag, alive: c.alive.clone() })
+        let shm = match (c.shm_slot, &self.st.shm_coll) {
+            (Some(slot), Some(coll)) => {
+                Some(crate::coll::ShmView { coll: coll.clone(), slot, gen: coll.fail_gen() })
+            }
+            _ => None,
+        };
+        Ok(crate::coll::CollView { ctx: ContextId(ctx.0 | 1), tag, alive: c.alive.clone(), shm, spin })
     }
 
     /// Applies a validate's decision on the communicator of `ctx` (R19): `failed` (local
@@ -651,6 +676,9 @@ impl Engine {
         c.set_recognized(rec);
         c.epoch = c.epoch.wrapping_add(1);
         c.coll_seq = 0;
+        if let (Some(slot), Some(sc)) = (c.shm_slot, &self.st.shm_coll) {
+            sc.new_epoch(slot, c.epoch);
+        }
         let coll = ContextId(ctx.0 | 1);
         let epoch = c.epoch & 0x1ff;
         let stale = |a: &Arrival| a.ctx == coll && ((a.tag.0 as u32) >> 21) != epoch;
@@ -1216,6 +1244,9 @@ impl State {
             return;
         }
         p.failed = true;
+        if let Some(sc) = &self.shm_coll {
+            sc.note_failure();
+        }
         let departed = p.departed;
         if !departed {
             self.failures.insert(peer.0);

@@ -6,6 +6,8 @@
 //!   ordered rank pair, inbound regions page-aligned for NUMA placement);
 //! - [`ring`]: lock-free SPSC record rings of 64-byte cells with the flag in the data's
 //!   cache line ("fastbox"), plus a heap-backed [`ring::channel`] for tests and benches;
+//! - [`collarea`]: the segment's collective area (per-rank sequence words and small data
+//!   buffers) for shared-memory collectives and the register agreement;
 //! - [`cma`]: single-copy reads from a peer's memory (`process_vm_readv`);
 //! - [`liveness`]: peer-exit watch with pidfds ([`PeerWatch`]), departures told apart
 //!   from failures by the segment's [`segment::Departures`] marks;
@@ -15,10 +17,12 @@
 //!
 //! Limits are data: [`RingTx::max_record`], [`Layout`], [`segment::MAX_RANKS`]. "Would
 //! block" is [`PushError::Full`] (a normal outcome, retried by the caller) and "nothing to
-//! read" is `None`. Unsafe code lives only in `segment.rs`, `ring.rs`, `cma.rs` and `liveness.rs`.
+//! read" is `None`. Unsafe code lives only in `segment.rs`, `collarea.rs`, `ring.rs`, `cma.rs` and
+//! `liveness.rs`.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cma;
+pub mod collarea;
 pub mod error;
 pub mod liveness;
 pub mod numa;

@@ -15,6 +15,9 @@
 //! rings_offset        inbound region of rank 0: ring (0→0), ring (1→0), ..., ring (n-1→0)
 //! + region_stride     inbound region of rank 1: ring (0→1), ...
 //! ...
+//! coll_offset         collective area (rings_offset + n × region_stride): per rank,
+//!                     COLL_SLOTS slots of entered word, vote word, ready lines and data buffers
+//!                     (see crate::collarea; absent above COLL_MAX_RANKS ranks)
 //! ```
 //!
 //! One ring per ordered pair `(from, to)`, self-sends included; each ring is
@@ -42,7 +45,7 @@ use crate::ring::{self, Claim, Owner, RingRx, RingTx};
 use crate::Error;
 
 /// Segment format version; bumped on any layout change.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Largest rank count a segment accepts.
 pub const MAX_RANKS: u32 = 4096;
 const MAGIC: u64 = u64::from_le_bytes(*b"RTSHMSEG");
@@ -91,6 +94,9 @@ struct Geometry {
     rings_offset: usize,
     region_stride: usize,
     ring_stride: usize,
+    /// Start of the collective area ([`crate::collarea`]; empty above
+    /// [`crate::collarea::COLL_MAX_RANKS`] ranks), right after the rings.
+    coll_offset: usize,
     total: usize,
 }
 
@@ -112,12 +118,15 @@ impl Layout {
         let too_big = Error::InvalidArgument("segment would be too large");
         let region_stride = ring_stride.checked_mul(n).and_then(|b| b.checked_next_multiple_of(page)).ok_or(too_big)?;
         let rings_offset = page.max(std::mem::size_of::<Header>().next_multiple_of(page));
-        let total = region_stride
+        let coll_offset = region_stride
             .checked_mul(n)
             .and_then(|b| b.checked_add(rings_offset))
+            .ok_or(Error::InvalidArgument("segment would be too large"))?;
+        let total = coll_offset
+            .checked_add(crate::collarea::area_bytes(self.nranks).next_multiple_of(page))
             .filter(|&t| t <= MAX_SEGMENT_BYTES && libc::off_t::try_from(t).is_ok())
             .ok_or(Error::InvalidArgument("segment would be too large"))?;
-        Ok(Geometry { rings_offset, region_stride, ring_stride, total })
+        Ok(Geometry { rings_offset, region_stride, ring_stride, coll_offset, total })
     }
 
     /// Total bytes of a segment with this layout (what `/dev/shm` must hold).
@@ -128,9 +137,9 @@ impl Layout {
 
 /// A shared mapping, unmapped when the last owner (segment or ring handle) drops.
 #[derive(Debug)]
-struct Mapping {
-    ptr: *mut u8,
-    len: usize,
+pub(crate) struct Mapping {
+    pub(crate) ptr: *mut u8,
+    pub(crate) len: usize,
     /// Process-local claims: index `2 * ring + {0: tx, 1: rx}`.
     claims: Arc<[AtomicBool]>,
 }
@@ -398,10 +407,13 @@ impl Segment {
         let layout =
             Layout { nranks: h.nranks.load(Ordering::Relaxed), ring_bytes: h.ring_bytes.load(Ordering::Relaxed) };
         let field = |a: &AtomicU64| usize::try_from(a.load(Ordering::Relaxed)).unwrap_or(0);
+        let (rings_offset, region_stride) = (field(&h.rings_offset), field(&h.region_stride));
+        let coll_offset = region_stride.saturating_mul(layout.nranks as usize).saturating_add(rings_offset);
         let geo = Geometry {
-            rings_offset: field(&h.rings_offset),
-            region_stride: field(&h.region_stride),
+            rings_offset,
+            region_stride,
             ring_stride: field(&h.ring_stride),
+            coll_offset,
             total: field(&h.total_size),
         };
         Ok((layout, geo))
@@ -479,6 +491,17 @@ impl Segment {
         let owner: Owner = self.map.clone();
         // SAFETY: as in ring_tx, for the consumer side.
         unsafe { RingRx::from_raw(base, self.layout.ring_bytes, owner, Some(claim)) }
+    }
+
+    /// The collective area (per-rank slots of sequence words and small data buffers for
+    /// shared-memory collectives), or `None` when the segment has more than
+    /// [`crate::collarea::COLL_MAX_RANKS`] ranks.
+    pub fn coll_area(&self) -> Option<crate::collarea::CollArea> {
+        if crate::collarea::area_bytes(self.layout.nranks) == 0 {
+            return None;
+        }
+        debug_assert!(self.geo.coll_offset + crate::collarea::area_bytes(self.layout.nranks) <= self.map.len);
+        Some(crate::collarea::CollArea::new(self.map.clone(), self.geo.coll_offset, self.layout.nranks))
     }
 
     /// The departure marks of this segment's ranks (a handle that keeps the mapping).
@@ -601,7 +624,10 @@ mod tests {
         assert_eq!(g.rings_offset % page, 0);
         assert_eq!(g.region_stride % page, 0);
         assert!(g.region_stride >= 3 * g.ring_stride);
-        assert_eq!(g.total, g.rings_offset + 3 * g.region_stride);
+        assert_eq!(g.coll_offset, g.rings_offset + 3 * g.region_stride);
+        assert_eq!(g.total, g.coll_offset + crate::collarea::area_bytes(3).next_multiple_of(page));
+        let big = Layout { nranks: crate::collarea::COLL_MAX_RANKS + 1, ring_bytes: 4096 }.geometry().unwrap();
+        assert_eq!(big.total, big.coll_offset, "no collective area above the limit");
         for bad in [
             Layout { nranks: 0, ring_bytes: 4096 },
             Layout { nranks: 5000, ring_bytes: 4096 },

@@ -1,0 +1,329 @@
+//! Shared-memory collectives: barrier, broadcast, reduce, allreduce, allgather and
+//! alltoall of at most [`COLL_DATA`] bytes per member, on communicators whose members
+//! all share this node's segment (and whose context index has a slot in its
+//! [`CollArea`]). One hop instead of ⌈log2 n⌉ message rounds, and no matching: each
+//! member writes its contribution into its own slot and stores its *sequence word*;
+//! the others wait for that word and read the data in place (the "release/gather" and
+//! flag-based designs of MPICH's POSIX collectives and Open MPI's `coll/sm`).
+//!
+//! # Protocol
+//!
+//! Each communicator with a slot numbers its shared-memory collectives: the `k`-th in
+//! validate epoch `e` has sequence `s = e << 32 | k` (k ≥ 1); a validate's commit sets
+//! the member's entered word to `e << 32` ([`ShmColl::new_epoch`]). Words only grow.
+//! Collective `s` uses buffer `b = s % COLL_BUFS` (ready line `b`, with the data inline
+//! when it fits `COLL_INLINE` bytes, else data buffer `b`). In collective `s` a member
+//! 1. stores `s` in its entered word: it has finished every earlier collective;
+//! 2. if it has data, waits until every other participant entered collective
+//!    `s − COLL_BUFS + 1`: they have then finished reading its data of
+//!    `s − COLL_BUFS`, which lies in the same buffer, so it may be rewritten (every
+//!    participant, not only the readers of `s`: in an allreduce everyone reads). A
+//!    member remembers the lowest entered word it saw, so it reads remote entered
+//!    words only every few collectives;
+//! 3. writes its data into buffer `b` and stores `s` in ready word `b` (`Release`);
+//! 4. waits for the ready words `b` of the members whose data it needs to reach `s`
+//!    and copies their data (`Acquire`).
+//!
+//! Which members a step waits for depends on the operation: everyone in barrier,
+//! allreduce, allgather and alltoall; the root in a broadcast (non-root side) and the
+//! non-roots in a reduce (root side). Reductions combine in v-rank order from the
+//! shared buffers, so every member computes the same expression and floating-point
+//! results agree bitwise.
+//!
+//! Whether an operation takes this path depends only on the communicator (slot),
+//! the operation and its size, which are the same at every member, so either all
+//! members take it or none.
+//!
+//! # Run-through
+//!
+//! Waits give up when the communicator stops being collectively active, that is when
+//! a member that the last validate did not recognise fails (R17, R18): every failure
+//! this process learns of bumps [`ShmColl`]'s failure generation, and a waiting member
+//! that sees it change checks its communicator under the engine lock. Members
+//! recognised failed are not participants (R20): nobody waits for their words. A
+//! collective aborted by a failure leaves the members' counters apart; the validate
+//! that must follow starts a new epoch at every member, and a member enters it only
+//! after its collectives of the old one returned — the "cut" of seeds/004.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use runthrough_shm::collarea::{CollArea, COLL_BUFS, COLL_DATA, COLL_SLOTS};
+
+use super::{with_scratch, Coll, Combine};
+use crate::error::Error;
+use crate::handle::Waiter;
+use crate::types::{ContextId, Rank};
+
+/// This process's view of the node's collective area.
+#[derive(Debug)]
+pub struct ShmColl {
+    area: CollArea,
+    me: u32,
+    /// Per world rank: whether it shares the segment.
+    local: Vec<bool>,
+    /// Bumped whenever this process learns of a peer's failure.
+    fail_gen: AtomicU64,
+    /// Per slot: the sequence of this process's last collective (process-local; only
+    /// the thread running the communicator's collectives touches it).
+    last: Box<[AtomicU64]>,
+    /// Per slot: a sequence every other participant was seen to have entered (so step
+    /// 2 usually reads no remote word).
+    known: Box<[AtomicU64]>,
+}
+
+impl ShmColl {
+    /// The collective area `area` as seen by world rank `me`; `local[r]` says whether
+    /// world rank `r` shares the segment.
+    pub fn new(area: CollArea, me: Rank, local: Vec<bool>) -> Self {
+        ShmColl {
+            area,
+            me: me.0,
+            local,
+            fail_gen: AtomicU64::new(0),
+            last: (0..COLL_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            known: (0..COLL_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// The slot of the communicator of `ctx` with members `group`, if it can use
+    /// shared-memory collectives: every member shares the segment and the context index
+    /// is below [`COLL_SLOTS`]. Contexts are never reused by a process, so a slot
+    /// belongs to one communicator for the life of the job.
+    pub(crate) fn slot_for(&self, ctx: ContextId, group: &[Rank]) -> Option<usize> {
+        let index = (ctx.0 >> 1) as usize;
+        let local = |r: &Rank| r.0 < self.area.nranks() && self.local.get(r.0 as usize).copied().unwrap_or(false);
+        (index < COLL_SLOTS && group.iter().all(local)).then_some(index)
+    }
+
+    /// Records a failure (waiting members re-check their communicators).
+    pub(crate) fn note_failure(&self) {
+        self.fail_gen.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn fail_gen(&self) -> u64 {
+        self.fail_gen.load(Ordering::Acquire)
+    }
+
+    /// Starts validate epoch `epoch` on `slot`: this member's entered word becomes
+    /// `epoch << 32`.
+    pub(crate) fn new_epoch(&self, slot: usize, epoch: u32) {
+        let s = u64::from(epoch) << 32;
+        self.last[slot].store(s, Ordering::Relaxed);
+        self.known[slot].store(0, Ordering::Relaxed);
+        self.area.entered(self.me, slot).store(s, Ordering::Release);
+    }
+}
+
+/// The shared-memory path of one collective: the area, the communicator's slot and
+/// the failure generation when the collective began.
+#[derive(Debug, Clone)]
+pub struct ShmView {
+    pub(crate) coll: std::sync::Arc<ShmColl>,
+    pub(crate) slot: usize,
+    pub(crate) gen: u64,
+}
+
+/// One collective on the shared-memory path.
+struct Op<'c, 'a> {
+    c: &'c Coll<'a>,
+    sh: &'c ShmView,
+    s: u64,
+    /// Bytes each member contributes (where the data lives: inline or buffer).
+    total: usize,
+    gen: u64,
+    waiter: Waiter,
+}
+
+impl<'a> Coll<'a> {
+    /// Begins the shared-memory path of a collective in which each contributing member
+    /// writes `total` bytes (step 1), when this communicator has one and they fit.
+    fn shm_op(&self, total: usize) -> Option<Op<'_, 'a>> {
+        let sh = self.view.shm.as_ref().filter(|_| total <= COLL_DATA)?;
+        let last = &sh.coll.last[sh.slot];
+        let s = last.load(Ordering::Relaxed) + 1;
+        last.store(s, Ordering::Relaxed);
+        sh.coll.area.entered(sh.coll.me, sh.slot).store(s, Ordering::Release);
+        Some(Op { c: self, sh, s, total, gen: sh.gen, waiter: Waiter::new(self.spin) })
+    }
+
+    /// Barrier over shared memory (`None`: no shared-memory path).
+    pub(super) fn shm_barrier(&self) -> Option<Result<(), Error>> {
+        let mut op = self.shm_op(0)?;
+        op.ready();
+        Some(op.wait_all_ready().map(drop))
+    }
+
+    pub(super) fn shm_bcast(&self, vroot: usize, buf: &mut [u8]) -> Option<Result<(), Error>> {
+        let mut op = self.shm_op(buf.len())?;
+        Some(if self.me == vroot {
+            op.publish(buf)
+        } else {
+            op.wait_ready(vroot).map(|()| op.read(vroot, 0, buf))
+        })
+    }
+
+    pub(super) fn shm_reduce(&self, vroot: usize, buf: &mut [u8], f: Combine<'_>) -> Option<Result<(), Error>> {
+        let mut op = self.shm_op(buf.len())?;
+        if self.me != vroot {
+            return Some(op.publish(buf));
+        }
+        Some(with_scratch(buf.len(), |tmp| {
+            for v in self.others() {
+                op.wait_ready(v)?;
+                op.read(v, 0, tmp);
+                f(buf, tmp);
+            }
+            op.saw_all();
+            Ok(())
+        }))
+    }
+
+    pub(super) fn shm_allreduce(&self, buf: &mut [u8], f: Combine<'_>) -> Option<Result<(), Error>> {
+        let mut op = self.shm_op(buf.len())?;
+        let r = op.publish(buf).and_then(|()| {
+            let len = buf.len();
+            with_scratch(2 * len, |scratch| {
+                let (acc, tmp) = scratch.split_at_mut(len);
+                for v in 0..self.n() {
+                    op.wait_ready(v)?;
+                    if v == 0 {
+                        op.read(v, 0, acc);
+                    } else {
+                        op.read(v, 0, tmp);
+                        f(acc, tmp);
+                    }
+                }
+                buf.copy_from_slice(acc);
+                op.saw_all();
+                Ok(())
+            })
+        });
+        Some(r)
+    }
+
+    /// Allgather of `send` into `recv` (whose own block the caller filled).
+    pub(super) fn shm_allgather(&self, send: &[u8], recv: &mut [u8]) -> Option<Result<(), Error>> {
+        let mut op = self.shm_op(send.len())?;
+        let len = send.len();
+        let r = op.publish(send).and_then(|()| {
+            for v in self.others() {
+                op.wait_ready(v)?;
+                let at = self.local(v) as usize * len;
+                op.read(v, 0, &mut recv[at..at + len]);
+            }
+            op.saw_all();
+            Ok(())
+        });
+        Some(r)
+    }
+
+    /// Alltoall of blocks of `len` bytes (the caller copied its own block).
+    pub(super) fn shm_alltoall(&self, send: &[u8], recv: &mut [u8], len: usize) -> Option<Result<(), Error>> {
+        let mut op = self.shm_op(send.len())?;
+        let mine = self.local(self.me) as usize * len;
+        let r = op.publish(send).and_then(|()| {
+            for v in self.others() {
+                op.wait_ready(v)?;
+                let at = self.local(v) as usize * len;
+                op.read(v, mine, &mut recv[at..at + len]);
+            }
+            op.saw_all();
+            Ok(())
+        });
+        Some(r)
+    }
+}
+
+impl Op<'_, '_> {
+    fn world(&self, v: usize) -> u32 {
+        self.c.group[self.c.local(v) as usize].0
+    }
+
+    fn buf(&self) -> usize {
+        (self.s % COLL_BUFS as u64) as usize
+    }
+
+    /// Stores this member's ready word of the collective.
+    fn ready(&self) {
+        self.sh.coll.area.ready(self.sh.coll.me, self.sh.slot, self.buf()).store(self.s, Ordering::Release);
+    }
+
+    /// Steps 2 and 3: once the buffer is free, writes `data` (`total` bytes) into it and
+    /// stores the ready word.
+    fn publish(&mut self, data: &[u8]) -> Result<(), Error> {
+        debug_assert_eq!(data.len(), self.total);
+        self.wait_entered(self.s.saturating_sub(COLL_BUFS as u64 - 1))?;
+        if !data.is_empty() {
+            self.sh.coll.area.write(self.sh.coll.me, self.sh.slot, self.buf(), self.total, 0, data);
+        }
+        self.ready();
+        Ok(())
+    }
+
+    /// Copies `out.len()` bytes at `at` of v-rank `v`'s contribution to this collective.
+    fn read(&self, v: usize, at: usize, out: &mut [u8]) {
+        self.sh.coll.area.read(self.world(v), self.sh.slot, self.buf(), self.total, at, out);
+    }
+
+    /// Waits until `word` reaches `s`; fails when the communicator stops being
+    /// collectively active meanwhile. Returns the value seen.
+    fn wait_word(&mut self, rank: u32, which: Option<usize>, s: u64) -> Result<u64, Error> {
+        let area = &self.sh.coll.area;
+        let word = match which {
+            Some(b) => area.ready(rank, self.sh.slot, b),
+            None => area.entered(rank, self.sh.slot),
+        };
+        loop {
+            let x = word.load(Ordering::Acquire);
+            if x >= s {
+                return Ok(x);
+            }
+            let g = self.sh.coll.fail_gen();
+            if g != self.gen {
+                self.gen = g;
+                self.c.eng.lock().coll_check(self.c.view.ctx)?;
+            }
+            self.waiter.snooze();
+        }
+    }
+
+    /// Waits until v-rank `v`'s contribution to this collective is ready.
+    fn wait_ready(&mut self, v: usize) -> Result<(), Error> {
+        let (rank, b, s) = (self.world(v), self.buf(), self.s);
+        self.wait_word(rank, Some(b), s).map(drop)
+    }
+
+    /// Step 4 for everyone: waits until every other participant's contribution is ready.
+    fn wait_all_ready(&mut self) -> Result<(), Error> {
+        for v in 0..self.c.n() {
+            if v != self.c.me {
+                self.wait_ready(v)?;
+            }
+        }
+        self.saw_all();
+        Ok(())
+    }
+
+    /// Records that every other participant entered this collective.
+    fn saw_all(&self) {
+        self.sh.coll.known[self.sh.slot].fetch_max(self.s, Ordering::Relaxed);
+    }
+
+    /// Step 2: waits until every other participant entered collective `need`, and
+    /// remembers the lowest entered word seen.
+    fn wait_entered(&mut self, need: u64) -> Result<(), Error> {
+        let known = &self.sh.coll.known[self.sh.slot];
+        if known.load(Ordering::Relaxed) >= need {
+            return Ok(());
+        }
+        let mut low = u64::MAX;
+        for v in 0..self.c.n() {
+            if v != self.c.me {
+                let rank = self.world(v);
+                low = low.min(self.wait_word(rank, None, need)?);
+            }
+        }
+        self.sh.coll.known[self.sh.slot].fetch_max(low.min(self.s), Ordering::Relaxed);
+        Ok(())
+    }
+}

@@ -1,0 +1,218 @@
+//! The collective area of the segment: per rank, [`COLL_SLOTS`] slots — one per
+//! communicator that uses shared-memory collectives — each holding an *entered word*, a
+//! *vote word*, [`COLL_BUFS`] *ready lines* and [`COLL_BUFS`] data buffers of
+//! [`COLL_DATA`] bytes.
+//!
+//! ```text
+//! slot (COLL_SLOT_BYTES, 64-byte aligned)
+//!   +0       entered word (u64, own cache line): the last collective its owner entered
+//!   +64      vote word (u64, own cache line): the register of the agreement fast path
+//!   +128     ready line k = 0..COLL_BUFS (64 bytes each): ready word (u64) + COLL_INLINE
+//!            bytes of inline data, so a short contribution travels with its flag
+//!   +384     data buffer k = 0..COLL_BUFS (COLL_DATA bytes each), for longer ones
+//! ```
+//!
+//! Only the owner writes its entered word, ready lines and data buffers; anyone may read
+//! them and compare-and-swap vote words. The protocols on top (the engine's
+//! `coll::shm`) hand data over with the usual pattern: the owner writes the data, then
+//! stores the ready word with `Release`; a reader loads the ready word with `Acquire` and
+//! then copies the data. The protocols guarantee data is not rewritten while someone may
+//! still read it; this module guarantees that every access stays inside the mapping
+//! (ranks, slots and ranges are checked, a violation panics rather than touching other
+//! memory). A protocol bug could at worst copy inconsistent bytes: the memory is plain
+//! bytes of a shared mapping, where every bit pattern is a valid `u8`.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use crate::segment::Mapping;
+
+/// Slots per rank: communicators whose context index is below this use shared-memory
+/// collectives.
+pub const COLL_SLOTS: usize = 16;
+/// Ready lines and data buffers per slot (collective `s` uses number `s % COLL_BUFS`).
+pub const COLL_BUFS: usize = 4;
+/// Bytes of inline data in a ready line.
+pub const COLL_INLINE: usize = 56;
+/// Bytes of each data buffer: the most one member contributes to one collective.
+pub const COLL_DATA: usize = 1024;
+/// Offset of the ready lines in a slot.
+const READY_AT: usize = 128;
+/// Offset of the data buffers in a slot.
+const DATA_AT: usize = READY_AT + 64 * COLL_BUFS;
+/// Bytes of one slot.
+pub const COLL_SLOT_BYTES: usize = DATA_AT + COLL_BUFS * COLL_DATA;
+/// Segments of more ranks have no collective area.
+pub const COLL_MAX_RANKS: u32 = 128;
+
+/// Bytes of the area for `nranks` ranks (0 above [`COLL_MAX_RANKS`]).
+pub(crate) fn area_bytes(nranks: u32) -> usize {
+    if nranks > COLL_MAX_RANKS {
+        0
+    } else {
+        nranks as usize * COLL_SLOTS * COLL_SLOT_BYTES
+    }
+}
+
+/// A handle on the collective area; keeps the mapping alive.
+#[derive(Debug, Clone)]
+pub struct CollArea {
+    map: Arc<Mapping>,
+    offset: usize,
+    nranks: u32,
+}
+
+impl CollArea {
+    pub(crate) fn new(map: Arc<Mapping>, offset: usize, nranks: u32) -> Self {
+        assert!(offset % 64 == 0 && offset + area_bytes(nranks) <= map.len, "collective area outside the mapping");
+        CollArea { map, offset, nranks }
+    }
+
+    /// Number of ranks with slots.
+    pub fn nranks(&self) -> u32 {
+        self.nranks
+    }
+
+    /// Pointer to byte `at` of `(rank, slot)`; panics outside the area.
+    #[inline]
+    fn ptr(&self, rank: u32, slot: usize, at: usize, len: usize) -> *mut u8 {
+        assert!(
+            rank < self.nranks && slot < COLL_SLOTS && at + len <= COLL_SLOT_BYTES,
+            "collective slot access out of range"
+        );
+        let off = self.offset + (rank as usize * COLL_SLOTS + slot) * COLL_SLOT_BYTES + at;
+        // SAFETY: `off + len` lies inside the area, which `new` checked lies inside the
+        // live mapping `self.map` keeps.
+        unsafe { self.map.ptr.add(off) }
+    }
+
+    #[inline]
+    fn word(&self, rank: u32, slot: usize, at: usize) -> &AtomicU64 {
+        // SAFETY: in bounds (checked by `ptr`), 8-byte aligned (page-aligned area, slots
+        // and lines of multiples of 64 bytes, `at` a multiple of 64), valid for the
+        // lifetime of `self` (the mapping outlives the borrow), and only ever accessed
+        // atomically by every process.
+        unsafe { AtomicU64::from_ptr(self.ptr(rank, slot, at, 8).cast()) }
+    }
+
+    /// The entered word of `(rank, slot)`.
+    #[inline]
+    pub fn entered(&self, rank: u32, slot: usize) -> &AtomicU64 {
+        self.word(rank, slot, 0)
+    }
+
+    /// The vote word of `(rank, slot)`.
+    #[inline]
+    pub fn vote(&self, rank: u32, slot: usize) -> &AtomicU64 {
+        self.word(rank, slot, 64)
+    }
+
+    /// The ready word of line `k` of `(rank, slot)`. Panics unless `k < COLL_BUFS`.
+    #[inline]
+    pub fn ready(&self, rank: u32, slot: usize, k: usize) -> &AtomicU64 {
+        assert!(k < COLL_BUFS, "collective buffer out of range");
+        self.word(rank, slot, READY_AT + 64 * k)
+    }
+
+    /// Where `len` bytes at `at` of a contribution of `total` bytes live in buffer `k`:
+    /// inline in ready line `k` when the whole contribution fits there, else in data
+    /// buffer `k`. Panics when they do not fit.
+    #[inline]
+    fn place(k: usize, total: usize, at: usize, len: usize) -> usize {
+        assert!(k < COLL_BUFS && at + len <= total && total <= COLL_DATA, "collective buffer access out of range");
+        if total <= COLL_INLINE {
+            READY_AT + 64 * k + 8 + at
+        } else {
+            DATA_AT + k * COLL_DATA + at
+        }
+    }
+
+    /// Copies `bytes` to offset `at` of buffer `k` of `(rank, slot)`, for a contribution
+    /// of `total` bytes (≤ [`COLL_DATA`]; inline when ≤ [`COLL_INLINE`]).
+    #[inline]
+    pub fn write(&self, rank: u32, slot: usize, k: usize, total: usize, at: usize, bytes: &[u8]) {
+        let dst = self.ptr(rank, slot, Self::place(k, total, at, bytes.len()), bytes.len());
+        // SAFETY: `dst..dst + len` is inside the mapping (checked); a shared mapping never
+        // overlaps a Rust-owned slice; bytes have no invalid values.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) }
+    }
+
+    /// Copies from offset `at` of buffer `k` of `(rank, slot)` into `out`, for a
+    /// contribution of `total` bytes.
+    #[inline]
+    pub fn read(&self, rank: u32, slot: usize, k: usize, total: usize, at: usize, out: &mut [u8]) {
+        let src = self.ptr(rank, slot, Self::place(k, total, at, out.len()), out.len());
+        // SAFETY: as in `write`, in the other direction.
+        unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Layout, Segment};
+    use std::sync::atomic::Ordering;
+
+    #[test]
+    fn slots_are_disjoint_and_shared_between_mappings() {
+        let name = format!("/rt-collarea-test-{}", std::process::id());
+        let _ = Segment::unlink(&name);
+        let seg = Segment::create(&name, Layout { nranks: 3, ring_bytes: 4096 }).unwrap();
+        let other = Segment::open(&name, std::time::Duration::from_secs(1)).unwrap();
+        Segment::unlink(&name).unwrap();
+        let (a, b) = (seg.coll_area().unwrap(), other.coll_area().unwrap());
+        let tag = |rank: u32, slot: usize, k: usize| u64::from(rank) << 32 | (slot as u64) << 8 | k as u64;
+        for rank in 0..3u32 {
+            for slot in 0..COLL_SLOTS {
+                a.entered(rank, slot).store(tag(rank, slot, 9), Ordering::Release);
+                a.vote(rank, slot).store(!tag(rank, slot, 9), Ordering::Release);
+                for k in 0..COLL_BUFS {
+                    a.write(rank, slot, k, COLL_DATA, COLL_DATA - 8, &tag(rank, slot, k).to_le_bytes());
+                    a.write(rank, slot, k, COLL_INLINE, COLL_INLINE - 8, &(!tag(rank, slot, k)).to_le_bytes());
+                    a.ready(rank, slot, k).store(tag(rank, slot, k), Ordering::Release);
+                }
+            }
+        }
+        for rank in 0..3u32 {
+            for slot in 0..COLL_SLOTS {
+                assert_eq!(b.entered(rank, slot).load(Ordering::Acquire), tag(rank, slot, 9));
+                assert_eq!(b.vote(rank, slot).load(Ordering::Acquire), !tag(rank, slot, 9));
+                for k in 0..COLL_BUFS {
+                    assert_eq!(b.ready(rank, slot, k).load(Ordering::Acquire), tag(rank, slot, k));
+                    let mut out = [0u8; 8];
+                    b.read(rank, slot, k, COLL_DATA, COLL_DATA - 8, &mut out);
+                    assert_eq!(u64::from_le_bytes(out), tag(rank, slot, k));
+                    b.read(rank, slot, k, COLL_INLINE, COLL_INLINE - 8, &mut out);
+                    assert_eq!(u64::from_le_bytes(out), !tag(rank, slot, k), "inline data beside its ready word");
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "out of range")]
+    fn a_rank_out_of_range_panics() {
+        let name = format!("/rt-collarea-oob-{}", std::process::id());
+        let _ = Segment::unlink(&name);
+        let seg = Segment::create(&name, Layout { nranks: 2, ring_bytes: 4096 }).unwrap();
+        Segment::unlink(&name).unwrap();
+        seg.coll_area().unwrap().entered(2, 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of range")]
+    fn data_past_a_buffer_panics() {
+        let name = format!("/rt-collarea-oob2-{}", std::process::id());
+        let _ = Segment::unlink(&name);
+        let seg = Segment::create(&name, Layout { nranks: 2, ring_bytes: 4096 }).unwrap();
+        Segment::unlink(&name).unwrap();
+        seg.coll_area().unwrap().write(1, 0, 0, COLL_DATA, COLL_DATA - 4, &[0u8; 8]);
+    }
+
+    #[test]
+    fn no_area_above_the_rank_limit() {
+        assert_eq!(area_bytes(COLL_MAX_RANKS + 1), 0);
+        assert_eq!(area_bytes(2), 2 * COLL_SLOTS * COLL_SLOT_BYTES);
+        assert_eq!(COLL_SLOT_BYTES % 64, 0);
+    }
+}
