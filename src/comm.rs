@@ -499,6 +499,17 @@ impl Comm {
 
     /// Runs one fault-tolerant agreement over the live members; returns the decision.
     fn agreement(&self, flag: u32) -> Result<runthrough_ft::Decision, Error> {
+        let shared = &self.inner.shared;
+        if let Some(r) = runthrough_engine::coll::shm_agreement(
+            &shared.engine,
+            self.inner.ctx,
+            &self.inner.group,
+            self.inner.me,
+            flag,
+        ) {
+            // Every member shares the node: the register agreement (ft::reg_agree).
+            return r;
+        }
         let inst = self.agreement_start(flag)?;
         let shared = &self.inner.shared;
         let mut waiter = self.waiter();

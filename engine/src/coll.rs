@@ -30,7 +30,7 @@
 use parking_lot::Mutex;
 
 mod shm;
-pub use shm::{ShmColl, ShmView};
+pub use shm::{shm_agreement, ShmColl, ShmView};
 
 use crate::engine::Engine;
 use crate::error::Error;

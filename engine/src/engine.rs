@@ -594,6 +594,12 @@ impl Engine {
         self.st.shm_coll = Some(std::sync::Arc::new(coll));
     }
 
+    /// The collective area and slot of the communicator of `ctx`, if it has one.
+    pub(crate) fn shm_slot(&self, ctx: ContextId) -> Option<(std::sync::Arc<crate::coll::ShmColl>, usize)> {
+        let slot = self.st.comms.get(ctx)?.shm_slot?;
+        Some((self.st.shm_coll.clone()?, slot))
+    }
+
     /// `Ok` while the communicator of `ctx` is collectively active (R18), else the
     /// `RankFailStop` of a member failure it has not recognised.
     pub fn coll_check(&self, ctx: ContextId) -> Result<(), Error> {
@@ -653,9 +659,7 @@ impl Engine {
         c.coll_seq = c.coll_seq.wrapping_add(1);
         let tag = Tag((((c.epoch & 0x1ff) << 21) | (seq & 0x1f_ffff)) as i32);
         let shm = match (c.shm_slot, &self.st.shm_coll) {
-            (Some(slot), Some(coll)) => {
-                Some(crate::coll::ShmView { coll: coll.clone(), slot, gen: coll.fail_gen() })
-            }
+            (Some(slot), Some(coll)) => Some(crate::coll::ShmView { coll: coll.clone(), slot, gen: coll.fail_gen() }),
             _ => None,
         };
         Ok(crate::coll::CollView { ctx: ContextId(ctx.0 | 1), tag, alive: c.alive.clone(), shm, spin })

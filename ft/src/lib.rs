@@ -78,6 +78,7 @@ pub mod detector;
 pub mod event;
 pub mod failure_set;
 pub mod msg;
+pub mod reg_agree;
 pub mod sim;
 pub mod time;
 mod timer;

@@ -6,7 +6,8 @@
 //! ```text
 //! slot (COLL_SLOT_BYTES, 64-byte aligned)
 //!   +0       entered word (u64, own cache line): the last collective its owner entered
-//!   +64      vote word (u64, own cache line): the register of the agreement fast path
+//!   +64      vote line: vote word (u64) and two proposal buffers of COLL_VOTE_DATA
+//!            bytes at +72 and +96: the registers of the agreement fast path
 //!   +128     ready line k = 0..COLL_BUFS (64 bytes each): ready word (u64) + COLL_INLINE
 //!            bytes of inline data, so a short contribution travels with its flag
 //!   +384     data buffer k = 0..COLL_BUFS (COLL_DATA bytes each), for longer ones
@@ -32,6 +33,8 @@ use crate::segment::Mapping;
 pub const COLL_SLOTS: usize = 16;
 /// Ready lines and data buffers per slot (collective `s` uses number `s % COLL_BUFS`).
 pub const COLL_BUFS: usize = 4;
+/// Bytes of each of the two proposal buffers in the vote line.
+pub const COLL_VOTE_DATA: usize = 24;
 /// Bytes of inline data in a ready line.
 pub const COLL_INLINE: usize = 56;
 /// Bytes of each data buffer: the most one member contributes to one collective.
@@ -64,7 +67,10 @@ pub struct CollArea {
 
 impl CollArea {
     pub(crate) fn new(map: Arc<Mapping>, offset: usize, nranks: u32) -> Self {
-        assert!(offset % 64 == 0 && offset + area_bytes(nranks) <= map.len, "collective area outside the mapping");
+        assert!(
+            offset.is_multiple_of(64) && offset + area_bytes(nranks) <= map.len,
+            "collective area outside the mapping"
+        );
         CollArea { map, offset, nranks }
     }
 
@@ -105,6 +111,27 @@ impl CollArea {
     #[inline]
     pub fn vote(&self, rank: u32, slot: usize) -> &AtomicU64 {
         self.word(rank, slot, 64)
+    }
+
+    /// Writes proposal buffer `parity` (0 or 1) of `(rank, slot)`: the
+    /// [`COLL_VOTE_DATA`] bytes beside the vote word (for the agreement fast path).
+    #[inline]
+    pub fn vote_write(&self, rank: u32, slot: usize, parity: usize, bytes: &[u8; COLL_VOTE_DATA]) {
+        assert!(parity < 2, "proposal buffer out of range");
+        let dst = self.ptr(rank, slot, 72 + parity * COLL_VOTE_DATA, COLL_VOTE_DATA);
+        // SAFETY: as in `write`: inside the mapping (checked), plain bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, COLL_VOTE_DATA) }
+    }
+
+    /// Reads proposal buffer `parity` of `(rank, slot)`.
+    #[inline]
+    pub fn vote_read(&self, rank: u32, slot: usize, parity: usize) -> [u8; COLL_VOTE_DATA] {
+        assert!(parity < 2, "proposal buffer out of range");
+        let src = self.ptr(rank, slot, 72 + parity * COLL_VOTE_DATA, COLL_VOTE_DATA);
+        let mut out = [0u8; COLL_VOTE_DATA];
+        // SAFETY: as in `read`.
+        unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), COLL_VOTE_DATA) }
+        out
     }
 
     /// The ready word of line `k` of `(rank, slot)`. Panics unless `k < COLL_BUFS`.
@@ -166,6 +193,7 @@ mod tests {
             for slot in 0..COLL_SLOTS {
                 a.entered(rank, slot).store(tag(rank, slot, 9), Ordering::Release);
                 a.vote(rank, slot).store(!tag(rank, slot, 9), Ordering::Release);
+                a.vote_write(rank, slot, 1, &[rank as u8 ^ slot as u8; COLL_VOTE_DATA]);
                 for k in 0..COLL_BUFS {
                     a.write(rank, slot, k, COLL_DATA, COLL_DATA - 8, &tag(rank, slot, k).to_le_bytes());
                     a.write(rank, slot, k, COLL_INLINE, COLL_INLINE - 8, &(!tag(rank, slot, k)).to_le_bytes());
@@ -177,6 +205,7 @@ mod tests {
             for slot in 0..COLL_SLOTS {
                 assert_eq!(b.entered(rank, slot).load(Ordering::Acquire), tag(rank, slot, 9));
                 assert_eq!(b.vote(rank, slot).load(Ordering::Acquire), !tag(rank, slot, 9));
+                assert_eq!(b.vote_read(rank, slot, 1), [rank as u8 ^ slot as u8; COLL_VOTE_DATA]);
                 for k in 0..COLL_BUFS {
                     assert_eq!(b.ready(rank, slot, k).load(Ordering::Acquire), tag(rank, slot, k));
                     let mut out = [0u8; 8];

@@ -47,9 +47,13 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use runthrough_shm::collarea::{CollArea, COLL_BUFS, COLL_DATA, COLL_SLOTS};
+use parking_lot::Mutex;
+use runthrough_ft::reg_agree::{self, Outcome, Proposal, Registers};
+use runthrough_ft::Decision;
+use runthrough_shm::collarea::{CollArea, COLL_BUFS, COLL_DATA, COLL_SLOTS, COLL_VOTE_DATA};
 
 use super::{with_scratch, Coll, Combine};
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::handle::Waiter;
 use crate::types::{ContextId, Rank};
@@ -66,6 +70,8 @@ pub struct ShmColl {
     /// Per slot: the sequence of this process's last collective (process-local; only
     /// the thread running the communicator's collectives touches it).
     last: Box<[AtomicU64]>,
+    /// Per slot: the last agreement instance (process-local).
+    agreements: Box<[AtomicU64]>,
     /// Per slot: a sequence every other participant was seen to have entered (so step
     /// 2 usually reads no remote word).
     known: Box<[AtomicU64]>,
@@ -82,6 +88,7 @@ impl ShmColl {
             fail_gen: AtomicU64::new(0),
             last: (0..COLL_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             known: (0..COLL_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            agreements: (0..COLL_SLOTS).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -155,11 +162,7 @@ impl<'a> Coll<'a> {
 
     pub(super) fn shm_bcast(&self, vroot: usize, buf: &mut [u8]) -> Option<Result<(), Error>> {
         let mut op = self.shm_op(buf.len())?;
-        Some(if self.me == vroot {
-            op.publish(buf)
-        } else {
-            op.wait_ready(vroot).map(|()| op.read(vroot, 0, buf))
-        })
+        Some(if self.me == vroot { op.publish(buf) } else { op.wait_ready(vroot).map(|()| op.read(vroot, 0, buf)) })
     }
 
     pub(super) fn shm_reduce(&self, vroot: usize, buf: &mut [u8], f: Combine<'_>) -> Option<Result<(), Error>> {
@@ -326,4 +329,90 @@ impl Op<'_, '_> {
         self.sh.coll.known[self.sh.slot].fetch_max(low.min(self.s), Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// The agreement registers of one communicator: its members' vote lines in its slot.
+struct SlotRegisters<'r> {
+    area: &'r CollArea,
+    slot: usize,
+    group: &'r [Rank],
+}
+
+impl Registers for SlotRegisters<'_> {
+    fn n(&self) -> usize {
+        self.group.len()
+    }
+
+    fn vote(&self, k: usize) -> &AtomicU64 {
+        self.area.vote(self.group[k].0, self.slot)
+    }
+
+    fn write(&self, k: usize, parity: usize, p: Proposal) {
+        let mut b = [0u8; COLL_VOTE_DATA];
+        b[..4].copy_from_slice(&p.flag.to_le_bytes());
+        b[8..].copy_from_slice(&p.failed.to_le_bytes());
+        self.area.vote_write(self.group[k].0, self.slot, parity, &b);
+    }
+
+    fn read(&self, k: usize, parity: usize) -> Proposal {
+        let b = self.area.vote_read(self.group[k].0, self.slot, parity);
+        let flag = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        let mut f = [0u8; 16];
+        f.copy_from_slice(&b[8..]);
+        Proposal { flag, failed: u128::from_le_bytes(f) }
+    }
+}
+
+/// The agreement fast path (`ft::reg_agree`) on the communicator of `ctx` (members
+/// `group`, this process local rank `me`) contributing `flag`: `None` when the
+/// communicator has no shared-memory slot (then the message agreement runs). Every
+/// member makes the same choice, and each blocking agreement on the communicator
+/// (validate, agree) is one instance, numbered by call order.
+///
+/// # Errors
+/// `RankFailStop` naming this process if the others declared it failed (it was
+/// suspected; it must stop).
+pub fn shm_agreement(
+    eng: &Mutex<Engine>,
+    ctx: ContextId,
+    group: &[Rank],
+    me: u32,
+    flag: u32,
+) -> Option<Result<Decision, Error>> {
+    let (coll, slot, mut known, spin) = {
+        let e = eng.lock();
+        let (coll, slot) = e.shm_slot(ctx)?;
+        (coll, slot, bitmap(&e.failed_in(ctx)), e.config().spin_polls)
+    };
+    let mut gen = coll.fail_gen();
+    let regs = SlotRegisters { area: &coll.area, slot, group };
+    let instance = coll.agreements[slot].fetch_add(1, Ordering::Relaxed) + 1;
+    let mut waiter = Waiter::new(spin);
+    let mine = Proposal { flag, failed: known };
+    let failed = |k: usize| {
+        let g = coll.fail_gen();
+        if g != gen {
+            gen = g;
+            known = bitmap(&eng.lock().failed_in(ctx));
+        }
+        known & (1 << k) != 0
+    };
+    let out = reg_agree::agree(&regs, me as usize, instance, mine, failed, || waiter.snooze());
+    Some(match out {
+        Outcome::Decided(p) => Ok(Decision {
+            flag: p.flag,
+            failed: {
+                let mut w: Vec<u32> =
+                    (0..group.len()).filter(|k| p.failed & (1 << k) != 0).map(|k| group[k].0).collect();
+                w.sort_unstable();
+                w
+            },
+        }),
+        Outcome::Excluded => Err(Error::RankFailStop { rank: me }),
+    })
+}
+
+/// Local ranks as a bitmap (ranks ≥ 128 cannot occur: slots exist only for such groups).
+fn bitmap(local: &[u32]) -> u128 {
+    local.iter().filter(|&&r| r < 128).fold(0, |m, &r| m | 1 << r)
 }
