@@ -24,6 +24,33 @@ fn collectives_match_serial_reference_1_to_8_ranks() {
         let out = ok(&run_env(&args, &[("RT_COLL_FLAT_MAX", "0")], Duration::from_secs(120)));
         assert!(out.contains(&format!("coll_check: ok ranks={n}")), "{out}");
     }
+    // Short collectives go through the shared-memory slots by default; the message
+    // algorithms they replace (flat, direct exchange, doubling) still serve other
+    // communicators and transports.
+    for n in [2, 3, 5, 8] {
+        let args = ["-n", &n.to_string(), prog.to_str().unwrap(), &(n * 5).to_string()].map(String::from);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = ok(&run_env(&args, &[("RT_COLL_SHM", "0")], Duration::from_secs(120)));
+        assert!(out.contains(&format!("coll_check: ok ranks={n}")), "{out}");
+    }
+}
+
+#[test]
+fn kill_inside_message_collectives_and_message_validate_survivors_finish() {
+    // The kill loop again with shared-memory collectives and the register agreement
+    // switched off (RT_COLL_SHM=0): the short collectives run over messages and validate
+    // runs the message agreement (ft::agree), as on communicators spanning hosts.
+    let prog = example("barrier_recovery");
+    let ops = ["barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall", "validate", "split"];
+    for (i, op) in ops.iter().enumerate() {
+        let (n, victim) = if i % 2 == 0 { (4, 2) } else { (5, 3) };
+        let ranks = n.to_string();
+        let victim_s = victim.to_string();
+        let args = ["-n", ranks.as_str(), prog.to_str().unwrap(), victim_s.as_str(), "20", op];
+        let out = ok(&run_env(&args, &[("RT_COLL_SHM", "0")], Duration::from_secs(30)));
+        let done = out.matches(&format!("done 20 iterations, failed [{victim}]")).count();
+        assert_eq!(done, n - 1, "{op}: every survivor finishes and sees the same failed group:\n{out}");
+    }
 }
 
 #[test]
