@@ -165,6 +165,28 @@ fn bytes_mut<T: Pod>(b: &mut [T]) -> &mut [u8] {
     bytemuck::cast_slice_mut(b)
 }
 
+thread_local! {
+    /// A non-root's accumulator for reduce, kept between calls (16-byte aligned words,
+    /// enough for every element type), so a reduce allocates nothing.
+    static ACC: std::cell::RefCell<Vec<u128>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on a copy of `src` in the thread's reusable accumulator.
+fn with_acc<T: Pod, R>(src: &[T], f: impl FnOnce(&mut [T]) -> R) -> R {
+    let bytes = std::mem::size_of_val(src);
+    ACC.with(|cell| {
+        let mut words = cell.take();
+        if words.len() * 16 < bytes {
+            words.resize(bytes.div_ceil(16), 0);
+        }
+        let acc: &mut [T] = bytemuck::cast_slice_mut(&mut bytemuck::cast_slice_mut::<u128, u8>(&mut words)[..bytes]);
+        acc.copy_from_slice(src);
+        let r = f(acc);
+        cell.replace(words);
+        r
+    })
+}
+
 /// Logical operators give 1 or 0: inputs are made so first (a single member's result, or
 /// a value no other combines with, is then normalised too).
 fn normalize<T: Reduce>(op: Op, buf: &mut [T]) {
@@ -218,14 +240,17 @@ impl Comm {
         let r = (|| {
             let root = self.root(root)?;
             check_op::<T>(op)?;
-            let mut acc = send.to_vec();
-            normalize(op, &mut acc);
-            self.coll()?.reduce(root, bytes_mut(&mut acc), &combiner::<T>(op))?;
             if self.rank() == root as usize {
+                // The root accumulates in place.
                 same_len(send.len(), recv.len())?;
-                recv.copy_from_slice(&acc);
+                recv.copy_from_slice(send);
+                normalize(op, recv);
+                return self.coll()?.reduce(root, bytes_mut(recv), &combiner::<T>(op));
             }
-            Ok(())
+            with_acc(send, |acc| {
+                normalize(op, acc);
+                self.coll()?.reduce(root, bytes_mut(acc), &combiner::<T>(op))
+            })
         })();
         self.check(r)
     }
