@@ -319,6 +319,7 @@ fn engine_config(job: Option<&JobEnv>) -> Result<Config, Error> {
     let local = job.map_or(1, |j| j.local_size as usize);
     if local > cores {
         cfg.spin_polls = OVERSUBSCRIBED_SPIN_POLLS;
+        cfg.oversubscribed = true;
     }
     cfg.spin_polls = env_num("RT_SPIN_POLLS", cfg.spin_polls.into())? as u32;
     Ok(cfg)

@@ -88,6 +88,8 @@ pub struct CollView {
     pub shm: Option<ShmView>,
     /// Polls a wait spins before it yields.
     pub spin: u32,
+    /// Ranks outnumber cores: shared-memory barriers are centralised.
+    pub central: bool,
 }
 
 /// The binomial broadcast tree rooted at v-rank `vroot` over `n` participants, as seen

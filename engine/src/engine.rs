@@ -59,6 +59,9 @@ pub struct Config {
     /// shorter ones are streamed through the transport, which pipelines the two copies
     /// over both cores and wins below this size on shared memory.
     pub rma_min: usize,
+    /// Ranks outnumber cores on this node: shared-memory barriers gather to the first
+    /// member and release from it (fewer wake-ups than everyone watching everyone).
+    pub oversubscribed: bool,
 }
 
 impl Default for Config {
@@ -68,6 +71,7 @@ impl Default for Config {
             spin_polls: DEFAULT_SPIN_POLLS,
             stream_chunk: 64 * 1024,
             rma_min: DEFAULT_RMA_MIN_BYTES,
+            oversubscribed: false,
         }
     }
 }
@@ -653,7 +657,7 @@ impl Engine {
     /// active, draws the collective's tag and lists the participants (R18, R20).
     pub fn coll_begin(&mut self, ctx: ContextId) -> Result<crate::coll::CollView, Error> {
         self.coll_check(ctx)?;
-        let spin = self.st.cfg.spin_polls;
+        let (spin, central) = (self.st.cfg.spin_polls, self.st.cfg.oversubscribed);
         let c = self.st.comms.get_mut(ctx).ok_or(Error::ApiMisuse("collective on an unknown communicator"))?;
         let seq = c.coll_seq;
         c.coll_seq = c.coll_seq.wrapping_add(1);
@@ -662,7 +666,7 @@ impl Engine {
             (Some(slot), Some(coll)) => Some(crate::coll::ShmView { coll: coll.clone(), slot, gen: coll.fail_gen() }),
             _ => None,
         };
-        Ok(crate::coll::CollView { ctx: ContextId(ctx.0 | 1), tag, alive: c.alive.clone(), shm, spin })
+        Ok(crate::coll::CollView { ctx: ContextId(ctx.0 | 1), tag, alive: c.alive.clone(), shm, spin, central })
     }
 
     /// Applies a validate's decision on the communicator of `ctx` (R19): `failed` (local

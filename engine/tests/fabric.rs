@@ -320,7 +320,7 @@ fn finish(engines: &[Mutex<Engine>], reqs: &mut Vec<Request<'_>>) {
 }
 
 fn engine_traffic(p: Provider) {
-    let ecfg = Config { eager_limit: 4096, spin_polls: 0, stream_chunk: 64 * 1024, rma_min: 0 };
+    let ecfg = Config { eager_limit: 4096, spin_polls: 0, stream_chunk: 64 * 1024, rma_min: 0, oversubscribed: false };
     let Some(e) = engines(p, FabricConfig { credits: 4, ..FabricConfig::default() }, ecfg) else { return };
     // A flood of unexpected eager messages (many windows), then rendezvous of 1 and 5 MiB
     // pulled by RMA read, received after the sends started.

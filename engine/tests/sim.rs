@@ -13,7 +13,7 @@ const SUB: ContextId = ContextId(2);
 
 fn job(n: u32, capacity: usize, eager: usize) -> (SimHub, Vec<Mutex<Engine>>) {
     let hub = SimHub::new(n, capacity, 4096);
-    let cfg = Config { eager_limit: eager, spin_polls: 0, stream_chunk: 1000, rma_min: 0 };
+    let cfg = Config { eager_limit: eager, spin_polls: 0, stream_chunk: 1000, rma_min: 0, oversubscribed: false };
     let world: Vec<Rank> = (0..n).map(Rank).collect();
     let engines = (0..n)
         .map(|r| {

@@ -150,14 +150,30 @@ impl<'a> Coll<'a> {
         let s = last.load(Ordering::Relaxed) + 1;
         last.store(s, Ordering::Relaxed);
         sh.coll.area.entered(sh.coll.me, sh.slot).store(s, Ordering::Release);
-        Some(Op { c: self, sh, s, total, gen: sh.gen, waiter: Waiter::new(self.spin) })
+        // A shared-memory poll is one load: when ranks outnumber cores, yield at once
+        // (spinning only delays the member being waited for).
+        let spin = if self.view.central { 0 } else { self.spin };
+        Some(Op { c: self, sh, s, total, gen: sh.gen, waiter: Waiter::new(spin) })
     }
 
     /// Barrier over shared memory (`None`: no shared-memory path).
+    ///
+    /// Everyone watches everyone's word (one step), except when ranks outnumber cores:
+    /// then the others arrive at v-rank 0, which releases them (two steps, but each
+    /// waiter watches one word, and the first member leaves first — a broadcast from it
+    /// that follows finds its readers still on their way).
     pub(super) fn shm_barrier(&self) -> Option<Result<(), Error>> {
         let mut op = self.shm_op(0)?;
-        op.ready();
-        Some(op.wait_all_ready().map(drop))
+        if !self.view.central || self.n() < 3 {
+            op.ready();
+            return Some(op.wait_all_ready());
+        }
+        Some(if self.me == 0 {
+            op.wait_all_ready().map(|()| op.ready())
+        } else {
+            op.ready();
+            op.wait_ready(0)
+        })
     }
 
     pub(super) fn shm_bcast(&self, vroot: usize, buf: &mut [u8]) -> Option<Result<(), Error>> {
