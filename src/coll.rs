@@ -211,7 +211,24 @@ fn same_len(a: usize, b: usize) -> Result<(), Error> {
 
 impl Comm {
     fn coll(&self) -> Result<Coll<'_>, Error> {
-        Coll::begin(&self.inner.shared.engine, self.inner.ctx, self.members(), self.rank() as u32)
+        let shm = self.inner.shm.as_ref().map(|(c, _)| &**c);
+        Coll::begin(&self.inner.shared.engine, self.inner.ctx, self.members(), self.rank() as u32, shm)
+    }
+
+    /// [`Comm::coll`] for a barrier, bcast, reduce, allreduce, allgather or alltoall in
+    /// which each member contributes `bytes`: on a communicator with a shared-memory
+    /// slot, collectively active and with no recognised failure, that collective runs
+    /// in shared memory and starts without the engine lock.
+    fn coll_short(&self, bytes: usize) -> Result<Coll<'_>, Error> {
+        if let Some((c, Some(slot))) = &self.inner.shm {
+            if bytes <= runthrough_shm::collarea::COLL_DATA {
+                let eng = &self.inner.shared.engine;
+                if let Some(coll) = Coll::begin_shm(eng, self.inner.ctx, self.members(), self.rank() as u32, c, *slot) {
+                    return Ok(coll);
+                }
+            }
+        }
+        self.coll()
     }
 
     fn root(&self, root: usize) -> Result<u32, Error> {
@@ -224,13 +241,14 @@ impl Comm {
 
     /// Blocks until every live member has called it.
     pub fn barrier(&self) -> Result<(), Error> {
-        let r = self.coll().and_then(|c| c.barrier());
+        let r = self.coll_short(0).and_then(|c| c.barrier());
         self.check(r)
     }
 
     /// Broadcasts `buf` from `root` to every member.
     pub fn bcast<T: Pod>(&self, buf: &mut [T], root: usize) -> Result<(), Error> {
-        let r = self.root(root).and_then(|root| self.coll()?.bcast(root, bytes_mut(buf)));
+        let r =
+            self.root(root).and_then(|root| self.coll_short(std::mem::size_of_val(buf))?.bcast(root, bytes_mut(buf)));
         self.check(r)
     }
 
@@ -245,11 +263,11 @@ impl Comm {
                 same_len(send.len(), recv.len())?;
                 recv.copy_from_slice(send);
                 normalize(op, recv);
-                return self.coll()?.reduce(root, bytes_mut(recv), &combiner::<T>(op));
+                return self.coll_short(std::mem::size_of_val(send))?.reduce(root, bytes_mut(recv), &combiner::<T>(op));
             }
             with_acc(send, |acc| {
                 normalize(op, acc);
-                self.coll()?.reduce(root, bytes_mut(acc), &combiner::<T>(op))
+                self.coll_short(std::mem::size_of_val(send))?.reduce(root, bytes_mut(acc), &combiner::<T>(op))
             })
         })();
         self.check(r)
@@ -262,7 +280,11 @@ impl Comm {
             check_op::<T>(op)?;
             recv.copy_from_slice(send);
             normalize(op, recv);
-            self.coll()?.allreduce(bytes_mut(recv), std::mem::size_of::<T>(), &combiner::<T>(op))
+            self.coll_short(std::mem::size_of_val(recv))?.allreduce(
+                bytes_mut(recv),
+                std::mem::size_of::<T>(),
+                &combiner::<T>(op),
+            )
         })();
         self.check(r)
     }
@@ -298,7 +320,7 @@ impl Comm {
     pub fn allgather<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<(), Error> {
         let r = (|| {
             same_len(recv.len(), send.len() * self.size())?;
-            self.coll()?.allgather(bytemuck::cast_slice(send), bytes_mut(recv))
+            self.coll_short(std::mem::size_of_val(send))?.allgather(bytemuck::cast_slice(send), bytes_mut(recv))
         })();
         self.check(r)
     }
@@ -310,7 +332,7 @@ impl Comm {
             if !send.len().is_multiple_of(self.size()) {
                 return Err(Error::InvalidArg("alltoall buffer is not size × block"));
             }
-            self.coll()?.alltoall(bytemuck::cast_slice(send), bytes_mut(recv))
+            self.coll_short(std::mem::size_of_val(send))?.alltoall(bytemuck::cast_slice(send), bytes_mut(recv))
         })();
         self.check(r)
     }

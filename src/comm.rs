@@ -112,6 +112,9 @@ pub(crate) struct CommInner {
     mode: Mutex<ErrorMode>,
     /// Agreements (validate, agree) begun on this communicator.
     agreements: std::sync::atomic::AtomicU32,
+    /// The node's collective area and this communicator's slot in it, when it has
+    /// shared-memory collectives (kept here so they start without the engine lock).
+    pub(crate) shm: Option<(Arc<runthrough_engine::coll::ShmColl>, Option<usize>)>,
 }
 
 impl Drop for CommInner {
@@ -147,7 +150,11 @@ fn valid_tag(tag: i32) -> Result<Tag, Error> {
 
 impl Comm {
     pub(crate) fn new(shared: Arc<Shared>, ctx: ContextId, group: Arc<[Rank]>, me: u32, mode: ErrorMode) -> Self {
-        shared.engine.lock().register_comm(ctx, &group);
+        let shm = {
+            let mut e = shared.engine.lock();
+            e.register_comm(ctx, &group);
+            e.shm_coll().map(|c| (c, e.shm_slot_of(ctx)))
+        };
         Comm {
             inner: Arc::new(CommInner {
                 shared,
@@ -156,6 +163,7 @@ impl Comm {
                 me,
                 mode: Mutex::new(mode),
                 agreements: std::sync::atomic::AtomicU32::new(0),
+                shm,
             }),
         }
     }
@@ -461,7 +469,7 @@ impl Comm {
         let proposal = shared.ctx_proposal();
         let mut all = vec![i32::MIN; 3 * n];
         let exchanged =
-            runthrough_engine::coll::Coll::begin(&shared.engine, self.inner.ctx, self.members(), self.inner.me)
+            runthrough_engine::coll::Coll::begin(&shared.engine, self.inner.ctx, self.members(), self.inner.me, None)
                 .and_then(|c| {
                     let mine = [color, key, proposal as i32];
                     c.allgather(bytemuck::cast_slice(&mine), bytemuck::cast_slice_mut(&mut all))

@@ -31,7 +31,7 @@
 use parking_lot::Mutex;
 
 mod shm;
-pub use shm::{shm_agreement, ShmColl, ShmView};
+pub use shm::{shm_agreement, ShmColl, ShmPath};
 
 use crate::engine::Engine;
 use crate::error::Error;
@@ -93,7 +93,7 @@ pub struct CollView {
     /// Live members (local ranks, ascending): the participants.
     pub alive: std::sync::Arc<[u32]>,
     /// The shared-memory path, if the communicator has one ([`ShmColl`]).
-    pub shm: Option<ShmView>,
+    pub shm: Option<ShmPath>,
     /// Polls a wait spins before it yields.
     pub spin: u32,
     /// Ranks outnumber cores: shared-memory barriers are centralised.
@@ -166,10 +166,19 @@ fn split_ranges<'b>(buf: &'b mut [u8], counts: &[usize], displs: &[usize]) -> Re
 pub struct Coll<'a> {
     eng: &'a Mutex<Engine>,
     group: &'a [Rank],
-    view: CollView,
+    /// The communicator's collective context.
+    ctx: ContextId,
+    /// The tag of this collective's messages (unused on the shared-memory path).
+    tag: Tag,
+    /// The participants (local ranks, ascending); `None`: every member.
+    alive: Option<std::sync::Arc<[u32]>>,
     me: usize,
     chunk: usize,
     spin: u32,
+    central: bool,
+    shm: Option<shm::ShmRef<'a>>,
+    /// Begun without the engine lock for a shared-memory collective: no message tag.
+    shm_only: bool,
 }
 
 impl<'a> Coll<'a> {
@@ -178,30 +187,98 @@ impl<'a> Coll<'a> {
     ///
     /// # Errors
     /// `RankFailStop` when the communicator is collectively inactive (R18).
-    pub fn begin(eng: &'a Mutex<Engine>, ctx: ContextId, group: &'a [Rank], me: u32) -> Result<Self, Error> {
+    /// `shm` is the node's collective area when the communicator was registered with
+    /// shared-memory collectives on ([`Engine::shm_coll`]); the same at every member.
+    ///
+    /// # Errors
+    /// `RankFailStop` when the communicator is collectively inactive (R18).
+    pub fn begin(
+        eng: &'a Mutex<Engine>,
+        ctx: ContextId,
+        group: &'a [Rank],
+        me: u32,
+        shm: Option<&'a ShmColl>,
+    ) -> Result<Self, Error> {
         let (view, chunk) = {
             let mut e = eng.lock();
             let view = e.coll_begin(ctx)?;
             (view, e.eager_limit().max(1))
         };
         let me = view.alive.iter().position(|&r| r == me).ok_or(Error::ApiMisuse("collective by a non-member"))?;
-        let spin = view.spin;
-        Ok(Coll { eng, group, view, me, chunk, spin })
+        let shm = match (view.shm, shm) {
+            (Some(p), Some(coll)) => Some(shm::ShmRef { coll, slot: p.slot, gen: p.gen }),
+            _ => None,
+        };
+        Ok(Coll {
+            eng,
+            group,
+            ctx: view.ctx,
+            tag: view.tag,
+            alive: Some(view.alive),
+            me,
+            chunk,
+            spin: view.spin,
+            central: view.central,
+            shm,
+            shm_only: false,
+        })
+    }
+
+    /// Begins a collective that the caller knows takes the shared-memory path (one of
+    /// barrier, bcast, reduce, allreduce, allgather, alltoall with at most
+    /// [`runthrough_shm::collarea::COLL_DATA`] bytes per member) without taking the
+    /// engine lock: `None` unless slot `slot` of `shm` is collectively active with no
+    /// recognised failure (then [`Coll::begin`] applies).
+    pub fn begin_shm(
+        eng: &'a Mutex<Engine>,
+        ctx: ContextId,
+        group: &'a [Rank],
+        me: u32,
+        shm: &'a ShmColl,
+        slot: usize,
+    ) -> Option<Self> {
+        let gen = shm.fail_gen();
+        if !shm.fast(slot) {
+            return None;
+        }
+        Some(Coll {
+            eng,
+            group,
+            ctx: ContextId(ctx.0 | 1),
+            tag: Tag(0),
+            alive: None,
+            me: me as usize,
+            chunk: shm.chunk,
+            spin: shm.spin,
+            central: shm.central,
+            shm: Some(shm::ShmRef { coll: shm, slot, gen }),
+            shm_only: true,
+        })
     }
 
     /// Number of participants.
     pub fn n(&self) -> usize {
-        self.view.alive.len()
+        self.alive.as_ref().map_or(self.group.len(), |a| a.len())
     }
 
     /// The v-rank (index among participants) of local rank `r`, if it participates.
     pub fn vrank_of(&self, r: u32) -> Option<usize> {
-        self.view.alive.iter().position(|&x| x == r)
+        match &self.alive {
+            None => ((r as usize) < self.group.len()).then_some(r as usize),
+            Some(a) => a.iter().position(|&x| x == r),
+        }
     }
 
     /// Local rank of v-rank `v`.
     fn local(&self, v: usize) -> u32 {
-        self.view.alive[v]
+        self.alive.as_ref().map_or(v as u32, |a| a[v])
+    }
+
+    /// The tag of this collective's messages (a collective begun by
+    /// [`Coll::begin_shm`] sends none).
+    fn tag(&self) -> Tag {
+        debug_assert!(!self.shm_only, "a shared-memory collective fell back to messages");
+        self.tag
     }
 
     fn post_recvs<'b>(&self, v_from: usize, buf: &'b mut [u8], out: &mut Vec<Request<'b>>)
@@ -209,7 +286,7 @@ impl<'a> Coll<'a> {
         'a: 'b,
     {
         let src = self.local(v_from);
-        let pattern = Pattern { ctx: self.view.ctx, src: Some(src), tag: Some(self.view.tag) };
+        let pattern = Pattern { ctx: self.ctx, src: Some(src), tag: Some(self.tag()) };
         let peer = Some(self.group[src as usize]);
         if buf.is_empty() {
             out.push(irecv(self.eng, pattern, peer, buf));
@@ -254,11 +331,11 @@ impl<'a> Coll<'a> {
         let me = self.local(self.me);
         let peer = self.group[dst as usize];
         if buf.is_empty() {
-            out.push(isend(self.eng, self.view.ctx, me, dst, peer, self.view.tag, buf));
+            out.push(isend(self.eng, self.ctx, me, dst, peer, self.tag(), buf));
             return;
         }
         for c in buf.chunks(self.chunk) {
-            out.push(isend(self.eng, self.view.ctx, me, dst, peer, self.view.tag, c));
+            out.push(isend(self.eng, self.ctx, me, dst, peer, self.tag(), c));
         }
     }
 
@@ -272,7 +349,7 @@ impl<'a> Coll<'a> {
         'a: 'b,
     {
         let src = self.local(v_from);
-        let pattern = Pattern { ctx: self.view.ctx, src: Some(src), tag: Some(self.view.tag) };
+        let pattern = Pattern { ctx: self.ctx, src: Some(src), tag: Some(self.tag()) };
         irecv(self.eng, pattern, Some(self.group[src as usize]), buf)
     }
 
@@ -282,7 +359,7 @@ impl<'a> Coll<'a> {
         'a: 'b,
     {
         let dst = self.local(v_to);
-        isend(self.eng, self.view.ctx, self.local(self.me), dst, self.group[dst as usize], self.view.tag, buf)
+        isend(self.eng, self.ctx, self.local(self.me), dst, self.group[dst as usize], self.tag(), buf)
     }
 
     fn send(&self, v_to: usize, buf: &[u8]) -> Result<(), Error> {

@@ -589,13 +589,28 @@ impl Engine {
     pub fn register_comm(&mut self, ctx: ContextId, group: &[Rank]) {
         let slot = self.st.shm_coll.as_ref().and_then(|s| s.slot_for(ctx, group));
         self.st.comms.register(ctx, group, slot);
+        if let (Some(slot), Some(sc)) = (slot, &self.st.shm_coll) {
+            sc.set_state(slot, true, true);
+        }
     }
 
     /// Turns on shared-memory collectives for communicators registered from now on
     /// whose members all share the segment ([`crate::coll::ShmColl`]). Every rank of the
     /// job must make the same choice.
-    pub fn enable_shm_coll(&mut self, coll: crate::coll::ShmColl) {
+    pub fn enable_shm_coll(&mut self, mut coll: crate::coll::ShmColl) {
+        coll.tune(self.st.cfg.spin_polls, self.st.cfg.oversubscribed, self.st.eager_max.max(1));
         self.st.shm_coll = Some(std::sync::Arc::new(coll));
+    }
+
+    /// The collective area, when shared-memory collectives are on (a communicator keeps
+    /// it to start collectives without the engine lock).
+    pub fn shm_coll(&self) -> Option<std::sync::Arc<crate::coll::ShmColl>> {
+        self.st.shm_coll.clone()
+    }
+
+    /// The slot of the communicator of `ctx` in the collective area, if it has one.
+    pub fn shm_slot_of(&self, ctx: ContextId) -> Option<usize> {
+        self.st.comms.get(ctx)?.shm_slot
     }
 
     /// The collective area and slot of the communicator of `ctx`, if it has one.
@@ -663,7 +678,7 @@ impl Engine {
         c.coll_seq = c.coll_seq.wrapping_add(1);
         let tag = Tag((((c.epoch & 0x1ff) << 21) | (seq & 0x1f_ffff)) as i32);
         let shm = match (c.shm_slot, &self.st.shm_coll) {
-            (Some(slot), Some(coll)) => Some(crate::coll::ShmView { coll: coll.clone(), slot, gen: coll.fail_gen() }),
+            (Some(slot), Some(coll)) => Some(crate::coll::ShmPath { slot, gen: coll.fail_gen() }),
             _ => None,
         };
         Ok(crate::coll::CollView { ctx: ContextId(ctx.0 | 1), tag, alive: c.alive.clone(), shm, spin, central })
@@ -681,6 +696,9 @@ impl Engine {
         rec.sort_unstable();
         rec.dedup();
         c.active = failed_here.iter().all(|r| rec.contains(r));
+        if let (Some(slot), Some(sc)) = (c.shm_slot, &self.st.shm_coll) {
+            sc.set_state(slot, c.active, rec.is_empty());
+        }
         c.set_recognized(rec);
         c.epoch = c.epoch.wrapping_add(1);
         c.coll_seq = 0;
@@ -1252,9 +1270,6 @@ impl State {
             return;
         }
         p.failed = true;
-        if let Some(sc) = &self.shm_coll {
-            sc.note_failure();
-        }
         let departed = p.departed;
         if !departed {
             self.failures.insert(peer.0);
@@ -1277,9 +1292,16 @@ impl State {
                 if !c.recognized.contains(&local) {
                     // R18: collectively inactive until validated.
                     c.active = false;
+                    if let (Some(slot), Some(sc)) = (c.shm_slot, &self.shm_coll) {
+                        sc.set_state(slot, false, false);
+                    }
                     fresh.push((ctx, local));
                 }
             }
+        }
+        // After the states: a collective that sees the new generation also sees them.
+        if let Some(sc) = &self.shm_coll {
+            sc.note_failure();
         }
         // R17: receives of collectives in progress on those communicators fail, so no
         // member waits for one that gave up (collective data travels eagerly, so no

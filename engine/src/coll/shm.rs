@@ -45,7 +45,7 @@
 //! that must follow starts a new epoch at every member, and a member enters it only
 //! after its collectives of the old one returned — the "cut" of seeds/004.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use runthrough_ft::reg_agree::{self, Outcome, Proposal, Registers};
@@ -75,7 +75,20 @@ pub struct ShmColl {
     /// Per slot: a sequence every other participant was seen to have entered (so step
     /// 2 usually reads no remote word).
     known: Box<[AtomicU64]>,
+    /// Per slot: [`ACTIVE`] and [`PRISTINE`] bits, kept by the engine under its lock, so
+    /// a collective can start without it ([`Coll::begin_shm`]).
+    state: Box<[AtomicU32]>,
+    /// Engine tunables, copied at enable: polls before a wait yields, ranks outnumber
+    /// cores, eager chunk.
+    pub(crate) spin: u32,
+    pub(crate) central: bool,
+    pub(crate) chunk: usize,
 }
+
+/// Slot state: the communicator is collectively active.
+const ACTIVE: u32 = 1;
+/// Slot state: no member is recognised failed (every member participates).
+const PRISTINE: u32 = 2;
 
 impl ShmColl {
     /// The collective area `area` as seen by world rank `me`; `local[r]` says whether
@@ -89,7 +102,28 @@ impl ShmColl {
             last: (0..COLL_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             known: (0..COLL_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             agreements: (0..COLL_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            state: (0..COLL_SLOTS).map(|_| AtomicU32::new(0)).collect(),
+            spin: 0,
+            central: false,
+            chunk: 1,
         }
+    }
+
+    /// Sets the engine tunables the lock-free start needs.
+    pub(crate) fn tune(&mut self, spin: u32, central: bool, chunk: usize) {
+        (self.spin, self.central, self.chunk) = (spin, central, chunk);
+    }
+
+    /// Records the collective state of the communicator in `slot` (engine lock held).
+    pub(crate) fn set_state(&self, slot: usize, active: bool, pristine: bool) {
+        let s = if active { ACTIVE } else { 0 } | if pristine { PRISTINE } else { 0 };
+        self.state[slot].store(s, Ordering::Release);
+    }
+
+    /// Whether a collective on `slot` may start without the engine lock.
+    #[inline]
+    pub(crate) fn fast(&self, slot: usize) -> bool {
+        self.state[slot].load(Ordering::Acquire) == ACTIVE | PRISTINE
     }
 
     /// The slot of the communicator of `ctx` with members `group`, if it can use
@@ -121,11 +155,18 @@ impl ShmColl {
     }
 }
 
-/// The shared-memory path of one collective: the area, the communicator's slot and
-/// the failure generation when the collective began.
-#[derive(Debug, Clone)]
-pub struct ShmView {
-    pub(crate) coll: std::sync::Arc<ShmColl>,
+/// The shared-memory path of a communicator, as [`crate::engine::Engine::coll_begin`]
+/// hands it out: its slot and the failure generation when the collective began.
+#[derive(Debug, Clone, Copy)]
+pub struct ShmPath {
+    pub(crate) slot: usize,
+    pub(crate) gen: u64,
+}
+
+/// The shared-memory path of one collective in progress.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ShmRef<'a> {
+    pub(crate) coll: &'a ShmColl,
     pub(crate) slot: usize,
     pub(crate) gen: u64,
 }
@@ -133,7 +174,7 @@ pub struct ShmView {
 /// One collective on the shared-memory path.
 struct Op<'c, 'a> {
     c: &'c Coll<'a>,
-    sh: &'c ShmView,
+    sh: ShmRef<'a>,
     s: u64,
     /// Bytes each member contributes (where the data lives: inline or buffer).
     total: usize,
@@ -145,14 +186,14 @@ impl<'a> Coll<'a> {
     /// Begins the shared-memory path of a collective in which each contributing member
     /// writes `total` bytes (step 1), when this communicator has one and they fit.
     fn shm_op(&self, total: usize) -> Option<Op<'_, 'a>> {
-        let sh = self.view.shm.as_ref().filter(|_| total <= COLL_DATA)?;
+        let sh = self.shm.filter(|_| total <= COLL_DATA)?;
         let last = &sh.coll.last[sh.slot];
         let s = last.load(Ordering::Relaxed) + 1;
         last.store(s, Ordering::Relaxed);
         sh.coll.area.entered(sh.coll.me, sh.slot).store(s, Ordering::Release);
         // A shared-memory poll is one load: when ranks outnumber cores, yield at once
         // (spinning only delays the member being waited for).
-        let spin = if self.view.central { 0 } else { self.spin };
+        let spin = if self.central { 0 } else { self.spin };
         Some(Op { c: self, sh, s, total, gen: sh.gen, waiter: Waiter::new(spin) })
     }
 
@@ -164,7 +205,7 @@ impl<'a> Coll<'a> {
     /// that follows finds its readers still on their way).
     pub(super) fn shm_barrier(&self) -> Option<Result<(), Error>> {
         let mut op = self.shm_op(0)?;
-        if !self.view.central || self.n() < 3 {
+        if !self.central || self.n() < 3 {
             op.ready();
             return Some(op.wait_all_ready());
         }
@@ -300,7 +341,7 @@ impl Op<'_, '_> {
             let g = self.sh.coll.fail_gen();
             if g != self.gen {
                 self.gen = g;
-                self.c.eng.lock().coll_check(self.c.view.ctx)?;
+                self.c.eng.lock().coll_check(self.c.ctx)?;
             }
             self.waiter.snooze();
         }
