@@ -484,3 +484,92 @@ fn nonblocking_collectives_over_sim_engines() {
             .unwrap();
     assert_eq!(r.test(), Err(Error::RankFailStop { rank: 0 }));
 }
+
+/// The shared-memory collectives (`coll::shm`) over engines of one process sharing a
+/// real segment's collective area: an allreduce loop agrees with the serial sum; a
+/// member that never arrives leaves the others waiting only until their engines learn of
+/// its failure (R17: `RankFailStop` naming it, no hang); the communicator is then
+/// inactive (R18), and after the validate's commit the survivors' collectives skip the
+/// failed member (R20) in a new epoch.
+#[test]
+fn shared_memory_collectives_stop_at_a_failure_and_resume_after_validate() {
+    use runthrough_engine::coll::{Coll, ShmColl};
+    use runthrough_shm::{Layout, Segment};
+
+    let n = 3u32;
+    let (_hub, engines) = job(n, 64, 4096);
+    let world: Vec<Rank> = (0..n).map(Rank).collect();
+    let name = format!("/rt-sim-shmcoll-{}", std::process::id());
+    let _ = Segment::unlink(&name);
+    let seg = Segment::create(&name, Layout { nranks: n, ring_bytes: 4096 }).unwrap();
+    Segment::unlink(&name).unwrap();
+    for (r, e) in engines.iter().enumerate() {
+        let mut e = e.lock();
+        e.enable_shm_coll(ShmColl::new(seg.coll_area().unwrap(), Rank(r as u32), vec![true; n as usize]));
+        e.register_comm(CTX, &world); // again, now with a slot
+    }
+    let areas: Vec<_> = engines.iter().map(|e| e.lock().shm_coll().unwrap()).collect();
+    let sum = |acc: &mut [u8], x: &[u8]| {
+        let s = u64::from_le_bytes(acc[..8].try_into().unwrap()) + u64::from_le_bytes(x[..8].try_into().unwrap());
+        acc[..8].copy_from_slice(&s.to_le_bytes());
+    };
+    let allreduce = |r: usize, v: u64| -> Result<u64, Error> {
+        let c = Coll::begin(&engines[r], CTX, &world, r as u32, Some(&*areas[r]))?;
+        let mut b = v.to_le_bytes();
+        c.allreduce(&mut b, 8, &sum)?;
+        Ok(u64::from_le_bytes(b))
+    };
+    std::thread::scope(|s| {
+        for r in 0..n as usize {
+            s.spawn(move || {
+                for i in 0..200u64 {
+                    assert_eq!(allreduce(r, r as u64 + i).unwrap(), 3 * i + 3, "rank {r} iteration {i}");
+                }
+            });
+        }
+    });
+    // They went through the slots (slot 0, context 0), not messages.
+    let area = seg.coll_area().unwrap();
+    let entered = |r: u32| area.entered(r, 0).load(std::sync::atomic::Ordering::Acquire);
+    assert!((0..n).all(|r| entered(r) == 200), "every member entered 200 shared-memory collectives");
+    // Rank 2 stops arriving; 0 and 1 wait until their engines are told it failed.
+    std::thread::scope(|s| {
+        let waiting: Vec<_> = (0..2).map(|r| s.spawn(move || allreduce(r, 1))).collect();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(waiting.iter().all(|h| !h.is_finished()), "nobody finishes without rank 2");
+        for e in &engines[..2] {
+            e.lock().fail_peer(Rank(2));
+        }
+        for h in waiting {
+            assert!(matches!(h.join().unwrap(), Err(Error::RankFailStop { rank: 2 })));
+        }
+    });
+    assert!(matches!(allreduce(0, 1), Err(Error::RankFailStop { rank: 2 })), "inactive until validated");
+    for e in &engines[..2] {
+        e.lock().validate_commit(CTX, &[2]);
+    }
+    std::thread::scope(|s| {
+        for r in 0..2usize {
+            s.spawn(move || {
+                for i in 0..200u64 {
+                    assert_eq!(allreduce(r, r as u64 + i).unwrap(), 2 * i + 1, "rank {r} iteration {i} after validate");
+                }
+            });
+        }
+    });
+    assert!((0..2).all(|r| entered(r) == (1 << 32) + 200), "a new epoch after the validate");
+    assert_eq!(entered(2), 200, "the failed member's slot is not touched");
+
+    // The register agreement over the same slots (validate's fast path): rank 2 never
+    // votes; 0 and 1 decide once their engines know it failed, the same failed group
+    // (world ranks) and the AND of their flags; then a failure-free instance.
+    let agree = |r: usize, flag: u32| {
+        runthrough_engine::coll::shm_agreement(&engines[r], CTX, &world, r as u32, flag).expect("slot").unwrap()
+    };
+    std::thread::scope(|s| {
+        let h: Vec<_> = [(0, 0b110), (1, 0b011)].map(|(r, f)| s.spawn(move || agree(r, f))).into();
+        for d in h.into_iter().map(|h| h.join().unwrap()) {
+            assert_eq!((d.flag, d.failed), (0b010, vec![2]));
+        }
+    });
+}
