@@ -220,7 +220,7 @@ impl Comm {
     /// slot, collectively active and with no recognised failure, that collective runs
     /// in shared memory and starts without the engine lock.
     fn coll_short(&self, bytes: usize) -> Result<Coll<'_>, Error> {
-        if let Some((c, Some(slot))) = &self.inner.shm {
+        if let Some((c, slot)) = &self.inner.shm {
             if bytes <= runthrough_shm::collarea::COLL_DATA {
                 let eng = &self.inner.shared.engine;
                 if let Some(coll) = Coll::begin_shm(eng, self.inner.ctx, self.members(), self.rank() as u32, c, *slot) {

@@ -114,7 +114,7 @@ pub(crate) struct CommInner {
     agreements: std::sync::atomic::AtomicU32,
     /// The node's collective area and this communicator's slot in it, when it has
     /// shared-memory collectives (kept here so they start without the engine lock).
-    pub(crate) shm: Option<(Arc<runthrough_engine::coll::ShmColl>, Option<usize>)>,
+    pub(crate) shm: Option<(Arc<runthrough_engine::coll::ShmColl>, usize)>,
 }
 
 impl Drop for CommInner {
@@ -153,7 +153,7 @@ impl Comm {
         let shm = {
             let mut e = shared.engine.lock();
             e.register_comm(ctx, &group);
-            e.shm_coll().map(|c| (c, e.shm_slot_of(ctx)))
+            e.shm_coll().zip(e.shm_slot_of(ctx))
         };
         Comm {
             inner: Arc::new(CommInner {
@@ -508,15 +508,10 @@ impl Comm {
     /// Runs one fault-tolerant agreement over the live members; returns the decision.
     fn agreement(&self, flag: u32) -> Result<runthrough_ft::Decision, Error> {
         let shared = &self.inner.shared;
-        if let Some(r) = runthrough_engine::coll::shm_agreement(
-            &shared.engine,
-            self.inner.ctx,
-            &self.inner.group,
-            self.inner.me,
-            flag,
-        ) {
+        if let Some((coll, slot)) = &self.inner.shm {
             // Every member shares the node: the register agreement (ft::reg_agree).
-            return r;
+            let (ctx, group, me) = (self.inner.ctx, &self.inner.group, self.inner.me);
+            return runthrough_engine::coll::shm_agreement(&shared.engine, ctx, group, me, flag, coll, *slot);
         }
         let inst = self.agreement_start(flag)?;
         let shared = &self.inner.shared;

@@ -613,12 +613,6 @@ impl Engine {
         self.st.comms.get(ctx)?.shm_slot
     }
 
-    /// The collective area and slot of the communicator of `ctx`, if it has one.
-    pub(crate) fn shm_slot(&self, ctx: ContextId) -> Option<(std::sync::Arc<crate::coll::ShmColl>, usize)> {
-        let slot = self.st.comms.get(ctx)?.shm_slot?;
-        Some((self.st.shm_coll.clone()?, slot))
-    }
-
     /// `Ok` while the communicator of `ctx` is collectively active (R18), else the
     /// `RankFailStop` of a member failure it has not recognised.
     pub fn coll_check(&self, ctx: ContextId) -> Result<(), Error> {
@@ -696,14 +690,13 @@ impl Engine {
         rec.sort_unstable();
         rec.dedup();
         c.active = failed_here.iter().all(|r| rec.contains(r));
-        if let (Some(slot), Some(sc)) = (c.shm_slot, &self.st.shm_coll) {
-            sc.set_state(slot, c.active, rec.is_empty());
-        }
+        let pristine = rec.is_empty();
         c.set_recognized(rec);
         c.epoch = c.epoch.wrapping_add(1);
         c.coll_seq = 0;
         if let (Some(slot), Some(sc)) = (c.shm_slot, &self.st.shm_coll) {
             sc.new_epoch(slot, c.epoch);
+            sc.set_state(slot, c.active, pristine);
         }
         let coll = ContextId(ctx.0 | 1);
         let epoch = c.epoch & 0x1ff;

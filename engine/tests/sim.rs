@@ -564,7 +564,8 @@ fn shared_memory_collectives_stop_at_a_failure_and_resume_after_validate() {
     // votes; 0 and 1 decide once their engines know it failed, the same failed group
     // (world ranks) and the AND of their flags; then a failure-free instance.
     let agree = |r: usize, flag: u32| {
-        runthrough_engine::coll::shm_agreement(&engines[r], CTX, &world, r as u32, flag).expect("slot").unwrap()
+        let slot = engines[r].lock().shm_slot_of(CTX).expect("slot");
+        runthrough_engine::coll::shm_agreement(&engines[r], CTX, &world, r as u32, flag, &areas[r], slot).unwrap()
     };
     std::thread::scope(|s| {
         let h: Vec<_> = [(0, 0b110), (1, 0b011)].map(|(r, f)| s.spawn(move || agree(r, f))).into();

@@ -180,13 +180,19 @@ mod tests {
     use crate::{Layout, Segment};
     use std::sync::atomic::Ordering;
 
-    #[test]
-    fn slots_are_disjoint_and_shared_between_mappings() {
-        let name = format!("/rt-collarea-test-{}", std::process::id());
+    /// A fresh segment of `nranks` named after `test`, and a second mapping of it.
+    fn segment(test: &str, nranks: u32) -> (Segment, Segment) {
+        let name = format!("/rt-collarea-{test}-{}", std::process::id());
         let _ = Segment::unlink(&name);
-        let seg = Segment::create(&name, Layout { nranks: 3, ring_bytes: 4096 }).unwrap();
+        let seg = Segment::create(&name, Layout { nranks, ring_bytes: 4096 }).unwrap();
         let other = Segment::open(&name, std::time::Duration::from_secs(1)).unwrap();
         Segment::unlink(&name).unwrap();
+        (seg, other)
+    }
+
+    #[test]
+    fn slots_are_disjoint_and_shared_between_mappings() {
+        let (seg, other) = segment("shared", 3);
         let (a, b) = (seg.coll_area().unwrap(), other.coll_area().unwrap());
         let tag = |rank: u32, slot: usize, k: usize| u64::from(rank) << 32 | (slot as u64) << 8 | k as u64;
         for rank in 0..3u32 {
@@ -221,21 +227,13 @@ mod tests {
     #[test]
     #[should_panic(expected = "out of range")]
     fn a_rank_out_of_range_panics() {
-        let name = format!("/rt-collarea-oob-{}", std::process::id());
-        let _ = Segment::unlink(&name);
-        let seg = Segment::create(&name, Layout { nranks: 2, ring_bytes: 4096 }).unwrap();
-        Segment::unlink(&name).unwrap();
-        seg.coll_area().unwrap().entered(2, 0);
+        segment("rank", 2).0.coll_area().unwrap().entered(2, 0);
     }
 
     #[test]
     #[should_panic(expected = "out of range")]
     fn data_past_a_buffer_panics() {
-        let name = format!("/rt-collarea-oob2-{}", std::process::id());
-        let _ = Segment::unlink(&name);
-        let seg = Segment::create(&name, Layout { nranks: 2, ring_bytes: 4096 }).unwrap();
-        Segment::unlink(&name).unwrap();
-        seg.coll_area().unwrap().write(1, 0, 0, COLL_DATA, COLL_DATA - 4, &[0u8; 8]);
+        segment("range", 2).0.coll_area().unwrap().write(1, 0, 0, COLL_DATA, COLL_DATA - 4, &[0u8; 8]);
     }
 
     #[test]

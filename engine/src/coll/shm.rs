@@ -178,7 +178,6 @@ struct Op<'c, 'a> {
     s: u64,
     /// Bytes each member contributes (where the data lives: inline or buffer).
     total: usize,
-    gen: u64,
     waiter: Waiter,
 }
 
@@ -194,7 +193,7 @@ impl<'a> Coll<'a> {
         // A shared-memory poll is one load: when ranks outnumber cores, yield at once
         // (spinning only delays the member being waited for).
         let spin = if self.central { 0 } else { self.spin };
-        Some(Op { c: self, sh, s, total, gen: sh.gen, waiter: Waiter::new(spin) })
+        Some(Op { c: self, sh, s, total, waiter: Waiter::new(spin) })
     }
 
     /// Barrier over shared memory (`None`: no shared-memory path).
@@ -339,8 +338,8 @@ impl Op<'_, '_> {
                 return Ok(x);
             }
             let g = self.sh.coll.fail_gen();
-            if g != self.gen {
-                self.gen = g;
+            if g != self.sh.gen {
+                self.sh.gen = g;
                 self.c.eng.lock().coll_check(self.c.ctx)?;
             }
             self.waiter.snooze();
@@ -422,9 +421,9 @@ impl Registers for SlotRegisters<'_> {
 
 /// The agreement fast path (`ft::reg_agree`) on the communicator of `ctx` (members
 /// `group`, this process local rank `me`) contributing `flag`: `None` when the
-/// communicator has no shared-memory slot (then the message agreement runs). Every
-/// member makes the same choice, and each blocking agreement on the communicator
-/// (validate, agree) is one instance, numbered by call order.
+/// communicator's slot `slot` in `coll` (communicators without one run the message
+/// agreement; every member makes the same choice). Each blocking agreement on the
+/// communicator (validate, agree) is one instance, numbered by call order.
 ///
 /// # Errors
 /// `RankFailStop` naming this process if the others declared it failed (it was
@@ -435,16 +434,14 @@ pub fn shm_agreement(
     group: &[Rank],
     me: u32,
     flag: u32,
-) -> Option<Result<Decision, Error>> {
-    let (coll, slot, mut known, spin) = {
-        let e = eng.lock();
-        let (coll, slot) = e.shm_slot(ctx)?;
-        (coll, slot, bitmap(&e.failed_in(ctx)), e.config().spin_polls)
-    };
+    coll: &ShmColl,
+    slot: usize,
+) -> Result<Decision, Error> {
     let mut gen = coll.fail_gen();
+    let mut known = bitmap(&eng.lock().failed_in(ctx));
     let regs = SlotRegisters { area: &coll.area, slot, group };
     let instance = coll.agreements[slot].fetch_add(1, Ordering::Relaxed) + 1;
-    let mut waiter = Waiter::new(spin);
+    let mut waiter = Waiter::new(coll.spin);
     let mine = Proposal { flag, failed: known };
     let failed = |k: usize| {
         let g = coll.fail_gen();
@@ -455,7 +452,7 @@ pub fn shm_agreement(
         known & (1 << k) != 0
     };
     let out = reg_agree::agree(&regs, me as usize, instance, mine, failed, || waiter.snooze());
-    Some(match out {
+    match out {
         Outcome::Decided(p) => Ok(Decision {
             flag: p.flag,
             failed: {
@@ -466,7 +463,7 @@ pub fn shm_agreement(
             },
         }),
         Outcome::Excluded => Err(Error::RankFailStop { rank: me }),
-    })
+    }
 }
 
 /// Local ranks as a bitmap (ranks ≥ 128 cannot occur: slots exist only for such groups).
