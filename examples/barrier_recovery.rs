@@ -8,7 +8,8 @@
 //! is exercised with a kill inside every algorithm: `barrier`, `bcast`, `reduce`,
 //! `allreduce` (short: recursive doubling), `allreduce-mid` (32 KB: reduce + bcast),
 //! `allreduce-long` (direct reduce-scatter + allgather on up to 8 members, else ring),
-//! `reduce-long`, `dup`, `split`, `create`, `gather`, `scatter`,
+//! `reduce-long`, `bcast-long` and `allgather-long` (pulled in place by CMA on one
+//! node), `dup`, `split`, `create`, `gather`, `scatter`,
 //! `allgather`, `alltoall`, `scan`, `exscan`, `gatherv`, `allgatherv`, `alltoallv`,
 //! `reduce_scatter`, the nonblocking `ibarrier`, `ibcast`, `ireduce`, `iallreduce`,
 //! or `validate` / `ivalidate` (nothing but the validate, blocking or nonblocking: the
@@ -26,6 +27,13 @@ fn step(comm: &Comm, op: &str) -> Result<(), Error> {
     match op {
         "barrier" => comm.barrier(),
         "bcast" => comm.bcast(&mut [me; 16], 0),
+        "bcast-long" => {
+            // Root 0 sends zeros: a broadcast that succeeds delivered them whole.
+            let mut b = long.clone();
+            comm.bcast(&mut b, 0)?;
+            assert!(b.iter().all(|&x| x == 0), "bcast-long delivered wrong data");
+            Ok(())
+        }
         "reduce" => comm.reduce(&small, &mut [0; 4], Op::Sum, 0),
         "allreduce" => comm.allreduce(&small, &mut [0; 4], Op::Sum),
         "allreduce-long" => comm.allreduce(&long, &mut vec![0; long.len()], Op::Max),
@@ -38,6 +46,7 @@ fn step(comm: &Comm, op: &str) -> Result<(), Error> {
         "gather" => comm.gather(&small, &mut vec![0; 4 * n], 0),
         "scatter" => comm.scatter(&vec![me; 4 * n], &mut [0; 4], 0),
         "allgather" => comm.allgather(&small, &mut vec![0; 4 * n]),
+        "allgather-long" => comm.allgather(&long[..4000], &mut vec![0; 4000 * n]),
         "alltoall" => comm.alltoall(&vec![me; 4 * n], &mut vec![0; 4 * n]),
         "scan" => comm.scan(&small, &mut [0; 4], Op::Sum),
         "exscan" => comm.exscan(&small, &mut [0; 4], Op::Sum).map(|_| ()),

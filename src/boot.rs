@@ -102,22 +102,58 @@ pub(crate) fn singleton(cfg: Config, ring_bytes: u32) -> Result<(Engine, String)
     Segment::unlink(&name).map_err(init_err("segment unlink"))?;
     let t = ShmTransport::new(&seg, Rank(0), vec![std::process::id() as i32]).map_err(init_err("shm"))?;
     let mut engine = Engine::new(Rank(0), 1, AnyTransport::Shm(t), cfg);
-    enable_shm_coll(&mut engine, &seg, Rank(0), vec![true]);
+    enable_shm_coll(&mut engine, &seg, Rank(0), vec![true], None);
     Ok((engine, "singleton (no rtrun)".to_string()))
 }
 
 /// Environment variable switching shared-memory collectives off (`RT_COLL_SHM=0`; then
 /// every collective runs over point-to-point messages). Must be the same on every rank.
 const COLL_SHM_ENV: &str = "RT_COLL_SHM";
+/// Environment variable: smallest contribution (bytes) a shared-memory collective pulls
+/// by CMA instead of sending in messages. Must be the same on every rank.
+const COLL_CMA_MIN_ENV: &str = "RT_COLL_CMA_MIN";
+/// Default of [`COLL_CMA_MIN_ENV`].
+const COLL_CMA_MIN_BYTES: usize = 16 * 1024;
 
-/// Turns on shared-memory collectives over `seg`'s collective area, unless switched off.
-fn enable_shm_coll(engine: &mut Engine, seg: &Segment, me: Rank, local: Vec<bool>) {
+/// A word every rank publishes the address of (`probe/{rank}`) so that the others can
+/// check they may read its memory by CMA.
+static CMA_PROBE: u64 = 0x7275_6e74_6872_6f75;
+
+/// Turns on shared-memory collectives over `seg`'s collective area, unless switched off;
+/// `cma` holds every rank's pid when CMA works between every pair of ranks of the node.
+fn enable_shm_coll(engine: &mut Engine, seg: &Segment, me: Rank, local: Vec<bool>, cma: Option<Vec<i32>>) {
     if std::env::var(COLL_SHM_ENV).is_ok_and(|v| v.trim() == "0") {
         return;
     }
     if let Some(area) = seg.coll_area() {
-        engine.enable_shm_coll(runthrough_engine::coll::ShmColl::new(area, me, local));
+        let mut coll = runthrough_engine::coll::ShmColl::new(area, me, local);
+        if let Some(pids) = cma {
+            let min = std::env::var(COLL_CMA_MIN_ENV).ok().and_then(|v| v.trim().parse().ok());
+            coll = coll.with_cma(pids, min.unwrap_or(COLL_CMA_MIN_BYTES));
+        }
+        engine.enable_shm_coll(coll);
     }
+}
+
+/// Whether this rank can read every other local rank's memory by CMA (it reads their
+/// probe words), unless CMA is switched off (`RT_SHM_CMA=0`).
+fn probe_cma(client: &mut Client, me: u32, local: &[bool], pids: &[i32]) -> Result<bool, Error> {
+    if runthrough_shm::cma::disabled_by_env() {
+        return Ok(false);
+    }
+    for r in (0..local.len() as u32).filter(|&r| r != me && local[r as usize]) {
+        let v = client.get(&format!("probe/{r}"), BOOT_TIMEOUT).map_err(init_err("bootstrap get"))?;
+        let b: [u8; 8] = v.as_slice().try_into().map_err(|_| Error::Init(format!("bad probe entry of rank {r}")))?;
+        let mut word = [0u8; 8];
+        match runthrough_shm::cma::read(pids[r as usize], u64::from_le_bytes(b), &mut word) {
+            Ok(()) if u64::from_ne_bytes(word) == CMA_PROBE => {}
+            other => {
+                tracing::debug!(peer = r, result = ?other.map(|()| word), "CMA probe failed: collectives copy");
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
 }
 
 /// A rank started by `rtrun`: returns the engine, the launcher connection, the peer
@@ -155,6 +191,8 @@ pub(crate) fn boot(
     let mut client = Client::connect(env, BOOT_TIMEOUT).map_err(init_err("bootstrap connect"))?;
     client.put(&format!("pid/{}", env.rank), &std::process::id().to_le_bytes()).map_err(init_err("bootstrap put"))?;
     client.put(&format!("host/{}", env.rank), env.node.as_bytes()).map_err(init_err("bootstrap put"))?;
+    let probe = std::ptr::addr_of!(CMA_PROBE) as u64;
+    client.put(&format!("probe/{}", env.rank), &probe.to_le_bytes()).map_err(init_err("bootstrap put"))?;
     let mut fabric = match provider {
         Some(request) => {
             let t = open_fabric(env, request, one_host, &mut about)?;
@@ -208,8 +246,19 @@ pub(crate) fn boot(
             pids.push(u32::from_le_bytes(b) as i32);
         }
         liveness = watch_peers(env.rank, &route, &pids, seg.departures());
+        // Collectives pull long contributions by CMA only if every local pair can: each
+        // rank probes, publishes its answer, and all combine all answers alike.
+        let local: Vec<bool> = route.iter().map(|r| *r == Route::Shm).collect();
+        let ok = probe_cma(&mut client, env.rank, &local, &pids)?;
+        client.put(&format!("cma/{}", env.rank), &[u8::from(ok)]).map_err(init_err("bootstrap put"))?;
+        client.fence(BOOT_TIMEOUT).map_err(init_err("bootstrap fence"))?;
+        let mut all = true;
+        for r in (0..env.size).filter(|&r| local[r as usize]) {
+            all &= client.get(&format!("cma/{r}"), BOOT_TIMEOUT).map_err(init_err("bootstrap get"))? == [1];
+        }
+        let cma = all.then(|| pids.clone());
         let t = ShmTransport::new(&seg, Rank(env.rank), pids).map_err(init_err("shm"))?;
-        Some((t, seg))
+        Some((t, seg, cma))
     } else {
         None
     };
@@ -228,7 +277,10 @@ pub(crate) fn boot(
     }
     about.push(bound);
     let about = about.join("; ");
-    let (shm, seg) = shm.unzip();
+    let (shm, seg, cma) = match shm {
+        Some((t, seg, cma)) => (Some(t), Some(seg), cma),
+        None => (None, None, None),
+    };
     let local: Vec<bool> = route.iter().map(|r| *r == Route::Shm).collect();
     let transport = match (shm, fabric) {
         (Some(s), None) => AnyTransport::Shm(s),
@@ -239,7 +291,7 @@ pub(crate) fn boot(
     };
     let mut engine = Engine::new(Rank(env.rank), env.size, transport, cfg);
     if let Some(seg) = &seg {
-        enable_shm_coll(&mut engine, seg, Rank(env.rank), local);
+        enable_shm_coll(&mut engine, seg, Rank(env.rank), local, cma);
     }
     Ok((engine, client, liveness, about))
 }

@@ -67,6 +67,8 @@ fn kill_inside_every_collective_and_validate_survivors_finish() {
         "allreduce-long",
         "allreduce-mid",
         "reduce-long",
+        "bcast-long",
+        "allgather-long",
         "dup",
         "split",
         "create",

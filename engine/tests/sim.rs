@@ -574,3 +574,106 @@ fn shared_memory_collectives_stop_at_a_failure_and_resume_after_validate() {
         }
     });
 }
+
+/// The long shared-memory path (contributions pulled in place by CMA) over a real
+/// segment, the threads' own process standing in for every member: broadcasts and
+/// allgathers arrive intact and go through the line descriptors; a root that gives up
+/// (a member failed) withdraws its buffer before the caller gets it back, so a member
+/// that pulls it afterwards — even though the bytes are readable and already rewritten
+/// — gets `RankFailStop` once it learns of the failure, never the rewritten bytes
+/// (R17: no hang, no wrong data); a root never returns while a member may still pull.
+#[test]
+fn long_collectives_pull_in_place_and_never_deliver_a_withdrawn_buffer() {
+    use runthrough_engine::coll::{Coll, ShmColl};
+    use runthrough_shm::{Layout, Segment};
+
+    let n = 4u32;
+    let len = 64 * 1024;
+    let (_hub, engines) = job(n, 64, 4096);
+    let world: Vec<Rank> = (0..n).map(Rank).collect();
+    let name = format!("/rt-sim-shmlong-{}", std::process::id());
+    let _ = Segment::unlink(&name);
+    let seg = Segment::create(&name, Layout { nranks: n, ring_bytes: 4096 }).unwrap();
+    Segment::unlink(&name).unwrap();
+    let pid = std::process::id() as i32;
+    for (r, e) in engines.iter().enumerate() {
+        let mut e = e.lock();
+        let coll = ShmColl::new(seg.coll_area().unwrap(), Rank(r as u32), vec![true; n as usize]);
+        e.enable_shm_coll(coll.with_cma(vec![pid; n as usize], 4096));
+        e.register_comm(CTX, &world);
+    }
+    let areas: Vec<_> = engines.iter().map(|e| e.lock().shm_coll().unwrap()).collect();
+    let (engines, world, areas) = (&engines, &world, &areas);
+    let bcast = |r: usize, root: u32, buf: &mut [u8]| -> Result<(), Error> {
+        Coll::begin(&engines[r], CTX, world, r as u32, Some(&*areas[r]))?.bcast(root, buf)
+    };
+    std::thread::scope(|s| {
+        for r in 0..n as usize {
+            s.spawn(move || {
+                for i in 0..30u8 {
+                    let root = u32::from(i) % n;
+                    let want = pattern_bytes(len, i);
+                    let mut b = if root as usize == r { want.clone() } else { vec![0; len] };
+                    bcast(r, root, &mut b).unwrap();
+                    assert!(b == want, "rank {r} broadcast {i}");
+                }
+                let mine = pattern_bytes(8192, 100 + r as u8);
+                let mut all = vec![0; 8192 * n as usize];
+                all[r * 8192..(r + 1) * 8192].copy_from_slice(&mine);
+                let c = Coll::begin(&engines[r], CTX, world, r as u32, Some(&*areas[r])).unwrap();
+                c.allgather(&mine, &mut all).unwrap();
+                for k in 0..n as usize {
+                    assert!(all[k * 8192..(k + 1) * 8192] == pattern_bytes(8192, 100 + k as u8), "rank {r} block {k}");
+                }
+            });
+        }
+    });
+    // They were described in the lines (length word), not copied into the slots.
+    let area = seg.coll_area().unwrap();
+    assert!((0..4).any(|k| area.line_word(0, 0, k, 2).load(std::sync::atomic::Ordering::Acquire) == len as u64));
+    assert!((0..n).all(|r| area.entered(r, 0).load(std::sync::atomic::Ordering::Acquire) == 31));
+
+    // Rank 3 never arrives: the root waits for its pull until told it failed; rank 1
+    // (which pulled) succeeds, the root fails.
+    let data = pattern_bytes(len, 7);
+    std::thread::scope(|s| {
+        let root = s.spawn(|| bcast(0, 0, &mut data.clone()));
+        let mut b1 = vec![0; len];
+        let mut b2 = vec![0; len];
+        let (r1, r2) = std::thread::scope(|t| {
+            let h1 = t.spawn(|| bcast(1, 0, &mut b1));
+            let h2 = t.spawn(|| bcast(2, 0, &mut b2));
+            (h1.join().unwrap(), h2.join().unwrap())
+        });
+        assert!(r1.is_ok() && r2.is_ok() && b1 == data && b2 == data);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!root.is_finished(), "the root waits for rank 3's pull");
+        for e in &engines[..3] {
+            e.lock().fail_peer(Rank(3));
+        }
+        assert!(matches!(root.join().unwrap(), Err(Error::RankFailStop { rank: 3 })));
+    });
+    for e in &engines[..3] {
+        e.lock().validate_commit(CTX, &[3]);
+    }
+    // In the new epoch the root exposes, then gives up when rank 2 fails (only its
+    // engine knows yet) and rewrites its buffer; rank 1 pulls the rewritten bytes
+    // afterwards but must not deliver them.
+    let mut root_buf = pattern_bytes(len, 9);
+    std::thread::scope(|s| {
+        let h = s.spawn(|| bcast(0, 0, &mut root_buf));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        engines[0].lock().fail_peer(Rank(2));
+        assert!(matches!(h.join().unwrap(), Err(Error::RankFailStop { rank: 2 })));
+    });
+    root_buf.iter_mut().for_each(|b| *b = 0xEE);
+    std::thread::scope(|s| {
+        let mut b1 = vec![0; len];
+        let h = s.spawn(|| bcast(1, 0, &mut b1).map(|()| b1));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!h.is_finished(), "rank 1 waits to learn why the root withdrew");
+        engines[1].lock().fail_peer(Rank(2));
+        assert!(matches!(h.join().unwrap(), Err(Error::RankFailStop { rank: 2 })), "never the rewritten buffer");
+    });
+    drop(root_buf);
+}

@@ -9,12 +9,14 @@
 //!   +64      vote line: vote word (u64) and two proposal buffers of COLL_VOTE_DATA
 //!            bytes at +72 and +96: the registers of the agreement fast path
 //!   +128     ready line k = 0..COLL_BUFS (64 bytes each): ready word (u64) + COLL_INLINE
-//!            bytes of inline data, so a short contribution travels with its flag
+//!            bytes of inline data, so a short contribution travels with its flag; a
+//!            long contribution, pulled from its owner's memory by CMA, is described
+//!            there instead (seven line words: see `line_word`)
 //!   +384     data buffer k = 0..COLL_BUFS (COLL_DATA bytes each), for longer ones
 //! ```
 //!
 //! Only the owner writes its entered word, ready lines and data buffers; anyone may read
-//! them and compare-and-swap vote words. The protocols on top (the engine's
+//! them, compare-and-swap vote words and update line words atomically. The protocols on top (the engine's
 //! `coll::shm`) hand data over with the usual pattern: the owner writes the data, then
 //! stores the ready word with `Release`; a reader loads the ready word with `Acquire` and
 //! then copies the data. The protocols guarantee data is not rewritten while someone may
@@ -95,7 +97,7 @@ impl CollArea {
     #[inline]
     fn word(&self, rank: u32, slot: usize, at: usize) -> &AtomicU64 {
         // SAFETY: in bounds (checked by `ptr`), 8-byte aligned (page-aligned area, slots
-        // and lines of multiples of 64 bytes, `at` a multiple of 64), valid for the
+        // and lines of multiples of 64 bytes, `at` a multiple of 8), valid for the
         // lifetime of `self` (the mapping outlives the borrow), and only ever accessed
         // atomically by every process.
         unsafe { AtomicU64::from_ptr(self.ptr(rank, slot, at, 8).cast()) }
@@ -139,6 +141,17 @@ impl CollArea {
     pub fn ready(&self, rank: u32, slot: usize, k: usize) -> &AtomicU64 {
         assert!(k < COLL_BUFS, "collective buffer out of range");
         self.word(rank, slot, READY_AT + 64 * k)
+    }
+
+    /// Word `i` (1 to 7) of ready line `k` of `(rank, slot)`: the line's inline data
+    /// seen as atomic words, for a protocol that describes a contribution there rather
+    /// than carrying it (a line is used one way or the other per collective). Unlike the
+    /// rest of a slot, others may update these words atomically (e.g. count readers
+    /// done). Panics unless `k < COLL_BUFS` and `1 <= i <= 7`.
+    #[inline]
+    pub fn line_word(&self, rank: u32, slot: usize, k: usize, i: usize) -> &AtomicU64 {
+        assert!(k < COLL_BUFS && (1..8).contains(&i), "ready line word out of range");
+        self.word(rank, slot, READY_AT + 64 * k + 8 * i)
     }
 
     /// Where `len` bytes at `at` of a contribution of `total` bytes live in buffer `k`:

@@ -45,12 +45,13 @@
 //! that must follow starts a new epoch at every member, and a member enters it only
 //! after its collectives of the old one returned — the "cut" of seeds/004.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use runthrough_ft::reg_agree::{self, Outcome, Proposal, Registers};
 use runthrough_ft::Decision;
 use runthrough_shm::collarea::{CollArea, COLL_BUFS, COLL_DATA, COLL_SLOTS, COLL_VOTE_DATA};
+use runthrough_shm::{cma, Error as ShmError};
 
 use super::{with_scratch, Coll, Combine};
 use crate::engine::Engine;
@@ -83,6 +84,13 @@ pub struct ShmColl {
     pub(crate) spin: u32,
     pub(crate) central: bool,
     pub(crate) chunk: usize,
+    /// Process ids by world rank when every rank of the node can read every other's
+    /// memory by CMA (probed at start-up, the same answer everywhere): long
+    /// contributions are then pulled in place ([`ShmColl::with_cma`]).
+    pids: Option<Box<[i32]>>,
+    /// Contributions of at least this many bytes (and more than [`COLL_DATA`]) are
+    /// pulled by CMA.
+    cma_min: usize,
 }
 
 /// Slot state: the communicator is collectively active.
@@ -106,7 +114,19 @@ impl ShmColl {
             spin: 0,
             central: false,
             chunk: 1,
+            pids: None,
+            cma_min: usize::MAX,
         }
+    }
+
+    /// Lets collectives pull contributions of at least `min` bytes (and more than
+    /// [`COLL_DATA`]) straight from their owners' memory with CMA; `pids` are the
+    /// process ids by world rank. Every rank of the node must make the same call (same
+    /// `min`, CMA known to work between every pair), or none.
+    pub fn with_cma(mut self, pids: Vec<i32>, min: usize) -> Self {
+        self.pids = Some(pids.into());
+        self.cma_min = min;
+        self
     }
 
     /// Sets the engine tunables the lock-free start needs.
@@ -179,13 +199,37 @@ struct Op<'c, 'a> {
     /// Bytes each member contributes (where the data lives: inline or buffer).
     total: usize,
     waiter: Waiter,
+    /// Long path: this member's contribution is exposed for pulling (withdrawn on drop,
+    /// so a member that gives up — by error or panic — never leaves it readable).
+    exposed: bool,
 }
+
+/// Line words describing an exposed long contribution (see [`CollArea::line_word`]):
+/// its address in the owner's memory, its length, the collective it belongs to while
+/// it may be read (0 once withdrawn), and the number of readers done with it.
+const ADDR: usize = 1;
+const LEN: usize = 2;
+const LIVE: usize = 3;
+const DONE: usize = 4;
 
 impl<'a> Coll<'a> {
     /// Begins the shared-memory path of a collective in which each contributing member
     /// writes `total` bytes (step 1), when this communicator has one and they fit.
     fn shm_op(&self, total: usize) -> Option<Op<'_, 'a>> {
         let sh = self.shm.filter(|_| total <= COLL_DATA)?;
+        Some(self.enter(sh, total))
+    }
+
+    /// Begins the long path of a collective in which each contributing member exposes
+    /// `total` bytes to be pulled by CMA, when this communicator has a slot, CMA works on
+    /// this node and `total` is long enough (the same answer at every member).
+    fn shm_long(&self, total: usize) -> Option<Op<'_, 'a>> {
+        let sh = self.shm.filter(|sh| total > COLL_DATA && total >= sh.coll.cma_min && sh.coll.pids.is_some())?;
+        Some(self.enter(sh, total))
+    }
+
+    /// Step 1: numbers the collective and stores it in this member's entered word.
+    fn enter(&self, sh: ShmRef<'a>, total: usize) -> Op<'_, 'a> {
         let last = &sh.coll.last[sh.slot];
         let s = last.load(Ordering::Relaxed) + 1;
         last.store(s, Ordering::Relaxed);
@@ -193,7 +237,7 @@ impl<'a> Coll<'a> {
         // A shared-memory poll is one load: when ranks outnumber cores, yield at once
         // (spinning only delays the member being waited for).
         let spin = if self.central { 0 } else { self.spin };
-        Some(Op { c: self, sh, s, total, waiter: Waiter::new(spin) })
+        Op { c: self, sh, s, total, waiter: Waiter::new(spin), exposed: false }
     }
 
     /// Barrier over shared memory (`None`: no shared-memory path).
@@ -217,6 +261,9 @@ impl<'a> Coll<'a> {
     }
 
     pub(super) fn shm_bcast(&self, vroot: usize, buf: &mut [u8]) -> Option<Result<(), Error>> {
+        if let Some(r) = self.long_bcast(vroot, buf) {
+            return Some(r);
+        }
         let mut op = self.shm_op(buf.len())?;
         Some(if self.me == vroot { op.publish(buf) } else { op.wait_ready(vroot).map(|()| op.read(vroot, 0, buf)) })
     }
@@ -262,6 +309,9 @@ impl<'a> Coll<'a> {
 
     /// Allgather of `send` into `recv` (whose own block the caller filled).
     pub(super) fn shm_allgather(&self, send: &[u8], recv: &mut [u8]) -> Option<Result<(), Error>> {
+        if let Some(r) = self.long_allgather(send, recv) {
+            return Some(r);
+        }
         let mut op = self.shm_op(send.len())?;
         let len = send.len();
         let r = op.publish(send).and_then(|()| {
@@ -288,6 +338,39 @@ impl<'a> Coll<'a> {
             }
             op.saw_all();
             Ok(())
+        });
+        Some(r)
+    }
+}
+
+impl<'a> Coll<'a> {
+    /// Long broadcast: every other member pulls the root's buffer (one hop; the root
+    /// returns once all have pulled).
+    fn long_bcast(&self, vroot: usize, buf: &mut [u8]) -> Option<Result<(), Error>> {
+        let mut op = self.shm_long(buf.len())?;
+        Some(if self.me == vroot {
+            op.expose(buf).and_then(|()| op.wait_pulled(self.n() as u64 - 1)).map(|()| op.saw_all())
+        } else {
+            op.wait_ready(vroot).and_then(|()| op.pull(vroot, 0, buf)).and_then(|()| op.release(vroot))
+        })
+    }
+
+    /// Long allgather: every member exposes `send` and pulls each other member's into
+    /// its block of `recv`, starting with its successor so that the pulls spread over
+    /// the members.
+    fn long_allgather(&self, send: &[u8], recv: &mut [u8]) -> Option<Result<(), Error>> {
+        let mut op = self.shm_long(send.len())?;
+        let n = self.n();
+        let r = op.expose(send).and_then(|()| {
+            for k in 1..n {
+                let v = (self.me + k) % n;
+                op.wait_ready(v)?;
+                let to = self.local(v) as usize * send.len();
+                op.pull(v, 0, &mut recv[to..to + send.len()])?;
+                op.release(v)?;
+            }
+            op.saw_all();
+            op.wait_pulled(n as u64 - 1)
         });
         Some(r)
     }
@@ -337,12 +420,118 @@ impl Op<'_, '_> {
             if x >= s {
                 return Ok(x);
             }
-            let g = self.sh.coll.fail_gen();
-            if g != self.sh.gen {
-                self.sh.gen = g;
-                self.c.eng.lock().coll_check(self.c.ctx)?;
-            }
+            self.check()?;
             self.waiter.snooze();
+        }
+    }
+
+    /// Fails when this process learned of a failure since the last check that made the
+    /// communicator collectively inactive.
+    fn check(&mut self) -> Result<(), Error> {
+        let g = self.sh.coll.fail_gen();
+        if g != self.sh.gen {
+            self.sh.gen = g;
+            self.c.eng.lock().coll_check(self.c.ctx)?;
+        }
+        Ok(())
+    }
+
+    /// Word `i` of `rank`'s line of this collective.
+    fn line(&self, rank: u32, i: usize) -> &AtomicU64 {
+        self.sh.coll.area.line_word(rank, self.sh.slot, self.buf(), i)
+    }
+
+    /// Long path, steps 2 and 3: once the line is free, describes `data` in it and
+    /// stores the ready word. `data` must stay untouched until [`Op::wait_pulled`]
+    /// returns `Ok`; any other way out withdraws it first (drop).
+    fn expose(&mut self, data: &[u8]) -> Result<(), Error> {
+        debug_assert_eq!(data.len(), self.total);
+        self.wait_entered(self.s.saturating_sub(COLL_BUFS as u64 - 1))?;
+        let me = self.sh.coll.me;
+        self.line(me, ADDR).store(data.as_ptr() as u64, Ordering::Relaxed);
+        self.line(me, LEN).store(data.len() as u64, Ordering::Relaxed);
+        self.line(me, DONE).store(0, Ordering::Relaxed);
+        self.line(me, LIVE).store(self.s, Ordering::Relaxed);
+        self.exposed = true;
+        self.ready();
+        Ok(())
+    }
+
+    /// Long path: waits until `readers` others are done with this member's exposed
+    /// contribution; fails (and withdraws it) when the communicator becomes inactive.
+    fn wait_pulled(&mut self, readers: u64) -> Result<(), Error> {
+        let me = self.sh.coll.me;
+        while self.line(me, DONE).load(Ordering::Acquire) < readers {
+            self.check()?;
+            self.waiter.snooze();
+        }
+        self.exposed = false;
+        Ok(())
+    }
+
+    /// Long path: withdraws this member's exposed contribution, before its buffer goes
+    /// back to the caller on a way out other than [`Op::wait_pulled`].
+    fn withdraw(&mut self) {
+        if std::mem::take(&mut self.exposed) {
+            self.line(self.sh.coll.me, LIVE).store(0, Ordering::SeqCst);
+            // Readers' later loads of the buffer are ordered after the store above.
+            fence(Ordering::SeqCst);
+        }
+    }
+
+    /// Long path: copies `out.len()` bytes at `at` of v-rank `v`'s exposed contribution
+    /// (its ready word seen) into `out` with CMA. The bytes are its data only once
+    /// [`Op::release`] succeeded.
+    fn pull(&mut self, v: usize, at: usize, out: &mut [u8]) -> Result<(), Error> {
+        let rank = self.world(v);
+        let addr = self.line(rank, ADDR).load(Ordering::Relaxed);
+        let len = self.line(rank, LEN).load(Ordering::Relaxed);
+        if len != self.total as u64 || at + out.len() > self.total {
+            // Count this reader done anyway: an erroneous call must not hang the owner.
+            self.line(rank, DONE).fetch_add(1, Ordering::AcqRel);
+            return Err(Error::InvalidArg("collective buffer sizes differ between members"));
+        }
+        let pid = self.sh.coll.pids.as_ref().map_or(0, |p| p[rank as usize]);
+        let e = match cma::read(pid, addr + at as u64, out) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        if matches!(e, ShmError::PeerGone { .. }) || self.line(rank, LIVE).load(Ordering::SeqCst) != self.s {
+            return Err(self.gave_up());
+        }
+        self.line(rank, DONE).fetch_add(1, Ordering::AcqRel);
+        Err(Error::Transport(format!("collective pull from rank {rank}: {e}")))
+    }
+
+    /// Long path, after the pulls from v-rank `v`: checks that `v` kept its contribution
+    /// exposed all along (so every byte pulled before is its data: it withdraws before
+    /// its buffer goes back to its caller — the validation of a sequence lock) and
+    /// counts this reader done.
+    fn release(&mut self, v: usize) -> Result<(), Error> {
+        let rank = self.world(v);
+        fence(Ordering::SeqCst);
+        if self.line(rank, LIVE).load(Ordering::SeqCst) != self.s {
+            return Err(self.gave_up());
+        }
+        self.line(rank, DONE).fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// A member this one pulls from gave up (withdrew its contribution, unmapped it or
+    /// died). A member gives up only when a failure made the communicator inactive
+    /// there — a failure of the same epoch, so it makes it inactive here too once this
+    /// process learns of it: wait for that (bounded by failure detection, R17) and
+    /// return the communicator's error.
+    fn gave_up(&mut self) -> Error {
+        loop {
+            // The generation first: a failure noted after the check changes it.
+            self.sh.gen = self.sh.coll.fail_gen();
+            if let Err(e) = self.c.eng.lock().coll_check(self.c.ctx) {
+                return e;
+            }
+            while self.sh.coll.fail_gen() == self.sh.gen {
+                self.waiter.snooze();
+            }
         }
     }
 
@@ -384,6 +573,12 @@ impl Op<'_, '_> {
         }
         self.sh.coll.known[self.sh.slot].fetch_max(low.min(self.s), Ordering::Relaxed);
         Ok(())
+    }
+}
+
+impl Drop for Op<'_, '_> {
+    fn drop(&mut self) {
+        self.withdraw();
     }
 }
 
