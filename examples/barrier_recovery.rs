@@ -8,8 +8,7 @@
 //! is exercised with a kill inside every algorithm: `barrier`, `bcast`, `reduce`,
 //! `allreduce` (short: recursive doubling), `allreduce-mid` (32 KB: reduce + bcast),
 //! `allreduce-long` (direct reduce-scatter + allgather on up to 8 members, else ring),
-//! `reduce-long`, `bcast-long` and `allgather-long` (pulled in place by CMA on one
-//! node), `dup`, `split`, `create`, `gather`, `scatter`,
+//! `reduce-long`, `bcast-long` (pulled in place by CMA on one node), `allgather-long`, `dup`, `split`, `create`, `gather`, `scatter`,
 //! `allgather`, `alltoall`, `scan`, `exscan`, `gatherv`, `allgatherv`, `alltoallv`,
 //! `reduce_scatter`, the nonblocking `ibarrier`, `ibcast`, `ireduce`, `iallreduce`,
 //! or `validate` / `ivalidate` (nothing but the validate, blocking or nonblocking: the

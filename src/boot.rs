@@ -109,7 +109,7 @@ pub(crate) fn singleton(cfg: Config, ring_bytes: u32) -> Result<(Engine, String)
 /// Environment variable switching shared-memory collectives off (`RT_COLL_SHM=0`; then
 /// every collective runs over point-to-point messages). Must be the same on every rank.
 const COLL_SHM_ENV: &str = "RT_COLL_SHM";
-/// Environment variable: smallest contribution (bytes) a shared-memory collective pulls
+/// Environment variable: smallest broadcast (bytes) a shared-memory collective pulls
 /// by CMA instead of sending in messages. Must be the same on every rank.
 const COLL_CMA_MIN_ENV: &str = "RT_COLL_CMA_MIN";
 /// Default of [`COLL_CMA_MIN_ENV`].

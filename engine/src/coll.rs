@@ -9,8 +9,10 @@
 //!   were (undefined), exscan's "first process" is the first such member, and a failed
 //!   root is an error;
 //! - it never hangs (R17): a member's failure fails every collective receive in progress
-//!   on communicators containing it, and collective data travels only in eager records
-//!   (chunked to the eager limit), so no sender waits for a receiver that gave up;
+//!   on communicators containing it, and collective messages are only eager records
+//!   (chunked to the eager limit), so no sender waits for a receiver that gave up (long
+//!   broadcasts on one node are pulled in place instead, with the
+//!   give-up rule of the "Long contributions" of `coll/shm.rs`);
 //! - every message carries a tag made of the validate epoch and the collective's sequence
 //!   number, so traffic of an aborted collective never matches a later one (the "cut" of
 //!   seeds/004).

@@ -576,8 +576,8 @@ fn shared_memory_collectives_stop_at_a_failure_and_resume_after_validate() {
 }
 
 /// The long shared-memory path (contributions pulled in place by CMA) over a real
-/// segment, the threads' own process standing in for every member: broadcasts and
-/// allgathers arrive intact and go through the line descriptors; a root that gives up
+/// segment, the threads' own process standing in for every member: broadcasts arrive
+/// intact and go through the line descriptors; a root that gives up
 /// (a member failed) withdraws its buffer before the caller gets it back, so a member
 /// that pulls it afterwards — even though the bytes are readable and already rewritten
 /// — gets `RankFailStop` once it learns of the failure, never the rewritten bytes
@@ -617,21 +617,13 @@ fn long_collectives_pull_in_place_and_never_deliver_a_withdrawn_buffer() {
                     bcast(r, root, &mut b).unwrap();
                     assert!(b == want, "rank {r} broadcast {i}");
                 }
-                let mine = pattern_bytes(8192, 100 + r as u8);
-                let mut all = vec![0; 8192 * n as usize];
-                all[r * 8192..(r + 1) * 8192].copy_from_slice(&mine);
-                let c = Coll::begin(&engines[r], CTX, world, r as u32, Some(&*areas[r])).unwrap();
-                c.allgather(&mine, &mut all).unwrap();
-                for k in 0..n as usize {
-                    assert!(all[k * 8192..(k + 1) * 8192] == pattern_bytes(8192, 100 + k as u8), "rank {r} block {k}");
-                }
             });
         }
     });
     // They were described in the lines (length word), not copied into the slots.
     let area = seg.coll_area().unwrap();
     assert!((0..4).any(|k| area.line_word(0, 0, k, 2).load(std::sync::atomic::Ordering::Acquire) == len as u64));
-    assert!((0..n).all(|r| area.entered(r, 0).load(std::sync::atomic::Ordering::Acquire) == 31));
+    assert!((0..n).all(|r| area.entered(r, 0).load(std::sync::atomic::Ordering::Acquire) == 30));
 
     // Rank 3 never arrives: the root waits for its pull until told it failed; rank 1
     // (which pulled) succeeds, the root fails.

@@ -24,6 +24,32 @@
 //! 4. waits for the ready words `b` of the members whose data it needs to reach `s`
 //!    and copies their data (`Acquire`).
 //!
+//! # Long contributions (pulled in place)
+//!
+//! Broadcasts of more than [`COLL_DATA`] bytes (at least the
+//! `cma_min` of [`ShmColl::with_cma`]) do not copy data through the slots: a member
+//! *exposes* its buffer — address, length, `live = s` and a reader count of 0 in the
+//! line words of buffer `b` ([`CollArea::line_word`]) — stores its ready word, and the
+//! readers copy straight from its memory with CMA (`process_vm_readv`, one copy), then
+//! add one to its reader count. The owner returns once every reader counted itself.
+//! Measured at 8 ranks on 2 cores, a 1 MiB broadcast this way costs one hop instead of
+//! a tree of ring transfers (137 against 200 µs for Open MPI). Everything else stays on
+//! messages, where a CMA copy (≈ 10 GB/s here: page pinning) loses to two cache-hot
+//! copies: pulled in place, allgather at 64 KiB took 245 µs instead of 87, and reduce and
+//! alltoall at 1 MiB were slower too.
+//!
+//! Run-through: an owner that gives up (its communicator became inactive, or a panic
+//! unwound through it) first sets `live = 0`, then lets its caller have the buffer back.
+//! A reader, after pulling, checks `live == s` (a fence between, the validation of a
+//! sequence lock): if so the owner had not given up when the last byte was copied, so
+//! the bytes are its data; if not — or the pull failed because the owner died or
+//! unmapped the buffer — the reader waits until this process learns of the failure that
+//! made the owner give up (one of the same epoch, so it makes the communicator inactive
+//! here too; bounded by failure detection) and fails with it. So no member delivers a
+//! buffer that was already handed back, and none waits for a member that gave up.
+//! Whether CMA works is probed at start-up between every pair of local ranks, and the
+//! path is used only if it works everywhere, so every member takes it or none.
+//!
 //! Which members a step waits for depends on the operation: everyone in barrier,
 //! allreduce, allgather and alltoall; the root in a broadcast (non-root side) and the
 //! non-roots in a reduce (root side). Reductions combine in v-rank order from the
@@ -309,9 +335,6 @@ impl<'a> Coll<'a> {
 
     /// Allgather of `send` into `recv` (whose own block the caller filled).
     pub(super) fn shm_allgather(&self, send: &[u8], recv: &mut [u8]) -> Option<Result<(), Error>> {
-        if let Some(r) = self.long_allgather(send, recv) {
-            return Some(r);
-        }
         let mut op = self.shm_op(send.len())?;
         let len = send.len();
         let r = op.publish(send).and_then(|()| {
@@ -353,26 +376,6 @@ impl<'a> Coll<'a> {
         } else {
             op.wait_ready(vroot).and_then(|()| op.pull(vroot, 0, buf)).and_then(|()| op.release(vroot))
         })
-    }
-
-    /// Long allgather: every member exposes `send` and pulls each other member's into
-    /// its block of `recv`, starting with its successor so that the pulls spread over
-    /// the members.
-    fn long_allgather(&self, send: &[u8], recv: &mut [u8]) -> Option<Result<(), Error>> {
-        let mut op = self.shm_long(send.len())?;
-        let n = self.n();
-        let r = op.expose(send).and_then(|()| {
-            for k in 1..n {
-                let v = (self.me + k) % n;
-                op.wait_ready(v)?;
-                let to = self.local(v) as usize * send.len();
-                op.pull(v, 0, &mut recv[to..to + send.len()])?;
-                op.release(v)?;
-            }
-            op.saw_all();
-            op.wait_pulled(n as u64 - 1)
-        });
-        Some(r)
     }
 }
 
