@@ -12,8 +12,13 @@ const CTX: ContextId = ContextId(0);
 const SUB: ContextId = ContextId(2);
 
 fn job(n: u32, capacity: usize, eager: usize) -> (SimHub, Vec<Mutex<Engine>>) {
+    job_with(n, capacity, eager, false)
+}
+
+/// [`job`], telling the engines whether ranks outnumber cores.
+fn job_with(n: u32, capacity: usize, eager: usize, oversubscribed: bool) -> (SimHub, Vec<Mutex<Engine>>) {
     let hub = SimHub::new(n, capacity, 4096);
-    let cfg = Config { eager_limit: eager, spin_polls: 0, stream_chunk: 1000, rma_min: 0, oversubscribed: false };
+    let cfg = Config { eager_limit: eager, spin_polls: 0, stream_chunk: 1000, rma_min: 0, oversubscribed };
     let world: Vec<Rank> = (0..n).map(Rank).collect();
     let engines = (0..n)
         .map(|r| {
@@ -589,7 +594,7 @@ fn long_collectives_pull_in_place_and_never_deliver_a_withdrawn_buffer() {
 
     let n = 4u32;
     let len = 64 * 1024;
-    let (_hub, engines) = job(n, 64, 4096);
+    let (_hub, engines) = job_with(n, 64, 4096, true); // the long path is for ranks > cores
     let world: Vec<Rank> = (0..n).map(Rank).collect();
     let name = format!("/rt-sim-shmlong-{}", std::process::id());
     let _ = Segment::unlink(&name);
