@@ -16,8 +16,8 @@
 //! ```
 //!
 //! Only the owner writes its entered word, ready lines and data buffers; anyone may read
-//! them, compare-and-swap vote words and update line words atomically. The protocols on top (the engine's
-//! `coll::shm`) hand data over with the usual pattern: the owner writes the data, then
+//! them, compare-and-swap vote words and update line words atomically. The protocols on
+//! top (the engine's `coll::shm`) hand data over with the usual pattern: the owner writes the data, then
 //! stores the ready word with `Release`; a reader loads the ready word with `Acquire` and
 //! then copies the data. The protocols guarantee data is not rewritten while someone may
 //! still read it; this module guarantees that every access stays inside the mapping

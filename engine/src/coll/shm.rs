@@ -367,9 +367,7 @@ impl<'a> Coll<'a> {
         });
         Some(r)
     }
-}
 
-impl<'a> Coll<'a> {
     /// Long broadcast: every other member pulls the root's buffer (one hop; the root
     /// returns once all have pulled).
     fn long_bcast(&self, vroot: usize, buf: &mut [u8]) -> Option<Result<(), Error>> {
@@ -377,7 +375,7 @@ impl<'a> Coll<'a> {
         Some(if self.me == vroot {
             op.expose(buf).and_then(|()| op.wait_pulled(self.n() as u64 - 1)).map(|()| op.saw_all())
         } else {
-            op.wait_ready(vroot).and_then(|()| op.pull(vroot, 0, buf)).and_then(|()| op.release(vroot))
+            op.wait_ready(vroot).and_then(|()| op.pull(vroot, buf))
         })
     }
 }
@@ -485,42 +483,28 @@ impl Op<'_, '_> {
         }
     }
 
-    /// Long path: copies `out.len()` bytes at `at` of v-rank `v`'s exposed contribution
-    /// (its ready word seen) into `out` with CMA. The bytes are its data only once
-    /// [`Op::release`] succeeded.
-    fn pull(&mut self, v: usize, at: usize, out: &mut [u8]) -> Result<(), Error> {
+    /// Long path: copies v-rank `v`'s exposed contribution (its ready word seen) into
+    /// `out` with CMA, then checks that `v` kept it exposed all along — it withdraws
+    /// before its buffer goes back to its caller, so every byte copied before the check
+    /// is its data (the validation of a sequence lock) — and counts this reader done.
+    fn pull(&mut self, v: usize, out: &mut [u8]) -> Result<(), Error> {
         let rank = self.world(v);
         let addr = self.line(rank, ADDR).load(Ordering::Relaxed);
         let len = self.line(rank, LEN).load(Ordering::Relaxed);
-        if len != self.total as u64 || at + out.len() > self.total {
+        if len != self.total as u64 || out.len() != self.total {
             // Count this reader done anyway: an erroneous call must not hang the owner.
             self.line(rank, DONE).fetch_add(1, Ordering::AcqRel);
             return Err(Error::InvalidArg("collective buffer sizes differ between members"));
         }
         let pid = self.sh.coll.pids.as_ref().map_or(0, |p| p[rank as usize]);
-        let e = match cma::read(pid, addr + at as u64, out) {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
-        };
-        if matches!(e, ShmError::PeerGone { .. }) || self.line(rank, LIVE).load(Ordering::SeqCst) != self.s {
-            return Err(self.gave_up());
-        }
-        self.line(rank, DONE).fetch_add(1, Ordering::AcqRel);
-        Err(Error::Transport(format!("collective pull from rank {rank}: {e}")))
-    }
-
-    /// Long path, after the pulls from v-rank `v`: checks that `v` kept its contribution
-    /// exposed all along (so every byte pulled before is its data: it withdraws before
-    /// its buffer goes back to its caller — the validation of a sequence lock) and
-    /// counts this reader done.
-    fn release(&mut self, v: usize) -> Result<(), Error> {
-        let rank = self.world(v);
+        let read = cma::read(pid, addr, out);
         fence(Ordering::SeqCst);
-        if self.line(rank, LIVE).load(Ordering::SeqCst) != self.s {
+        let live = self.line(rank, LIVE).load(Ordering::SeqCst) == self.s;
+        if !live || matches!(read, Err(ShmError::PeerGone { .. })) {
             return Err(self.gave_up());
         }
         self.line(rank, DONE).fetch_add(1, Ordering::AcqRel);
-        Ok(())
+        read.map_err(|e| Error::Transport(format!("collective pull from rank {rank}: {e}")))
     }
 
     /// A member this one pulls from gave up (withdrew its contribution, unmapped it or
