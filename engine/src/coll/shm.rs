@@ -237,6 +237,12 @@ const ADDR: usize = 1;
 const LEN: usize = 2;
 const LIVE: usize = 3;
 const DONE: usize = 4;
+/// Line word of a barrier's first member once it has left (a barrier carries no data,
+/// so its line is free; see [`Coll::shm_barrier`]).
+const LEFT: usize = 1;
+/// Members up to which everyone watches everyone in a barrier when ranks outnumber
+/// cores (a waiter reads at most three words); beyond, the barrier gathers and releases.
+const WATCH_ALL_MAX: usize = 4;
 
 impl<'a> Coll<'a> {
     /// Begins the shared-memory path of a collective in which each contributing member
@@ -271,22 +277,38 @@ impl<'a> Coll<'a> {
 
     /// Barrier over shared memory (`None`: no shared-memory path).
     ///
-    /// Everyone watches everyone's word (one step), except when ranks outnumber cores:
-    /// then the others arrive at v-rank 0, which releases them (two steps, but each
-    /// waiter watches one word, and the first member leaves first — a broadcast from it
-    /// that follows finds its readers still on their way).
+    /// Everyone watches everyone's word (one step), except when ranks outnumber cores
+    /// and the communicator has more than [`WATCH_ALL_MAX`] members: then the others
+    /// arrive at v-rank 0, which releases them (two steps, but each waiter watches one
+    /// word). Oversubscribed, a member that leaves before v-rank 0 has yields once first:
+    /// the core may be v-rank 0's, and a broadcast from it that follows then finds its
+    /// data published instead of waiting two context switches for it (4 ranks on 2
+    /// cores, interleaved: barrier 3.1–4.9 µs against 3.2–5.6 gathering, broadcast
+    /// 0.07–0.39 µs against 0.84–1.71 without the yield).
     pub(super) fn shm_barrier(&self) -> Option<Result<(), Error>> {
         let mut op = self.shm_op(0)?;
-        if !self.central || self.n() < 3 {
-            op.ready();
-            return Some(op.wait_all_ready());
+        if self.central && self.n() > WATCH_ALL_MAX {
+            return Some(if self.me == 0 {
+                op.wait_all_ready().map(|()| op.ready())
+            } else {
+                op.ready();
+                op.wait_ready(0)
+            });
         }
-        Some(if self.me == 0 {
-            op.wait_all_ready().map(|()| op.ready())
-        } else {
-            op.ready();
-            op.wait_ready(0)
-        })
+        op.ready();
+        if let Err(e) = op.wait_all_ready() {
+            return Some(Err(e));
+        }
+        if self.central {
+            // Every member has entered collective `s`, so none still reads this line
+            // for collective `s - COLL_BUFS`; a stale value read here only skips a yield.
+            if self.me == 0 {
+                op.line(op.sh.coll.me, LEFT).store(op.s, Ordering::Release);
+            } else if op.line(op.world(0), LEFT).load(Ordering::Acquire) < op.s {
+                std::thread::yield_now();
+            }
+        }
+        Some(Ok(()))
     }
 
     pub(super) fn shm_bcast(&self, vroot: usize, buf: &mut [u8]) -> Option<Result<(), Error>> {
