@@ -9,8 +9,9 @@
 //!
 //! A failure during start-up returns [`Error::Init`] instead of aborting (R5).
 //!
-//! Environment tunables: `RT_EAGER_LIMIT` (bytes, default 16384), `RT_RING_BYTES` (per
-//! ring pair, power of two; default 1 MiB up to 8 ranks, else 256 KiB: [`default_ring_bytes`]), `RT_SPIN_POLLS` (busy polls before a wait
+//! Environment tunables: `RT_EAGER_LIMIT` (bytes, default 16384, or 65536 when every
+//! rank shares the node: [`SHM_EAGER_LIMIT`]), `RT_RING_BYTES` (per ring pair, power of
+//! two; default 256 KiB: [`DEFAULT_RING_BYTES`]), `RT_SPIN_POLLS` (busy polls before a wait
 //! yields; default 4000, or 16 when ranks outnumber cores), `RT_FATAL_SCOPE`
 //! (`group`, the default, or `job`: see [`FatalScope`]), `RT_CMA_MIN` (smallest message
 //! pulled by single copy, default 524288; smaller rendezvous stream through the rings),
@@ -36,25 +37,20 @@ use crate::boot::{self, Liveness};
 use crate::comm::{Comm, ErrorMode};
 use crate::Error;
 
-/// Default bytes of cells per ring pair in jobs of more than 8 ranks ([`default_ring_bytes`]).
+/// Default bytes of cells per ring pair (`RT_RING_BYTES` overrides).
+///
+/// Small enough that the data in flight between every pair of an oversubscribed job
+/// stays in the last-level cache, so the receiver's copy out of a ring reads what the
+/// sender's copy just wrote (8 ranks on 2 cores, 1 MiB per member, interleaved:
+/// alltoall 3.3–4.1 ms and allgather 2.8–3.3 ms with 256 KiB rings and 64 KiB records,
+/// against 4.8–5.0 and 4.3–4.8 ms with 1 MiB rings, where 56 MiB could be in flight).
 pub const DEFAULT_RING_BYTES: u32 = 256 * 1024;
-/// Jobs of at most this many ranks get rings of [`BIG_RING_BYTES`].
-const BIG_RING_MAX_RANKS: u32 = 8;
-/// Ring bytes of small jobs: a whole 1 MiB message fits a ring, so its sender never
-/// waits for the receiver to drain it — each such wait costs context switches when
-/// ranks outnumber cores (measured at 8 ranks on 2 cores: a 1 MiB reduce went from
-/// 490–630 to 320–460 µs). The segment holds size² rings: 64 MiB at 8 ranks, touched
-/// only as far as traffic goes.
-const BIG_RING_BYTES: u32 = 1024 * 1024;
-
-/// The ring size of a job of `size` ranks unless `RT_RING_BYTES` says otherwise.
-pub fn default_ring_bytes(size: u32) -> u32 {
-    if size <= BIG_RING_MAX_RANKS {
-        BIG_RING_BYTES
-    } else {
-        DEFAULT_RING_BYTES
-    }
-}
+/// Default eager limit when every rank of the job shares the node (only shared-memory
+/// rings): a quarter ring, the largest record a 256 KiB ring takes
+/// (capped by the record size, so about 64 KiB). Collectives move data in eager
+/// records, and four times fewer of them per MiB (8 ranks, 1 MiB alltoall: 3.3–3.6
+/// against 4.1–4.8 ms with 16 KiB).
+pub const SHM_EAGER_LIMIT: usize = 64 * 1024;
 /// Attempts of the progress thread to take the engine lock without waiting.
 const LOCK_TRIES: u32 = 64;
 /// Exit code of a rank that finds itself excluded (declared failed while hung).
@@ -161,8 +157,7 @@ pub fn init() -> Result<Runtime, Error> {
     let job = JobEnv::from_env().map_err(|e| Error::Init(format!("bad launcher environment: {e}")))?;
     let cfg = engine_config(job.as_ref())?;
     let local_size = job.as_ref().map_or(1, |j| j.local_size as usize);
-    let size = job.as_ref().map_or(1, |j| j.size);
-    let ring_bytes = env_num("RT_RING_BYTES", u64::from(default_ring_bytes(size)))? as u32;
+    let ring_bytes = env_num("RT_RING_BYTES", u64::from(DEFAULT_RING_BYTES))? as u32;
     let (engine, client, liveness, size, rank, about) = match job {
         None => {
             let (engine, about) = boot::singleton(cfg, ring_bytes)?;
@@ -331,6 +326,9 @@ fn ft_config(local_ranks: usize) -> Result<Option<runthrough_ft::Config>, Error>
 
 fn engine_config(job: Option<&JobEnv>) -> Result<Config, Error> {
     let mut cfg = Config::default();
+    if job.is_some_and(|j| j.local_size == j.size) {
+        cfg.eager_limit = SHM_EAGER_LIMIT;
+    }
     cfg.eager_limit = env_num("RT_EAGER_LIMIT", cfg.eager_limit as u64)? as usize;
     cfg.rma_min = env_num("RT_CMA_MIN", cfg.rma_min as u64)? as usize;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
