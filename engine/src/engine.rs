@@ -59,8 +59,10 @@ pub struct Config {
     /// shorter ones are streamed through the transport, which pipelines the two copies
     /// over both cores and wins below this size on shared memory.
     pub rma_min: usize,
-    /// Ranks outnumber cores on this node: shared-memory barriers gather to the first
-    /// member and release from it (fewer wake-ups than everyone watching everyone).
+    /// Ranks outnumber cores on this node: shared-memory waits yield at once, barriers
+    /// of more than four members gather to the first member and release from it (fewer
+    /// wake-ups than everyone watching everyone), and long broadcasts are pulled in
+    /// place.
     pub oversubscribed: bool,
 }
 
