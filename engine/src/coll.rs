@@ -456,19 +456,30 @@ impl<'a> Coll<'a> {
             return self.flat_reduce(vroot, buf, op);
         }
         let rel = (self.me + n - vroot) % n;
-        with_scratch(buf.len(), |tmp| {
-            let mut mask = 1;
-            while mask < n {
-                if rel & mask != 0 {
-                    return self.send((rel - mask + vroot) % n, buf);
-                }
-                if rel + mask < n {
-                    self.recv((rel + mask + vroot) % n, tmp)?;
-                    op(buf, tmp);
-                }
-                mask <<= 1;
+        // Children at rel + m for every bit m below rel's lowest set bit (the parent's).
+        let mut mask = 1;
+        let mut kids = 0;
+        while mask < n && rel & mask == 0 {
+            kids += usize::from(rel + mask < n);
+            mask <<= 1;
+        }
+        let len = buf.len();
+        with_scratch(kids * len, |tmp| {
+            {
+                // Every child's receive is posted at once, so no child's records wait in
+                // the unexpected queue (an extra copy) while another child is received.
+                let mut reqs = Vec::with_capacity(kids * len.div_ceil(self.chunk).max(1));
+                let kid = |k: usize| ((rel + (1 << k) + vroot) % n, k * len..(k + 1) * len);
+                self.post_recvs_into(tmp, (0..kids).map(kid), &mut reqs);
+                Self::finish(&mut reqs)?;
             }
-            Ok(())
+            for part in tmp.chunks(len.max(1)).take(kids) {
+                op(buf, part);
+            }
+            if rel == 0 {
+                return Ok(());
+            }
+            self.send((rel - mask + vroot) % n, buf)
         })
     }
 
