@@ -35,8 +35,21 @@ fn step(comm: &Comm, op: &str) -> Result<(), Error> {
         }
         "reduce" => comm.reduce(&small, &mut [0; 4], Op::Sum, 0),
         "allreduce" => comm.allreduce(&small, &mut [0; 4], Op::Sum),
-        "allreduce-long" => comm.allreduce(&long, &mut vec![0; long.len()], Op::Max),
-        "reduce-long" => comm.reduce(&long, &mut vec![0; long.len()], Op::Sum, 0),
+        "allreduce-long" => {
+            // Every slice is combined by another member: a success is whole (one value
+            // everywhere, some member's rank).
+            let mut out = vec![u64::MAX; long.len()];
+            comm.allreduce(&long, &mut out, Op::Max)?;
+            assert!(out.iter().all(|&x| x == out[0]) && out[0] < n as u64, "allreduce-long torn: {}", out[0]);
+            Ok(())
+        }
+        "reduce-long" => {
+            let mut out = vec![u64::MAX; long.len()];
+            comm.reduce(&long, &mut out, Op::Sum, 0)?;
+            let whole = out.iter().all(|&x| x == out[0]) && out[0] < (n * n) as u64;
+            assert!(comm.rank() != 0 || whole, "reduce-long torn at the root: {}", out[0]);
+            Ok(())
+        }
         "allreduce-mid" => comm.allreduce(&long[..4000], &mut vec![0; 4000], Op::Min),
         // Creation under failure (R23, R24): the new communicator is used and freed.
         "dup" => comm.dup().and_then(|c| c.barrier()),

@@ -98,7 +98,7 @@ impl TransportMode {
 /// A world of one process (no launcher): a private one-rank segment.
 pub(crate) fn singleton(cfg: Config, ring_bytes: u32) -> Result<(Engine, String), Error> {
     let name = format!("/rt-single-{}-{:x}", std::process::id(), nonce());
-    let seg = Segment::create(&name, Layout { nranks: 1, ring_bytes }).map_err(init_err("segment"))?;
+    let seg = Segment::create(&name, Layout { nranks: 1, ring_bytes, bulk_bytes: 0 }).map_err(init_err("segment"))?;
     Segment::unlink(&name).map_err(init_err("segment unlink"))?;
     let t = ShmTransport::new(&seg, Rank(0), vec![std::process::id() as i32]).map_err(init_err("shm"))?;
     let mut engine = Engine::new(Rank(0), 1, AnyTransport::Shm(t), cfg);
@@ -114,6 +114,36 @@ const COLL_SHM_ENV: &str = "RT_COLL_SHM";
 const COLL_CMA_MIN_ENV: &str = "RT_COLL_CMA_MIN";
 /// Default of [`COLL_CMA_MIN_ENV`].
 const COLL_CMA_MIN_BYTES: usize = 16 * 1024;
+
+/// Environment variable: bytes of each bulk buffer of the shared-memory collectives
+/// (per rank and communicator with one; a multiple of 4096, 0 for none), read by the
+/// rank that creates a node's segment. Long reductions combine contributions in place
+/// there ([`runthrough_engine::coll::ShmColl`]).
+const COLL_BULK_ENV: &str = "RT_COLL_BULK";
+/// Largest default bulk buffer.
+const COLL_BULK_MAX: usize = 512 << 10;
+/// Default bulk buffers take at most this much of `/dev/shm` per node.
+const COLL_BULK_TOTAL: usize = 32 << 20;
+
+/// Bytes of each bulk buffer of a segment of `nranks` ranks, `local` of them on this
+/// node: by default 512 KiB when ranks outnumber cores (where combining in place saves a
+/// copy that the cores cannot overlap) and at least 3 share the node, shrunk so that all
+/// of them take at most 32 MiB; none below 64 KiB.
+fn bulk_bytes(nranks: u32, local: usize) -> Result<u32, Error> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let share = COLL_BULK_TOTAL / (nranks as usize * runthrough_shm::collarea::BULK_SLOTS).max(1);
+    let auto = if local > cores && local >= 3 { COLL_BULK_MAX.min(share) / 4096 * 4096 } else { 0 };
+    let auto = if auto < 64 * 1024 { 0 } else { auto };
+    match std::env::var(COLL_BULK_ENV) {
+        Err(_) => Ok(auto as u32),
+        Ok(v) => v
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|b| b.is_multiple_of(4096) && *b <= runthrough_shm::collarea::BULK_MAX)
+            .ok_or_else(|| Error::Init(format!("{COLL_BULK_ENV}={v}: want a multiple of 4096 up to 2^30"))),
+    }
+}
 
 /// A word every rank publishes the address of (`probe/{rank}`) so that the others can
 /// check they may read its memory by CMA.
@@ -216,7 +246,7 @@ pub(crate) fn boot(
     let shm = if use_shm {
         // The segment of this host is created by its lowest rank.
         let leader = route.iter().position(|r| *r == Route::Shm).unwrap_or(env.rank as usize) as u32;
-        let layout = Layout { nranks: env.size, ring_bytes };
+        let layout = Layout { nranks: env.size, ring_bytes, bulk_bytes: bulk_bytes(env.size, shm_peers)? };
         let created = if env.rank == leader {
             Some(Segment::create(&env.shm_name, layout).map_err(init_err("segment create"))?)
         } else {

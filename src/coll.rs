@@ -263,11 +263,21 @@ impl Comm {
                 same_len(send.len(), recv.len())?;
                 recv.copy_from_slice(send);
                 normalize(op, recv);
-                return self.coll_short(std::mem::size_of_val(send))?.reduce(root, bytes_mut(recv), &combiner::<T>(op));
+                return self.coll_short(std::mem::size_of_val(send))?.reduce(
+                    root,
+                    bytes_mut(recv),
+                    std::mem::size_of::<T>(),
+                    &combiner::<T>(op),
+                );
             }
             with_acc(send, |acc| {
                 normalize(op, acc);
-                self.coll_short(std::mem::size_of_val(send))?.reduce(root, bytes_mut(acc), &combiner::<T>(op))
+                self.coll_short(std::mem::size_of_val(send))?.reduce(
+                    root,
+                    bytes_mut(acc),
+                    std::mem::size_of::<T>(),
+                    &combiner::<T>(op),
+                )
             })
         })();
         self.check(r)
@@ -486,7 +496,7 @@ impl Comm {
         let r = (|| {
             let root = self.root(root)?;
             let mut acc = send.to_vec();
-            self.coll()?.reduce(root, bytes_mut(&mut acc), &combiner_fn(f))?;
+            self.coll()?.reduce(root, bytes_mut(&mut acc), std::mem::size_of::<T>(), &combiner_fn(f))?;
             if self.rank() == root as usize {
                 same_len(send.len(), recv.len())?;
                 recv.copy_from_slice(&acc);

@@ -24,6 +24,14 @@ fn collectives_match_serial_reference_1_to_8_ranks() {
         let out = ok(&run_env(&args, &[("RT_COLL_FLAT_MAX", "0")], Duration::from_secs(120)));
         assert!(out.contains(&format!("coll_check: ok ranks={n}")), "{out}");
     }
+    // Long reductions through bulk buffers smaller than the vector (piece by piece; the
+    // default bulk buffer holds the 160 KB vectors whole).
+    for n in [3, 8] {
+        let args = ["-n", &n.to_string(), prog.to_str().unwrap(), &(n * 9).to_string()].map(String::from);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = ok(&run_env(&args, &[("RT_COLL_BULK", "16384")], Duration::from_secs(120)));
+        assert!(out.contains(&format!("coll_check: ok ranks={n}")), "{out}");
+    }
     // Short collectives go through the shared-memory slots by default; the message
     // algorithms they replace (flat, direct exchange, doubling) still serve other
     // communicators and transports.

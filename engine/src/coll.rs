@@ -444,12 +444,13 @@ impl<'a> Coll<'a> {
         Self::finish(&mut sends)
     }
 
-    /// Reduces `buf` into local rank `root`'s `buf` (binomial tree; `op` must be
-    /// commutative and associative). Other ranks' `buf` is left undefined.
-    pub fn reduce(&self, root: u32, buf: &mut [u8], op: Combine<'_>) -> Result<(), Error> {
+    /// Reduces `buf` (of `elem`-byte elements) into local rank `root`'s `buf` (binomial
+    /// tree, or the shared-memory paths; `op` must be commutative and associative).
+    /// Other ranks' `buf` is left undefined.
+    pub fn reduce(&self, root: u32, buf: &mut [u8], elem: usize, op: Combine<'_>) -> Result<(), Error> {
         let n = self.n();
         let vroot = self.vroot(root)?;
-        if let Some(r) = self.shm_reduce(vroot, buf, op) {
+        if let Some(r) = self.shm_reduce(vroot, buf, elem, op) {
             return r;
         }
         if n <= flat_max() && buf.len() <= self.chunk {
@@ -507,7 +508,7 @@ impl<'a> Coll<'a> {
     /// Reduces `buf` over all participants; everyone gets the result. `elem` is the
     /// element size in bytes (ring chunks never split an element).
     pub fn allreduce(&self, buf: &mut [u8], elem: usize, op: Combine<'_>) -> Result<(), Error> {
-        if let Some(r) = self.shm_allreduce(buf, op) {
+        if let Some(r) = self.shm_allreduce(buf, elem, op) {
             return r;
         }
         let n = self.n();
@@ -525,7 +526,7 @@ impl<'a> Coll<'a> {
             return self.doubling_allreduce(buf, op);
         }
         let root = self.local(0);
-        self.reduce(root, buf, op)?;
+        self.reduce(root, buf, elem, op)?;
         self.bcast(root, buf)
     }
 

@@ -506,7 +506,7 @@ fn shared_memory_collectives_stop_at_a_failure_and_resume_after_validate() {
     let world: Vec<Rank> = (0..n).map(Rank).collect();
     let name = format!("/rt-sim-shmcoll-{}", std::process::id());
     let _ = Segment::unlink(&name);
-    let seg = Segment::create(&name, Layout { nranks: n, ring_bytes: 4096 }).unwrap();
+    let seg = Segment::create(&name, Layout { nranks: n, ring_bytes: 4096, bulk_bytes: 0 }).unwrap();
     Segment::unlink(&name).unwrap();
     for (r, e) in engines.iter().enumerate() {
         let mut e = e.lock();
@@ -598,7 +598,7 @@ fn long_collectives_pull_in_place_and_never_deliver_a_withdrawn_buffer() {
     let world: Vec<Rank> = (0..n).map(Rank).collect();
     let name = format!("/rt-sim-shmlong-{}", std::process::id());
     let _ = Segment::unlink(&name);
-    let seg = Segment::create(&name, Layout { nranks: n, ring_bytes: 4096 }).unwrap();
+    let seg = Segment::create(&name, Layout { nranks: n, ring_bytes: 4096, bulk_bytes: 0 }).unwrap();
     Segment::unlink(&name).unwrap();
     let pid = std::process::id() as i32;
     for (r, e) in engines.iter().enumerate() {

@@ -15,6 +15,12 @@
 //!   +384     data buffer k = 0..COLL_BUFS (COLL_DATA bytes each), for longer ones
 //! ```
 //!
+//!
+//! When the segment has bulk buffers (`bulk_bytes` of its layout, 0 for none), each rank
+//! also owns [`BULK_SLOTS`] of them, one per communicator with a slot below
+//! [`BULK_SLOTS`]: room for a whole contribution of up to `bulk_bytes` that the others
+//! read in place (long reductions).
+//!
 //! Only the owner writes its entered word, ready lines and data buffers; anyone may read
 //! them, compare-and-swap vote words and update line words atomically. The protocols on
 //! top (the engine's `coll::shm`) hand data over with the usual pattern: the owner writes the data, then
@@ -49,6 +55,28 @@ const DATA_AT: usize = READY_AT + 64 * COLL_BUFS;
 pub const COLL_SLOT_BYTES: usize = DATA_AT + COLL_BUFS * COLL_DATA;
 /// Segments of more ranks have no collective area.
 pub const COLL_MAX_RANKS: u32 = 128;
+/// Communicators (slots) per rank with a bulk buffer.
+pub const BULK_SLOTS: usize = 2;
+/// Largest bulk buffer.
+pub const BULK_MAX: u32 = 1 << 30;
+
+/// Checks a layout's bulk buffer size: 0, or a multiple of 4096 up to [`BULK_MAX`].
+pub(crate) fn check_bulk_bytes(bytes: u32) -> Result<(), crate::Error> {
+    if bytes.is_multiple_of(4096) && bytes <= BULK_MAX {
+        Ok(())
+    } else {
+        Err(crate::Error::InvalidArgument("bulk_bytes must be a multiple of 4096 up to 2^30"))
+    }
+}
+
+/// Bytes of the bulk buffers of `nranks` ranks of `bytes` each (0 without a collective
+/// area); `None` on overflow.
+pub(crate) fn bulk_area_bytes(nranks: u32, bytes: u32) -> Option<usize> {
+    if area_bytes(nranks) == 0 {
+        return Some(0);
+    }
+    (nranks as usize).checked_mul(BULK_SLOTS)?.checked_mul(bytes as usize)
+}
 
 /// Bytes of the area for `nranks` ranks (0 above [`COLL_MAX_RANKS`]).
 pub(crate) fn area_bytes(nranks: u32) -> usize {
@@ -65,15 +93,61 @@ pub struct CollArea {
     map: Arc<Mapping>,
     offset: usize,
     nranks: u32,
+    /// Offset of the bulk buffers and the bytes of each.
+    bulk: (usize, usize),
 }
 
 impl CollArea {
-    pub(crate) fn new(map: Arc<Mapping>, offset: usize, nranks: u32) -> Self {
+    pub(crate) fn new(map: Arc<Mapping>, offset: usize, nranks: u32, bulk: (usize, usize)) -> Self {
         assert!(
             offset.is_multiple_of(64) && offset + area_bytes(nranks) <= map.len,
             "collective area outside the mapping"
         );
-        CollArea { map, offset, nranks }
+        let bulk_end = bulk_area_bytes(nranks, bulk.1 as u32).and_then(|b| b.checked_add(bulk.0));
+        assert!(
+            bulk.0.is_multiple_of(64) && bulk.1.is_multiple_of(64) && bulk_end.is_some_and(|e| e <= map.len),
+            "bulk buffers outside the mapping"
+        );
+        CollArea { map, offset, nranks, bulk }
+    }
+
+    /// Bytes of each bulk buffer (0: none).
+    pub fn bulk_bytes(&self) -> usize {
+        self.bulk.1
+    }
+
+    /// Pointer to byte `at` of the bulk buffer of `(rank, slot)`; panics outside it.
+    #[inline]
+    fn bulk_ptr(&self, rank: u32, slot: usize, at: usize, len: usize) -> *mut u8 {
+        assert!(
+            rank < self.nranks && slot < BULK_SLOTS && at.checked_add(len).is_some_and(|e| e <= self.bulk.1),
+            "bulk buffer access out of range"
+        );
+        let off = self.bulk.0 + (rank as usize * BULK_SLOTS + slot) * self.bulk.1 + at;
+        // SAFETY: `off + len` lies inside the bulk buffers, which `new` checked lie inside
+        // the live mapping `self.map` keeps.
+        unsafe { self.map.ptr.add(off) }
+    }
+
+    /// Copies `bytes` to offset `at` of the bulk buffer of `(rank, slot)`.
+    #[inline]
+    pub fn bulk_write(&self, rank: u32, slot: usize, at: usize, bytes: &[u8]) {
+        let dst = self.bulk_ptr(rank, slot, at, bytes.len());
+        // SAFETY: as in `write`.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) }
+    }
+
+    /// The `len` bytes at offset `at` of the bulk buffer of `(rank, slot)`, read in place
+    /// (to combine them without a copy). The protocol on top must keep the owner from
+    /// writing them while the borrow lives (the owner publishes, then waits until every
+    /// reader moved on before it rewrites); a protocol bug could at worst make the slice
+    /// show inconsistent bytes, every pattern of which is a valid `u8`.
+    #[inline]
+    pub fn bulk(&self, rank: u32, slot: usize, at: usize, len: usize) -> &[u8] {
+        let src = self.bulk_ptr(rank, slot, at, len);
+        // SAFETY: in bounds (checked), alive as long as `self` (the mapping), and `u8`
+        // has no invalid values; the owner does not write while readers may read (above).
+        unsafe { std::slice::from_raw_parts(src, len) }
     }
 
     /// Number of ranks with slots.
@@ -195,12 +269,45 @@ mod tests {
 
     /// A fresh segment of `nranks` named after `test`, and a second mapping of it.
     fn segment(test: &str, nranks: u32) -> (Segment, Segment) {
+        segment_bulk(test, nranks, 0)
+    }
+
+    fn segment_bulk(test: &str, nranks: u32, bulk_bytes: u32) -> (Segment, Segment) {
         let name = format!("/rt-collarea-{test}-{}", std::process::id());
         let _ = Segment::unlink(&name);
-        let seg = Segment::create(&name, Layout { nranks, ring_bytes: 4096 }).unwrap();
+        let seg = Segment::create(&name, Layout { nranks, ring_bytes: 4096, bulk_bytes }).unwrap();
         let other = Segment::open(&name, std::time::Duration::from_secs(1)).unwrap();
         Segment::unlink(&name).unwrap();
         (seg, other)
+    }
+
+    #[test]
+    fn bulk_buffers_are_disjoint_shared_and_bounded() {
+        let (seg, other) = segment_bulk("bulk", 3, 8192);
+        let (a, b) = (seg.coll_area().unwrap(), other.coll_area().unwrap());
+        assert_eq!((a.bulk_bytes(), b.bulk_bytes()), (8192, 8192));
+        for rank in 0..3u32 {
+            for slot in 0..BULK_SLOTS {
+                let fill = [rank as u8 * 16 + slot as u8; 8192];
+                a.bulk_write(rank, slot, 0, &fill);
+            }
+        }
+        for rank in 0..3u32 {
+            for slot in 0..BULK_SLOTS {
+                let want = rank as u8 * 16 + slot as u8;
+                assert!(b.bulk(rank, slot, 0, 8192).iter().all(|&x| x == want), "rank {rank} slot {slot}");
+            }
+        }
+        a.bulk_write(1, 1, 8000, &[7; 192]);
+        assert_eq!(b.bulk(1, 1, 7999, 2), &[17, 7]);
+        for bad in [(3, 0, 0, 1), (0, BULK_SLOTS, 0, 1), (0, 0, 8192, 1), (0, 0, 1, 8192), (0, 0, usize::MAX, 2)] {
+            let r = std::panic::catch_unwind(|| b.bulk(bad.0, bad.1, bad.2, bad.3).len());
+            assert!(r.is_err(), "{bad:?} must panic");
+        }
+        let (none, _) = segment_bulk("nobulk", 2, 0);
+        let none = none.coll_area().unwrap();
+        assert_eq!(none.bulk_bytes(), 0);
+        assert!(std::panic::catch_unwind(|| none.bulk(0, 0, 0, 1).len()).is_err());
     }
 
     #[test]

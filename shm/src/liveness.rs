@@ -147,7 +147,7 @@ mod tests {
     fn departures(tag: &str) -> Departures {
         let name = default_name(&format!("unit-{}-{tag}", std::process::id()));
         let _ = Segment::unlink(&name);
-        let seg = Segment::create(&name, Layout { nranks: 4, ring_bytes: 4096 }).unwrap();
+        let seg = Segment::create(&name, Layout { nranks: 4, ring_bytes: 4096, bulk_bytes: 0 }).unwrap();
         Segment::unlink(&name).unwrap();
         seg.departures()
     }

@@ -9,8 +9,8 @@
 //! # Format (version [`VERSION`])
 //!
 //! ```text
-//! offset 0            header (one page): magic, version, nranks, ring_bytes, creator pid,
-//!                     total size, rings offset, region stride, ring stride, ready flag,
+//! offset 0            header (one page): magic, version, nranks, ring_bytes, bulk_bytes,
+//!                     creator pid, total size, rings offset, region stride, ring stride, ready flag,
 //!                     departure bitmap (MAX_RANKS bits: bit r set = rank r finalized)
 //! rings_offset        inbound region of rank 0: ring (0→0), ring (1→0), ..., ring (n-1→0)
 //! + region_stride     inbound region of rank 1: ring (0→1), ...
@@ -18,6 +18,8 @@
 //! coll_offset         collective area (rings_offset + n × region_stride): per rank,
 //!                     COLL_SLOTS slots of entered word, vote word, ready lines and data buffers
 //!                     (see crate::collarea; absent above COLL_MAX_RANKS ranks)
+//! bulk_offset         bulk buffers (page-aligned, after the collective area): per rank,
+//!                     BULK_SLOTS buffers of bulk_bytes (none when bulk_bytes is 0)
 //! ```
 //!
 //! One ring per ordered pair `(from, to)`, self-sends included; each ring is
@@ -45,7 +47,7 @@ use crate::ring::{self, Claim, Owner, RingRx, RingTx};
 use crate::Error;
 
 /// Segment format version; bumped on any layout change.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Largest rank count a segment accepts.
 pub const MAX_RANKS: u32 = 4096;
 const MAGIC: u64 = u64::from_le_bytes(*b"RTSHMSEG");
@@ -64,6 +66,9 @@ pub struct Layout {
     pub nranks: u32,
     /// Bytes of cells per ring: a power of two in 4096..=2^30.
     pub ring_bytes: u32,
+    /// Bytes of each bulk buffer of the collective area (see [`crate::collarea`]): a
+    /// multiple of 4096 up to 2^30, or 0 for none.
+    pub bulk_bytes: u32,
 }
 
 /// The header at offset 0. All fields atomic: it is read while another process may still
@@ -74,6 +79,7 @@ struct Header {
     version: AtomicU32,
     nranks: AtomicU32,
     ring_bytes: AtomicU32,
+    bulk_bytes: AtomicU32,
     creator_pid: AtomicI32,
     total_size: AtomicU64,
     rings_offset: AtomicU64,
@@ -97,6 +103,8 @@ struct Geometry {
     /// Start of the collective area ([`crate::collarea`]; empty above
     /// [`crate::collarea::COLL_MAX_RANKS`] ranks), right after the rings.
     coll_offset: usize,
+    /// Start of the bulk buffers (right after the collective area).
+    bulk_offset: usize,
     total: usize,
 }
 
@@ -122,11 +130,15 @@ impl Layout {
             .checked_mul(n)
             .and_then(|b| b.checked_add(rings_offset))
             .ok_or(Error::InvalidArgument("segment would be too large"))?;
-        let total = coll_offset
+        crate::collarea::check_bulk_bytes(self.bulk_bytes)?;
+        let bulk_offset = coll_offset
             .checked_add(crate::collarea::area_bytes(self.nranks).next_multiple_of(page))
+            .ok_or(Error::InvalidArgument("segment would be too large"))?;
+        let total = crate::collarea::bulk_area_bytes(self.nranks, self.bulk_bytes)
+            .and_then(|b| b.checked_add(bulk_offset))
             .filter(|&t| t <= MAX_SEGMENT_BYTES && libc::off_t::try_from(t).is_ok())
             .ok_or(Error::InvalidArgument("segment would be too large"))?;
-        Ok(Geometry { rings_offset, region_stride, ring_stride, coll_offset, total })
+        Ok(Geometry { rings_offset, region_stride, ring_stride, coll_offset, bulk_offset, total })
     }
 
     /// Total bytes of a segment with this layout (what `/dev/shm` must hold).
@@ -320,6 +332,7 @@ impl Segment {
         h.version.store(VERSION, Ordering::Relaxed);
         h.nranks.store(layout.nranks, Ordering::Relaxed);
         h.ring_bytes.store(layout.ring_bytes, Ordering::Relaxed);
+        h.bulk_bytes.store(layout.bulk_bytes, Ordering::Relaxed);
         h.creator_pid.store(std::process::id() as i32, Ordering::Relaxed);
         h.total_size.store(geo.total as u64, Ordering::Relaxed);
         h.rings_offset.store(geo.rings_offset as u64, Ordering::Relaxed);
@@ -404,16 +417,21 @@ impl Segment {
         if found != VERSION {
             return Err(Error::Version { found, expected: VERSION });
         }
-        let layout =
-            Layout { nranks: h.nranks.load(Ordering::Relaxed), ring_bytes: h.ring_bytes.load(Ordering::Relaxed) };
+        let layout = Layout {
+            nranks: h.nranks.load(Ordering::Relaxed),
+            ring_bytes: h.ring_bytes.load(Ordering::Relaxed),
+            bulk_bytes: h.bulk_bytes.load(Ordering::Relaxed),
+        };
         let field = |a: &AtomicU64| usize::try_from(a.load(Ordering::Relaxed)).unwrap_or(0);
         let (rings_offset, region_stride) = (field(&h.rings_offset), field(&h.region_stride));
         let coll_offset = region_stride.saturating_mul(layout.nranks as usize).saturating_add(rings_offset);
+        let area = crate::collarea::area_bytes(layout.nranks).next_multiple_of(page_size());
         let geo = Geometry {
             rings_offset,
             region_stride,
             ring_stride: field(&h.ring_stride),
             coll_offset,
+            bulk_offset: coll_offset.saturating_add(area),
             total: field(&h.total_size),
         };
         Ok((layout, geo))
@@ -501,7 +519,8 @@ impl Segment {
             return None;
         }
         debug_assert!(self.geo.coll_offset + crate::collarea::area_bytes(self.layout.nranks) <= self.map.len);
-        Some(crate::collarea::CollArea::new(self.map.clone(), self.geo.coll_offset, self.layout.nranks))
+        let bulk = (self.geo.bulk_offset, self.layout.bulk_bytes as usize);
+        Some(crate::collarea::CollArea::new(self.map.clone(), self.geo.coll_offset, self.layout.nranks, bulk))
     }
 
     /// The departure marks of this segment's ranks (a handle that keeps the mapping).
@@ -585,7 +604,7 @@ mod tests {
     fn mbind_and_prefault_keep_contents() {
         let name = default_name(&format!("unit-{}-mbind", std::process::id()));
         let _ = Segment::unlink(&name);
-        let seg = Segment::create(&name, Layout { nranks: 2, ring_bytes: 4096 }).unwrap();
+        let seg = Segment::create(&name, Layout { nranks: 2, ring_bytes: 4096, bulk_bytes: 0 }).unwrap();
         Segment::unlink(&name).unwrap();
         let mut tx = seg.ring_tx(1, 1).unwrap();
         tx.try_push(b"kept", &[]).unwrap();
@@ -604,7 +623,7 @@ mod tests {
     fn departure_marks_are_shared_and_checked() {
         let name = default_name(&format!("unit-{}-departed", std::process::id()));
         let _ = Segment::unlink(&name);
-        let seg = Segment::create(&name, Layout { nranks: 70, ring_bytes: 4096 }).unwrap();
+        let seg = Segment::create(&name, Layout { nranks: 70, ring_bytes: 4096, bulk_bytes: 0 }).unwrap();
         let other = Segment::open(&name, Duration::from_secs(1)).unwrap();
         Segment::unlink(&name).unwrap();
         let (a, b) = (seg.departures(), other.departures());
@@ -619,21 +638,28 @@ mod tests {
 
     #[test]
     fn geometry_is_page_aligned_and_checked() {
-        let g = Layout { nranks: 3, ring_bytes: 4096 }.geometry().unwrap();
+        let g = Layout { nranks: 3, ring_bytes: 4096, bulk_bytes: 0 }.geometry().unwrap();
         let page = page_size();
         assert_eq!(g.rings_offset % page, 0);
         assert_eq!(g.region_stride % page, 0);
         assert!(g.region_stride >= 3 * g.ring_stride);
         assert_eq!(g.coll_offset, g.rings_offset + 3 * g.region_stride);
         assert_eq!(g.total, g.coll_offset + crate::collarea::area_bytes(3).next_multiple_of(page));
-        let big = Layout { nranks: crate::collarea::COLL_MAX_RANKS + 1, ring_bytes: 4096 }.geometry().unwrap();
+        let big =
+            Layout { nranks: crate::collarea::COLL_MAX_RANKS + 1, ring_bytes: 4096, bulk_bytes: 0 }.geometry().unwrap();
         assert_eq!(big.total, big.coll_offset, "no collective area above the limit");
+        let b = Layout { nranks: 3, ring_bytes: 4096, bulk_bytes: 8192 }.geometry().unwrap();
+        assert_eq!(b.bulk_offset, g.total, "bulk buffers follow the collective area");
+        assert_eq!(b.total, b.bulk_offset + 3 * crate::collarea::BULK_SLOTS * 8192);
+        assert_eq!(b.bulk_offset % page, 0);
         for bad in [
-            Layout { nranks: 0, ring_bytes: 4096 },
-            Layout { nranks: 5000, ring_bytes: 4096 },
-            Layout { nranks: 2, ring_bytes: 4000 },
-            Layout { nranks: 2, ring_bytes: 2048 },
-            Layout { nranks: 4096, ring_bytes: 1 << 30 },
+            Layout { nranks: 2, ring_bytes: 4096, bulk_bytes: 100 },
+            Layout { nranks: 2, ring_bytes: 4096, bulk_bytes: (1 << 30) + 4096 },
+            Layout { nranks: 0, ring_bytes: 4096, bulk_bytes: 0 },
+            Layout { nranks: 5000, ring_bytes: 4096, bulk_bytes: 0 },
+            Layout { nranks: 2, ring_bytes: 4000, bulk_bytes: 0 },
+            Layout { nranks: 2, ring_bytes: 2048, bulk_bytes: 0 },
+            Layout { nranks: 4096, ring_bytes: 1 << 30, bulk_bytes: 0 },
         ] {
             assert!(bad.geometry().is_err(), "{bad:?}");
         }

@@ -27,7 +27,7 @@ fn detect_and_describe() {
 fn place_inbound_keeps_data_and_does_not_fail() {
     let name = default_name(&format!("test-{}-numa", std::process::id()));
     let _ = Segment::unlink(&name);
-    let seg = Segment::create(&name, Layout { nranks: 3, ring_bytes: 4096 }).unwrap();
+    let seg = Segment::create(&name, Layout { nranks: 3, ring_bytes: 4096, bulk_bytes: 0 }).unwrap();
     let peer = Segment::open(&name, Duration::from_secs(1)).unwrap();
     Segment::unlink(&name).unwrap();
     let mut tx = seg.ring_tx(2, 1).unwrap();

@@ -23,7 +23,7 @@ fn shm_path(name: &str) -> String {
 }
 
 fn layout2() -> Layout {
-    Layout { nranks: 2, ring_bytes: 8192 }
+    Layout { nranks: 2, ring_bytes: 8192, bulk_bytes: 0 }
 }
 
 fn push(tx: &mut RingTx, head: &[u8], body: &[u8], deadline: Instant) {
@@ -247,7 +247,7 @@ fn ring_handles_are_checked() {
 
 #[test]
 fn bad_layouts_and_names_are_rejected() {
-    let r = Segment::create(&name("badlayout"), Layout { nranks: 2, ring_bytes: 1000 });
+    let r = Segment::create(&name("badlayout"), Layout { nranks: 2, ring_bytes: 1000, bulk_bytes: 0 });
     assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
     let r = Segment::create("no-slash", layout2());
     assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");

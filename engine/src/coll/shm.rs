@@ -76,7 +76,7 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use parking_lot::Mutex;
 use runthrough_ft::reg_agree::{self, Outcome, Proposal, Registers};
 use runthrough_ft::Decision;
-use runthrough_shm::collarea::{CollArea, COLL_BUFS, COLL_DATA, COLL_SLOTS, COLL_VOTE_DATA};
+use runthrough_shm::collarea::{CollArea, BULK_SLOTS, COLL_BUFS, COLL_DATA, COLL_SLOTS, COLL_VOTE_DATA};
 use runthrough_shm::{cma, Error as ShmError};
 
 use super::{with_scratch, Coll, Combine};
@@ -99,6 +99,8 @@ pub struct ShmColl {
     last: Box<[AtomicU64]>,
     /// Per slot: the last agreement instance (process-local).
     agreements: Box<[AtomicU64]>,
+    /// Per slot: this member's last collective through its bulk buffer (process-local).
+    bulk_last: Box<[AtomicU64]>,
     /// Per slot: a sequence every other participant was seen to have entered (so step
     /// 2 usually reads no remote word).
     known: Box<[AtomicU64]>,
@@ -136,6 +138,7 @@ impl ShmColl {
             last: (0..COLL_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             known: (0..COLL_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             agreements: (0..COLL_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            bulk_last: (0..COLL_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             state: (0..COLL_SLOTS).map(|_| AtomicU32::new(0)).collect(),
             spin: 0,
             central: false,
@@ -237,6 +240,13 @@ const ADDR: usize = 1;
 const LEN: usize = 2;
 const LIVE: usize = 3;
 const DONE: usize = 4;
+/// Line word of a long reduction: the collective whose combined slice the member's bulk
+/// buffer holds (see [`Coll::bulk_reduce`]; reset before the ready word, since the line
+/// may hold an earlier collective's inline data).
+const REDUCED: usize = 5;
+/// Reductions of at least this many bytes go through the bulk buffers, when the
+/// communicator has them.
+const BULK_MIN: usize = 16 * 1024;
 /// Line word of a barrier's first member once it has left (a barrier carries no data,
 /// so its line is free; see [`Coll::shm_barrier`]).
 const LEFT: usize = 1;
@@ -319,7 +329,16 @@ impl<'a> Coll<'a> {
         Some(if self.me == vroot { op.publish(buf) } else { op.wait_ready(vroot).map(|()| op.read(vroot, 0, buf)) })
     }
 
-    pub(super) fn shm_reduce(&self, vroot: usize, buf: &mut [u8], f: Combine<'_>) -> Option<Result<(), Error>> {
+    pub(super) fn shm_reduce(
+        &self,
+        vroot: usize,
+        buf: &mut [u8],
+        elem: usize,
+        f: Combine<'_>,
+    ) -> Option<Result<(), Error>> {
+        if let Some(r) = self.long_reduce(Some(vroot), buf, elem, f) {
+            return Some(r);
+        }
         let mut op = self.shm_op(buf.len())?;
         if self.me != vroot {
             return Some(op.publish(buf));
@@ -335,7 +354,10 @@ impl<'a> Coll<'a> {
         }))
     }
 
-    pub(super) fn shm_allreduce(&self, buf: &mut [u8], f: Combine<'_>) -> Option<Result<(), Error>> {
+    pub(super) fn shm_allreduce(&self, buf: &mut [u8], elem: usize, f: Combine<'_>) -> Option<Result<(), Error>> {
+        if let Some(r) = self.long_reduce(None, buf, elem, f) {
+            return Some(r);
+        }
         let mut op = self.shm_op(buf.len())?;
         let r = op.publish(buf).and_then(|()| {
             let len = buf.len();
@@ -399,6 +421,87 @@ impl<'a> Coll<'a> {
         } else {
             op.wait_ready(vroot).and_then(|()| op.pull(vroot, buf))
         })
+    }
+
+    /// Long reduce to v-rank `vroot`, or allreduce (`None`), of `elem`-byte elements,
+    /// through the bulk buffers of this communicator's slot (one hop; `None`: it has
+    /// none, or the vector is shorter than [`BULK_MIN`] — the same answer everywhere).
+    /// Vectors longer than a bulk buffer go piece by piece, each its own collective.
+    fn long_reduce(
+        &self,
+        vroot: Option<usize>,
+        buf: &mut [u8],
+        elem: usize,
+        f: Combine<'_>,
+    ) -> Option<Result<(), Error>> {
+        let sh = self.shm?;
+        let piece = sh.coll.area.bulk_bytes() / elem.max(1) * elem;
+        let fits = elem > 0 && buf.len().is_multiple_of(elem) && buf.len() >= BULK_MIN;
+        if sh.slot >= BULK_SLOTS || piece == 0 || !fits || self.n() < 3 {
+            return None;
+        }
+        Some(buf.chunks_mut(piece).try_for_each(|part| self.bulk_reduce(sh, vroot, part, elem, f)))
+    }
+
+    /// One piece of [`Coll::long_reduce`]: every member writes its contribution into its
+    /// bulk buffer; member `v` combines slice `v` of all of them in v-rank order, reading
+    /// them in place, and writes the result over its own slice `v` (which only it reads);
+    /// then the root — or, in an allreduce, everyone — copies the combined slices out. A
+    /// reduce-scatter with one copy in and one out: the binomial tree it replaces streams
+    /// whole vectors through the rings, two copies per hop and, oversubscribed, a context
+    /// switch whenever a ring fills. Every member computes the same expression, so
+    /// floating-point results agree bitwise. A member writes its buffer again only once
+    /// everyone has entered a later collective, that is, is done reading it.
+    fn bulk_reduce(
+        &self,
+        sh: ShmRef<'a>,
+        vroot: Option<usize>,
+        buf: &mut [u8],
+        elem: usize,
+        f: Combine<'_>,
+    ) -> Result<(), Error> {
+        let n = self.n();
+        let elems = buf.len() / elem;
+        let seg = |i: usize| i * elems / n * elem..(i + 1) * elems / n * elem;
+        let (area, slot, me) = (&sh.coll.area, sh.slot, sh.coll.me);
+        let gatherer = vroot.is_none_or(|r| r == self.me);
+        let mut op = self.enter(sh, buf.len());
+        let last = &sh.coll.bulk_last[slot];
+        op.wait_entered((last.load(Ordering::Relaxed) + 1).max(op.s.saturating_sub(COLL_BUFS as u64 - 1)))?;
+        last.store(op.s, Ordering::Relaxed);
+        area.bulk_write(me, slot, 0, buf);
+        op.line(me, REDUCED).store(0, Ordering::Relaxed);
+        op.ready();
+        let mine = seg(self.me);
+        with_scratch(mine.len(), |acc| {
+            for v in 0..n {
+                if v != self.me {
+                    op.wait_ready(v)?;
+                }
+                let x = area.bulk(op.world(v), slot, mine.start, mine.len());
+                if v == 0 {
+                    acc.copy_from_slice(x);
+                } else {
+                    f(acc, x);
+                }
+            }
+            area.bulk_write(me, slot, mine.start, acc);
+            if gatherer {
+                buf[mine.clone()].copy_from_slice(acc);
+            }
+            Ok::<(), Error>(())
+        })?;
+        op.line(me, REDUCED).store(op.s, Ordering::Release);
+        if gatherer {
+            for v in self.others() {
+                let rank = op.world(v);
+                op.wait_line(rank, REDUCED)?;
+                let at = seg(v);
+                buf[at.clone()].copy_from_slice(area.bulk(rank, slot, at.start, at.len()));
+            }
+        }
+        op.saw_all();
+        Ok(())
     }
 }
 
@@ -503,6 +606,16 @@ impl Op<'_, '_> {
             // Readers' later loads of the buffer are ordered after the store above.
             fence(Ordering::SeqCst);
         }
+    }
+
+    /// Long path: waits until line word `i` of `rank` reaches this collective; fails
+    /// when the communicator becomes inactive meanwhile.
+    fn wait_line(&mut self, rank: u32, i: usize) -> Result<(), Error> {
+        while self.line(rank, i).load(Ordering::Acquire) < self.s {
+            self.check()?;
+            self.waiter.snooze();
+        }
+        Ok(())
     }
 
     /// Long path: copies v-rank `v`'s exposed contribution (its ready word seen) into
