@@ -33,10 +33,10 @@
 //! readers copy straight from its memory with CMA (`process_vm_readv`, one copy), then
 //! add one to its reader count. The owner returns once every reader counted itself.
 //! Measured at 8 ranks on 2 cores, a 1 MiB broadcast this way costs one hop instead of
-//! a tree of ring transfers (137 against 200 µs for Open MPI). Everything else stays on
-//! messages, where a CMA copy (≈ 10 GB/s here: page pinning) loses to two cache-hot
-//! copies: pulled in place, allgather at 64 KiB took 245 µs instead of 87, and reduce and
-//! alltoall at 1 MiB were slower too.
+//! a tree of ring transfers (137 against 200 µs for Open MPI). Other long collectives
+//! stay on messages (or go through the bulk buffers below), where a CMA copy (≈ 10 GB/s here: page
+//! pinning) loses to two cache-hot copies: pulled in place, allgather at 64 KiB took
+//! 245 µs instead of 87, and reduce and alltoall at 1 MiB were slower too.
 //!
 //! Run-through: an owner that gives up (its communicator became inactive, or a panic
 //! unwound through it) first sets `live = 0`, then lets its caller have the buffer back.
@@ -49,6 +49,25 @@
 //! buffer that was already handed back, and none waits for a member that gave up.
 //! Whether CMA works is probed at start-up between every pair of local ranks, and the
 //! path is used only if it works everywhere, so every member takes it or none.
+//!
+//! # Long reductions (combined in place)
+//!
+//! Reductions of at least [`BULK_MIN`] bytes on a communicator whose slot has *bulk
+//! buffers* (a segment created with `bulk_bytes`, by default when ranks outnumber
+//! cores; [`runthrough_shm::collarea`]) are a reduce-scatter in shared memory: every
+//! member copies its vector into its bulk buffer and stores its ready word; member `v`
+//! combines slice `v` of every buffer, read in place and in v-rank order, and writes the
+//! result over slice `v` of its own buffer (which nobody else reads) and stores its
+//! `REDUCED` line word; the root, or every member of an allreduce, copies the combined
+//! slices out. One copy in, one out, and two waits, where the binomial tree streamed
+//! whole vectors through the rings: two copies per hop and, on too few cores, a
+//! context switch each time a ring filled (8 ranks on 2 cores, 1 MiB: reduce 356–386
+//! against 412–484 µs, allreduce 484–570 against about 1200). A member rewrites its
+//! buffer only once every participant has entered a later collective of the
+//! communicator, so no reader sees it change; the data stays in shared memory, so a
+//! member that dies after publishing leaves valid data behind, and one that dies
+//! before makes the others' waits fail with the failure (R17). Pulling the slices by
+//! CMA instead was slower (660–1140 µs).
 //!
 //! Which members a step waits for depends on the operation: everyone in barrier,
 //! allreduce, allgather and alltoall; the root in a broadcast (non-root side) and the
