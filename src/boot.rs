@@ -121,12 +121,12 @@ const COLL_CMA_MIN_BYTES: usize = 16 * 1024;
 /// there ([`runthrough_engine::coll::ShmColl`]).
 const COLL_BULK_ENV: &str = "RT_COLL_BULK";
 /// Largest default bulk buffer.
-const COLL_BULK_MAX: usize = 512 << 10;
+const COLL_BULK_MAX: usize = 1 << 20;
 /// Default bulk buffers take at most this much of `/dev/shm` per node.
 const COLL_BULK_TOTAL: usize = 32 << 20;
 
 /// Bytes of each bulk buffer of a segment of `nranks` ranks, `local` of them on this
-/// node: by default 512 KiB when ranks outnumber cores (where combining in place saves a
+/// node: by default 1 MiB when ranks outnumber cores (where combining in place saves a
 /// copy that the cores cannot overlap) and at least 3 share the node, shrunk so that all
 /// of them take at most 32 MiB; none below 64 KiB.
 fn bulk_bytes(nranks: u32, local: usize) -> Result<u32, Error> {

@@ -137,6 +137,19 @@ impl CollArea {
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) }
     }
 
+    /// Calls `f` on the `len` bytes at offset `at` of this process's bulk buffer of
+    /// `(rank, slot)`, to update them in place. Only the owner `rank` may call it, and
+    /// only for bytes nobody reads meanwhile (the protocol on top guarantees it; a bug
+    /// could at worst show readers inconsistent bytes).
+    #[inline]
+    pub fn bulk_update<R>(&self, rank: u32, slot: usize, at: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let p = self.bulk_ptr(rank, slot, at, len);
+        // SAFETY: in bounds (checked), alive while `self` is, `u8` has no invalid values,
+        // and the owner is the only writer of its bulk buffer, with no reader of these
+        // bytes while `f` runs (above); the slice does not outlive the call.
+        f(unsafe { std::slice::from_raw_parts_mut(p, len) })
+    }
+
     /// The `len` bytes at offset `at` of the bulk buffer of `(rank, slot)`, read in place
     /// (to combine them without a copy). The protocol on top must keep the owner from
     /// writing them while the borrow lives (the owner publishes, then waits until every
@@ -300,6 +313,8 @@ mod tests {
         }
         a.bulk_write(1, 1, 8000, &[7; 192]);
         assert_eq!(b.bulk(1, 1, 7999, 2), &[17, 7]);
+        a.bulk_update(2, 0, 4096, 2, |x| x.copy_from_slice(&[1, 2]));
+        assert_eq!(b.bulk(2, 0, 4095, 4), &[32, 1, 2, 32]);
         for bad in [(3, 0, 0, 1), (0, BULK_SLOTS, 0, 1), (0, 0, 8192, 1), (0, 0, 1, 8192), (0, 0, usize::MAX, 2)] {
             let r = std::panic::catch_unwind(|| b.bulk(bad.0, bad.1, bad.2, bad.3).len());
             assert!(r.is_err(), "{bad:?} must panic");

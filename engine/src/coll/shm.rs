@@ -55,10 +55,10 @@
 //! Reductions of at least [`BULK_MIN`] bytes on a communicator whose slot has *bulk
 //! buffers* (a segment created with `bulk_bytes`, by default when ranks outnumber
 //! cores; [`runthrough_shm::collarea`]) are a reduce-scatter in shared memory: every
-//! member copies its vector into its bulk buffer and stores its ready word; member `v`
-//! combines slice `v` of every buffer, read in place and in v-rank order, and writes the
-//! result over slice `v` of its own buffer (which nobody else reads) and stores its
-//! `REDUCED` line word; the root, or every member of an allreduce, copies the combined
+//! member copies its vector (but its own slice) into its bulk buffer and stores its
+//! ready word; member `v` combines slice `v` of every contribution, read in place and in
+//! v-rank order, into slice `v` of its own bulk buffer (which nobody else reads before)
+//! and stores its `REDUCED` line word; the root, or every member of an allreduce, copies the combined
 //! slices out. One copy in, one out, and two waits, where the binomial tree streamed
 //! whole vectors through the rings: two copies per hop and, on too few cores, a
 //! context switch each time a ring filled (8 ranks on 2 cores, 1 MiB: reduce 356–386
@@ -462,9 +462,10 @@ impl<'a> Coll<'a> {
         Some(buf.chunks_mut(piece).try_for_each(|part| self.bulk_reduce(sh, vroot, part, elem, f)))
     }
 
-    /// One piece of [`Coll::long_reduce`]: every member writes its contribution into its
-    /// bulk buffer; member `v` combines slice `v` of all of them in v-rank order, reading
-    /// them in place, and writes the result over its own slice `v` (which only it reads);
+    /// One piece of [`Coll::long_reduce`]: every member writes its contribution but its
+    /// own slice into its bulk buffer; member `v` combines slice `v` of all of them in
+    /// v-rank order, reading them in place, into slice `v` of its own bulk buffer (which
+    /// nobody else reads before);
     /// then the root — or, in an allreduce, everyone — copies the combined slices out. A
     /// reduce-scatter with one copy in and one out: the binomial tree it replaces streams
     /// whole vectors through the rings, two copies per hop and, oversubscribed, a context
@@ -488,23 +489,28 @@ impl<'a> Coll<'a> {
         let last = &sh.coll.bulk_last[slot];
         op.wait_entered((last.load(Ordering::Relaxed) + 1).max(op.s.saturating_sub(COLL_BUFS as u64 - 1)))?;
         last.store(op.s, Ordering::Relaxed);
-        area.bulk_write(me, slot, 0, buf);
+        let mine = seg(self.me);
+        // Only the others' slices: this member combines its own slice from `buf`.
+        area.bulk_write(me, slot, 0, &buf[..mine.start]);
+        area.bulk_write(me, slot, mine.end, &buf[mine.end..]);
         op.line(me, REDUCED).store(0, Ordering::Relaxed);
         op.ready();
-        let mine = seg(self.me);
-        with_scratch(mine.len(), |acc| {
+        // Slice `me` of this member's bulk buffer is the accumulator: the gatherers copy
+        // the result from there.
+        area.bulk_update(me, slot, mine.start, mine.len(), |acc| {
             for v in 0..n {
-                if v != self.me {
+                let x = if v == self.me {
+                    &buf[mine.clone()]
+                } else {
                     op.wait_ready(v)?;
-                }
-                let x = area.bulk(op.world(v), slot, mine.start, mine.len());
+                    area.bulk(op.world(v), slot, mine.start, mine.len())
+                };
                 if v == 0 {
                     acc.copy_from_slice(x);
                 } else {
                     f(acc, x);
                 }
             }
-            area.bulk_write(me, slot, mine.start, acc);
             if gatherer {
                 buf[mine.clone()].copy_from_slice(acc);
             }
