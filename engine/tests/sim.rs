@@ -497,6 +497,91 @@ fn nonblocking_collectives_over_sim_engines() {
 /// inactive (R18), and after the validate's commit the survivors' collectives skip the
 /// failed member (R20) in a new epoch.
 #[test]
+fn long_reductions_through_bulk_buffers_stop_at_a_failure_and_resume_after_validate() {
+    use runthrough_engine::coll::{Coll, ShmColl};
+    use runthrough_shm::{Layout, Segment};
+
+    // 4 members, bulk buffers of 8 KiB: a 32 KiB vector (4096 u64) goes in 4 pieces.
+    let n = 4u32;
+    let len = 4096usize;
+    let (_hub, engines) = job(n, 64, 4096);
+    let world: Vec<Rank> = (0..n).map(Rank).collect();
+    let name = format!("/rt-sim-bulk-{}", std::process::id());
+    let _ = Segment::unlink(&name);
+    let seg = Segment::create(&name, Layout { nranks: n, ring_bytes: 4096, bulk_bytes: 8192 }).unwrap();
+    Segment::unlink(&name).unwrap();
+    for (r, e) in engines.iter().enumerate() {
+        let mut e = e.lock();
+        e.enable_shm_coll(ShmColl::new(seg.coll_area().unwrap(), Rank(r as u32), vec![true; n as usize]));
+        e.register_comm(CTX, &world);
+    }
+    let areas: Vec<_> = engines.iter().map(|e| e.lock().shm_coll().unwrap()).collect();
+    let sum = |acc: &mut [u8], x: &[u8]| {
+        for (a, b) in acc.chunks_exact_mut(8).zip(x.chunks_exact(8)) {
+            let s = u64::from_le_bytes((&*a).try_into().unwrap()) + u64::from_le_bytes(b.try_into().unwrap());
+            a.copy_from_slice(&s.to_le_bytes());
+        }
+    };
+    let input = |r: usize, i: u64| -> Vec<u8> {
+        (0..len as u64).flat_map(|j| (r as u64 * 1000 + j + i).to_le_bytes()).collect()
+    };
+    // Allreduce on even iterations, reduce to local rank 1 on odd ones; the result at
+    // every member that gets one, else `None`.
+    let step = |r: usize, i: u64| -> Result<Option<Vec<u64>>, Error> {
+        let c = Coll::begin(&engines[r], CTX, &world, r as u32, Some(&*areas[r]))?;
+        let mut b = input(r, i);
+        let gets = if i % 2 == 0 {
+            c.allreduce(&mut b, 8, &sum)?;
+            true
+        } else {
+            c.reduce(1, &mut b, 8, &sum)?;
+            r == 1
+        };
+        Ok(gets.then(|| b.chunks_exact(8).map(|w| u64::from_le_bytes(w.try_into().unwrap())).collect()))
+    };
+    let want = |members: &[usize], i: u64| -> Vec<u64> {
+        (0..len as u64).map(|j| members.iter().map(|&r| r as u64 * 1000 + j + i).sum()).collect()
+    };
+    let run = |members: &[usize], iters: std::ops::Range<u64>| {
+        std::thread::scope(|s| {
+            for &r in members {
+                let iters = iters.clone();
+                s.spawn(move || {
+                    for i in iters {
+                        if let Some(got) = step(r, i).unwrap() {
+                            assert!(got == want(members, i), "rank {r} iteration {i}: wrong result");
+                        }
+                    }
+                });
+            }
+        });
+    };
+    run(&[0, 1, 2, 3], 0..40);
+    let area = seg.coll_area().unwrap();
+    let entered = |r: u32| area.entered(r, 0).load(std::sync::atomic::Ordering::Acquire);
+    assert!((0..n).all(|r| entered(r) == 40 * 4), "every call went through the bulk buffers in 4 pieces");
+    // Rank 3 stops arriving: the others wait until their engines are told it failed.
+    std::thread::scope(|s| {
+        let waiting: Vec<_> = (0..3).map(|r| s.spawn(move || step(r, 40))).collect();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(waiting.iter().all(|h| !h.is_finished()), "nobody finishes without rank 3");
+        for e in &engines[..3] {
+            e.lock().fail_peer(Rank(3));
+        }
+        for h in waiting {
+            assert!(matches!(h.join().unwrap(), Err(Error::RankFailStop { rank: 3 })));
+        }
+    });
+    assert!(matches!(step(0, 41), Err(Error::RankFailStop { rank: 3 })), "inactive until validated");
+    for e in &engines[..3] {
+        e.lock().validate_commit(CTX, &[3]);
+    }
+    // The three survivors, with no contribution of rank 3 (R20), in a new epoch.
+    run(&[0, 1, 2], 42..82);
+    assert!((0..3).all(|r| entered(r) == (1 << 32) + 40 * 4), "a new epoch, still through the bulk buffers");
+}
+
+#[test]
 fn shared_memory_collectives_stop_at_a_failure_and_resume_after_validate() {
     use runthrough_engine::coll::{Coll, ShmColl};
     use runthrough_shm::{Layout, Segment};
