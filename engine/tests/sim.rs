@@ -530,7 +530,7 @@ fn long_reductions_through_bulk_buffers_stop_at_a_failure_and_resume_after_valid
     let step = |r: usize, i: u64| -> Result<Option<Vec<u64>>, Error> {
         let c = Coll::begin(&engines[r], CTX, &world, r as u32, Some(&*areas[r]))?;
         let mut b = input(r, i);
-        let gets = if i % 2 == 0 {
+        let gets = if i.is_multiple_of(2) {
             c.allreduce(&mut b, 8, &sum)?;
             true
         } else {
