@@ -258,27 +258,18 @@ impl Comm {
         let r = (|| {
             let root = self.root(root)?;
             check_op::<T>(op)?;
+            let run = |acc: &mut [T]| {
+                normalize(op, acc);
+                let c = self.coll_short(std::mem::size_of_val(send))?;
+                c.reduce(root, bytes_mut(acc), std::mem::size_of::<T>(), &combiner::<T>(op))
+            };
             if self.rank() == root as usize {
                 // The root accumulates in place.
                 same_len(send.len(), recv.len())?;
                 recv.copy_from_slice(send);
-                normalize(op, recv);
-                return self.coll_short(std::mem::size_of_val(send))?.reduce(
-                    root,
-                    bytes_mut(recv),
-                    std::mem::size_of::<T>(),
-                    &combiner::<T>(op),
-                );
+                return run(recv);
             }
-            with_acc(send, |acc| {
-                normalize(op, acc);
-                self.coll_short(std::mem::size_of_val(send))?.reduce(
-                    root,
-                    bytes_mut(acc),
-                    std::mem::size_of::<T>(),
-                    &combiner::<T>(op),
-                )
-            })
+            with_acc(send, run)
         })();
         self.check(r)
     }

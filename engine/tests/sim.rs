@@ -496,26 +496,77 @@ fn nonblocking_collectives_over_sim_engines() {
 /// its failure (R17: `RankFailStop` naming it, no hang); the communicator is then
 /// inactive (R18), and after the validate's commit the survivors' collectives skip the
 /// failed member (R20) in a new epoch.
+/// A segment of `n` ranks with bulk buffers of `bulk_bytes` (0: none), named after
+/// `tag` and already unlinked.
+fn shm_segment(tag: &str, n: u32, bulk_bytes: u32) -> runthrough_shm::Segment {
+    use runthrough_shm::{Layout, Segment};
+    let name = format!("/rt-sim-{tag}-{}", std::process::id());
+    let _ = Segment::unlink(&name);
+    let seg = Segment::create(&name, Layout { nranks: n, ring_bytes: 4096, bulk_bytes }).unwrap();
+    Segment::unlink(&name).unwrap();
+    seg
+}
+
+/// Gives every engine shared-memory collectives over `seg` (pulling by CMA from `pid`
+/// from `cma_min` bytes, if given) and registers `CTX` on `world` again, now with a
+/// slot; returns each engine's [`runthrough_engine::coll::ShmColl`].
+fn enable_shm(
+    engines: &[Mutex<Engine>],
+    seg: &runthrough_shm::Segment,
+    world: &[Rank],
+    cma: Option<(i32, usize)>,
+) -> Vec<std::sync::Arc<runthrough_engine::coll::ShmColl>> {
+    let n = engines.len();
+    for (r, e) in engines.iter().enumerate() {
+        let mut e = e.lock();
+        let coll = runthrough_engine::coll::ShmColl::new(seg.coll_area().unwrap(), Rank(r as u32), vec![true; n]);
+        e.enable_shm_coll(match cma {
+            Some((pid, min)) => coll.with_cma(vec![pid; n], min),
+            None => coll,
+        });
+        e.register_comm(CTX, world);
+    }
+    engines.iter().map(|e| e.lock().shm_coll().unwrap()).collect()
+}
+
+/// The last member stops arriving: `call` at every other member waits until its
+/// engine is told of the failure, then fails with `RankFailStop` naming it; the
+/// communicator stays inactive until the survivors validate it (which they then do).
+fn last_member_fails_while_the_others_wait<T: Send>(
+    engines: &[Mutex<Engine>],
+    call: impl Fn(usize) -> Result<T, Error> + Sync,
+) {
+    let victim = engines.len() - 1;
+    let call = &call;
+    std::thread::scope(|s| {
+        let waiting: Vec<_> = (0..victim).map(|r| s.spawn(move || call(r))).collect();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(waiting.iter().all(|h| !h.is_finished()), "nobody finishes without rank {victim}");
+        for e in &engines[..victim] {
+            e.lock().fail_peer(Rank(victim as u32));
+        }
+        for h in waiting {
+            assert!(matches!(h.join().unwrap(), Err(Error::RankFailStop { rank }) if rank as usize == victim));
+        }
+    });
+    let again = call(0);
+    assert!(matches!(again, Err(Error::RankFailStop { rank }) if rank as usize == victim), "inactive until validated");
+    for e in &engines[..victim] {
+        e.lock().validate_commit(CTX, &[victim as u32]);
+    }
+}
+
 #[test]
 fn long_reductions_through_bulk_buffers_stop_at_a_failure_and_resume_after_validate() {
-    use runthrough_engine::coll::{Coll, ShmColl};
-    use runthrough_shm::{Layout, Segment};
+    use runthrough_engine::coll::Coll;
 
     // 4 members, bulk buffers of 8 KiB: a 32 KiB vector (4096 u64) goes in 4 pieces.
     let n = 4u32;
     let len = 4096usize;
     let (_hub, engines) = job(n, 64, 4096);
     let world: Vec<Rank> = (0..n).map(Rank).collect();
-    let name = format!("/rt-sim-bulk-{}", std::process::id());
-    let _ = Segment::unlink(&name);
-    let seg = Segment::create(&name, Layout { nranks: n, ring_bytes: 4096, bulk_bytes: 8192 }).unwrap();
-    Segment::unlink(&name).unwrap();
-    for (r, e) in engines.iter().enumerate() {
-        let mut e = e.lock();
-        e.enable_shm_coll(ShmColl::new(seg.coll_area().unwrap(), Rank(r as u32), vec![true; n as usize]));
-        e.register_comm(CTX, &world);
-    }
-    let areas: Vec<_> = engines.iter().map(|e| e.lock().shm_coll().unwrap()).collect();
+    let seg = shm_segment("bulk", n, 8192);
+    let areas = enable_shm(&engines, &seg, &world, None);
     let sum = |acc: &mut [u8], x: &[u8]| {
         for (a, b) in acc.chunks_exact_mut(8).zip(x.chunks_exact(8)) {
             let s = u64::from_le_bytes((&*a).try_into().unwrap()) + u64::from_le_bytes(b.try_into().unwrap());
@@ -560,22 +611,8 @@ fn long_reductions_through_bulk_buffers_stop_at_a_failure_and_resume_after_valid
     let area = seg.coll_area().unwrap();
     let entered = |r: u32| area.entered(r, 0).load(std::sync::atomic::Ordering::Acquire);
     assert!((0..n).all(|r| entered(r) == 40 * 4), "every call went through the bulk buffers in 4 pieces");
-    // Rank 3 stops arriving: the others wait until their engines are told it failed.
-    std::thread::scope(|s| {
-        let waiting: Vec<_> = (0..3).map(|r| s.spawn(move || step(r, 40))).collect();
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(waiting.iter().all(|h| !h.is_finished()), "nobody finishes without rank 3");
-        for e in &engines[..3] {
-            e.lock().fail_peer(Rank(3));
-        }
-        for h in waiting {
-            assert!(matches!(h.join().unwrap(), Err(Error::RankFailStop { rank: 3 })));
-        }
-    });
-    assert!(matches!(step(0, 41), Err(Error::RankFailStop { rank: 3 })), "inactive until validated");
-    for e in &engines[..3] {
-        e.lock().validate_commit(CTX, &[3]);
-    }
+    // Rank 3 stops arriving.
+    last_member_fails_while_the_others_wait(&engines, |r| step(r, 40));
     // The three survivors, with no contribution of rank 3 (R20), in a new epoch.
     run(&[0, 1, 2], 42..82);
     assert!((0..3).all(|r| entered(r) == (1 << 32) + 40 * 4), "a new epoch, still through the bulk buffers");
@@ -583,22 +620,13 @@ fn long_reductions_through_bulk_buffers_stop_at_a_failure_and_resume_after_valid
 
 #[test]
 fn shared_memory_collectives_stop_at_a_failure_and_resume_after_validate() {
-    use runthrough_engine::coll::{Coll, ShmColl};
-    use runthrough_shm::{Layout, Segment};
+    use runthrough_engine::coll::Coll;
 
     let n = 3u32;
     let (_hub, engines) = job(n, 64, 4096);
     let world: Vec<Rank> = (0..n).map(Rank).collect();
-    let name = format!("/rt-sim-shmcoll-{}", std::process::id());
-    let _ = Segment::unlink(&name);
-    let seg = Segment::create(&name, Layout { nranks: n, ring_bytes: 4096, bulk_bytes: 0 }).unwrap();
-    Segment::unlink(&name).unwrap();
-    for (r, e) in engines.iter().enumerate() {
-        let mut e = e.lock();
-        e.enable_shm_coll(ShmColl::new(seg.coll_area().unwrap(), Rank(r as u32), vec![true; n as usize]));
-        e.register_comm(CTX, &world); // again, now with a slot
-    }
-    let areas: Vec<_> = engines.iter().map(|e| e.lock().shm_coll().unwrap()).collect();
+    let seg = shm_segment("shmcoll", n, 0);
+    let areas = enable_shm(&engines, &seg, &world, None);
     let sum = |acc: &mut [u8], x: &[u8]| {
         let s = u64::from_le_bytes(acc[..8].try_into().unwrap()) + u64::from_le_bytes(x[..8].try_into().unwrap());
         acc[..8].copy_from_slice(&s.to_le_bytes());
@@ -623,21 +651,7 @@ fn shared_memory_collectives_stop_at_a_failure_and_resume_after_validate() {
     let entered = |r: u32| area.entered(r, 0).load(std::sync::atomic::Ordering::Acquire);
     assert!((0..n).all(|r| entered(r) == 200), "every member entered 200 shared-memory collectives");
     // Rank 2 stops arriving; 0 and 1 wait until their engines are told it failed.
-    std::thread::scope(|s| {
-        let waiting: Vec<_> = (0..2).map(|r| s.spawn(move || allreduce(r, 1))).collect();
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(waiting.iter().all(|h| !h.is_finished()), "nobody finishes without rank 2");
-        for e in &engines[..2] {
-            e.lock().fail_peer(Rank(2));
-        }
-        for h in waiting {
-            assert!(matches!(h.join().unwrap(), Err(Error::RankFailStop { rank: 2 })));
-        }
-    });
-    assert!(matches!(allreduce(0, 1), Err(Error::RankFailStop { rank: 2 })), "inactive until validated");
-    for e in &engines[..2] {
-        e.lock().validate_commit(CTX, &[2]);
-    }
+    last_member_fails_while_the_others_wait(&engines, |r| allreduce(r, 1));
     std::thread::scope(|s| {
         for r in 0..2usize {
             s.spawn(move || {
@@ -674,25 +688,15 @@ fn shared_memory_collectives_stop_at_a_failure_and_resume_after_validate() {
 /// (R17: no hang, no wrong data); a root never returns while a member may still pull.
 #[test]
 fn long_collectives_pull_in_place_and_never_deliver_a_withdrawn_buffer() {
-    use runthrough_engine::coll::{Coll, ShmColl};
-    use runthrough_shm::{Layout, Segment};
+    use runthrough_engine::coll::Coll;
 
     let n = 4u32;
     let len = 64 * 1024;
     let (_hub, engines) = job_with(n, 64, 4096, true); // the long path is for ranks > cores
     let world: Vec<Rank> = (0..n).map(Rank).collect();
-    let name = format!("/rt-sim-shmlong-{}", std::process::id());
-    let _ = Segment::unlink(&name);
-    let seg = Segment::create(&name, Layout { nranks: n, ring_bytes: 4096, bulk_bytes: 0 }).unwrap();
-    Segment::unlink(&name).unwrap();
+    let seg = shm_segment("shmlong", n, 0);
     let pid = std::process::id() as i32;
-    for (r, e) in engines.iter().enumerate() {
-        let mut e = e.lock();
-        let coll = ShmColl::new(seg.coll_area().unwrap(), Rank(r as u32), vec![true; n as usize]);
-        e.enable_shm_coll(coll.with_cma(vec![pid; n as usize], 4096));
-        e.register_comm(CTX, &world);
-    }
-    let areas: Vec<_> = engines.iter().map(|e| e.lock().shm_coll().unwrap()).collect();
+    let areas = enable_shm(&engines, &seg, &world, Some((pid, 4096)));
     let (engines, world, areas) = (&engines, &world, &areas);
     let bcast = |r: usize, root: u32, buf: &mut [u8]| -> Result<(), Error> {
         Coll::begin(&engines[r], CTX, world, r as u32, Some(&*areas[r]))?.bcast(root, buf)

@@ -10,8 +10,9 @@
 //!
 //! ```text
 //! offset 0            header (one page): magic, version, nranks, ring_bytes, bulk_bytes,
-//!                     creator pid, total size, rings offset, region stride, ring stride, ready flag,
-//!                     departure bitmap (MAX_RANKS bits: bit r set = rank r finalized)
+//!                     creator pid, total size, rings offset, region stride, ring stride,
+//!                     ready flag, departure bitmap (MAX_RANKS bits: bit r set = rank r
+//!                     finalized)
 //! rings_offset        inbound region of rank 0: ring (0→0), ring (1→0), ..., ring (n-1→0)
 //! + region_stride     inbound region of rank 1: ring (0→1), ...
 //! ...

@@ -34,9 +34,9 @@
 //! add one to its reader count. The owner returns once every reader counted itself.
 //! Measured at 8 ranks on 2 cores, a 1 MiB broadcast this way costs one hop instead of
 //! a tree of ring transfers (137 against 200 µs for Open MPI). Other long collectives
-//! stay on messages (or go through the bulk buffers below), where a CMA copy (≈ 10 GB/s here: page
-//! pinning) loses to two cache-hot copies: pulled in place, allgather at 64 KiB took
-//! 245 µs instead of 87, and reduce and alltoall at 1 MiB were slower too.
+//! stay on messages (or go through the bulk buffers below), where a CMA copy (≈ 10 GB/s
+//! here: page pinning) loses to two cache-hot copies: pulled in place, allgather at
+//! 64 KiB took 245 µs instead of 87, and reduce and alltoall at 1 MiB were slower too.
 //!
 //! Run-through: an owner that gives up (its communicator became inactive, or a panic
 //! unwound through it) first sets `live = 0`, then lets its caller have the buffer back.
@@ -58,14 +58,15 @@
 //! member copies its vector (but its own slice) into its bulk buffer and stores its
 //! ready word; member `v` combines slice `v` of every contribution, read in place and in
 //! v-rank order, into slice `v` of its own bulk buffer (which nobody else reads before)
-//! and stores its `REDUCED` line word; the root, or every member of an allreduce, copies the combined
-//! slices out. One copy in, one out, and two waits, where the binomial tree streamed
-//! whole vectors through the rings: two copies per hop and, on too few cores, a
-//! context switch each time a ring filled (8 ranks on 2 cores, 1 MiB: reduce 356–386
-//! against 412–484 µs, allreduce 484–570 against about 1200). A member rewrites its
-//! buffer only once every participant has entered a later collective of the
-//! communicator, so no reader sees it change; the data stays in shared memory, so a
-//! member that dies after publishing leaves valid data behind, and one that dies
+//! and stores its `REDUCED` line word; the root, or every member of an allreduce,
+//! copies the combined slices out. One copy in, one out, and two waits, where the
+//! binomial tree streamed whole vectors through the rings: two copies per hop and, on
+//! too few cores, a context switch each time a ring filled (8 ranks on 2 cores, 1 MiB,
+//! `bench/compare.sh`: reduce 235–318 µs against Open MPI's 346–586, where the tree
+//! took 412–484; allreduce 327–333 against 815–944, where it took about 1200). A member
+//! rewrites its buffer only once every participant has entered a later collective of
+//! the communicator, so no reader sees it change; the data stays in shared memory, so
+//! a member that dies after publishing leaves valid data behind, and one that dies
 //! before makes the others' waits fail with the failure (R17). Pulling the slices by
 //! CMA instead was slower (660–1140 µs).
 //!
@@ -465,13 +466,11 @@ impl<'a> Coll<'a> {
     /// One piece of [`Coll::long_reduce`]: every member writes its contribution but its
     /// own slice into its bulk buffer; member `v` combines slice `v` of all of them in
     /// v-rank order, reading them in place, into slice `v` of its own bulk buffer (which
-    /// nobody else reads before);
-    /// then the root — or, in an allreduce, everyone — copies the combined slices out. A
-    /// reduce-scatter with one copy in and one out: the binomial tree it replaces streams
-    /// whole vectors through the rings, two copies per hop and, oversubscribed, a context
-    /// switch whenever a ring fills. Every member computes the same expression, so
-    /// floating-point results agree bitwise. A member writes its buffer again only once
-    /// everyone has entered a later collective, that is, is done reading it.
+    /// nobody else reads before); then the root — or, in an allreduce, everyone — copies
+    /// the combined slices out (see the module doc, "Long reductions"). Every member
+    /// computes the same expression, so floating-point results agree bitwise. A member
+    /// writes its buffer again only once everyone has entered a later collective, that
+    /// is, is done reading it.
     fn bulk_reduce(
         &self,
         sh: ShmRef<'a>,
@@ -530,7 +529,7 @@ impl<'a> Coll<'a> {
     }
 }
 
-impl Op<'_, '_> {
+impl<'a> Op<'_, 'a> {
     fn world(&self, v: usize) -> u32 {
         self.c.group[self.c.local(v) as usize].0
     }
@@ -561,14 +560,20 @@ impl Op<'_, '_> {
         self.sh.coll.area.read(self.world(v), self.sh.slot, self.buf(), self.total, at, out);
     }
 
-    /// Waits until `word` reaches `s`; fails when the communicator stops being
-    /// collectively active meanwhile. Returns the value seen.
+    /// Waits until `rank`'s ready word of buffer `which` (its entered word for `None`)
+    /// reaches `s` ([`Op::wait_at_least`]).
     fn wait_word(&mut self, rank: u32, which: Option<usize>, s: u64) -> Result<u64, Error> {
         let area = &self.sh.coll.area;
         let word = match which {
             Some(b) => area.ready(rank, self.sh.slot, b),
             None => area.entered(rank, self.sh.slot),
         };
+        self.wait_at_least(word, s)
+    }
+
+    /// Waits until `word` reaches `s`; fails when the communicator stops being
+    /// collectively active meanwhile. Returns the value seen.
+    fn wait_at_least(&mut self, word: &'a AtomicU64, s: u64) -> Result<u64, Error> {
         loop {
             let x = word.load(Ordering::Acquire);
             if x >= s {
@@ -591,8 +596,9 @@ impl Op<'_, '_> {
     }
 
     /// Word `i` of `rank`'s line of this collective.
-    fn line(&self, rank: u32, i: usize) -> &AtomicU64 {
-        self.sh.coll.area.line_word(rank, self.sh.slot, self.buf(), i)
+    fn line(&self, rank: u32, i: usize) -> &'a AtomicU64 {
+        let coll: &'a ShmColl = self.sh.coll;
+        coll.area.line_word(rank, self.sh.slot, self.buf(), i)
     }
 
     /// Long path, steps 2 and 3: once the line is free, describes `data` in it and
@@ -614,11 +620,7 @@ impl Op<'_, '_> {
     /// Long path: waits until `readers` others are done with this member's exposed
     /// contribution; fails (and withdraws it) when the communicator becomes inactive.
     fn wait_pulled(&mut self, readers: u64) -> Result<(), Error> {
-        let me = self.sh.coll.me;
-        while self.line(me, DONE).load(Ordering::Acquire) < readers {
-            self.check()?;
-            self.waiter.snooze();
-        }
+        self.wait_at_least(self.line(self.sh.coll.me, DONE), readers)?;
         self.exposed = false;
         Ok(())
     }
@@ -636,11 +638,7 @@ impl Op<'_, '_> {
     /// Long path: waits until line word `i` of `rank` reaches this collective; fails
     /// when the communicator becomes inactive meanwhile.
     fn wait_line(&mut self, rank: u32, i: usize) -> Result<(), Error> {
-        while self.line(rank, i).load(Ordering::Acquire) < self.s {
-            self.check()?;
-            self.waiter.snooze();
-        }
-        Ok(())
+        self.wait_at_least(self.line(rank, i), self.s).map(drop)
     }
 
     /// Long path: copies v-rank `v`'s exposed contribution (its ready word seen) into
