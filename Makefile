@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: deps build demo test lint bench compare clean
+.PHONY: deps build demo test lint fuzz bench compare clean startup-sweep
 
 deps:
 	@bash ci-containers/install-deps.sh
@@ -24,6 +24,21 @@ test: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps -q
 	$(CARGO) test --workspace
+
+## Fuzz every decoder of bytes another process wrote (docs/UNTRUSTED.md): FUZZ_CASES
+## cases each (default 10^6) in release mode; one line per decoder with its cases and time.
+## `make test` runs the same harnesses with 3000 cases each (RT_FUZZ_CASES unset).
+FUZZ_CASES ?= 1000000
+fuzz: deps
+	RT_FUZZ_CASES=$(FUZZ_CASES) $(CARGO) test --release -p runthrough-engine -p runthrough-ft -p runthrough-launch \
+		-p runthrough-shm -p runthrough --lib fuzz_ -- --nocapture --test-threads=1
+	RT_FUZZ_CASES=$(FUZZ_CASES) $(CARGO) test --release -p runthrough-engine --test untrusted fuzz_ -- --nocapture
+## The full start-up fault sweep (R31, tests/startup.rs): --kill and --stop every 20 ms
+## over start-up, victim 0 and non-0, shm / fabric tcp at 4 and 8 ranks and 3 netns
+## hosts; prints runs, lost jobs and job times per configuration. `make test` runs a
+## subsample (every 60 ms, rotating offset).
+startup-sweep: deps
+	RT_STARTUP_SWEEP=full $(CARGO) test --release --test startup -- --nocapture --test-threads=1
 
 lint: deps
 	$(CARGO) fmt --all -- --check

@@ -16,8 +16,14 @@
 # here (not root, no `ip`, no network-namespace support) — with the reason on stderr.
 set -euo pipefail
 
-BRIDGE=rtbr0
-PREFIX=10.77.0
+# NETNS_TAG (2 letters, default rt) and NETNS_NET (a /24 prefix, default 10.77.0) let
+# several clusters live side by side (e.g. tests/startup.rs uses rs and 10.78.0, so it
+# never shares a cluster that tests/multihost.rs brings up and down).
+TAG=${NETNS_TAG:-rt}
+[[ "$TAG" =~ ^[a-z]{2}$ ]] || { echo "NETNS_TAG must be two lowercase letters" >&2; exit 2; }
+BRIDGE=${TAG}br0
+PREFIX=${NETNS_NET:-10.77.0}
+[[ "$PREFIX" =~ ^10\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || { echo "NETNS_NET must look like 10.X.Y" >&2; exit 2; }
 BRIDGE_ADDR="$PREFIX.1/24"
 MAX_HOSTS=64
 
@@ -33,11 +39,11 @@ cannot() {
 
 say() { echo "netns-cluster: $*"; }
 
-ns_name() { echo "rt-h$1"; }
+ns_name() { echo "${TAG}-h$1"; }
 ns_addr() { echo "$PREFIX.$((11 + $1))"; }
 # veth ends: root side (on the bridge) and namespace side. At most 15 characters.
-veth_root() { echo "rtb-h$1"; }
-veth_ns() { echo "rtn-h$1"; }
+veth_root() { echo "${TAG}b-h$1"; }
+veth_ns() { echo "${TAG}n-h$1"; }
 
 preflight() {
   command -v ip >/dev/null 2>&1 || cannot "the 'ip' command (iproute2) is not installed"
@@ -68,6 +74,16 @@ up() {
     say "address $BRIDGE_ADDR on $BRIDGE"
   fi
   ip link set "$BRIDGE" up
+  # With br_netfilter loaded, frames crossing the bridge go through iptables' FORWARD
+  # chain, which a Docker install sets to DROP: host-to-host traffic would vanish (only
+  # the bridge address, in the root namespace, stays reachable). Accept what stays on
+  # this bridge, and nothing else.
+  if command -v iptables >/dev/null 2>&1 && iptables -S FORWARD >/dev/null 2>&1; then
+    if ! iptables -C FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT 2>/dev/null; then
+      iptables -I FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
+      say "iptables: FORWARD accepts $BRIDGE to $BRIDGE"
+    fi
+  fi
   local i ns vr vn addr
   for ((i = 0; i < n; i++)); do
     ns=$(ns_name "$i")
@@ -111,7 +127,7 @@ up() {
       sleep 0.2
     done
   done
-  say "up: $n hosts rt-h0..rt-h$((n - 1)) at $(ns_addr 0)..$(ns_addr $((n - 1))), bridge $BRIDGE $BRIDGE_ADDR"
+  say "up: $n hosts ${TAG}-h0..${TAG}-h$((n - 1)) at $(ns_addr 0)..$(ns_addr $((n - 1))), bridge $BRIDGE $BRIDGE_ADDR"
 }
 
 down() {
@@ -119,14 +135,14 @@ down() {
   [ "$(id -u)" -eq 0 ] || cannot "not root"
   local ns i
   # Every rt-h* namespace, whatever N was used for `up`.
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^rt-h[0-9]+$' || true); do
-    i=${ns#rt-h}
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${TAG}-h[0-9]+\$" || true); do
+    i=${ns#"${TAG}"-h}
     ip link del "$(veth_root "$i")" >/dev/null 2>&1 || true
     ip netns del "$ns"
     say "removed namespace $ns"
   done
   # Root-side veth ends left without a namespace.
-  for vr in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E '^rtb-h[0-9]+$' || true); do
+  for vr in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E "^${TAG}b-h[0-9]+\$" || true); do
     ip link del "$vr" >/dev/null 2>&1 || true
     say "removed veth $vr"
   done
@@ -134,6 +150,10 @@ down() {
     ip link del "$BRIDGE"
     say "removed bridge $BRIDGE"
   fi
+  while command -v iptables >/dev/null 2>&1 && iptables -C FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT 2>/dev/null; do
+    iptables -D FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
+    say "iptables: removed the FORWARD rule of $BRIDGE"
+  done
   say "down"
 }
 
@@ -147,7 +167,7 @@ status() {
     rc=1
   fi
   local list
-  list=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^rt-h[0-9]+$' | sort -V || true)
+  list=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${TAG}-h[0-9]+\$" | sort -V || true)
   if [ -n "${1:-}" ]; then
     list=""
     for ((i = 0; i < $1; i++)); do list="$list $(ns_name "$i")"; done

@@ -5,6 +5,9 @@
 //!
 //! `rtrun -n 5 bcast_recovery [VICTIM]`: the victim SIGKILLs itself during block 4.
 //! Each survivor prints `bcast_recovery: rank r done, failed [..], last value v`.
+//! Only the root (rank 0) sets the value; every other rank clears its buffer first and
+//! checks that a broadcast that succeeded delivered exactly the root's value (exit 3
+//! otherwise), so a broadcast that moves nothing cannot pass.
 
 use runthrough::{Error, ErrorMode, GroupOrder};
 
@@ -24,9 +27,14 @@ fn main() -> Result<(), Error> {
                 let _ = std::process::Command::new("kill").arg("-9").arg(std::process::id().to_string()).status();
                 std::thread::sleep(std::time::Duration::from_secs(10));
             }
-            buffer[0] = (offset + i) as i32;
+            let want = (offset + i) as i32;
+            buffer[0] = if rank == 0 { want } else { -1 };
             if comm.bcast(&mut buffer, 0).is_err() {
                 break;
+            }
+            if buffer[0] != want {
+                eprintln!("bcast_recovery: rank {rank} got {} from broadcast {want}", buffer[0]);
+                std::process::exit(3);
             }
         }
         let now = comm.validate()?;

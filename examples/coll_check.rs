@@ -186,21 +186,25 @@ fn run_v_and_nonblocking(world: &Comm, seed: u64) -> Result<usize, Error> {
         for root in [0, n - 1] {
             let mut b = if me == root { input(seed, root, len) } else { vec![0; len] };
             let mut red = vec![0; len];
-            let mut rb = world.ibcast(&mut b, root)?;
-            let mut rr = world.ireduce(&mine, &mut red, Op::Max, root)?;
-            while !(rb.test()? & rr.test()?) {
-                std::thread::yield_now();
-            }
-            drop((rb, rr));
+            runthrough::scope(|s| {
+                let mut rb = world.ibcast(s, &mut b, root)?;
+                let mut rr = world.ireduce(s, &mine, &mut red, Op::Max, root)?;
+                while !(rb.test()? & rr.test()?) {
+                    std::thread::yield_now();
+                }
+                Ok::<_, Error>(())
+            })?;
             check("ibcast", &b, &input(seed, root, len));
             if me == root {
                 check("ireduce", &red, &reduce_ref(n, seed, len, n, Op::Max));
             }
         }
         let mut out = vec![0; len];
-        let barrier = world.ibarrier()?;
-        world.iallreduce(&mine, &mut out, Op::Sum)?.wait()?;
-        barrier.wait()?;
+        runthrough::scope(|s| {
+            let barrier = world.ibarrier(s)?;
+            world.iallreduce(s, &mine, &mut out, Op::Sum)?.wait()?;
+            barrier.wait()
+        })?;
         check("iallreduce", &out, &reduce_ref(n, seed, len, n, Op::Sum));
         checks += 3;
     }

@@ -76,9 +76,12 @@ fn main() -> Result<(), Error> {
     for len in [0usize, 8, 100_000, 3 << 20] {
         let out: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
         let mut inb = vec![0u8; len];
-        let s = world.isend(&out, me, 11)?;
-        let st = world.recv(&mut inb, me, 11)?;
-        s.wait()?;
+        let st = runthrough::scope(|s| {
+            let r = world.isend(s, &out, me, 11)?;
+            let st = world.recv(&mut inb, me, 11)?;
+            r.wait()?;
+            Ok::<_, Error>(st)
+        })?;
         ensure("self send status", st.source == me && st.tag == 11 && st.len == len);
         ensure("self send contents", inb == out);
     }
@@ -144,10 +147,13 @@ fn main() -> Result<(), Error> {
             world.send(&[42u8], peer, 21)?;
         } else {
             let (mut a, mut c) = ([0u8], [0u8]);
-            let mut reqs = vec![world.irecv(&mut a, 0, 20)?, world.irecv(&mut c, 0, 21)?];
-            let (i, st) = runthrough::wait_any(&mut reqs).expect("an active request");
-            ensure("wait_any index", i == 1 && st?.tag == 21);
-            drop(reqs); // the tag-20 receive is still pending: dropping it cancels it
+            runthrough::scope(|s| {
+                let mut reqs = vec![world.irecv(s, &mut a, 0, 20)?, world.irecv(s, &mut c, 0, 21)?];
+                let (i, st) = runthrough::wait_any(&mut reqs).expect("an active request");
+                ensure("wait_any index", i == 1 && st?.tag == 21);
+                // The tag-20 receive is still pending: the scope's end cancels it.
+                Ok::<_, Error>(())
+            })?;
             ensure("wait_any data", c[0] == 42);
         }
     }

@@ -43,13 +43,15 @@ fn survivor_ring(world: &Comm, survivors: usize, count: u64) -> Result<(), Error
     let (next, prev) = ((me + 1) % survivors, (me + survivors - 1) % survivors);
     for i in 0..count {
         let out = [i, me as u64];
-        let req = world.isend(&out, next, RING)?;
         let mut m = [0u64; 2];
-        world.recv(&mut m, prev, RING)?;
+        runthrough::scope(|s| {
+            let req = world.isend(s, &out, next, RING)?;
+            world.recv(&mut m, prev, RING)?;
+            req.wait()
+        })?;
         if m != [i, prev as u64] {
             fail(&format!("rank {me}: ring message {i} from {prev} wrong: {m:?}"));
         }
-        req.wait()?;
     }
     Ok(())
 }

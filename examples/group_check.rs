@@ -164,10 +164,12 @@ fn main() -> Result<(), Error> {
     let ranks = alive.world_ranks();
     let (next, prev) = (ranks[(pos + 1) % ranks.len()], ranks[(pos + ranks.len() - 1) % ranks.len()]);
     let token = [me as u64];
-    let req = world.isend(&token, next, PASS)?;
     let mut got = [0u64];
-    world.recv(&mut got, prev, PASS)?;
-    req.wait()?;
+    runthrough::scope(|s| {
+        let req = world.isend(s, &token, next, PASS)?;
+        world.recv(&mut got, prev, PASS)?;
+        req.wait()
+    })?;
     check(me, "token from the previous survivor", got[0], prev as u64);
     println!("group_check: ok rank {me} failed={:?} alive={:?}", f.world_ranks(), ranks);
     rt.finalize()

@@ -58,57 +58,62 @@ fn round(world: &Comm, k_msgs: usize, max: usize, seed: u64, any_source: bool) -
             out.push((to, k, m));
         }
     }
-    let mut sends = Vec::with_capacity(out.len());
-    for (to, k, m) in &out {
-        sends.push(world.isend(m, *to, tag_of(*k))?);
-    }
-    let mut bytes = 0;
-    if any_source {
-        let mut next = vec![0usize; n];
-        let mut buf = vec![0u8; max];
-        for _ in 0..(n - 1) * k_msgs {
-            let st = world.recv(&mut buf, ANY_SOURCE, ANY_TAG)?;
-            let k = next[st.source];
-            next[st.source] += 1;
-            if st.len != size_of(seed, st.source, me, k, max) || st.tag != tag_of(k) {
-                eprintln!(
-                    "p2p_check: any-source: from {} got len {} tag {} for message {k}",
-                    st.source, st.len, st.tag
-                );
-                std::process::exit(3);
+    runthrough::scope(|ss| {
+        let mut sends = Vec::with_capacity(out.len());
+        for (to, k, m) in &out {
+            sends.push(world.isend(ss, m, *to, tag_of(*k))?);
+        }
+        let mut bytes = 0;
+        if any_source {
+            let mut next = vec![0usize; n];
+            let mut buf = vec![0u8; max];
+            for _ in 0..(n - 1) * k_msgs {
+                let st = world.recv(&mut buf, ANY_SOURCE, ANY_TAG)?;
+                let k = next[st.source];
+                next[st.source] += 1;
+                if st.len != size_of(seed, st.source, me, k, max) || st.tag != tag_of(k) {
+                    eprintln!(
+                        "p2p_check: any-source: from {} got len {} tag {} for message {k}",
+                        st.source, st.len, st.tag
+                    );
+                    std::process::exit(3);
+                }
+                check(&buf[..st.len], seed, st.source, me, k, "any-source");
+                bytes += st.len;
             }
-            check(&buf[..st.len], seed, st.source, me, k, "any-source");
-            bytes += st.len;
-        }
-    } else {
-        let mut bufs: Vec<(usize, usize, Vec<u8>)> = Vec::new();
-        for from in (0..n).filter(|&p| p != me) {
-            for k in 0..k_msgs {
-                bufs.push((from, k, vec![0u8; size_of(seed, from, me, k, max)]));
+        } else {
+            let mut bufs: Vec<(usize, usize, Vec<u8>)> = Vec::new();
+            for from in (0..n).filter(|&p| p != me) {
+                for k in 0..k_msgs {
+                    bufs.push((from, k, vec![0u8; size_of(seed, from, me, k, max)]));
+                }
+            }
+            let meta: Vec<(usize, usize)> = bufs.iter().map(|b| (b.0, b.1)).collect();
+            runthrough::scope(|rs| {
+                let mut recvs = Vec::with_capacity(bufs.len());
+                for (from, _, b) in bufs.iter_mut() {
+                    recvs.push(world.irecv(rs, b, *from, ANY_TAG)?);
+                }
+                for (r, &(from, k)) in recvs.into_iter().zip(&meta) {
+                    let st = r.wait()?;
+                    if st.tag != tag_of(k) || st.source != from {
+                        eprintln!(
+                            "p2p_check: specific: got tag {} from {}, expected message {k} from {from}",
+                            st.tag, st.source
+                        );
+                        std::process::exit(3);
+                    }
+                }
+                Ok::<_, Error>(())
+            })?;
+            for (from, k, b) in &bufs {
+                check(b, seed, *from, me, *k, "specific");
+                bytes += b.len();
             }
         }
-        let meta: Vec<(usize, usize)> = bufs.iter().map(|b| (b.0, b.1)).collect();
-        let mut recvs = Vec::with_capacity(bufs.len());
-        for (from, _, b) in bufs.iter_mut() {
-            recvs.push(world.irecv(b, *from, ANY_TAG)?);
-        }
-        for (r, &(from, k)) in recvs.into_iter().zip(&meta) {
-            let st = r.wait()?;
-            if st.tag != tag_of(k) || st.source != from {
-                eprintln!(
-                    "p2p_check: specific: got tag {} from {}, expected message {k} from {from}",
-                    st.tag, st.source
-                );
-                std::process::exit(3);
-            }
-        }
-        for (from, k, b) in &bufs {
-            check(b, seed, *from, me, *k, "specific");
-            bytes += b.len();
-        }
-    }
-    runthrough::wait_all(&mut sends)?;
-    Ok(bytes)
+        runthrough::wait_all(&mut sends)?;
+        Ok(bytes)
+    })
 }
 
 fn main() -> Result<(), Error> {

@@ -36,61 +36,72 @@ fn main() -> Result<(), Error> {
     let done = |got: &HashSet<(u64, u64)>, failed: &[usize]| {
         (1..n).all(|w| failed.contains(&w) || (0..msgs).all(|i| got.contains(&(w as u64, i))))
     };
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| -> Result<(), Error> {
-                let mut my_cnt = u64::MAX; // forces a check in the first loop
-                loop {
-                    let guard = recognized.read().unwrap();
-                    if my_cnt != guard.0 {
-                        my_cnt = guard.0;
-                    }
-                    if done(&got.lock().unwrap(), &guard.1) {
-                        return Ok(());
-                    }
-                    let mut m = [0u64; 2];
-                    // A receive that also gives up once every message is in (the
-                    // example's `done`): wait with test(), cancel by dropping.
-                    let outcome = {
-                        let mut r = world.irecv(&mut m, ANY_SOURCE, 1)?;
-                        loop {
-                            match r.test() {
-                                Ok(Some(st)) => break Some(Ok(st)),
-                                Ok(None) => {}
-                                Err(e) => break Some(Err(e)),
-                            }
-                            if done(&got.lock().unwrap(), &guard.1) {
-                                break None;
-                            }
-                            std::thread::yield_now();
+    let results: Vec<Result<(), Error>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| -> Result<(), Error> {
+                    let mut my_cnt = u64::MAX; // forces a check in the first loop
+                    loop {
+                        let guard = recognized.read().unwrap();
+                        if my_cnt != guard.0 {
+                            my_cnt = guard.0;
                         }
-                    };
-                    let Some(outcome) = outcome else { return Ok(()) };
-                    match outcome {
-                        Ok(_) => {
-                            drop(guard);
-                            if !got.lock().unwrap().insert((m[0], m[1])) {
-                                eprintln!("reenable_threads: duplicate message {m:?}");
-                                std::process::exit(3);
-                            }
+                        if done(&got.lock().unwrap(), &guard.1) {
+                            return Ok(());
                         }
-                        Err(Error::RankFailStop { .. }) => {
-                            drop(guard);
-                            let mut w = recognized.write().unwrap();
-                            if my_cnt != w.0 {
-                                continue; // another thread already re-enabled wildcards
+                        let mut m = [0u64; 2];
+                        // A receive that also gives up once every message is in (the
+                        // example's `done`): wait with test(), cancel by dropping.
+                        let outcome = runthrough::scope(|s| {
+                            let mut r = world.irecv(s, &mut m, ANY_SOURCE, 1)?;
+                            let outcome = loop {
+                                match r.test() {
+                                    Ok(Some(st)) => break Some(Ok(st)),
+                                    Ok(None) => {}
+                                    Err(e) => break Some(Err(e)),
+                                }
+                                if done(&got.lock().unwrap(), &guard.1) {
+                                    break None;
+                                }
+                                std::thread::yield_now();
+                            };
+                            Ok::<_, Error>(outcome)
+                        })?;
+                        let Some(outcome) = outcome else { return Ok(()) };
+                        match outcome {
+                            Ok(_) => {
+                                drop(guard);
+                                if !got.lock().unwrap().insert((m[0], m[1])) {
+                                    eprintln!("reenable_threads: duplicate message {m:?}");
+                                    std::process::exit(3);
+                                }
                             }
-                            let failed = world.reenable_any_source().world_ranks();
-                            *reenables.lock().unwrap() += 1;
-                            w.0 += 1;
-                            w.1 = failed;
+                            Err(Error::RankFailStop { .. }) => {
+                                drop(guard);
+                                let mut w = recognized.write().unwrap();
+                                if my_cnt != w.0 {
+                                    continue; // another thread already re-enabled wildcards
+                                }
+                                let failed = world.reenable_any_source().world_ranks();
+                                *reenables.lock().unwrap() += 1;
+                                w.0 += 1;
+                                w.1 = failed;
+                            }
+                            Err(e) => return Err(e),
                         }
-                        Err(e) => return Err(e),
                     }
-                }
-            });
-        }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
     });
+    // Every receiving thread's error is fatal for the check, never dropped.
+    for (t, r) in results.iter().enumerate() {
+        if let Err(e) = r {
+            eprintln!("reenable_threads: receiving thread {t} failed: {e:?}");
+            std::process::exit(3);
+        }
+    }
     let failed = recognized.read().unwrap().1.clone();
     let reenabled = *reenables.lock().unwrap();
     if reenabled > failed.len() || (reenabled == 0 && !failed.is_empty()) {
@@ -98,6 +109,10 @@ fn main() -> Result<(), Error> {
         std::process::exit(3);
     }
     let got = got.lock().unwrap();
+    if !done(&got, &failed) {
+        eprintln!("reenable_threads: messages of live workers missing ({} received)", got.len());
+        std::process::exit(3);
+    }
     println!("reenable_threads: ok threads={threads} received={} failed={failed:?} reenables={reenabled}", got.len());
     drop(got);
     rt.finalize()

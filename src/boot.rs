@@ -21,6 +21,21 @@
 //! interface (loopback, or a machine's `eth0` it was not given). Same-host peers use shared
 //! memory: rtrun gives each host its own `RT_SHM_NAME`, created by the host's lowest rank.
 //!
+//! Start-up through failures (R31): the exchange runs through [`Exchange`], whose
+//! fences are the launcher's fault-tolerant `Join`s (complete over the ranks not out,
+//! and say which ranks are out, the same list at every rank). Sequence: publish `pid/`,
+//! `host/`, `probe/` and `fi/` entries; fence 1; read the entries of the ranks not out
+//! at fence 1 only (the others have none: their routes default to the fabric, or to the
+//! segment without one, and nothing is ever sent to them); shared memory: the lowest
+//! local rank not out creates the host's segment, fence 2, and if that creator is out
+//! after it the next local rank creates a fresh one under `NAME.K` and all fence again;
+//! everyone attaches; fence 3; the lowest local rank not out unlinks the name; CMA
+//! probes of the local ranks not out, fence 4, answers combined over those not out. The
+//! ranks out at the last fence go to the runtime, which fails them in the world. A
+//! heartbeat thread with its own connection says `Alive` every detector period until
+//! `init` is done, so the launcher tells a slow rank from a hung one. Told it was
+//! excluded (by any reply), this process exits, never rejoining.
+//!
 //! Peer death on this host (DESIGN §3 local evidence): the pids every rank publishes
 //! (`pid/{rank}`, also used for CMA) give each rank a pidfd per shared-memory peer
 //! ([`Liveness`]; `RT_PIDFD=0` turns the watch off), and the segment's departure marks
@@ -43,7 +58,7 @@ use runthrough_shm::pin::{self, BindPolicy};
 use runthrough_shm::segment::Departures;
 use runthrough_shm::{Layout, PeerWatch, Segment};
 
-use crate::Error;
+use crate::{peer_entry, Error};
 
 /// How long start-up waits for the other ranks.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -166,16 +181,16 @@ fn enable_shm_coll(engine: &mut Engine, seg: &Segment, me: Rank, local: Vec<bool
 }
 
 /// Whether this rank can read every other local rank's memory by CMA (it reads their
-/// probe words), unless CMA is switched off (`RT_SHM_CMA=0`).
-fn probe_cma(client: &mut Client, me: u32, local: &[bool], pids: &[i32]) -> Result<bool, Error> {
+/// probe words; `local`: the local ranks not out), unless CMA is switched off (`RT_SHM_CMA=0`).
+fn probe_cma(x: &mut Exchange, me: u32, local: &[bool], pids: &[i32]) -> Result<bool, Error> {
     if runthrough_shm::cma::disabled_by_env() {
         return Ok(false);
     }
     for r in (0..local.len() as u32).filter(|&r| r != me && local[r as usize]) {
-        let v = client.get(&format!("probe/{r}"), BOOT_TIMEOUT).map_err(init_err("bootstrap get"))?;
-        let b: [u8; 8] = v.as_slice().try_into().map_err(|_| Error::Init(format!("bad probe entry of rank {r}")))?;
+        let v = x.get(&format!("probe/{r}"))?;
+        let addr = peer_entry::probe_addr(r, &v)?;
         let mut word = [0u8; 8];
-        match runthrough_shm::cma::read(pids[r as usize], u64::from_le_bytes(b), &mut word) {
+        match runthrough_shm::cma::read(pids[r as usize], addr, &mut word) {
             Ok(()) if u64::from_ne_bytes(word) == CMA_PROBE => {}
             other => {
                 tracing::debug!(peer = r, result = ?other.map(|()| word), "CMA probe failed: collectives copy");
@@ -186,13 +201,116 @@ fn probe_cma(client: &mut Client, me: u32, local: &[bool], pids: &[i32]) -> Resu
     Ok(true)
 }
 
-/// A rank started by `rtrun`: returns the engine, the launcher connection, the peer
-/// liveness watch and a description of the set-up.
-pub(crate) fn boot(
-    env: &JobEnv,
-    mut cfg: Config,
-    ring_bytes: u32,
-) -> Result<(Engine, Client, Liveness, String), Error> {
+/// What [`boot`] hands to the runtime.
+#[derive(Debug)]
+pub(crate) struct Booted {
+    pub(crate) engine: Engine,
+    pub(crate) client: Client,
+    pub(crate) liveness: Liveness,
+    pub(crate) about: String,
+    /// Ranks out of the job at the last start-up fence (failed during start-up, R31):
+    /// the same list at every rank.
+    pub(crate) out: Vec<u32>,
+    /// The start-up heartbeat; stopped once `init` is done.
+    pub(crate) heartbeat: Heartbeat,
+}
+
+/// The start-up exchange with the launcher (R31): the connection, and which ranks are
+/// out of the job (exited or excluded), as the last fault-tolerant fence said.
+struct Exchange {
+    client: Client,
+    out: Vec<bool>,
+}
+
+impl Exchange {
+    /// A fault-tolerant fence: completes over the ranks not out; afterwards `out` is the
+    /// launcher's list at that fence, the same at every rank.
+    fn fence(&mut self) -> Result<(), Error> {
+        for r in self.client.join(BOOT_TIMEOUT).map_err(kv_err("bootstrap fence"))? {
+            if let Some(o) = self.out.get_mut(r as usize) {
+                *o = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn is_out(&self, r: u32) -> bool {
+        self.out[r as usize]
+    }
+
+    fn get(&mut self, key: &str) -> Result<Vec<u8>, Error> {
+        self.client.get(key, BOOT_TIMEOUT).map_err(kv_err("bootstrap get"))
+    }
+
+    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), Error> {
+        self.client.put(key, value).map_err(kv_err("bootstrap put"))
+    }
+}
+
+/// Maps a launcher-service error to [`Error::Init`]; a rank the launcher excluded stops
+/// here instead (R31: it never rejoins).
+fn kv_err(what: &'static str) -> impl FnOnce(runthrough_launch::Error) -> Error {
+    move |e| match e {
+        runthrough_launch::Error::Excluded => crate::runtime::excluded_exit("by the launcher, during start-up"),
+        e => Error::Init(format!("{what}: {e}")),
+    }
+}
+
+/// The start-up heartbeat (R31): a thread with its own connection to the launcher says
+/// `Alive` every detector period until `init` is done, so the launcher can tell a rank
+/// that is slow (busy opening its transports, or waiting for a core) from one that hangs.
+/// Told it was excluded, it stops the process.
+#[derive(Debug)]
+pub(crate) struct Heartbeat {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    fn start(env: &JobEnv, period: Duration) -> Result<Heartbeat, Error> {
+        let mut client = Client::connect(env, BOOT_TIMEOUT).map_err(kv_err("bootstrap connect"))?;
+        client.alive().map_err(kv_err("bootstrap heartbeat"))?;
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("rt-heartbeat".into())
+            .spawn(move || loop {
+                match stopped.recv_timeout(period) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+                match client.alive() {
+                    Ok(()) => {}
+                    Err(runthrough_launch::Error::Excluded) => {
+                        crate::runtime::excluded_exit("by the launcher, during start-up")
+                    }
+                    // The launcher is gone: the main thread's next request says so.
+                    Err(e) => {
+                        tracing::debug!(error = %e, "start-up heartbeat: launcher unreachable");
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| Error::Init(format!("heartbeat thread: {e}")))?;
+        Ok(Heartbeat { stop: Some(stop), thread: Some(thread) })
+    }
+
+    /// Stops the heartbeat (wakes the thread at once and joins it).
+    pub(crate) fn stop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A rank started by `rtrun` (see [`crate::runtime`] for the sequence and R31).
+pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32, hb_period: Duration) -> Result<Booted, Error> {
     let mode = TransportMode::from_env()?;
     let one_host = env.local_size == env.size;
     if mode == TransportMode::Shm && !one_host {
@@ -218,76 +336,85 @@ pub(crate) fn boot(
         }
     };
     let mut about = Vec::new();
-    let mut client = Client::connect(env, BOOT_TIMEOUT).map_err(init_err("bootstrap connect"))?;
-    client.put(&format!("pid/{}", env.rank), &std::process::id().to_le_bytes()).map_err(init_err("bootstrap put"))?;
-    client.put(&format!("host/{}", env.rank), env.node.as_bytes()).map_err(init_err("bootstrap put"))?;
+    let client = Client::connect(env, BOOT_TIMEOUT).map_err(kv_err("bootstrap connect"))?;
+    let heartbeat = Heartbeat::start(env, hb_period)?;
+    let mut x = Exchange { client, out: vec![false; env.size as usize] };
+    let me = env.rank;
+    x.put(&format!("pid/{me}"), &std::process::id().to_le_bytes())?;
+    x.put(&format!("host/{me}"), env.node.as_bytes())?;
     let probe = std::ptr::addr_of!(CMA_PROBE) as u64;
-    client.put(&format!("probe/{}", env.rank), &probe.to_le_bytes()).map_err(init_err("bootstrap put"))?;
+    x.put(&format!("probe/{me}"), &probe.to_le_bytes())?;
     let mut fabric = match provider {
         Some(request) => {
             let t = open_fabric(env, request, one_host, &mut about)?;
-            client
-                .put(&format!("fi/{}", env.rank), &t.address().map_err(init_err("fabric address"))?)
-                .map_err(init_err("bootstrap put"))?;
+            x.put(&format!("fi/{me}"), &t.address().map_err(init_err("fabric address"))?)?;
             Some(t)
         }
         None => None,
     };
-    client.fence(BOOT_TIMEOUT).map_err(init_err("bootstrap fence"))?;
+    // Fence 1: every rank not out has published its entries.
+    x.fence()?;
+    let published = x.out.clone();
     let mut hosts = Vec::with_capacity(env.size as usize);
     for r in 0..env.size {
-        let v = client.get(&format!("host/{r}"), BOOT_TIMEOUT).map_err(init_err("bootstrap get"))?;
-        hosts.push(String::from_utf8_lossy(&v).into_owned());
+        hosts.push(if published[r as usize] {
+            None
+        } else {
+            Some(peer_entry::host(r, &x.get(&format!("host/{r}"))?)?)
+        });
     }
-    let route: Vec<Route> =
-        hosts.iter().map(|h| if use_shm && *h == env.node { Route::Shm } else { Route::Fabric }).collect();
+    // A rank that failed before publishing its host is reached like a remote one when
+    // there is a fabric (never, as it is failed), else through the segment.
+    let route: Vec<Route> = hosts
+        .iter()
+        .map(|h| match h {
+            Some(h) if use_shm && *h == env.node => Route::Shm,
+            None if fabric.is_none() => Route::Shm,
+            _ => Route::Fabric,
+        })
+        .collect();
     let shm_peers = route.iter().filter(|r| **r == Route::Shm).count();
     let mut liveness = Liveness::default();
     let shm = if use_shm {
-        // The segment of this host is created by its lowest rank.
-        let leader = route.iter().position(|r| *r == Route::Shm).unwrap_or(env.rank as usize) as u32;
         let layout = Layout { nranks: env.size, ring_bytes, bulk_bytes: bulk_bytes(env.size, shm_peers)? };
-        let created = if env.rank == leader {
-            Some(Segment::create(&env.shm_name, layout).map_err(init_err("segment create"))?)
-        } else {
-            None
-        };
-        client.fence(BOOT_TIMEOUT).map_err(init_err("bootstrap fence"))?;
-        let seg = match created {
-            Some(s) => s,
-            None => Segment::open(&env.shm_name, BOOT_TIMEOUT).map_err(init_err("segment open"))?,
-        };
+        let seg = attach_segment(&mut x, env, &hosts, layout)?;
         let topo = Topology::detect();
-        let placement = seg.place_inbound(env.rank, &topo);
+        let placement = seg.place_inbound(me, &topo);
         tracing::debug!(%placement, topology = %topo.describe(), "inbound rings placed");
         about.push(format!(
             "shared memory to {shm_peers} of {} ranks; {}; inbound rings: {placement}",
             env.size,
             topo.describe()
         ));
-        client.fence(BOOT_TIMEOUT).map_err(init_err("bootstrap fence"))?;
-        if env.rank == leader {
-            Segment::unlink(&env.shm_name).map_err(init_err("segment unlink"))?;
+        // Fence 3: every local rank not out has attached, so the name can go.
+        x.fence()?;
+        let first_alive = (0..env.size).find(|&r| route[r as usize] == Route::Shm && !x.is_out(r));
+        if first_alive == Some(me) {
+            if let Err(e) = Segment::unlink(seg.name()) {
+                tracing::debug!(error = %e, "segment unlink (the launcher unlinks at the end too)");
+            }
         }
-        let mut pids = Vec::with_capacity(env.size as usize);
-        for r in 0..env.size {
-            let v = client.get(&format!("pid/{r}"), BOOT_TIMEOUT).map_err(init_err("bootstrap get"))?;
-            let b: [u8; 4] = v.as_slice().try_into().map_err(|_| Error::Init(format!("bad pid entry of rank {r}")))?;
-            pids.push(u32::from_le_bytes(b) as i32);
+        let mut pids = vec![0i32; env.size as usize];
+        for r in (0..env.size).filter(|&r| !published[r as usize]) {
+            let v = x.get(&format!("pid/{r}"))?;
+            pids[r as usize] = peer_entry::pid(r, &v)?;
         }
-        liveness = watch_peers(env.rank, &route, &pids, seg.departures());
+        let watched: Vec<bool> = (0..env.size).map(|r| route[r as usize] == Route::Shm && !x.is_out(r)).collect();
+        liveness = watch_peers(me, &watched, &pids, seg.departures());
         // Collectives pull long contributions by CMA only if every local pair can: each
         // rank probes, publishes its answer, and all combine all answers alike.
         let local: Vec<bool> = route.iter().map(|r| *r == Route::Shm).collect();
-        let ok = probe_cma(&mut client, env.rank, &local, &pids)?;
-        client.put(&format!("cma/{}", env.rank), &[u8::from(ok)]).map_err(init_err("bootstrap put"))?;
-        client.fence(BOOT_TIMEOUT).map_err(init_err("bootstrap fence"))?;
+        let ok = probe_cma(&mut x, me, &watched, &pids)?;
+        x.put(&format!("cma/{me}"), &[u8::from(ok)])?;
+        // Fence 4: every local rank not out has published its answer.
+        x.fence()?;
         let mut all = true;
-        for r in (0..env.size).filter(|&r| local[r as usize]) {
-            all &= client.get(&format!("cma/{r}"), BOOT_TIMEOUT).map_err(init_err("bootstrap get"))? == [1];
+        let answered: Vec<u32> = (0..env.size).filter(|&r| local[r as usize] && !x.is_out(r)).collect();
+        for r in answered {
+            all &= peer_entry::cma_ok(r, &x.get(&format!("cma/{r}"))?)?;
         }
         let cma = all.then(|| pids.clone());
-        let t = ShmTransport::new(&seg, Rank(env.rank), pids).map_err(init_err("shm"))?;
+        let t = ShmTransport::new(&seg, Rank(me), pids).map_err(init_err("shm"))?;
         Some((t, seg, cma))
     } else {
         None
@@ -295,9 +422,10 @@ pub(crate) fn boot(
     if let Some(t) = fabric.as_mut() {
         let mut addrs = Vec::with_capacity(env.size as usize);
         for r in 0..env.size {
-            addrs.push(client.get(&format!("fi/{r}"), BOOT_TIMEOUT).map_err(init_err("bootstrap get"))?);
+            addrs.push(if published[r as usize] { None } else { Some(x.get(&format!("fi/{r}"))?) });
         }
-        t.connect(&addrs).map_err(init_err("fabric address vector"))?;
+        let known: Vec<Option<&[u8]>> = addrs.iter().map(Option::as_deref).collect();
+        t.connect_known(&known).map_err(init_err("fabric address vector"))?;
         let fabric_peers = env.size as usize - shm_peers;
         about.push(format!("{} to {fabric_peers} of {} ranks", t.describe(), env.size));
         if mode == TransportMode::Fabric && std::env::var("RT_CMA_MIN").is_err() {
@@ -319,20 +447,63 @@ pub(crate) fn boot(
             AnyTransport::Multi(Box::new(MultiTransport::new(shm, fabric, route).map_err(init_err("routing"))?))
         }
     };
-    let mut engine = Engine::new(Rank(env.rank), env.size, transport, cfg);
+    let mut engine = Engine::new(Rank(me), env.size, transport, cfg);
     if let Some(seg) = &seg {
-        enable_shm_coll(&mut engine, seg, Rank(env.rank), local, cma);
+        enable_shm_coll(&mut engine, seg, Rank(me), local, cma);
     }
-    Ok((engine, client, liveness, about))
+    let out = (0..env.size).filter(|&r| x.is_out(r)).collect();
+    Ok(Booted { engine, client: x.client, liveness, about, out, heartbeat })
 }
 
-/// Opens a pidfd for every other rank reached over shared memory. Never fails: without
+/// Creates or opens this host's segment (fence 2 inside). Each host's creator is its
+/// lowest rank not out; if some host's creator is out after the fence (it failed, maybe
+/// half-way through creating it), the next rank of that host creates a fresh segment
+/// under `NAME.K`, and *every* rank of the job fences again (fences are job-wide, so all
+/// must count the same number): every rank takes the same decisions, from the same
+/// lists (R31). `hosts`: the host of every rank that published one.
+fn attach_segment(x: &mut Exchange, env: &JobEnv, hosts: &[Option<String>], layout: Layout) -> Result<Segment, Error> {
+    let me = env.rank;
+    let leader_of =
+        |x: &Exchange, h: &str| (0..env.size).find(|&r| hosts[r as usize].as_deref() == Some(h) && !x.is_out(r));
+    let mut names: Vec<&str> = hosts.iter().flatten().map(String::as_str).collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut attempt = 0;
+    let mut mine: Option<Segment> = None;
+    loop {
+        let leaders: Vec<Option<u32>> = names.iter().map(|h| leader_of(x, h)).collect();
+        let my_leader = leader_of(x, &env.node).unwrap_or(me);
+        let name = if attempt == 0 { env.shm_name.clone() } else { format!("{}.{attempt}", env.shm_name) };
+        if my_leader == me && mine.is_none() {
+            mine = Some(Segment::create(&name, layout).map_err(init_err("segment create"))?);
+        }
+        // Fence 2: every host's creator has made its segment (unless it is out now).
+        x.fence()?;
+        if !leaders.iter().flatten().any(|&l| x.is_out(l)) {
+            return match mine {
+                Some(s) => Ok(s),
+                None => Segment::open(&name, BOOT_TIMEOUT).map_err(init_err("segment open")),
+            };
+        }
+        if x.is_out(my_leader) {
+            tracing::debug!(
+                leader = my_leader,
+                name,
+                "segment creator failed during start-up; the next local rank creates one"
+            );
+            let _ = Segment::unlink(&name);
+            attempt += 1;
+        }
+    }
+}
+
+/// Opens a pidfd for every other rank reached over shared memory and not out (`local`). Never fails: without
 /// pidfds (old kernel, seccomp, `RT_PIDFD=0`) there is no watch, and the other evidence
 /// of peer death (launcher, ring detector) remains.
-fn watch_peers(me: u32, route: &[Route], pids: &[i32], departures: Departures) -> Liveness {
+fn watch_peers(me: u32, local: &[bool], pids: &[i32], departures: Departures) -> Liveness {
     let off = std::env::var(PIDFD_ENV).is_ok_and(|v| v.trim() == "0");
-    let peers: Vec<(u32, i32)> = (0..route.len() as u32)
-        .filter(|&r| r != me && route[r as usize] == Route::Shm)
+    let peers: Vec<(u32, i32)> = (0..local.len() as u32)
+        .filter(|&r| r != me && local[r as usize] && pids[r as usize] > 0)
         .map(|r| (r, pids[r as usize]))
         .collect();
     let watch = if off || peers.is_empty() {

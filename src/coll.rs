@@ -4,6 +4,7 @@
 
 use runthrough_engine::coll::Coll;
 use runthrough_engine::icoll::{BoxedCombine, ICollRequest, Kind, Members};
+use runthrough_engine::RequestScope;
 
 use crate::comm::Comm;
 use crate::{Error, Pod};
@@ -511,65 +512,76 @@ impl Comm {
         Members { eng: &self.inner.shared.engine, ctx: self.inner.ctx, group: self.members(), me: self.rank() as u32 }
     }
 
-    fn istart<'a>(
-        &'a self,
+    fn istart<'s>(
+        &'s self,
+        s: &'s RequestScope<'s, '_>,
         kind: Kind,
-        user: &'a mut [u8],
+        user: &'s mut [u8],
         contribution: Option<&[u8]>,
-        op: Option<BoxedCombine<'a>>,
-    ) -> Result<CollRequest<'a>, Error> {
-        let r = ICollRequest::start(self.members_of(), kind, user, contribution, op);
+        op: Option<BoxedCombine<'s>>,
+    ) -> Result<CollRequest<'s>, Error> {
+        let r = ICollRequest::start(s, self.members_of(), kind, user, contribution, op);
         self.check(r).map(|inner| CollRequest { inner, comm: self })
     }
 
-    /// Starts a barrier (MPI_Ibarrier). Errors of the collective, including a
-    /// communicator made inactive by a failure, are reported at completion (R21).
-    pub fn ibarrier(&self) -> Result<CollRequest<'_>, Error> {
-        self.istart(Kind::Barrier, &mut [], None, None)
+    /// Starts a barrier (MPI_Ibarrier) in request scope `s`. Errors of the collective,
+    /// including a communicator made inactive by a failure, are reported at completion
+    /// (R21).
+    pub fn ibarrier<'s>(&'s self, s: &'s RequestScope<'s, '_>) -> Result<CollRequest<'s>, Error> {
+        self.istart(s, Kind::Barrier, &mut [], None, None)
     }
 
-    /// Starts a broadcast of `buf` from `root` (MPI_Ibcast); `buf` is borrowed until the
-    /// request completes.
-    pub fn ibcast<'a, T: Pod>(&'a self, buf: &'a mut [T], root: usize) -> Result<CollRequest<'a>, Error> {
+    /// Starts a broadcast of `buf` from `root` (MPI_Ibcast) in request scope `s`; `buf`
+    /// stays borrowed until the scope ends.
+    pub fn ibcast<'s, T: Pod>(
+        &'s self,
+        s: &'s RequestScope<'s, '_>,
+        buf: &'s mut [T],
+        root: usize,
+    ) -> Result<CollRequest<'s>, Error> {
         let root = self.check(self.root(root))?;
-        self.istart(Kind::Bcast { root }, bytes_mut(buf), None, None)
+        self.istart(s, Kind::Bcast { root }, bytes_mut(buf), None, None)
     }
 
     /// Starts a reduction of `send` (copied at the call) into `recv` at `root`
-    /// (MPI_Ireduce); `recv` is borrowed until completion and ignored except at the root.
-    pub fn ireduce<'a, T: Reduce>(
-        &'a self,
+    /// (MPI_Ireduce) in request scope `s`; `recv` stays borrowed until the scope ends and
+    /// is ignored except at the root.
+    pub fn ireduce<'s, T: Reduce>(
+        &'s self,
+        s: &'s RequestScope<'s, '_>,
         send: &[T],
-        recv: &'a mut [T],
+        recv: &'s mut [T],
         op: Op,
         root: usize,
-    ) -> Result<CollRequest<'a>, Error> {
+    ) -> Result<CollRequest<'s>, Error> {
         let root = self.check(self.root(root).and_then(|r| check_op::<T>(op).map(|()| r)))?;
         let op_kind = op;
-        let op: BoxedCombine<'a> = Box::new(combiner::<T>(op));
+        let op: BoxedCombine<'s> = Box::new(combiner::<T>(op));
         if self.rank() == root as usize {
             self.check(same_len(send.len(), recv.len()))?;
             recv.copy_from_slice(send);
             normalize(op_kind, recv);
-            self.istart(Kind::Reduce { root }, bytes_mut(recv), None, Some(op))
+            self.istart(s, Kind::Reduce { root }, bytes_mut(recv), None, Some(op))
         } else {
             let mut mine = send.to_vec();
             normalize(op_kind, &mut mine);
-            self.istart(Kind::Reduce { root }, &mut [], Some(bytemuck::cast_slice(&mine)), Some(op))
+            self.istart(s, Kind::Reduce { root }, &mut [], Some(bytemuck::cast_slice(&mine)), Some(op))
         }
     }
 
-    /// Starts an allreduce of `send` (copied at the call) into `recv` (MPI_Iallreduce).
-    pub fn iallreduce<'a, T: Reduce>(
-        &'a self,
+    /// Starts an allreduce of `send` (copied at the call) into `recv` (MPI_Iallreduce)
+    /// in request scope `s`; `recv` stays borrowed until the scope ends.
+    pub fn iallreduce<'s, T: Reduce>(
+        &'s self,
+        s: &'s RequestScope<'s, '_>,
         send: &[T],
-        recv: &'a mut [T],
+        recv: &'s mut [T],
         op: Op,
-    ) -> Result<CollRequest<'a>, Error> {
+    ) -> Result<CollRequest<'s>, Error> {
         self.check(same_len(send.len(), recv.len()).and_then(|()| check_op::<T>(op)))?;
         recv.copy_from_slice(send);
         normalize(op, recv);
-        self.istart(Kind::Allreduce, bytes_mut(recv), None, Some(Box::new(combiner::<T>(op))))
+        self.istart(s, Kind::Allreduce, bytes_mut(recv), None, Some(Box::new(combiner::<T>(op))))
     }
 
     /// Whether collectives may run (false after a member's failure until `validate`).
@@ -578,8 +590,8 @@ impl Comm {
     }
 }
 
-/// A nonblocking collective in progress (R21): its buffers stay borrowed until it
-/// completes; errors (a participant's failure, an inactive communicator) are reported
+/// A nonblocking collective in progress (R21), started in a request scope: its buffers
+/// stay borrowed until the scope ends, which settles it even if it is leaked; errors (a participant's failure, an inactive communicator) are reported
 /// by `test` / `wait` through the communicator's error mode. Rounds of the collective
 /// advance when it is tested or waited on; dropping it completes it first (blocking until
 /// the other members took part or one failed), as the others wait for this one's part.

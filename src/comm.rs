@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use runthrough_engine::matching::Pattern;
-use runthrough_engine::{self as engine, ContextId, Rank, Tag, Waiter, TAG_UB};
+use runthrough_engine::{self as engine, ContextId, Rank, RequestScope, Tag, Waiter, TAG_UB};
 
-use crate::request::Request;
+use crate::request::{OwnedRequest, Request};
 use crate::runtime::{FatalScope, Shared};
 use crate::{Error, Group, Pod, Status};
 
@@ -273,59 +273,82 @@ impl Comm {
         Ok((Pattern { ctx: self.inner.ctx, src, tag }, peer))
     }
 
-    /// Starts a send of `buf` to rank `dest` with `tag`. The buffer is borrowed until the
-    /// request completes (zero-copy).
-    pub fn isend<'a, T: Pod>(&'a self, buf: &'a [T], dest: usize, tag: i32) -> Result<Request<'a>, Error> {
-        self.isend_on(self.inner.ctx, buf, dest, tag)
+    /// The world rank of `dest` and the checked `tag` of a send (argument errors through
+    /// the error mode, R4).
+    fn destination(&self, dest: usize, tag: i32) -> Result<(Rank, Tag), Error> {
+        let peer = self.check(self.world_rank(dest))?;
+        Ok((peer, self.check(valid_tag(tag))?))
     }
 
-    pub(crate) fn isend_on<'a, T: Pod>(
-        &'a self,
-        ctx: ContextId,
-        buf: &'a [T],
+    /// Starts a send of `buf` to rank `dest` with `tag` in request scope `s`
+    /// ([`crate::scope`]). The buffer stays borrowed until the scope ends (zero-copy),
+    /// and the scope completes the send before it returns even if the request is leaked.
+    pub fn isend<'s, T: Pod>(
+        &'s self,
+        s: &'s RequestScope<'s, '_>,
+        buf: &'s [T],
         dest: usize,
         tag: i32,
-    ) -> Result<Request<'a>, Error> {
-        let peer = self.check(self.world_rank(dest))?;
-        let tag = self.check(valid_tag(tag))?;
+    ) -> Result<Request<'s>, Error> {
+        let (peer, tag) = self.destination(dest, tag)?;
         let bytes: &[u8] = bytemuck::cast_slice(buf);
-        let inner = engine::isend(&self.inner.shared.engine, ctx, self.inner.me, dest as u32, peer, tag, bytes);
+        let inner =
+            engine::isend(s, &self.inner.shared.engine, self.inner.ctx, self.inner.me, dest as u32, peer, tag, bytes);
         Ok(Request { inner, comm: self })
     }
 
     /// Starts a receive into `buf` from `src` (a rank or [`ANY_SOURCE`]) with `tag` (or
-    /// [`ANY_TAG`]).
-    pub fn irecv<'a, T: Pod>(
-        &'a self,
-        buf: &'a mut [T],
+    /// [`ANY_TAG`]) in request scope `s` ([`crate::scope`]). The buffer stays borrowed
+    /// until the scope ends; the scope cancels or completes the receive before it returns
+    /// even if the request is leaked.
+    pub fn irecv<'s, T: Pod>(
+        &'s self,
+        s: &'s RequestScope<'s, '_>,
+        buf: &'s mut [T],
         src: impl Into<Source>,
         tag: impl Into<TagSel>,
-    ) -> Result<Request<'a>, Error> {
-        self.irecv_on(self.inner.ctx, buf, src.into(), tag.into())
+    ) -> Result<Request<'s>, Error> {
+        let (pattern, peer) = self.check(self.pattern(src.into(), tag.into()))?;
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
+        let inner = engine::irecv(s, &self.inner.shared.engine, pattern, peer, bytes);
+        Ok(Request { inner, comm: self })
     }
 
-    pub(crate) fn irecv_on<'a, T: Pod>(
-        &'a self,
-        ctx: ContextId,
-        buf: &'a mut [T],
-        src: Source,
-        tag: TagSel,
-    ) -> Result<Request<'a>, Error> {
-        let (mut pattern, peer) = self.check(self.pattern(src, tag))?;
-        pattern.ctx = ctx;
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
-        let inner = engine::irecv(&self.inner.shared.engine, pattern, peer, bytes);
-        Ok(Request { inner, comm: self })
+    /// Starts a send of `buf`, which the request owns until it completes and then hands
+    /// back ([`OwnedRequest::wait`]); not tied to a scope. Argument errors drop `buf`.
+    pub fn isend_owned<T: Pod>(&self, buf: Vec<T>, dest: usize, tag: i32) -> Result<OwnedRequest<T>, Error> {
+        let (peer, tag) = self.destination(dest, tag)?;
+        let (eng, ctx, me) = (&self.inner.shared.engine, self.inner.ctx, self.inner.me);
+        let inner = engine::OwnedRequest::isend(eng, ctx, me, dest as u32, peer, tag, buf);
+        Ok(OwnedRequest { inner, comm: self.clone() })
+    }
+
+    /// Starts a receive into `buf` (its `len()` elements), which the request owns until
+    /// it completes and then hands back; not tied to a scope. Argument errors drop `buf`.
+    pub fn irecv_owned<T: Pod>(
+        &self,
+        buf: Vec<T>,
+        src: impl Into<Source>,
+        tag: impl Into<TagSel>,
+    ) -> Result<OwnedRequest<T>, Error> {
+        let (pattern, peer) = self.check(self.pattern(src.into(), tag.into()))?;
+        let inner = engine::OwnedRequest::irecv(&self.inner.shared.engine, pattern, peer, buf);
+        Ok(OwnedRequest { inner, comm: self.clone() })
     }
 
     /// Sends `buf` to `dest` and waits until the buffer may be reused.
     pub fn send<T: Pod>(&self, buf: &[T], dest: usize, tag: i32) -> Result<(), Error> {
-        self.isend(buf, dest, tag)?.wait().map(|_| ())
+        let (peer, tag) = self.destination(dest, tag)?;
+        let (eng, ctx, me) = (&self.inner.shared.engine, self.inner.ctx, self.inner.me);
+        let r = engine::send(eng, ctx, me, dest as u32, peer, tag, bytemuck::cast_slice(buf));
+        self.check(r).map(drop)
     }
 
     /// Receives into `buf`; the status tells the source, tag and length in bytes.
     pub fn recv<T: Pod>(&self, buf: &mut [T], src: impl Into<Source>, tag: impl Into<TagSel>) -> Result<Status, Error> {
-        self.irecv(buf, src, tag)?.wait()
+        let (pattern, peer) = self.check(self.pattern(src.into(), tag.into()))?;
+        let r = engine::recv(&self.inner.shared.engine, pattern, peer, bytemuck::cast_slice_mut(buf));
+        self.check(r)
     }
 
     /// Sends and receives at once (no deadlock whatever the peers' order). A failed peer
@@ -340,10 +363,20 @@ impl Comm {
         src: impl Into<Source>,
         recvtag: impl Into<TagSel>,
     ) -> Result<Status, Error> {
-        let r = self.irecv(recvbuf, src, recvtag)?;
-        let s = self.isend(sendbuf, dest, sendtag)?;
-        let sent = s.inner_wait();
-        let got = r.inner_wait();
+        let (pattern, src_peer) = self.check(self.pattern(src.into(), recvtag.into()))?;
+        let (dest_peer, tag) = self.destination(dest, sendtag)?;
+        let (sent, got) = engine::sendrecv(
+            &self.inner.shared.engine,
+            self.inner.ctx,
+            self.inner.me,
+            dest as u32,
+            dest_peer,
+            tag,
+            bytemuck::cast_slice(sendbuf),
+            pattern,
+            src_peer,
+            bytemuck::cast_slice_mut(recvbuf),
+        );
         let out = match (sent, got) {
             (_, Err(Error::RankFailStop { rank })) | (Err(Error::RankFailStop { rank }), _) => {
                 Err(Error::InStatus { rank })

@@ -1,17 +1,23 @@
 //! Nonblocking requests of the facade: an engine request plus the communicator whose
 //! error mode applies when it completes (R2, R4).
 //!
-//! A request borrows its buffer until it completes (zero-copy). Dropping a pending
-//! request is safe: a receive that has not matched yet is cancelled; any other pending
-//! operation (a receive being filled, a send the peer may still pull) is completed first,
-//! so the drop may block until the peer answers or is declared failed.
+//! Two kinds, both sound whatever handles leak (R30; the argument is in the crate docs):
+//! - [`Request`]: started in a request scope ([`crate::scope`]); it borrows its buffer
+//!   (zero-copy) for the whole scope, and the scope settles it before returning.
+//! - [`OwnedRequest`]: owns a `Vec<T>` and hands it back at completion; not tied to a
+//!   scope (for requests that must outlive one).
+//!
+//! Dropping a pending request is safe: a receive that has not matched yet is cancelled;
+//! any other pending operation (a receive being filled, a send the peer may still pull)
+//! is completed first, so the drop may block until the peer answers or is declared
+//! failed.
 
 use runthrough_engine as engine;
 
 use crate::comm::Comm;
-use crate::{Error, Status};
+use crate::{Error, Pod, Status};
 
-/// A pending send or receive on a buffer borrowed for `'a`.
+/// A pending send or receive on a buffer borrowed for the request scope `'a`.
 #[derive(Debug)]
 #[must_use = "a request does nothing unless waited on or tested"]
 pub struct Request<'a> {
@@ -76,9 +82,35 @@ pub fn wait_any(reqs: &mut [Request<'_>]) -> Option<(usize, Result<Status, Error
     }
 }
 
-impl Request<'_> {
-    /// Waits without applying the error mode (internal collectives apply it once).
-    pub(crate) fn inner_wait(mut self) -> Result<Status, Error> {
-        self.inner.wait_in_place()
+/// A pending send or receive that owns its buffer ([`Comm::isend_owned`],
+/// [`Comm::irecv_owned`]) and hands it back at completion. If the handle is leaked, so
+/// is the buffer: the engine never touches memory the program got back.
+#[derive(Debug)]
+#[must_use = "a request does nothing unless waited on or tested"]
+pub struct OwnedRequest<T: Pod> {
+    pub(crate) inner: engine::OwnedRequest<T>,
+    pub(crate) comm: Comm,
+}
+
+impl<T: Pod> OwnedRequest<T> {
+    /// Blocks until the operation completes; returns the buffer and the outcome (an
+    /// error has gone through the communicator's error mode).
+    pub fn wait(self) -> (Vec<T>, Result<Status, Error>) {
+        let OwnedRequest { inner, comm } = self;
+        let (buf, out) = inner.wait();
+        (buf, comm.check(out))
+    }
+
+    /// Makes progress; once the operation has completed, returns the buffer and the
+    /// outcome, else gives the request back.
+    pub fn test(self) -> Result<(Vec<T>, Result<Status, Error>), Self> {
+        let OwnedRequest { inner, comm } = self;
+        match inner.test() {
+            Ok((buf, out)) => {
+                let out = comm.check(out);
+                Ok((buf, out))
+            }
+            Err(inner) => Err(OwnedRequest { inner, comm }),
+        }
     }
 }

@@ -9,6 +9,25 @@
 //!
 //! A failure during start-up returns [`Error::Init`] instead of aborting (R5).
 //!
+//! Start-up runs through failures (R31). Under `rtrun` the launcher is the authority on
+//! who is in the job while it starts: it sees ranks exit, and it excludes (SIGKILLs) a
+//! rank it takes for hung — one whose start-up heartbeats stopped for the detector
+//! timeout while its process is stopped (for ten timeouts whatever its state), or that
+//! is stopped before its first heartbeat while others wait for it
+//! (`runthrough_launch::job`). The bootstrap fences ([`runthrough_launch::Client::join`])
+//! complete over the ranks not out, and each fence's reply lists the ranks out when it
+//! completed — the same list at every rank — so all survivors take the same decisions
+//! during start-up (which entries to read, who creates a host's segment: see
+//! `boot.rs`) and start with the same world: the ranks out at the last fence are failed
+//! in it before `init` returns, as any failure would be (`group_failed()` names them,
+//! operations with them complete with `RankFailStop`, wildcards are disabled and
+//! collectives wait for a `validate`, which recognises them). A rank that fails after
+//! the last fence is found as any later failure (launcher notice, pidfd, detector); those
+//! the launcher knows of when `init` ends are applied before it returns. A rank the
+//! launcher excluded stops (exit code 75) as soon as it learns it, never rejoining.
+//! `init` returns an error only when the launcher is gone (or a local step fails); when
+//! every other rank is gone, it returns a world where they all are failed.
+//!
 //! Environment tunables: `RT_EAGER_LIMIT` (bytes, default 16384, or 65536 when every
 //! rank shares the node: [`SHM_EAGER_LIMIT`]), `RT_RING_BYTES` (per ring pair, power of
 //! two; default 256 KiB: [`DEFAULT_RING_BYTES`]), `RT_SPIN_POLLS` (busy polls before a wait
@@ -80,7 +99,7 @@ pub enum FatalScope {
 /// State shared by the runtime and every communicator.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub(crate) engine: Mutex<Engine>,
+    pub(crate) engine: Arc<Mutex<Engine>>,
     client: Mutex<Option<Client>>,
     pub(crate) world_size: u32,
     /// This process's world rank.
@@ -158,19 +177,21 @@ pub fn init() -> Result<Runtime, Error> {
     let cfg = engine_config(job.as_ref())?;
     let local_size = job.as_ref().map_or(1, |j| j.local_size as usize);
     let ring_bytes = env_num("RT_RING_BYTES", u64::from(DEFAULT_RING_BYTES))? as u32;
-    let (engine, client, liveness, size, rank, about) = match job {
+    let ft = ft_config(local_size)?;
+    let hb_period = Duration::from_millis(env_num("RT_FT_PERIOD_MS", DEFAULT_HB_PERIOD.as_millis() as u64)?.max(1));
+    let (engine, client, liveness, size, rank, about, out, heartbeat) = match job {
         None => {
             let (engine, about) = boot::singleton(cfg, ring_bytes)?;
-            (engine, None, Liveness::default(), 1, 0, about)
+            (engine, None, Liveness::default(), 1, 0, about, Vec::new(), None)
         }
         Some(env) => {
-            let (engine, client, liveness, about) = boot::boot(&env, cfg, ring_bytes)?;
-            (engine, Some(client), liveness, env.size, env.rank, about)
+            let b = boot::boot(&env, cfg, ring_bytes, hb_period)?;
+            (b.engine, Some(b.client), b.liveness, env.size, env.rank, b.about, b.out, Some(b.heartbeat))
         }
     };
     let Liveness { watch: peer_watch, departures } = liveness;
     let shared = Arc::new(Shared {
-        engine: Mutex::new(engine),
+        engine: Arc::new(Mutex::new(engine)),
         client: Mutex::new(client),
         world_size: size,
         rank,
@@ -180,21 +201,85 @@ pub fn init() -> Result<Runtime, Error> {
         departures,
     });
     let watch = Duration::from_millis(env_num("RT_WATCH_MS", DEFAULT_WATCH.as_millis() as u64)?.max(1));
-    let ft = ft_config(local_size)?;
+    let notices = !std::env::var(LAUNCHER_NOTICES_ENV).is_ok_and(|v| v.trim() == "0");
     let tick = ft.as_ref().map_or(watch, |c| (c.period() / 2).min(watch)).max(Duration::from_millis(1));
+    // The world first, so that the start-up failures below reach it as any failure
+    // would: recorded (R8), wildcards disabled (R13), collectives off until validate (R18).
+    let group: Arc<[Rank]> = (0..size).map(Rank).collect();
+    let world = Comm::new(shared.clone(), ContextId(0), group, rank, ErrorMode::ErrorsAreFatal);
     let watchdog = if size > 1 {
-        if let Some(cfg) = ft {
-            shared.engine.lock().enable_ft(cfg);
+        {
+            let mut e = shared.engine.lock();
+            if let Some(cfg) = ft {
+                e.enable_ft(cfg);
+            }
+            // R31: the ranks out at the last start-up fence, the same at every rank.
+            for &r in &out {
+                e.fail_peer(Rank(r));
+            }
         }
-        let notices = !std::env::var(LAUNCHER_NOTICES_ENV).is_ok_and(|v| v.trim() == "0");
-        let watch = notices.then_some(watch);
-        Some(spawn_progress(Arc::downgrade(&shared), tick, watch, peer_watch)?)
+        Some(spawn_progress(Arc::downgrade(&shared), tick, notices.then_some(watch), peer_watch)?)
     } else {
         None
     };
-    let group: Arc<[Rank]> = (0..size).map(Rank).collect();
-    let world = Comm::new(shared.clone(), ContextId(0), group, rank, ErrorMode::ErrorsAreFatal);
+    if let Some(mut hb) = heartbeat {
+        // Start-up is done: from now on the ring detector finds this rank if it hangs.
+        let started = shared.client.lock().as_mut().map(|c| c.started());
+        hb.stop();
+        match started {
+            Some(Err(runthrough_launch::Error::Excluded)) => excluded_exit("by the launcher, during start-up"),
+            Some(Err(e)) => return Err(Error::Init(format!("bootstrap: {e}"))),
+            _ => {}
+        }
+        if notices && size > 1 {
+            // Ranks that failed after the last fence, known now rather than a tick later.
+            apply_launcher_notices(&shared);
+        }
+    }
+    // Phase report for the launcher's end-of-job lines (`rtrun` says "after init").
+    if let Some(Err(e)) = shared.client.lock().as_mut().map(Client::initialized) {
+        tracing::warn!(error = %e, "could not tell the launcher that init completed");
+    }
     Ok(Runtime { shared, world, finalized: false, about, watchdog })
+}
+
+/// Stops this process: the others declared it failed (`how`), so it must never rejoin
+/// (DESIGN §3, R31).
+pub(crate) fn excluded_exit(how: &str) -> ! {
+    let _ = writeln!(std::io::stderr(), "runthrough: this rank was excluded {how} (unresponsive); it stops");
+    std::process::exit(EXCLUDED_EXIT)
+}
+
+/// Asks the launcher which ranks exited and applies what is new: a rank that finalized
+/// before exiting departed, the others failed.
+fn apply_launcher_notices(sh: &Shared) {
+    let exited = match sh.client.lock().as_mut().map(|c| c.exited()) {
+        Some(Ok(v)) => v,
+        Some(Err(e)) => {
+            tracing::debug!(error = %e, "launcher unreachable");
+            return;
+        }
+        None => return,
+    };
+    let new: Vec<u32> = {
+        let e = sh.engine.lock();
+        let me = e.rank().0;
+        exited.into_iter().filter(|&r| r != me && !e.is_failed(Rank(r))).collect()
+    };
+    if new.is_empty() {
+        return;
+    }
+    let departed = sh.client.lock().as_mut().and_then(|c| c.departed().ok()).unwrap_or_default();
+    let mut e = sh.engine.lock();
+    for r in new {
+        if departed.contains(&r) {
+            tracing::debug!(rank = r, "launcher reports rank finalized and exited");
+            e.peer_departed(Rank(r));
+        } else {
+            tracing::debug!(rank = r, "launcher reports rank exited without finalizing");
+            e.fail_peer(Rank(r));
+        }
+    }
 }
 
 /// The progress thread (DESIGN §2 "optional progress thread", §3): every tick it
@@ -272,34 +357,7 @@ fn spawn_progress(
                     continue;
                 }
                 last_watch = Instant::now();
-                let exited = match sh.client.lock().as_mut().map(|c| c.exited()) {
-                    Some(Ok(v)) => v,
-                    Some(Err(e)) => {
-                        tracing::debug!(error = %e, "progress thread: launcher unreachable");
-                        continue;
-                    }
-                    None => continue,
-                };
-                let me = sh.engine.lock().rank().0;
-                let new: Vec<u32> = {
-                    let e = sh.engine.lock();
-                    exited.into_iter().filter(|&r| r != me && !e.is_failed(Rank(r))).collect()
-                };
-                if new.is_empty() {
-                    continue;
-                }
-                // Ranks that finalized before exiting departed; the others failed.
-                let departed = sh.client.lock().as_mut().and_then(|c| c.departed().ok()).unwrap_or_default();
-                let mut e = sh.engine.lock();
-                for r in new {
-                    if departed.contains(&r) {
-                        tracing::debug!(rank = r, "launcher reports rank finalized and exited");
-                        e.peer_departed(Rank(r));
-                    } else {
-                        tracing::debug!(rank = r, "launcher reports rank exited without finalizing");
-                        e.fail_peer(Rank(r));
-                    }
-                }
+                apply_launcher_notices(&sh);
             }
         })
         .map_err(|e| Error::Init(format!("progress thread: {e}")))
@@ -365,7 +423,8 @@ impl Runtime {
         self.shared.job_fatal.store(scope == FatalScope::Job, Ordering::Relaxed);
     }
 
-    /// Finishes: flushes queued sends and tells the launcher this rank finalized.
+    /// Finishes: tells the launcher finalize began, flushes queued sends and tells the
+    /// launcher this rank finalized.
     /// Completes normally even when peers have failed (R6).
     pub fn finalize(mut self) -> Result<(), Error> {
         self.finalize_inner()
@@ -376,6 +435,9 @@ impl Runtime {
             return Ok(());
         }
         self.finalized = true;
+        if let Some(Err(e)) = self.shared.client.lock().as_mut().map(Client::finalizing) {
+            tracing::warn!(error = %e, "could not tell the launcher that finalize began");
+        }
         let deadline = Instant::now() + FINALIZE_FLUSH;
         let mut waiter = self.shared.waiter();
         let mut idle_polls = 0;

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{example, ok, rt_segments, run};
+use common::{example, ok, rt_segments, run, Cause, RankStatus};
 
 #[test]
 fn segment_removed_after_normal_exit_and_after_kills() {
@@ -21,6 +21,10 @@ fn segment_removed_after_normal_exit_and_after_kills() {
             // the timeout ends the job; what matters here is the cleanup.
             let o = run(&["-n", "4", "--timeout", "3", "--kill", &kill, prog, "200"], Duration::from_secs(30));
             assert!(!o.status.success(), "a killed job reports failure ({kill})");
+            let v: u32 = victim.parse().unwrap();
+            o.assert_each("the victim SIGKILLed by --kill", |r| {
+                r.rank != v || (r.status == RankStatus::Signaled(9) && r.cause == Cause::Injected)
+            });
             let now = rt_segments();
             let leaked: Vec<_> = now.iter().filter(|s| !before.contains(s)).collect();
             assert!(leaked.is_empty(), "segments left after --kill {kill}: {leaked:?}");

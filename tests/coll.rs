@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{example, ok, run, run_env};
+use common::{example, ok, ok_failed, run, run_env, RankStatus};
 
 #[test]
 fn collectives_match_serial_reference_1_to_8_ranks() {
@@ -55,7 +55,7 @@ fn kill_inside_message_collectives_and_message_validate_survivors_finish() {
         let ranks = n.to_string();
         let victim_s = victim.to_string();
         let args = ["-n", ranks.as_str(), prog.to_str().unwrap(), victim_s.as_str(), "20", op];
-        let out = ok(&run_env(&args, &[("RT_COLL_SHM", "0")], Duration::from_secs(30)));
+        let out = ok_failed(&run_env(&args, &[("RT_COLL_SHM", "0")], Duration::from_secs(30)), &[victim]);
         let done = out.matches(&format!("done 20 iterations, failed [{victim}]")).count();
         assert_eq!(done, n - 1, "{op}: every survivor finishes and sees the same failed group:\n{out}");
     }
@@ -102,7 +102,7 @@ fn kill_inside_every_collective_and_validate_survivors_finish() {
         let ranks = n.to_string();
         let victim_s = victim.to_string();
         let args = ["-n", ranks.as_str(), prog.to_str().unwrap(), victim_s.as_str(), "20", op];
-        let out = ok(&run(&args, Duration::from_secs(30)));
+        let out = ok_failed(&run(&args, Duration::from_secs(30)), &[victim]);
         let done = out.matches(&format!("done 20 iterations, failed [{victim}]")).count();
         assert_eq!(done, n - 1, "{op}: every survivor finishes and sees the same failed group:\n{out}");
     }
@@ -112,12 +112,12 @@ fn kill_inside_every_collective_and_validate_survivors_finish() {
 fn exscan_recovery_prints_the_seed_values() {
     // seeds/000 Example 17.8 with 5 ranks sending rank+1.
     let prog = example("exscan_recovery");
-    let out = ok(&run(&["-n", "5", prog.to_str().unwrap(), "2"], Duration::from_secs(60)));
+    let out = ok_failed(&run(&["-n", "5", prog.to_str().unwrap(), "2"], Duration::from_secs(60)), &[2]);
     for line in ["Rank 1) Received 1", "Rank 3) Received 3", "Rank 4) Received 7"] {
         assert!(out.contains(line), "{line} in\n{out}");
     }
     assert!(!out.contains("Rank 0) Received"), "rank 0 is first: undefined result, nothing printed");
-    let out = ok(&run(&["-n", "5", prog.to_str().unwrap(), "2,0"], Duration::from_secs(60)));
+    let out = ok_failed(&run(&["-n", "5", prog.to_str().unwrap(), "2,0"], Duration::from_secs(60)), &[2, 0]);
     for line in ["Rank 3) Received 2", "Rank 4) Received 6"] {
         assert!(out.contains(line), "{line} in\n{out}");
     }
@@ -128,12 +128,12 @@ fn exscan_recovery_prints_the_seed_values() {
 fn split_retry_is_uniform_and_yields_the_live_members() {
     // seeds/004: the failed split fails everywhere, validate, retry succeeds everywhere.
     let prog = example("split_retry");
-    let out = ok(&run(&["-n", "5", prog.to_str().unwrap(), "2"], Duration::from_secs(60)));
+    let out = ok_failed(&run(&["-n", "5", prog.to_str().unwrap(), "2"], Duration::from_secs(60)), &[2]);
     assert_eq!(out.matches(" of 4 after 2 tries, sum of old ranks 8").count(), 4, "{out}");
     let out = ok(&run(&["-n", "4", prog.to_str().unwrap()], Duration::from_secs(60)));
     assert_eq!(out.matches(" of 4 after 1 tries, sum of old ranks 6").count(), 4, "{out}");
     // The same with MPI_Comm_create from the group of the members not known failed.
-    let out = ok(&run(&["-n", "5", prog.to_str().unwrap(), "2", "create"], Duration::from_secs(60)));
+    let out = ok_failed(&run(&["-n", "5", prog.to_str().unwrap(), "2", "create"], Duration::from_secs(60)), &[2]);
     assert_eq!(out.matches(" of 4 after 2 tries, sum of old ranks 8").count(), 4, "{out}");
     let out = ok(&run(&["-n", "4", prog.to_str().unwrap(), "none", "create"], Duration::from_secs(60)));
     assert_eq!(out.matches(" of 4 after 1 tries, sum of old ranks 6").count(), 4, "{out}");
@@ -144,6 +144,73 @@ fn bcast_recovery_blocks_redo_after_a_failure() {
     // seeds/000 Example 17.7: every survivor redoes the block the kill interrupted and
     // ends with the last broadcast value (9 + size - 1).
     let prog = example("bcast_recovery");
-    let out = ok(&run(&["-n", "5", prog.to_str().unwrap(), "3"], Duration::from_secs(60)));
+    let out = ok_failed(&run(&["-n", "5", prog.to_str().unwrap(), "3"], Duration::from_secs(60)), &[3]);
     assert_eq!(out.matches("failed [3], last value 13, blocks redone 1").count(), 4, "{out}");
+}
+
+/// The kill loop with the victim dying part-way through its own part of a collective:
+/// inside its first combine of a reduction (it has a contribution in hand and owes
+/// results). It must end by that SIGKILL (exit 4 means it left the collective alive);
+/// every survivor finishes and agrees on the failed group. Over shared memory and over
+/// messages.
+#[test]
+fn kill_part_way_through_a_members_part_of_a_collective() {
+    let prog = example("barrier_recovery");
+    // (op, environment, ranks, victim): the victim combines something in each (a
+    // binomial-tree leaf of a message reduce would not).
+    const MESSAGES: &[(&str, &str)] = &[("RT_COLL_SHM", "0")];
+    let cases = [
+        ("allreduce", &[][..], 4u32, 2u32),
+        ("allreduce-mid", &[], 5, 3),
+        ("allreduce-long", &[], 4, 2),
+        ("reduce-long", &[], 5, 3),
+        ("allreduce-long", MESSAGES, 4, 2),
+        ("reduce-long", MESSAGES, 4, 2),
+    ];
+    for (op, env, n, victim) in cases {
+        let (ranks, victim_s) = (n.to_string(), victim.to_string());
+        let args = ["-n", ranks.as_str(), prog.to_str().unwrap(), victim_s.as_str(), "20", op, "inside"];
+        let o = run_env(&args, env, Duration::from_secs(30));
+        let out = ok_failed(&o, &[victim]);
+        assert_eq!(o.rank(victim).status, RankStatus::Signaled(9), "{op} {env:?}: died inside the collective");
+        let done = out.matches(&format!("done 20 iterations, failed [{victim}]")).count();
+        assert_eq!(done, n as usize - 1, "{op} {env:?}: every survivor finishes:\n{out}");
+    }
+}
+
+/// Rooted collectives with a non-zero root, live (the failed member is excluded, every
+/// collective after the validate succeeds) or the victim itself (R20: every rooted
+/// collective after the failure is recognised fails, at every survivor). Each survivor
+/// checks its own results and exits 3 otherwise; the harness checks every rank's end.
+#[test]
+fn kill_loop_with_a_non_zero_root_live_or_failed() {
+    let prog = example("barrier_recovery");
+    let ops = ["bcast", "reduce", "gather", "scatter", "gatherv", "ibcast", "ireduce", "bcast-long", "reduce-long"];
+    for (i, op) in ops.iter().enumerate() {
+        let n = if i % 2 == 0 { 4u32 } else { 5 };
+        let victim = n - 1;
+        for root in [2, victim] {
+            let (ranks, victim_s, root_s) = (n.to_string(), victim.to_string(), root.to_string());
+            let args = ["-n", ranks.as_str(), prog.to_str().unwrap(), victim_s.as_str(), "20", op, root_s.as_str()];
+            let out = ok_failed(&run(&args, Duration::from_secs(30)), &[victim]);
+            let done = out.matches(&format!("done 20 iterations, failed [{victim}]")).count();
+            assert_eq!(done, n as usize - 1, "{op} root {root}: every survivor finishes:\n{out}");
+        }
+    }
+}
+
+/// R25 (`dup` and `create` copy the recognised failed set: active at once, a collective
+/// succeeds over the survivors) and R26 (freeing pre-failure and new communicators
+/// completes within a bound despite the failure), checked at every survivor by
+/// `examples/comm_lifecycle.rs`.
+#[test]
+fn r25_copies_keep_the_recognised_set_and_r26_free_completes() {
+    let prog = example("comm_lifecycle");
+    for n in [3u32, 5] {
+        let o = run(&["-n", &n.to_string(), prog.to_str().unwrap()], Duration::from_secs(60));
+        let out = ok_failed(&o, &[n - 1]);
+        for r in 0..n - 1 {
+            assert!(out.contains(&format!("comm_lifecycle: ok rank {r}\n")), "rank {r}: {out}");
+        }
+    }
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{example, ok, run, run_env, stderr};
+use common::{example, ok, run, run_env, stderr, Cause};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -119,6 +119,9 @@ fn r3_errors_are_fatal_aborts_the_group_with_the_error_class() {
     assert_eq!(o.status.code(), Some(6), "MPI_ERR_RANK class as exit code; stderr: {}", stderr(&o));
     assert!(stderr(&o).contains("invalid rank 8"), "{}", stderr(&o));
     assert!(!stderr(&o).contains("was not aborted"));
+    // Every rank of the group was aborted: rank 1 asked (it exits or is killed first),
+    // the others were killed by the launcher.
+    o.assert_each("aborted with the error class", |r| r.cause == Cause::Abort(6) && r.is_abnormal());
 }
 
 #[test]
@@ -137,4 +140,11 @@ fn r3_errors_are_fatal_on_a_sub_communicator_aborts_only_its_group() {
     assert!(stderr(&o).contains("aborting the communicator group"), "{}", stderr(&o));
     assert!(!stderr(&o).contains("was not aborted"), "{}", stderr(&o));
     assert_eq!(o.status.code(), Some(0), "R7: rank 0 finalized after the failures");
+    o.assert_each("odd ranks aborted, even ranks clean", |r| {
+        if r.rank % 2 == 1 {
+            matches!(r.cause, Cause::Abort(_)) && r.is_abnormal()
+        } else {
+            r.is_clean()
+        }
+    });
 }

@@ -13,7 +13,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{example, ok, run_env};
+use common::{example, ok, ok_failed, run_env};
 
 /// Only the pidfd watch can tell: no launcher notices, a detector that never fires.
 const PIDFD_ONLY: [(&str, &str); 2] = [("RT_LAUNCHER_NOTICES", "0"), ("RT_FT_TIMEOUT_MS", "60000")];
@@ -34,7 +34,7 @@ fn sigkilled_shm_peer_is_failed_through_its_pidfd() {
     let prog = example("exit_check");
     for n in ["4", "8"] {
         let o = run_env(&["-n", n, prog.to_str().unwrap(), "kill"], &PIDFD_ONLY, Duration::from_secs(60));
-        let out = ok(&o);
+        let out = ok_failed(&o, &[n.parse::<u32>().unwrap() - 1]);
         let times = detect_times(&out);
         let survivors = n.parse::<usize>().unwrap() - 1;
         assert_eq!(times.len(), survivors, "every survivor reports: {out}");
@@ -66,7 +66,7 @@ fn kill_matrix_modes_with_only_the_pidfd_watch() {
     let prog = example("ft_check");
     for mode in ["before-send", "eager", "blocked-recv", "any-source", "waitall", "sendrecv", "poison"] {
         let o = run_env(&["-n", "4", prog.to_str().unwrap(), mode], &PIDFD_ONLY, Duration::from_secs(60));
-        let out = ok(&o);
+        let out = ok_failed(&o, &[3]);
         assert_eq!(out.matches("ft_check: ok").count(), 3, "{mode}: every survivor reports: {out}");
         let worst = detect_times(&out).into_iter().fold(0.0, f64::max);
         assert!(worst < PIDFD_BOUND_MS, "{mode}: detection took {worst} ms: {out}");
@@ -78,7 +78,7 @@ fn control_without_the_watch_only_the_detector_sees_the_kill() {
     let prog = example("exit_check");
     let env = [("RT_LAUNCHER_NOTICES", "0"), ("RT_PIDFD", "0"), ("RT_FT_TIMEOUT_MS", "3000")];
     let o = run_env(&["-n", "4", prog.to_str().unwrap(), "kill"], &env, Duration::from_secs(60));
-    let out = ok(&o);
+    let out = ok_failed(&o, &[3]);
     let times = detect_times(&out);
     assert_eq!(times.len(), 3, "{out}");
     // Neither the launcher nor the pidfds told: the ring detector's timeout did.

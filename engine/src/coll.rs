@@ -37,7 +37,7 @@ pub use shm::{shm_agreement, ShmColl, ShmPath};
 
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::handle::{irecv, isend, Request};
+use crate::handle::{irecv_local as irecv, isend_local as isend, Request};
 use crate::matching::Pattern;
 use crate::types::{ContextId, Rank, Tag};
 

@@ -275,6 +275,14 @@ impl Engine {
         self.st.eager_max
     }
 
+    /// The libfabric transport's counters, when every peer is on libfabric.
+    pub fn fabric_stats(&self) -> Option<crate::transport::fabric::FabricStats> {
+        match &self.transport {
+            AnyTransport::Fabric(t) => Some(t.stats()),
+            _ => None,
+        }
+    }
+
     /// Diagnostic counters.
     pub fn stats(&self) -> Stats {
         self.st.stats
@@ -444,6 +452,17 @@ impl Engine {
             return true;
         }
         false
+    }
+
+    /// Marks request `req` as owned by request scope `scope`.
+    pub(crate) fn set_scope(&mut self, req: ReqId, scope: u32) {
+        self.st.reqs.set_scope(req, scope);
+    }
+
+    /// Releases ([`Engine::release`]) every request owned by request scope `scope` that
+    /// can be released now; returns how many remain (the caller progresses and retries).
+    pub(crate) fn release_scope(&mut self, scope: u32) -> usize {
+        self.st.reqs.ids_in_scope(scope).into_iter().filter(|&id| !self.release(id)).count()
     }
 
     /// Finds the earliest buffered message matching `pattern` without receiving it.
@@ -782,6 +801,15 @@ impl Engine {
         self.drain();
         self.st.peers[peer.0 as usize].departed = true;
         self.st.fail_peer(peer);
+        // It will never send again: an agreement still waiting for it stops waiting (it
+        // decided every agreement it took part in before finalizing, so only one this
+        // process joined late — e.g. after the others wrongly took it for failed — can be
+        // waiting, and would otherwise wait forever).
+        let now = self.st.agree.now();
+        for (_, a) in &mut self.st.agree.running {
+            a.handle_failure(peer.0, now);
+        }
+        self.st.agree.dirty |= !self.st.agree.running.is_empty();
         self.after_failures();
     }
 
@@ -828,6 +856,12 @@ impl Engine {
         }
         self.st.agree.dirty |= !self.st.agree.running.is_empty();
         self.after_failures();
+        // Sends the failure completed withdraw their exposure now, not at a later
+        // progress: their buffers may be the user's again once released (R30).
+        let Engine { transport, st } = self;
+        for region in st.unexpose.drain(..) {
+            transport.unexpose(region);
+        }
     }
 }
 
@@ -994,7 +1028,7 @@ impl State {
                 tracing::debug!(peer = peer.0, %cause, "transport reports peer error");
                 self.newly_failed.push(peer);
             }
-            Event::ReadDone(op) => self.read_done(ReqId::from_wire(op.0)),
+            Event::ReadDone { op, data } => self.read_done(ReqId::from_wire(op.0), data),
             Event::Sent(_) => {}
         }
     }
@@ -1156,15 +1190,18 @@ impl State {
                     self.stray(peer, "data for a receive not streaming");
                     return;
                 };
-                if *from != peer || outcome.is_some() || offset.saturating_add(payload.len() as u64) > *total {
+                // `offset` and `total` come from the peer: no overflow, nothing past the
+                // message (a saturating sum let `offset + len = 2^64` through).
+                let end = offset.checked_add(payload.len() as u64);
+                if *from != peer || outcome.is_some() || end.is_none_or(|e| e > *total) {
                     self.stray(peer, "data outside the message");
                     return;
                 }
                 let dst = buf.as_mut_slice();
-                let start = (offset as usize).min(dst.len());
-                let end = (offset as usize + payload.len()).min(dst.len());
+                let start = usize::try_from(offset).unwrap_or(usize::MAX).min(dst.len());
+                let end = start.saturating_add(payload.len()).min(dst.len());
                 dst[start..end].copy_from_slice(&payload[..end - start]);
-                *received += payload.len() as u64;
+                *received = received.saturating_add(payload.len() as u64);
                 if *received >= *total {
                     let total = *total as usize;
                     *outcome = Some(if total > dst.len() {
@@ -1178,20 +1215,27 @@ impl State {
         }
     }
 
-    /// An RMA read into a receive buffer finished: complete the receive, FIN the sender.
-    fn read_done(&mut self, rreq: ReqId) {
+    /// An RMA read for a receive finished: copy what it read (`data`, in the transport's
+    /// memory) into the receive buffer if the receive still waits for it, complete the
+    /// receive, FIN the sender. A receive failed meanwhile (its peer declared failed) or
+    /// released is left alone: its buffer may be the user's again.
+    fn read_done(&mut self, rreq: ReqId, data: &[u8]) {
         let Some(Request { kind: Kind::Recv { buf, phase, .. }, outcome, .. }) = self.reqs.get_mut(rreq) else {
             return;
         };
         let RecvPhase::AwaitingRead { peer, sreq, total, src, tag } = *phase else { return };
-        if outcome.is_none() {
-            *outcome = Some(if total as usize > buf.len() {
-                Err(Error::Truncate { posted: buf.len(), arrived: total as usize })
-            } else {
-                Ok(Status { source: src as usize, tag, len: total as usize })
-            });
-        }
         *phase = RecvPhase::AwaitingMatch;
+        if outcome.is_some() {
+            return;
+        }
+        let dst = buf.as_mut_slice();
+        let n = data.len().min(dst.len());
+        dst[..n].copy_from_slice(&data[..n]);
+        *outcome = Some(if total as usize > buf.len() {
+            Err(Error::Truncate { posted: buf.len(), arrived: total as usize })
+        } else {
+            Ok(Status { source: src as usize, tag, len: total as usize })
+        });
         self.stats.pulled += 1;
         if !self.peers[peer.0 as usize].failed {
             self.queue(peer, Outgoing::Ctrl(Header::Fin { sreq }));

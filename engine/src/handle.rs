@@ -1,22 +1,54 @@
-//! Request handles: the safe, borrowing face of pending operations.
+//! Request handles: the safe face of pending operations, sound whatever handles leak.
 //!
-//! [`isend`] and [`irecv`] borrow the user's buffer for `'a` and return a [`Request<'a>`]
-//! (zero-copy: the engine reads or writes the buffer in place until completion). The
-//! borrow checker keeps the buffer alive and untouched while the handle exists; dropping
-//! a pending handle is safe: a receive still waiting for a match is cancelled, anything
-//! else (a matched receive being filled, a send the peer may still pull) is progressed to
-//! completion first, so `drop` may block until then — never longer than the failure
-//! detector takes to declare the peer failed.
+//! # Safety argument (R30)
+//!
+//! A pending request makes the engine (and, through CMA or RMA, a peer or a NIC) read or
+//! write the request's buffer until the request has *settled* (completed, or been
+//! cancelled while nothing touches the buffer). Rust does not guarantee that a value's
+//! `Drop` runs (`mem::forget`, `ManuallyDrop`, an `Rc` cycle), so a handle that settles
+//! its request in `Drop` cannot by itself keep a borrowed buffer safe: forget the handle,
+//! end the borrow, free the buffer, and the engine writes into freed memory. Two designs
+//! here do not rest on `Drop`:
+//!
+//! - **Request scopes** ([`scope`], [`RequestScope`]), as `std::thread::scope`: every
+//!   request that borrows a buffer is started through a scope and borrows the buffer for
+//!   the scope's lifetime `'scope`, which the closure cannot name and which outlasts the
+//!   closure's body. So the buffer stays borrowed until [`scope`] returns, whatever
+//!   happens to the handle, and [`scope`] settles every request started in it (its own
+//!   code, after the closure returned or unwound: it cannot be skipped) before it
+//!   returns. A handle cannot leave the scope either: its type names `'scope`, which no
+//!   type outside the closure can. Leaking a handle therefore changes nothing the memory
+//!   can observe; the scope finds its request by the scope's token in the request slab.
+//! - **Owned buffers** ([`OwnedRequest`]): the request takes a `Vec<T>` and hands it back
+//!   at completion. The vector is taken apart into raw parts and rebuilt only once the
+//!   request has settled; a leaked handle leaks the vector, so the memory the engine
+//!   still holds is never freed. For requests that must outlive any scope.
+//!
+//! Blocking calls ([`send`], [`recv`], [`sendrecv`]) start and settle their request
+//! inside one call: no handle ever reaches the caller. The engine's own collectives use
+//! crate-private handles that its code always waits for (unwinding included, since their
+//! owner is a local of the engine's own function).
+//!
+//! Dropping a pending handle is still allowed: a receive that has not matched is
+//! cancelled, anything else (a receive being filled, a send the peer may still pull) is
+//! progressed to completion first, so `drop` may block until then — never longer than
+//! the failure detector takes to declare the peer failed.
 //!
 //! Waiting spins for `Config::spin_polls` polls, then yields the CPU on every poll, so
 //! oversubscribed ranks (8 on 2 cores) make progress (DESIGN §2).
 //!
-//! With `buf.rs`, this is the only module of the engine allowed `unsafe`: it creates the
-//! buffer views whose validity the handles guarantee.
+//! With `buf.rs` and `icoll.rs`, this is one of the engine's modules allowed `unsafe`: it
+//! creates the buffer views whose validity the scopes and owned requests guarantee.
 #![allow(unsafe_code)]
 
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
+use bytemuck::Pod;
 use parking_lot::Mutex;
 
 use crate::buf::{RawBuf, RawBufMut};
@@ -26,17 +58,189 @@ use crate::matching::Pattern;
 use crate::request::Status;
 use crate::types::{ContextId, Rank, ReqId, Tag};
 
+/// Scope tokens: `0` means "no scope"; tokens are unique within the process (a wrap
+/// after 2^32 scopes skips `0`; two live scopes never share one in practice, and if
+/// they did each would only settle the other's requests early, which is safe).
+static NEXT_SCOPE: AtomicU32 = AtomicU32::new(1);
+
+/// A request scope: every request that borrows a buffer is started through one, and
+/// [`scope`] settles all of them before it returns (see the module's safety argument).
+///
+/// `'scope` is the lifetime of the scope itself (buffers are borrowed for it), `'env` the
+/// lifetime of what the closure borrows from outside (the communicators, the buffers).
+pub struct RequestScope<'scope, 'env: 'scope> {
+    token: u32,
+    /// Handles started in this scope whose handle has not settled them yet; non-zero at
+    /// the end only when a handle was leaked.
+    live: AtomicUsize,
+    /// The engines the scope's requests were started on (one in a normal program).
+    first: OnceLock<&'scope Mutex<Engine>>,
+    more: Mutex<Vec<&'scope Mutex<Engine>>>,
+    /// Invariance over both lifetimes, as `std::thread::Scope`.
+    scope: PhantomData<&'scope mut &'scope ()>,
+    env: PhantomData<&'env mut &'env ()>,
+}
+
+impl std::fmt::Debug for RequestScope<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestScope")
+            .field("token", &self.token)
+            .field("live", &self.live.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs `f` with a request scope and settles every request started in it before
+/// returning — also when `f` panics (the panic then continues) and also requests whose
+/// handles `f` leaked. Pending sends are completed (the peer may still pull them),
+/// unmatched receives cancelled, receives being filled completed.
+///
+/// ```
+/// # use runthrough_engine::handle::scope;
+/// let mut buf = [0u8; 4];
+/// scope(|s| {
+///     // requests started through `s` borrow `buf` until `scope` returns
+///     let _ = (s, &mut buf);
+/// });
+/// ```
+pub fn scope<'env, F, T>(f: F) -> T
+where
+    F: for<'scope> FnOnce(&'scope RequestScope<'scope, 'env>) -> T,
+{
+    let mut token = NEXT_SCOPE.fetch_add(1, Ordering::Relaxed);
+    if token == 0 {
+        token = NEXT_SCOPE.fetch_add(1, Ordering::Relaxed);
+    }
+    let s = RequestScope {
+        token,
+        live: AtomicUsize::new(0),
+        first: OnceLock::new(),
+        more: Mutex::new(Vec::new()),
+        scope: PhantomData,
+        env: PhantomData,
+    };
+    let out = catch_unwind(AssertUnwindSafe(|| f(&s)));
+    s.settle();
+    match out {
+        Ok(v) => v,
+        Err(panic) => resume_unwind(panic),
+    }
+}
+
+impl<'scope> RequestScope<'scope, '_> {
+    /// Records a handle started on `eng`.
+    pub(crate) fn enter(&'scope self, eng: &'scope Mutex<Engine>) -> ScopeRef<'scope> {
+        self.live.fetch_add(1, Ordering::Relaxed);
+        let first = self.first.get_or_init(|| eng);
+        if !std::ptr::eq(*first, eng) {
+            let mut more = self.more.lock();
+            if !more.iter().any(|e| std::ptr::eq(*e, eng)) {
+                more.push(eng);
+            }
+        }
+        ScopeRef { token: self.token, live: &self.live }
+    }
+
+    /// Settles every request still owned by the scope (slow path: leaked handles).
+    fn settle(&self) {
+        if self.live.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let more = std::mem::take(&mut *self.more.lock());
+        for eng in self.first.get().into_iter().chain(more.iter()) {
+            let mut waiter = Waiter::new(eng.lock().config().spin_polls);
+            loop {
+                {
+                    let mut e = eng.lock();
+                    e.progress();
+                    if e.release_scope(self.token) == 0 {
+                        break;
+                    }
+                }
+                waiter.snooze();
+            }
+        }
+    }
+}
+
+/// What a handle knows of its scope.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScopeRef<'scope> {
+    pub(crate) token: u32,
+    live: &'scope AtomicUsize,
+}
+
+impl ScopeRef<'_> {
+    /// The handle settled its request itself.
+    pub(crate) fn settled(&self) {
+        self.live.fetch_sub(1, Ordering::Release);
+    }
+}
+
 /// A pending point-to-point operation on a buffer borrowed for `'a`.
 #[derive(Debug)]
 #[must_use = "a request does nothing unless waited on or tested"]
 pub struct Request<'a> {
     eng: &'a Mutex<Engine>,
     id: Option<ReqId>,
+    /// The scope that owns the request; `None` for the engine's own requests.
+    scope: Option<ScopeRef<'a>>,
     _buf: PhantomData<&'a mut [u8]>,
 }
 
-/// Starts a send of `buf` (see `Engine::start_send`).
-pub fn isend<'a>(
+/// Starts a send of `buf` in scope `s` (see `Engine::start_send`); `buf` stays borrowed
+/// until the scope ends.
+#[allow(clippy::too_many_arguments)]
+pub fn isend<'s>(
+    s: &'s RequestScope<'s, '_>,
+    eng: &'s Mutex<Engine>,
+    ctx: ContextId,
+    src: u32,
+    dest: u32,
+    peer: Rank,
+    tag: Tag,
+    buf: &'s [u8],
+) -> Request<'s> {
+    let scope = s.enter(eng);
+    // SAFETY: the view's contract (buffer alive and unmodified while the request is
+    // pending) holds because `buf` is borrowed for the scope's lifetime and the scope
+    // settles the request before it ends (module safety argument).
+    let view = unsafe { RawBuf::new(buf) };
+    let id = {
+        let mut e = eng.lock();
+        let id = e.start_send(ctx, src, dest, peer, tag, view);
+        e.set_scope(id, scope.token);
+        id
+    };
+    Request { eng, id: Some(id), scope: Some(scope), _buf: PhantomData }
+}
+
+/// Starts a receive into `buf` in scope `s` (see `Engine::start_recv`); `buf` stays
+/// borrowed until the scope ends.
+pub fn irecv<'s>(
+    s: &'s RequestScope<'s, '_>,
+    eng: &'s Mutex<Engine>,
+    pattern: Pattern,
+    peer: Option<Rank>,
+    buf: &'s mut [u8],
+) -> Request<'s> {
+    let scope = s.enter(eng);
+    // SAFETY: as in `isend`: `buf` is exclusively borrowed for the scope's lifetime and
+    // the scope settles the request before it ends.
+    let view = unsafe { RawBufMut::new(buf) };
+    let id = {
+        let mut e = eng.lock();
+        let id = e.start_recv(pattern, peer, view);
+        e.set_scope(id, scope.token);
+        id
+    };
+    Request { eng, id: Some(id), scope: Some(scope), _buf: PhantomData }
+}
+
+/// Starts an engine-internal send. The caller (this crate) always waits for or drops the
+/// handle in the function that made it, so the borrow never ends before the request
+/// settled.
+pub(crate) fn isend_local<'a>(
     eng: &'a Mutex<Engine>,
     ctx: ContextId,
     src: u32,
@@ -45,22 +249,283 @@ pub fn isend<'a>(
     tag: Tag,
     buf: &'a [u8],
 ) -> Request<'a> {
-    // SAFETY: the view's contract (buffer alive and unmodified while the request is
-    // pending) is upheld by the returned `Request<'a>`, which borrows `buf` for `'a` and
-    // settles the request (cancel or complete) in `Drop` before the borrow ends.
+    // SAFETY: the handle settles the request (wait or `Drop`) before the borrow of `buf`
+    // ends; this crate never leaks its own handles (function contract).
     let view = unsafe { RawBuf::new(buf) };
     let id = eng.lock().start_send(ctx, src, dest, peer, tag, view);
-    Request { eng, id: Some(id), _buf: PhantomData }
+    Request { eng, id: Some(id), scope: None, _buf: PhantomData }
 }
 
-/// Starts a receive into `buf` (see `Engine::start_recv`).
-pub fn irecv<'a>(eng: &'a Mutex<Engine>, pattern: Pattern, peer: Option<Rank>, buf: &'a mut [u8]) -> Request<'a> {
-    // SAFETY: the view's contract (buffer alive and exclusively ours while the request is
-    // pending) is upheld by the returned `Request<'a>`, which holds the `&'a mut` borrow
-    // and settles the request in `Drop` before the borrow ends.
+/// Starts an engine-internal receive (contract of [`isend_local`]).
+pub(crate) fn irecv_local<'a>(
+    eng: &'a Mutex<Engine>,
+    pattern: Pattern,
+    peer: Option<Rank>,
+    buf: &'a mut [u8],
+) -> Request<'a> {
+    // SAFETY: as in `isend_local`.
     let view = unsafe { RawBufMut::new(buf) };
     let id = eng.lock().start_recv(pattern, peer, view);
-    Request { eng, id: Some(id), _buf: PhantomData }
+    Request { eng, id: Some(id), scope: None, _buf: PhantomData }
+}
+
+/// Starts a send of `buf` outside any scope: the engine-level escape hatch for code that
+/// settles every request it starts (tests driving several engines in one thread).
+///
+/// # Safety
+/// The returned request must settle — its outcome taken by `wait`/`test`, or the handle
+/// dropped (not leaked) — before the borrow of `buf` ends. The engine reads `buf` until
+/// then.
+pub unsafe fn isend_unscoped<'a>(
+    eng: &'a Mutex<Engine>,
+    ctx: ContextId,
+    src: u32,
+    dest: u32,
+    peer: Rank,
+    tag: Tag,
+    buf: &'a [u8],
+) -> Request<'a> {
+    isend_local(eng, ctx, src, dest, peer, tag, buf)
+}
+
+/// Starts a receive into `buf` outside any scope (see [`isend_unscoped`]).
+///
+/// # Safety
+/// As [`isend_unscoped`]: the request must settle before the borrow of `buf` ends; the
+/// engine writes `buf` until then.
+pub unsafe fn irecv_unscoped<'a>(
+    eng: &'a Mutex<Engine>,
+    pattern: Pattern,
+    peer: Option<Rank>,
+    buf: &'a mut [u8],
+) -> Request<'a> {
+    irecv_local(eng, pattern, peer, buf)
+}
+
+/// Sends `buf` and waits until the buffer may be reused (a blocking send: the request
+/// never leaves this call).
+#[allow(clippy::too_many_arguments)]
+pub fn send(
+    eng: &Mutex<Engine>,
+    ctx: ContextId,
+    src: u32,
+    dest: u32,
+    peer: Rank,
+    tag: Tag,
+    buf: &[u8],
+) -> Result<Status, Error> {
+    isend_local(eng, ctx, src, dest, peer, tag, buf).wait()
+}
+
+/// Receives into `buf` (a blocking receive: the request never leaves this call).
+pub fn recv(eng: &Mutex<Engine>, pattern: Pattern, peer: Option<Rank>, buf: &mut [u8]) -> Result<Status, Error> {
+    irecv_local(eng, pattern, peer, buf).wait()
+}
+
+/// A send and a receive started together and both waited for; returns
+/// `(send outcome, receive outcome)`.
+#[allow(clippy::too_many_arguments)]
+pub fn sendrecv(
+    eng: &Mutex<Engine>,
+    ctx: ContextId,
+    src: u32,
+    dest: u32,
+    dest_peer: Rank,
+    tag: Tag,
+    sendbuf: &[u8],
+    pattern: Pattern,
+    src_peer: Option<Rank>,
+    recvbuf: &mut [u8],
+) -> (Result<Status, Error>, Result<Status, Error>) {
+    let r = irecv_local(eng, pattern, src_peer, recvbuf);
+    let s = isend_local(eng, ctx, src, dest, dest_peer, tag, sendbuf);
+    let sent = s.wait();
+    (sent, r.wait())
+}
+
+/// A pending point-to-point operation that owns its buffer (a `Vec<T>`) and hands it
+/// back when it completes. Not tied to any scope: it may be stored, returned, or sent
+/// to another thread. If the handle is leaked, so is the vector: the engine never
+/// writes into memory that was freed.
+#[must_use = "a request does nothing unless waited on or tested"]
+pub struct OwnedRequest<T: Pod> {
+    eng: Arc<Mutex<Engine>>,
+    id: Option<ReqId>,
+    /// The vector's parts; rebuilt into a `Vec` only once the request has settled.
+    ptr: NonNull<T>,
+    len: usize,
+    cap: usize,
+}
+
+// SAFETY: the request owns its vector like a `Vec<T>` does (which is `Send` for
+// `T: Send`); the engine is behind a mutex in an `Arc`.
+unsafe impl<T: Pod + Send> Send for OwnedRequest<T> {}
+// SAFETY: `&OwnedRequest` only exposes `is_active` (no access to the buffer).
+unsafe impl<T: Pod + Sync> Sync for OwnedRequest<T> {}
+
+impl<T: Pod> std::fmt::Debug for OwnedRequest<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedRequest").field("id", &self.id).field("len", &self.len).finish_non_exhaustive()
+    }
+}
+
+impl<T: Pod> OwnedRequest<T> {
+    fn parts(v: Vec<T>) -> (NonNull<T>, usize, usize) {
+        let mut v = ManuallyDrop::new(v);
+        // A `Vec`'s pointer is never null (dangling for no allocation).
+        let ptr = NonNull::new(v.as_mut_ptr()).unwrap_or(NonNull::dangling());
+        (ptr, v.len(), v.capacity())
+    }
+
+    fn bytes_len(&self) -> usize {
+        self.len * std::mem::size_of::<T>()
+    }
+
+    /// Starts a send of `buf` (see `Engine::start_send`).
+    pub fn isend(
+        eng: &Arc<Mutex<Engine>>,
+        ctx: ContextId,
+        src: u32,
+        dest: u32,
+        peer: Rank,
+        tag: Tag,
+        buf: Vec<T>,
+    ) -> Self {
+        let (ptr, len, cap) = Self::parts(buf);
+        let mut r = OwnedRequest { eng: eng.clone(), id: None, ptr, len, cap };
+        // SAFETY: the parts are a live allocation of `len` initialised `T`s (Pod: every
+        // byte is initialised) that only this request owns; it is freed (rebuilt into a
+        // `Vec`) only after the request settled, and leaked if the handle is.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr.as_ptr().cast::<u8>(), r.bytes_len()) };
+        // SAFETY: as above: alive and unmodified until the request settled.
+        let view = unsafe { RawBuf::new(bytes) };
+        r.id = Some(eng.lock().start_send(ctx, src, dest, peer, tag, view));
+        r
+    }
+
+    /// Starts a receive into `buf` (see `Engine::start_recv`); the whole vector
+    /// (`len` elements) is the receive buffer.
+    pub fn irecv(eng: &Arc<Mutex<Engine>>, pattern: Pattern, peer: Option<Rank>, buf: Vec<T>) -> Self {
+        let (ptr, len, cap) = Self::parts(buf);
+        let mut r = OwnedRequest { eng: eng.clone(), id: None, ptr, len, cap };
+        // SAFETY: as in `isend`; nothing else can reach the allocation while the request
+        // owns it, so the engine's writes are exclusive.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr().cast::<u8>(), r.bytes_len()) };
+        // SAFETY: as above.
+        let view = unsafe { RawBufMut::new(bytes) };
+        r.id = Some(eng.lock().start_recv(pattern, peer, view));
+        r
+    }
+
+    /// Whether the outcome has not been taken yet.
+    pub fn is_active(&self) -> bool {
+        self.id.is_some()
+    }
+
+    /// Rebuilds the vector of a settled request.
+    fn into_vec(mut self) -> Vec<T> {
+        debug_assert!(self.id.is_none());
+        self.id = None;
+        let me = ManuallyDrop::new(self);
+        // SAFETY: the request settled (the engine no longer holds a view of the
+        // allocation) and the parts came from a `Vec<T>` taken apart in `parts` and not
+        // rebuilt since (`me` is never dropped, so this happens once).
+        let v = unsafe { Vec::from_raw_parts(me.ptr.as_ptr(), me.len, me.cap) };
+        // SAFETY: `me` is not used after this; its `Arc` must still be released.
+        drop(unsafe { std::ptr::read(&me.eng) });
+        v
+    }
+
+    /// Makes progress; if the operation has completed, returns the buffer and the
+    /// outcome, else gives the request back.
+    pub fn test(mut self) -> Result<(Vec<T>, Result<Status, Error>), Self> {
+        let Some(id) = self.id else {
+            let out = Err(Error::ApiMisuse("request already completed and its outcome taken"));
+            return Ok((self.into_vec(), out));
+        };
+        let out = test_id(&self.eng, id);
+        match out {
+            Some(out) => {
+                self.id = None;
+                Ok((self.into_vec(), out))
+            }
+            None => Err(self),
+        }
+    }
+
+    /// Blocks until the operation completes; returns the buffer and the outcome.
+    pub fn wait(mut self) -> (Vec<T>, Result<Status, Error>) {
+        let out = match self.id {
+            Some(id) => wait_id(&self.eng, id),
+            None => Err(Error::ApiMisuse("request already completed and its outcome taken")),
+        };
+        self.id = None;
+        (self.into_vec(), out)
+    }
+}
+
+impl<T: Pod> Drop for OwnedRequest<T> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            settle_id(&self.eng, id);
+        }
+        // SAFETY: the request settled (above, or when its outcome was taken); the parts
+        // came from a `Vec<T>` that was not rebuilt (`into_vec` never drops `self`).
+        drop(unsafe { Vec::from_raw_parts(self.ptr.as_ptr(), self.len, self.cap) });
+    }
+}
+
+/// Takes request `id`'s outcome if it has completed, making progress once if not yet.
+fn test_id(eng: &Mutex<Engine>, id: ReqId) -> Option<Result<Status, Error>> {
+    let mut e = eng.lock();
+    e.take_if_complete(id).or_else(|| {
+        e.progress();
+        e.take_if_complete(id)
+    })
+}
+
+/// Waits until request `id` completes and takes its outcome.
+fn wait_id(eng: &Mutex<Engine>, id: ReqId) -> Result<Status, Error> {
+    let mut waiter = {
+        let mut e = eng.lock();
+        if let Some(out) = e.take_if_complete(id) {
+            return out;
+        }
+        Waiter::new(e.config().spin_polls)
+    };
+    loop {
+        {
+            let mut e = eng.lock();
+            e.progress();
+            if let Some(out) = e.take_if_complete(id) {
+                return out;
+            }
+        }
+        waiter.snooze();
+    }
+}
+
+/// Releases request `id`: cancels it if nothing touches its buffer, else progresses
+/// until it completes.
+fn settle_id(eng: &Mutex<Engine>, id: ReqId) {
+    let spin = {
+        let mut e = eng.lock();
+        if e.release(id) {
+            return;
+        }
+        e.config().spin_polls
+    };
+    let mut waiter = Waiter::new(spin);
+    loop {
+        {
+            let mut e = eng.lock();
+            e.progress();
+            if e.release(id) {
+                return;
+            }
+        }
+        waiter.snooze();
+    }
 }
 
 /// Spin-then-yield waiting (crossbeam's `Backoff` idea, with a poll-count threshold).
@@ -89,6 +554,16 @@ impl Waiter {
 }
 
 impl<'a> Request<'a> {
+    /// The request's outcome was taken or it was released: the handle no longer
+    /// refers to it.
+    fn done(&mut self) {
+        if self.id.take().is_some() {
+            if let Some(s) = &self.scope {
+                s.settled();
+            }
+        }
+    }
+
     /// Whether the operation has completed (makes progress first). Completed requests
     /// stay completed; `wait` then returns the outcome.
     pub fn is_complete(&mut self) -> bool {
@@ -106,15 +581,10 @@ impl<'a> Request<'a> {
     /// request is then finished and later calls return `Ok(None)`.
     pub fn test(&mut self) -> Result<Option<Status>, Error> {
         let Some(id) = self.id else { return Ok(None) };
-        let mut e = self.eng.lock();
-        if let Some(out) = e.take_if_complete(id) {
-            self.id = None;
-            return out.map(Some);
-        }
-        e.progress();
-        match e.take_if_complete(id) {
+        let out = test_id(self.eng, id);
+        match out {
             Some(out) => {
-                self.id = None;
+                self.done();
                 out.map(Some)
             }
             None => Ok(None),
@@ -131,25 +601,9 @@ impl<'a> Request<'a> {
         let Some(id) = self.id else {
             return Err(Error::ApiMisuse("request already completed and its outcome taken"));
         };
-        let mut waiter = {
-            let mut e = self.eng.lock();
-            if let Some(out) = e.take_if_complete(id) {
-                self.id = None;
-                return out;
-            }
-            Waiter::new(e.config().spin_polls)
-        };
-        loop {
-            {
-                let mut e = self.eng.lock();
-                e.progress();
-                if let Some(out) = e.take_if_complete(id) {
-                    self.id = None;
-                    return out;
-                }
-            }
-            waiter.snooze();
-        }
+        let out = wait_id(self.eng, id);
+        self.done();
+        out
     }
 
     /// Whether this handle still refers to an operation whose outcome was not taken.
@@ -160,24 +614,9 @@ impl<'a> Request<'a> {
 
 impl Drop for Request<'_> {
     fn drop(&mut self) {
-        let Some(id) = self.id.take() else { return };
-        let spin = {
-            let mut e = self.eng.lock();
-            if e.release(id) {
-                return;
-            }
-            e.config().spin_polls
-        };
-        let mut waiter = Waiter::new(spin);
-        loop {
-            {
-                let mut e = self.eng.lock();
-                e.progress();
-                if e.release(id) {
-                    return;
-                }
-            }
-            waiter.snooze();
+        if let Some(id) = self.id {
+            settle_id(self.eng, id);
+            self.done();
         }
     }
 }

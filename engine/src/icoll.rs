@@ -18,10 +18,16 @@
 //! posted round, not the schedule), as in MPI libraries without asynchronous progress.
 //!
 //! This module is allowed `unsafe` (like `handle`): posted requests hold raw views of the
-//! user's buffer, borrowed by the request for `'a`, and of the request's own scratch
-//! buffer, which is allocated once and never resized. Invariant: while a round is posted,
-//! the request touches neither buffer's posted ranges, and `Drop` settles every posted
-//! operation (completes or cancels it) before either buffer can go away.
+//! user's buffer, borrowed for the lifetime `'a` of the request scope the collective was
+//! started in, and of the request's own scratch buffer, which is allocated once and never
+//! resized. Invariant: while a round is posted, the request touches neither buffer's
+//! posted ranges; every posted operation is tagged with the scope's token, so the scope
+//! settles (completes or cancels) it before the user's buffer can go away even if the
+//! handle was leaked (`handle`'s safety argument); a leaked handle leaks its scratch
+//! too, so that one never goes away. `Drop` completes the collective when it does run
+//! (the other members count on this one's part); a leaked collective is abandoned by the
+//! scope (its posted receives cancelled), which is memory-safe but leaves the other
+//! members to fail or wait, as MPI says of a request never completed.
 #![allow(unsafe_code)]
 
 use std::marker::PhantomData;
@@ -33,7 +39,7 @@ use crate::buf::{RawBuf, RawBufMut};
 use crate::coll::CollView;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::handle::Waiter;
+use crate::handle::{RequestScope, ScopeRef, Waiter};
 use crate::matching::Pattern;
 use crate::types::{ContextId, Rank, ReqId};
 
@@ -110,6 +116,10 @@ pub struct ICollRequest<'a> {
     next: usize,
     posted: Vec<ReqId>,
     outcome: Option<Result<(), Error>>,
+    /// The scope owning the posted operations; `None` once the handle counted itself
+    /// settled.
+    scope: Option<ScopeRef<'a>>,
+    token: u32,
     _user: PhantomData<&'a mut [u8]>,
 }
 
@@ -134,6 +144,35 @@ impl<'a> ICollRequest<'a> {
     /// `ApiMisuse` when this process is not a live member, `InvalidArg` for a reduction
     /// without an operator.
     pub fn start(
+        s: &'a RequestScope<'a, '_>,
+        on: Members<'a>,
+        kind: Kind,
+        user: &'a mut [u8],
+        contribution: Option<&[u8]>,
+        op: Option<BoxedCombine<'a>>,
+    ) -> Result<Self, Error> {
+        let scope = s.enter(on.eng);
+        Self::start_in(Some(scope), on, kind, user, contribution, op)
+    }
+
+    /// [`ICollRequest::start`] outside any scope (the engine-level escape hatch of
+    /// `handle::isend_unscoped`).
+    ///
+    /// # Safety
+    /// The request must settle — `wait`, `test` until it returns `Ok(true)` or an error,
+    /// or the handle dropped (not leaked) — before the borrow of `user` ends.
+    pub unsafe fn start_unscoped(
+        on: Members<'a>,
+        kind: Kind,
+        user: &'a mut [u8],
+        contribution: Option<&[u8]>,
+        op: Option<BoxedCombine<'a>>,
+    ) -> Result<Self, Error> {
+        Self::start_in(None, on, kind, user, contribution, op)
+    }
+
+    fn start_in(
+        scope: Option<ScopeRef<'a>>,
         on: Members<'a>,
         kind: Kind,
         user: &'a mut [u8],
@@ -162,6 +201,8 @@ impl<'a> ICollRequest<'a> {
             next: 0,
             posted: Vec::new(),
             outcome: None,
+            scope,
+            token: scope.map_or(0, |s| s.token),
             _user: PhantomData,
         };
         let (view, chunk): (CollView, usize) = match begun {
@@ -170,9 +211,15 @@ impl<'a> ICollRequest<'a> {
                 r.outcome = Some(Err(e));
                 return Ok(r);
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                r.outcome = Some(Ok(()));
+                return Err(e);
+            }
         };
-        let vme = view.alive.iter().position(|&x| x == me).ok_or(Error::ApiMisuse("collective by a non-member"))?;
+        let Some(vme) = view.alive.iter().position(|&x| x == me) else {
+            r.outcome = Some(Ok(()));
+            return Err(Error::ApiMisuse("collective by a non-member"));
+        };
         (r.ctx, r.tag, r.alive, r.me, r.chunk) = (view.ctx, view.tag, view.alive, vme, chunk);
         let len = contribution.map_or(r.user.1, <[u8]>::len);
         let acc = if contribution.is_some() { Loc::Own(0..len) } else { Loc::User(0..len) };
@@ -189,6 +236,7 @@ impl<'a> ICollRequest<'a> {
             }
         };
         if matches!(kind, Kind::Reduce { .. } | Kind::Allreduce) && r.op.is_none() {
+            r.outcome = Some(Ok(()));
             return Err(Error::InvalidArg("reduction without an operator"));
         }
         match compiled {
@@ -266,6 +314,9 @@ impl<'a> ICollRequest<'a> {
                 // SAFETY: as above, for this chunk.
                 posted.push(e.start_recv(pattern, peer, unsafe { RawBufMut::new(c) }));
             }
+            for &id in &posted {
+                e.set_scope(id, self.token);
+            }
         }
         let me = self.alive[self.me];
         for (v, loc) in &round.sends {
@@ -280,6 +331,9 @@ impl<'a> ICollRequest<'a> {
                 // SAFETY: as above, for this chunk.
                 posted.push(e.start_send(self.ctx, me, dst, peer, self.tag, unsafe { RawBuf::new(c) }));
             }
+        }
+        for &id in &posted {
+            e.set_scope(id, self.token);
         }
         self.posted = posted;
     }
@@ -342,6 +396,9 @@ impl<'a> ICollRequest<'a> {
         if !done {
             return Ok(false);
         }
+        if let Some(scope) = self.scope.take() {
+            scope.settled();
+        }
         match self.outcome.take() {
             Some(Ok(())) | None => {
                 self.outcome = Some(Ok(()));
@@ -374,12 +431,14 @@ impl Drop for ICollRequest<'_> {
     /// one's part, so abandoning it would leave them waiting; it ends as soon as the
     /// collective completes or fails (R17 bounds that by the failure detector).
     fn drop(&mut self) {
-        if self.outcome.is_some() && self.posted.is_empty() {
-            return;
+        if self.outcome.is_none() || !self.posted.is_empty() {
+            let mut waiter = Waiter::new(self.eng.lock().config().spin_polls);
+            while let Ok(false) = self.test() {
+                waiter.snooze();
+            }
         }
-        let mut waiter = Waiter::new(self.eng.lock().config().spin_polls);
-        while let Ok(false) = self.test() {
-            waiter.snooze();
+        if let Some(scope) = self.scope.take() {
+            scope.settled();
         }
     }
 }

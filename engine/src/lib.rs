@@ -9,7 +9,8 @@
 //! - [`matching`]: posted / unexpected queues with wildcards, non-overtaking;
 //! - [`request`]: requests, their slab, [`Status`];
 //! - [`engine`]: the [`Engine`]: eager and rendezvous protocols, progress, failures;
-//! - [`handle`]: borrowing request handles, waiting with spin-then-yield;
+//! - [`handle`]: request scopes, borrowing and owned request handles (sound whatever
+//!   handles leak, R30), waiting with spin-then-yield;
 //! - [`coll`]: collectives over point-to-point with the run-through rules (R17–R21);
 //! - [`icoll`]: nonblocking collectives as schedules of rounds (R21).
 //!
@@ -32,6 +33,8 @@ pub mod wire;
 
 pub use engine::{Config, Engine, Stats};
 pub use error::{Class, Error, Scope};
-pub use handle::{irecv, isend, wait_all, wait_any, Request, Waiter};
+pub use handle::{
+    irecv, isend, recv, scope, send, sendrecv, wait_all, wait_any, OwnedRequest, Request, RequestScope, Waiter,
+};
 pub use request::Status;
 pub use types::{ContextId, Rank, RemoteRegion, ReqId, Seq, Tag, TAG_UB};

@@ -103,6 +103,9 @@ pub(crate) struct Request {
 #[derive(Debug)]
 struct Slot {
     gen: u32,
+    /// The request scope that owns the request (`0`: none, an engine-internal request
+    /// that its own code always settles).
+    scope: u32,
     req: Option<Request>,
 }
 
@@ -118,10 +121,11 @@ impl Slab {
         if let Some(index) = self.free.pop() {
             let s = &mut self.slots[index as usize];
             s.req = Some(req);
+            s.scope = 0;
             ReqId { index, gen: s.gen }
         } else {
             let index = self.slots.len() as u32;
-            self.slots.push(Slot { gen: 0, req: Some(req) });
+            self.slots.push(Slot { gen: 0, scope: 0, req: Some(req) });
             ReqId { index, gen: 0 }
         }
     }
@@ -150,6 +154,24 @@ impl Slab {
         s.gen = s.gen.wrapping_add(1);
         self.free.push(id.index);
         s.req.take()
+    }
+
+    /// Marks `id` as owned by request scope `scope` (see `handle::RequestScope`).
+    pub(crate) fn set_scope(&mut self, id: ReqId, scope: u32) {
+        if let Some(s) = self.slots.get_mut(id.index as usize).filter(|s| s.gen == id.gen && s.req.is_some()) {
+            s.scope = scope;
+        }
+    }
+
+    /// Ids of the live requests owned by request scope `scope` (slow path: a scope
+    /// ending with requests whose handles were leaked).
+    pub(crate) fn ids_in_scope(&self, scope: u32) -> Vec<ReqId> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.req.is_some() && s.scope == scope)
+            .map(|(i, s)| ReqId { index: i as u32, gen: s.gen })
+            .collect()
     }
 
     /// Ids of every live request (slow path: failures, revocation).

@@ -262,6 +262,9 @@ fn get64(b: &[u8], at: usize) -> u64 {
 }
 
 #[cfg(test)]
+mod untrusted;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

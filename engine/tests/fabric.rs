@@ -14,7 +14,7 @@ use runthrough_engine::matching::Pattern;
 use runthrough_engine::transport::fabric::{FabricConfig, FabricTransport, Hints, Provider, ProviderRequest};
 use runthrough_engine::transport::{AnyTransport, Event, Posted, Transport, TransportError};
 use runthrough_engine::types::OpId;
-use runthrough_engine::{irecv, isend, Config, ContextId, Engine, Rank, Request, Tag};
+use runthrough_engine::{irecv, isend, scope, Config, ContextId, Engine, Rank, Request, Tag};
 
 const CTX: ContextId = ContextId(0);
 const LIMIT: Duration = Duration::from_secs(30);
@@ -53,7 +53,7 @@ fn open(p: Provider, n: u32, cfg: FabricConfig) -> Option<Vec<FabricTransport>> 
 #[derive(Debug, PartialEq, Eq)]
 enum Got {
     Rec(u32, Vec<u8>),
-    Read(u64),
+    Read(u64, Vec<u8>),
     PeerError(u32),
 }
 
@@ -61,7 +61,7 @@ fn poll(t: &mut FabricTransport, out: &mut Vec<Got>) -> usize {
     t.poll(64, |ev| {
         out.push(match ev {
             Event::Received { peer, bytes } => Got::Rec(peer.0, bytes.to_vec()),
-            Event::ReadDone(op) => Got::Read(op.0),
+            Event::ReadDone { op, data } => Got::Read(op.0, data.to_vec()),
             Event::PeerError { peer, .. } => Got::PeerError(peer.0),
             Event::Sent(_) => return,
         })
@@ -276,9 +276,13 @@ fn rma_read(p: Provider) {
     let mut dst = vec![0u8; src.len()];
     let posted = ts[1].rma_read(Rank(0), region, &mut dst, OpId(77));
     assert_eq!(posted, Ok(Posted::InFlight(OpId(77))));
-    let got = drive(&mut ts, |g| g[1].contains(&Got::Read(77)));
-    assert_eq!(got[1], vec![Got::Read(77)]);
-    assert!(dst == src, "read data differs");
+    let got = drive(&mut ts, |g| g[1].iter().any(|x| matches!(x, Got::Read(77, _))));
+    assert_eq!(got[1].len(), 1);
+    let Got::Read(77, data) = &got[1][0] else { panic!("expected the read: {:?}", summary(&got)) };
+    assert!(*data == src, "read data differs");
+    // R30: an asynchronous read lands in the transport's memory, never in `local`, so a
+    // receive failed while its read is in flight can hand its buffer back at once.
+    assert!(dst.iter().all(|&b| b == 0), "the transport wrote the caller's buffer");
     ts[0].unexpose(region);
     assert!(!ts[0].owns(&region));
 }
@@ -327,32 +331,33 @@ fn engine_traffic(p: Provider) {
     let n_small = 300usize;
     let small: Vec<Vec<u8>> = (0..n_small).map(|i| pattern(i * 7 % 3000, i as u8)).collect();
     let big: Vec<Vec<u8>> = [1usize << 20, 5 << 20].iter().map(|&l| pattern(l, 9)).collect();
-    let mut sends = Vec::new();
-    for (i, m) in small.iter().enumerate() {
-        sends.push(isend(&e[0], CTX, 0, 1, Rank(1), Tag(i as i32), m));
-    }
-    for (i, m) in big.iter().enumerate() {
-        sends.push(isend(&e[0], CTX, 0, 1, Rank(1), Tag(10_000 + i as i32), m));
-    }
-    let deadline = Instant::now() + LIMIT;
-    while e[1].lock().stats().unexpected < 10 {
-        e[0].lock().progress();
-        e[1].lock().progress();
-        assert!(Instant::now() < deadline, "nothing arrived");
-    }
     let mut small_out: Vec<Vec<u8>> = small.iter().map(|m| vec![0u8; m.len()]).collect();
     let mut big_out: Vec<Vec<u8>> = big.iter().map(|m| vec![0u8; m.len()]).collect();
-    let mut recvs = Vec::new();
-    for (i, b) in small_out.iter_mut().enumerate() {
-        recvs.push(irecv(&e[1], Pattern { ctx: CTX, src: Some(0), tag: Some(Tag(i as i32)) }, Some(Rank(0)), b));
-    }
-    for (i, b) in big_out.iter_mut().enumerate() {
-        let pat = Pattern { ctx: CTX, src: Some(0), tag: Some(Tag(10_000 + i as i32)) };
-        recvs.push(irecv(&e[1], pat, Some(Rank(0)), b));
-    }
-    finish(&e, &mut recvs);
-    finish(&e, &mut sends);
-    drop((recvs, sends));
+    scope(|s| {
+        let mut sends = Vec::new();
+        for (i, m) in small.iter().enumerate() {
+            sends.push(isend(s, &e[0], CTX, 0, 1, Rank(1), Tag(i as i32), m));
+        }
+        for (i, m) in big.iter().enumerate() {
+            sends.push(isend(s, &e[0], CTX, 0, 1, Rank(1), Tag(10_000 + i as i32), m));
+        }
+        let deadline = Instant::now() + LIMIT;
+        while e[1].lock().stats().unexpected < 10 {
+            e[0].lock().progress();
+            e[1].lock().progress();
+            assert!(Instant::now() < deadline, "nothing arrived");
+        }
+        let mut recvs = Vec::new();
+        for (i, b) in small_out.iter_mut().enumerate() {
+            recvs.push(irecv(s, &e[1], Pattern { ctx: CTX, src: Some(0), tag: Some(Tag(i as i32)) }, Some(Rank(0)), b));
+        }
+        for (i, b) in big_out.iter_mut().enumerate() {
+            let pat = Pattern { ctx: CTX, src: Some(0), tag: Some(Tag(10_000 + i as i32)) };
+            recvs.push(irecv(s, &e[1], pat, Some(Rank(0)), b));
+        }
+        finish(&e, &mut recvs);
+        finish(&e, &mut sends);
+    });
     assert_eq!(small_out, small);
     assert!(big_out == big, "rendezvous data differs");
     let st = e[1].lock().stats();
@@ -408,4 +413,73 @@ fn tcp_engines_eager_flood_and_rendezvous() {
 #[test]
 fn sockets_engines_eager_flood_and_rendezvous() {
     engine_traffic(Provider::Sockets);
+}
+
+/// R30: a receive whose RMA read is in flight when its peer is declared failed completes
+/// with `RankFailStop` and hands its buffer back at once; when the provider finishes the
+/// read later (the peer was alive after all), nothing is written into that buffer.
+fn failed_read_never_writes_the_buffer(p: Provider) {
+    use runthrough_engine::handle::{irecv_unscoped, isend_unscoped};
+    let ecfg = Config { eager_limit: 4096, spin_polls: 0, stream_chunk: 64 * 1024, rma_min: 0, oversubscribed: false };
+    let Some(e) = engines(p, FabricConfig::default(), ecfg) else { return };
+    let src = pattern(4 << 20, 3);
+    let mut dst = vec![0u8; src.len()];
+    // SAFETY: both requests are settled (taken or dropped) before their buffers are used
+    // again, and neither is leaked.
+    let mut s = unsafe { isend_unscoped(&e[0], CTX, 0, 1, Rank(1), Tag(1), &src) };
+    // SAFETY: as above.
+    let mut r = unsafe {
+        irecv_unscoped(&e[1], Pattern { ctx: CTX, src: Some(0), tag: Some(Tag(1)) }, Some(Rank(0)), &mut dst)
+    };
+    // The RTS reaches the receiver, which posts its read. The failure is declared under
+    // the same hold of the receiver's engine lock as the progress that posted the read,
+    // so the engine cannot have seen the read's completion yet (providers with their own
+    // progress thread, like sockets, may serve the read at once).
+    let deadline = Instant::now() + LIMIT;
+    let mut stray = false;
+    loop {
+        e[0].lock().progress();
+        let mut g = e[1].lock();
+        g.progress();
+        if g.stats().unexpected > 0 || deadline < Instant::now() {
+            stray = true;
+            break;
+        }
+        if g.fabric_stats().is_some_and(|s| s.reads > 0) {
+            g.fail_peer(Rank(0));
+            break;
+        }
+    }
+    let failed = r.test();
+    drop(r);
+    dst.fill(0x11);
+    // Now let the sender serve the read; the receiver drains whatever comes.
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        e[0].lock().progress();
+        e[1].lock().progress();
+        std::thread::yield_now();
+    }
+    let untouched = dst.iter().all(|&b| b == 0x11);
+    let pulled = e[1].lock().stats().pulled;
+    // The sender never gets a FIN (its peer gave up); fail it there too to settle, before
+    // any assertion can unwind with the send pending.
+    e[0].lock().fail_peer(Rank(1));
+    let sent = s.test();
+    drop(s);
+    assert!(!stray, "the RTS went to the unexpected queue or never came");
+    assert_eq!(failed, Err(runthrough_engine::Error::RankFailStop { rank: 0 }));
+    assert!(untouched, "the late read wrote into the released buffer");
+    assert_eq!(pulled, 0, "the failed receive counted a pull");
+    assert!(matches!(sent, Err(runthrough_engine::Error::RankFailStop { rank: 1 })), "{sent:?}");
+}
+
+#[test]
+fn tcp_failed_read_never_writes_the_buffer() {
+    failed_read_never_writes_the_buffer(Provider::Tcp);
+}
+
+#[test]
+fn sockets_failed_read_never_writes_the_buffer() {
+    failed_read_never_writes_the_buffer(Provider::Sockets);
 }

@@ -2,10 +2,11 @@
 //! progressed explicitly, so every interleaving is deterministic.
 
 use parking_lot::Mutex;
+use runthrough_engine::handle::{irecv_unscoped, isend_unscoped};
 use runthrough_engine::matching::Pattern;
 use runthrough_engine::transport::sim::SimHub;
 use runthrough_engine::transport::{AnyTransport, Transport};
-use runthrough_engine::{irecv, isend, Config, ContextId, Engine, Error, Rank, Request, Status, Tag};
+use runthrough_engine::{Config, ContextId, Engine, Error, Rank, Request, Status, Tag};
 
 const CTX: ContextId = ContextId(0);
 /// A communicator of world ranks 1.. (its rank i is world rank i + 1).
@@ -35,12 +36,30 @@ fn pat(src: Option<u32>, tag: Option<i32>) -> Pattern {
     Pattern { ctx: CTX, src, tag: tag.map(Tag) }
 }
 
+// The tests drive several engines in one thread, so they use the engine's unscoped
+// requests; every request below is finished or dropped (never leaked) before its buffer
+// is used again, which is the contract of `isend_unscoped` / `irecv_unscoped`.
+
 fn send<'a>(e: &'a [Mutex<Engine>], from: u32, to: u32, tag: i32, buf: &'a [u8]) -> Request<'a> {
-    isend(&e[from as usize], CTX, from, to, Rank(to), Tag(tag), buf)
+    // SAFETY: see above: the tests settle every request before touching its buffer.
+    unsafe { isend_unscoped(&e[from as usize], CTX, from, to, Rank(to), Tag(tag), buf) }
 }
 
 fn recv<'a>(e: &'a [Mutex<Engine>], at: u32, src: Option<u32>, tag: Option<i32>, buf: &'a mut [u8]) -> Request<'a> {
-    irecv(&e[at as usize], pat(src, tag), src.map(Rank), buf)
+    // SAFETY: as in `send`.
+    unsafe { irecv_unscoped(&e[at as usize], pat(src, tag), src.map(Rank), buf) }
+}
+
+/// Starts a nonblocking collective outside any scope.
+fn icoll<'a>(
+    on: runthrough_engine::icoll::Members<'a>,
+    kind: runthrough_engine::icoll::Kind,
+    user: &'a mut [u8],
+    op: Option<runthrough_engine::icoll::BoxedCombine<'a>>,
+) -> runthrough_engine::icoll::ICollRequest<'a> {
+    // SAFETY: as in `send`: every collective is finished or dropped before its buffer is
+    // read again.
+    unsafe { runthrough_engine::icoll::ICollRequest::start_unscoped(on, kind, user, None, op) }.unwrap()
 }
 
 /// Progresses every engine until `req` completes (bounded).
@@ -310,7 +329,7 @@ fn r13_failure_disables_wildcards_on_every_comm_containing_the_rank() {
     let mut wbuf = vec![0u8; 10];
     let mut sbuf = vec![0u8; 10];
     let mut w = recv(&e, 3, None, None, &mut wbuf);
-    let mut sub = irecv(&e[3], Pattern { ctx: SUB, src: None, tag: None }, None, &mut sbuf);
+    let mut sub = unsafe { irecv_unscoped(&e[3], Pattern { ctx: SUB, src: None, tag: None }, None, &mut sbuf) };
     pump(&e, 2);
     // Rank 0 (not in SUB) fails: only the world's wildcard fails.
     kill(&hub, &e, 0);
@@ -341,7 +360,7 @@ fn r13_failure_disables_wildcards_on_every_comm_containing_the_rank() {
     finish(live, &mut r).unwrap();
     drop(r);
     // SUB's wildcard is still pending and gets a message from SUB rank 0 (world 1).
-    let mut s = isend(&e[1], SUB, 0, 2, Rank(3), Tag(4), &m);
+    let mut s = unsafe { isend_unscoped(&e[1], SUB, 0, 2, Rank(3), Tag(4), &m) };
     finish(live, &mut s).unwrap();
     assert_eq!(finish(live, &mut sub).unwrap().source, 0);
 }
@@ -413,7 +432,9 @@ fn failure_already_recognised_by_validate_keeps_collectives_enabled() {
     let view = e[2].lock().coll_begin(CTX).unwrap();
     assert_eq!(&view.alive[..], &[0, 1, 2]);
     let mut buf = [0u8; 8];
-    let mut r = irecv(&e[2], Pattern { ctx: coll, src: Some(0), tag: Some(view.tag) }, Some(Rank(0)), &mut buf);
+    let mut r = unsafe {
+        irecv_unscoped(&e[2], Pattern { ctx: coll, src: Some(0), tag: Some(view.tag) }, Some(Rank(0)), &mut buf)
+    };
     e[2].lock().fail_peer(Rank(3));
     assert!(e[2].lock().collectives_enabled(CTX), "a recognised failure does not deactivate again");
     assert!(r.test().unwrap().is_none(), "the collective receive from a live member still waits");
@@ -435,14 +456,12 @@ fn nonblocking_collectives_over_sim_engines() {
         .iter_mut()
         .enumerate()
         .map(|(r, b)| {
-            ICollRequest::start(
+            icoll(
                 Members { eng: &e[r], ctx: CTX, group: &world, me: r as u32 },
                 Kind::Allreduce,
                 b,
-                None,
                 Some(Box::new(sum)),
             )
-            .unwrap()
         })
         .collect();
     let mut done = [false; 5];
@@ -464,14 +483,7 @@ fn nonblocking_collectives_over_sim_engines() {
         .enumerate()
         .skip(1)
         .map(|(r, b)| {
-            ICollRequest::start(
-                Members { eng: &e[r], ctx: CTX, group: &world, me: r as u32 },
-                Kind::Bcast { root: 0 },
-                b,
-                None,
-                None,
-            )
-            .unwrap()
+            icoll(Members { eng: &e[r], ctx: CTX, group: &world, me: r as u32 }, Kind::Bcast { root: 0 }, b, None)
         })
         .collect();
     for eng in &e[1..] {
@@ -484,9 +496,7 @@ fn nonblocking_collectives_over_sim_engines() {
     // R21: on the now inactive communicator a nonblocking collective reports the failure
     // at completion, not at the call.
     let mut b = [0u8; 0];
-    let mut r =
-        ICollRequest::start(Members { eng: &e[1], ctx: CTX, group: &world, me: 1 }, Kind::Barrier, &mut b, None, None)
-            .unwrap();
+    let mut r = icoll(Members { eng: &e[1], ctx: CTX, group: &world, me: 1 }, Kind::Barrier, &mut b, None);
     assert_eq!(r.test(), Err(Error::RankFailStop { rank: 0 }));
 }
 
@@ -529,19 +539,50 @@ fn enable_shm(
     engines.iter().map(|e| e.lock().shm_coll().unwrap()).collect()
 }
 
+/// Longest a test waits for another thread to reach a point it can observe.
+const REACH_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+/// How long a thread that waits on something that does not happen is watched, to see
+/// it really waits (an observation window, not a synchronisation).
+const STILL_WAITING: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Waits until `cond` holds (polling, at most [`REACH_LIMIT`]); panics naming `what`.
+fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + REACH_LIMIT;
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "{what}: not reached within {REACH_LIMIT:?}");
+        std::thread::yield_now();
+    }
+}
+
+/// Asserts that none of `handles` finishes during [`STILL_WAITING`].
+fn assert_still_waiting<T>(what: &str, handles: &[&std::thread::ScopedJoinHandle<'_, T>]) {
+    let end = std::time::Instant::now() + STILL_WAITING;
+    while std::time::Instant::now() < end {
+        assert!(handles.iter().all(|h| !h.is_finished()), "{what}");
+        std::thread::yield_now();
+    }
+}
+
 /// The last member stops arriving: `call` at every other member waits until its
 /// engine is told of the failure, then fails with `RankFailStop` naming it; the
 /// communicator stays inactive until the survivors validate it (which they then do).
+/// `entered(r)` is member `r`'s entered word: the failure is announced only once every
+/// other member has entered the collective (its word moved), so they are waiting on
+/// the victim, not yet to start.
 fn last_member_fails_while_the_others_wait<T: Send>(
     engines: &[Mutex<Engine>],
+    entered: impl Fn(u32) -> u64,
     call: impl Fn(usize) -> Result<T, Error> + Sync,
 ) {
     let victim = engines.len() - 1;
     let call = &call;
+    let before: Vec<u64> = (0..victim as u32).map(&entered).collect();
     std::thread::scope(|s| {
         let waiting: Vec<_> = (0..victim).map(|r| s.spawn(move || call(r))).collect();
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(waiting.iter().all(|h| !h.is_finished()), "nobody finishes without rank {victim}");
+        for (r, &was) in before.iter().enumerate() {
+            wait_until(&format!("member {r} enters the collective"), || entered(r as u32) > was);
+        }
+        assert_still_waiting(&format!("nobody finishes without rank {victim}"), &waiting.iter().collect::<Vec<_>>());
         for e in &engines[..victim] {
             e.lock().fail_peer(Rank(victim as u32));
         }
@@ -612,7 +653,7 @@ fn long_reductions_through_bulk_buffers_stop_at_a_failure_and_resume_after_valid
     let entered = |r: u32| area.entered(r, 0).load(std::sync::atomic::Ordering::Acquire);
     assert!((0..n).all(|r| entered(r) == 40 * 4), "every call went through the bulk buffers in 4 pieces");
     // Rank 3 stops arriving.
-    last_member_fails_while_the_others_wait(&engines, |r| step(r, 40));
+    last_member_fails_while_the_others_wait(&engines, entered, |r| step(r, 40));
     // The three survivors, with no contribution of rank 3 (R20), in a new epoch.
     run(&[0, 1, 2], 42..82);
     assert!((0..3).all(|r| entered(r) == (1 << 32) + 40 * 4), "a new epoch, still through the bulk buffers");
@@ -651,7 +692,7 @@ fn shared_memory_collectives_stop_at_a_failure_and_resume_after_validate() {
     let entered = |r: u32| area.entered(r, 0).load(std::sync::atomic::Ordering::Acquire);
     assert!((0..n).all(|r| entered(r) == 200), "every member entered 200 shared-memory collectives");
     // Rank 2 stops arriving; 0 and 1 wait until their engines are told it failed.
-    last_member_fails_while_the_others_wait(&engines, |r| allreduce(r, 1));
+    last_member_fails_while_the_others_wait(&engines, entered, |r| allreduce(r, 1));
     std::thread::scope(|s| {
         for r in 0..2usize {
             s.spawn(move || {
@@ -732,8 +773,8 @@ fn long_collectives_pull_in_place_and_never_deliver_a_withdrawn_buffer() {
             (h1.join().unwrap(), h2.join().unwrap())
         });
         assert!(r1.is_ok() && r2.is_ok() && b1 == data && b2 == data);
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(!root.is_finished(), "the root waits for rank 3's pull");
+        // Ranks 1 and 2 pulled, so the root has exposed its buffer: it now waits.
+        assert_still_waiting("the root waits for rank 3's pull", &[&root]);
         for e in &engines[..3] {
             e.lock().fail_peer(Rank(3));
         }
@@ -746,18 +787,22 @@ fn long_collectives_pull_in_place_and_never_deliver_a_withdrawn_buffer() {
     // engine knows yet) and rewrites its buffer; rank 1 pulls the rewritten bytes
     // afterwards but must not deliver them.
     let mut root_buf = pattern_bytes(len, 9);
+    let entered = |r: u32| area.entered(r, 0).load(std::sync::atomic::Ordering::Acquire);
+    let root_before = entered(0);
     std::thread::scope(|s| {
         let h = s.spawn(|| bcast(0, 0, &mut root_buf));
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        // The failure comes once the root has entered (and exposed): it gives up then.
+        wait_until("the root enters the broadcast", || entered(0) > root_before);
         engines[0].lock().fail_peer(Rank(2));
         assert!(matches!(h.join().unwrap(), Err(Error::RankFailStop { rank: 2 })));
     });
     root_buf.iter_mut().for_each(|b| *b = 0xEE);
+    let one_before = entered(1);
     std::thread::scope(|s| {
         let mut b1 = vec![0; len];
         let h = s.spawn(|| bcast(1, 0, &mut b1).map(|()| b1));
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(!h.is_finished(), "rank 1 waits to learn why the root withdrew");
+        wait_until("rank 1 enters the broadcast", || entered(1) > one_before);
+        assert_still_waiting("rank 1 waits to learn why the root withdrew", &[&h]);
         engines[1].lock().fail_peer(Rank(2));
         assert!(matches!(h.join().unwrap(), Err(Error::RankFailStop { rank: 2 })), "never the rewritten buffer");
     });

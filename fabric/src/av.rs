@@ -30,6 +30,12 @@ impl fmt::Display for FiAddr {
     }
 }
 
+/// Bytes [`AddressVector::insert`] hands the provider for one address: the blob,
+/// zero-padded. Above the largest address format libfabric defines (`sockaddr_in6` 28,
+/// `sockaddr_ib` 48, `FI_ADDR_STR` up to its NUL) and `fi_getname`'s 256-byte buffer
+/// minus a NUL.
+const AV_ADDR_BYTES: usize = 256;
+
 /// An endpoint's provider-specific address blob (`fi_getname`).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct EpAddr(pub Vec<u8>);
@@ -45,13 +51,15 @@ impl EpAddr {
     /// # Errors
     /// [`Error::InvalidArg`] on odd length or non-hex characters.
     pub fn from_hex(s: &str) -> Result<EpAddr> {
-        let s = s.trim();
+        // Bytes, not `&str` slices: a multi-byte character must be an error, never a
+        // slice off a character boundary (a panic).
+        let s = s.trim().as_bytes();
         if s.len() & 1 == 1 {
             return Err(Error::InvalidArg("odd-length hex address"));
         }
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| Error::InvalidArg("non-hex address")))
+        let nibble = |c: u8| (c as char).to_digit(16).ok_or(Error::InvalidArg("non-hex address"));
+        s.chunks_exact(2)
+            .map(|p| Ok((nibble(p[0])? << 4 | nibble(p[1])?) as u8))
             .collect::<Result<Vec<u8>>>()
             .map(EpAddr)
     }
@@ -102,10 +110,21 @@ impl AddressVector {
         if addr.0.is_empty() {
             return Err(Error::InvalidArg("empty endpoint address"));
         }
+        if addr.0.len() >= AV_ADDR_BYTES {
+            return Err(Error::InvalidArg("endpoint address of 256 bytes or more"));
+        }
+        // The provider reads as many bytes as its address format says (a sockaddr's by the
+        // family field inside the blob, a string up to its NUL), not `addr.0.len()`: the
+        // blob comes from another process, so hand over a zero-padded copy that holds
+        // whatever the provider may read.
+        let mut padded = [0u8; AV_ADDR_BYTES];
+        padded[..addr.0.len()].copy_from_slice(&addr.0);
         let mut out = ffi::ADDR_UNSPEC;
-        // SAFETY: the AV is open; `addr` holds one provider address; `out` is one entry.
+        // SAFETY: the AV is open; `padded` holds one provider address in AV_ADDR_BYTES
+        // readable bytes (more than any address format libfabric defines, NUL-terminated);
+        // `out` is one entry.
         let n =
-            fi_call!("fi_av_insert", unsafe { ffi::av_insert(self.as_ptr(), addr.0.as_ptr().cast(), 1, &mut out) })?;
+            fi_call!("fi_av_insert", unsafe { ffi::av_insert(self.as_ptr(), padded.as_ptr().cast(), 1, &mut out) })?;
         if n != 1 || out == ffi::ADDR_UNSPEC {
             return Err(Error::Call { op: "fi_av_insert", code: crate::ErrorCode::EINVAL, peer: None });
         }
@@ -159,6 +178,12 @@ mod tests {
         assert_eq!(EpAddr::from_hex("0001abff\n").unwrap(), a);
         assert!(EpAddr::from_hex("abc").is_err());
         assert!(EpAddr::from_hex("zz").is_err());
+        // Regression: a multi-byte character used to slice a `&str` off a character
+        // boundary (a panic) instead of failing.
+        assert!(EpAddr::from_hex("a\u{e9}b").is_err());
+        assert!(EpAddr::from_hex("\u{e9}\u{e9}").is_err());
+        assert!(EpAddr::from_hex("+1").is_err());
+        assert_eq!(EpAddr::from_hex("ABcd").unwrap(), EpAddr(vec![0xab, 0xcd]));
         assert_eq!(FiAddr(4).to_string(), "fi_addr#4");
         assert_eq!(FiAddr::UNSPEC.to_string(), "fi_addr#unspec");
     }

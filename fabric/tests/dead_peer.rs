@@ -9,6 +9,11 @@
 //! (attributed to the peer through `OpSlab`), errors returned by new posts to the peer
 //! (`Error::Call` carrying the peer), completions of operations that cannot have been
 //! delivered, and `Busy` that persists past the stall bound (`StallTracker` → `Stall`).
+//! The stall clock is fed by the probes themselves: each `Busy` starts (or continues) an
+//! episode and each accepted probe ends it, so a provider that keeps accepting sends to
+//! the dead peer never produces a stall — the dead peer then went unnoticed and the test
+//! fails. The control [`unkilled_peer_gives_no_signal`] runs the same observation against
+//! a live child and requires no signal at all, so the observation cannot pass on its own.
 //!
 //! The test asserts that SOME signal (error entry, post error or stall) is surfaced within
 //! the bound and prints what it was. It never hangs: reads from the child are bounded, the
@@ -153,11 +158,17 @@ fn describe(peer: FiAddr, slab: &mut OpSlab<&'static str>, ev: &mut CqEvent, t: 
 }
 
 fn dead_peer(provider: Provider) {
+    observe_peer(provider, true);
+}
+
+/// Runs the scenario; kills the child unless `kill` is false (the control). Returns
+/// whether some signal for the peer was surfaced.
+fn observe_peer(provider: Provider, kill: bool) -> Option<bool> {
     watchdog("dead_peer");
     let big = vec![0x5au8; MIB];
     let mut never = vec![0u8; 64];
     let mut hello = vec![0u8; 64];
-    let Some(node) = open_node(provider) else { return };
+    let node = open_node(provider)?;
     let (child, lines) = spawn_child(provider);
     let child_addr = EpAddr::from_hex(&expect_line(&lines, "ADDR ")).unwrap();
     let peer = node.av.insert(&child_addr).unwrap();
@@ -193,14 +204,16 @@ fn dead_peer(provider: Provider) {
         }
     }
     let mut child = child;
-    child.0.kill().expect("SIGKILL child");
-    child.0.wait().expect("reap child");
+    if kill {
+        child.0.kill().expect("SIGKILL child");
+        child.0.wait().expect("reap child");
+    }
     let killed = Instant::now();
 
     let mut obs: Vec<Observation> = Vec::new();
+    // Fed only by what the probes meet: Busy starts or continues an episode, an accepted
+    // probe ends it. Nothing is assumed stalled because the test killed the peer.
     let mut tracker = StallTracker::new(STALL_BOUND);
-    // The posted operations are outstanding: the peer is waiting from the kill on.
-    tracker.handle_busy(peer, killed);
     let mut busy_probes = 0u64;
     let mut ok_probes = 0u64;
     let mut next_probe = killed;
@@ -221,7 +234,10 @@ fn dead_peer(provider: Provider) {
             let ctx = slab.insert(peer, "probe-send");
             // SAFETY: PROBE is a static: valid forever.
             match unsafe { node.ep.tsend(&PROBE, None, peer, TAG_PROBE, ctx) } {
-                Ok(()) => ok_probes += 1,
+                Ok(()) => {
+                    ok_probes += 1;
+                    tracker.handle_progress(peer);
+                }
                 Err(Error::Busy) => {
                     slab.cancel(ctx);
                     busy_probes += 1;
@@ -244,14 +260,16 @@ fn dead_peer(provider: Provider) {
         if first_signal.is_none() && obs.iter().any(Observation::is_signal) {
             first_signal = Some(now);
         }
-        if first_signal.is_some_and(|f| now - f > LINGER) || t > OBSERVE {
+        let observe = if kill { OBSERVE } else { CONTROL_OBSERVE };
+        if first_signal.is_some_and(|f| now - f > LINGER) || t > observe {
             break;
         }
         std::thread::sleep(Duration::from_millis(1));
     }
     obs.push(Observation::Probes { accepted: ok_probes, busy: busy_probes });
 
-    println!("== dead peer over {provider} (stall bound {STALL_BOUND:?}) ==");
+    let what = if kill { "dead peer" } else { "live peer (control)" };
+    println!("== {what} over {provider} (stall bound {STALL_BOUND:?}) ==");
     for o in &pre_kill {
         println!("  before kill: {o:?}");
     }
@@ -269,14 +287,21 @@ fn dead_peer(provider: Provider) {
         .collect();
     println!("  still pending at the end: {still:?} (outstanding ops to peer: {})", slab.outstanding(peer));
     let signal = obs.iter().find(|o| o.is_signal());
-    assert!(signal.is_some(), "no signal for the dead peer within {OBSERVE:?}: {obs:?}");
-    println!("  first signal: {:?}", signal.unwrap());
+    if kill {
+        assert!(signal.is_some(), "the dead peer went unnoticed for {OBSERVE:?}: {obs:?}");
+        println!("  first signal: {:?}", signal.unwrap());
+    }
     // Closing the endpoint with operations still pending must not hang (watchdog-bounded).
     let close_start = Instant::now();
     drop(node);
     println!("  endpoint closed in {:?}", close_start.elapsed());
     drop((big, never, hello));
+    drop(child);
+    Some(signal.is_some())
 }
+
+/// How long the control watches a live peer (longer than the stall bound).
+const CONTROL_OBSERVE: Duration = Duration::from_secs(4);
 
 #[test]
 fn dead_peer_tcp() {
@@ -292,4 +317,18 @@ fn dead_peer_sockets() {
         return;
     }
     dead_peer(Provider::Sockets);
+}
+
+/// The control: the same observation against a live child (never killed) surfaces no
+/// signal, so a signal in the tests above comes from the death, not from the harness.
+#[test]
+fn unkilled_peer_gives_no_signal() {
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    for provider in [Provider::Tcp, Provider::Sockets] {
+        if let Some(signalled) = observe_peer(provider, false) {
+            assert!(!signalled, "{provider}: a signal for a live peer");
+        }
+    }
 }

@@ -82,6 +82,8 @@ pub mod reg_agree;
 pub mod sim;
 pub mod time;
 mod timer;
+#[cfg(test)]
+mod untrusted;
 
 pub use agree::{AgreeState, Agreement, Decision, Participants, ParticipantsError};
 pub use agree_msg::{AgreeMsg, Prior, Value};

@@ -1,7 +1,8 @@
 //! Command-line parsing for `rtrun` (hand-written; no external parser).
 //!
 //! ```text
-//! rtrun -n N [--bind-to core|none|numa] [--timeout DURATION] [--tag-output]
+//! rtrun -n N [--bind-to core|none|numa] [--timeout DURATION] [--tag-output] [--quiet]
+//!       [--outcome-file PATH]
 //!       [--kill|--stop|--cont RANK@DURATION]... [--ft-period D] [--ft-timeout D] [--no-ft]
 //!       [--transport auto|shm|fabric]
 //!       [--provider auto|tcp|sockets|verbs|cxi]
@@ -33,6 +34,9 @@ options:
   --bind-to core|none|numa binding policy passed to the ranks as RT_BIND (default none)
   --timeout DURATION       SIGKILL all ranks after DURATION, exit 124
   --tag-output             prefix every output line with [RANK]
+  --quiet                  no end-of-job line for ranks that ended abnormally
+  --outcome-file PATH      write one line per rank to PATH after the job: rank, host,
+                           exit code or signal, phase, cause (machine-readable)
   --kill RANK@DURATION     SIGKILL RANK DURATION after start (fault injection; repeatable)
   --stop RANK@DURATION     SIGSTOP RANK (it hangs; repeatable)
   --cont RANK@DURATION     SIGCONT RANK (a stopped rank resumes; repeatable)
@@ -150,6 +154,10 @@ pub struct Options {
     pub timeout: Option<Duration>,
     /// `--tag-output`.
     pub tag_output: bool,
+    /// `--quiet`: no end-of-job line per abnormally ended rank.
+    pub quiet: bool,
+    /// `--outcome-file`: where to write the per-rank records ([`crate::report`]).
+    pub outcome_file: Option<std::path::PathBuf>,
     /// Every `--kill`, in command-line order.
     pub kills: Vec<KillSpec>,
     /// `--transport`, if given (else the ranks inherit `RT_TRANSPORT`).
@@ -349,6 +357,8 @@ where
     let mut bind = Bind::default();
     let mut timeout = None;
     let mut tag_output = false;
+    let mut quiet = false;
+    let mut outcome_file = None;
     let mut kills = Vec::new();
     let mut transport = None;
     let mut provider = None;
@@ -461,6 +471,8 @@ where
                 timeout = Some(d);
             }
             "--tag-output" if inline.is_none() => tag_output = true,
+            "--quiet" | "-q" if inline.is_none() => quiet = true,
+            "--outcome-file" => outcome_file = Some(std::path::PathBuf::from(value(inline)?)),
             "--no-ft" if inline.is_none() => no_ft = true,
             "--ft-period" | "--ft-timeout" => {
                 let v = value(inline)?;
@@ -517,6 +529,8 @@ where
         bind,
         timeout,
         tag_output,
+        quiet,
+        outcome_file,
         kills,
         transport,
         provider,
@@ -577,6 +591,9 @@ mod tests {
             "--timeout",
             "10",
             "--tag-output",
+            "--quiet",
+            "--outcome-file",
+            "/tmp/o.txt",
             "--kill",
             "1@300ms",
             "--kill=2@1s",
@@ -589,6 +606,8 @@ mod tests {
         assert_eq!(o.bind, Bind::Core);
         assert_eq!(o.timeout, Some(Duration::from_secs(10)));
         assert!(o.tag_output);
+        assert!(o.quiet);
+        assert_eq!(o.outcome_file.as_deref(), Some(std::path::Path::new("/tmp/o.txt")));
         assert_eq!(
             o.kills,
             vec![
@@ -605,6 +624,7 @@ mod tests {
         let o = run(&["-n2", "prog", "--tag-output"]);
         assert_eq!(o.ranks, 2);
         assert!(!o.tag_output);
+        assert!(!o.quiet && o.outcome_file.is_none());
         assert_eq!(o.args, vec![OsString::from("--tag-output")]);
         assert_eq!(run(&["--np=3", "p"]).ranks, 3);
     }

@@ -95,12 +95,61 @@ impl Client {
         expect_ok(self.call(&req, timeout.saturating_add(REPLY_GRACE))?)
     }
 
+    /// Fault-tolerant start-up fence (R31): waits until every rank has joined this
+    /// generation or is out (exited, or excluded by the launcher), and returns the ranks
+    /// out when it completed, ascending: the same list at every rank of the generation.
+    ///
+    /// # Errors
+    /// [`Error::Excluded`] if the launcher excluded this rank; [`Error::Timeout`] after
+    /// `timeout`; transport errors.
+    pub fn join(&mut self, timeout: Duration) -> Result<Vec<u32>, Error> {
+        let req = Request::Join { timeout_ms: millis(timeout) };
+        match self.call(&req, timeout.saturating_add(REPLY_GRACE))? {
+            Response::Out(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Start-up heartbeat: tells the launcher this rank is alive (R31).
+    ///
+    /// # Errors
+    /// [`Error::Excluded`] if the launcher excluded this rank; transport errors.
+    pub fn alive(&mut self) -> Result<(), Error> {
+        expect_ok(self.call(&Request::Alive, DEFAULT_IO_TIMEOUT)?)
+    }
+
+    /// Tells the launcher this rank's start-up is done: from now on the ring detector,
+    /// not the launcher's start-up watch, finds it if it hangs (R31).
+    ///
+    /// # Errors
+    /// [`Error::Excluded`] if the launcher excluded this rank first; transport errors.
+    pub fn started(&mut self) -> Result<(), Error> {
+        expect_ok(self.call(&Request::Started, DEFAULT_IO_TIMEOUT)?)
+    }
+
     /// Tells the launcher this rank finalized cleanly (exit-code rule R7).
     ///
     /// # Errors
     /// Transport errors.
     pub fn finalized(&mut self) -> Result<(), Error> {
         expect_ok(self.call(&Request::Finalized, DEFAULT_IO_TIMEOUT)?)
+    }
+
+    /// Tells the launcher this rank's `init` completed (phase report, [`crate::report`]).
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub fn initialized(&mut self) -> Result<(), Error> {
+        expect_ok(self.call(&Request::Initialized, DEFAULT_IO_TIMEOUT)?)
+    }
+
+    /// Tells the launcher this rank's `finalize` began (phase report; [`Client::finalized`]
+    /// ends it).
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub fn finalizing(&mut self) -> Result<(), Error> {
+        expect_ok(self.call(&Request::Finalizing, DEFAULT_IO_TIMEOUT)?)
     }
 
     /// Asks the launcher to SIGKILL `ranks` (the group of a communicator, R3) and to
@@ -187,6 +236,7 @@ fn unexpected(resp: Response) -> Error {
         Response::Timeout => Error::Timeout,
         Response::PeerExited { rank } => Error::PeerExited { rank },
         Response::Failed { reason } => Error::Server { reason },
+        Response::Excluded => Error::Excluded,
         _ => Error::Protocol { reason: "unexpected reply" },
     }
 }

@@ -197,6 +197,9 @@ fn is_hex(s: &str, len: usize) -> bool {
 }
 
 #[cfg(test)]
+mod untrusted;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::HashMap;

@@ -51,6 +51,10 @@ pub enum Error {
         /// The lowest-numbered such rank.
         rank: u32,
     },
+    /// The launcher excluded this rank during start-up (it was taken for hung, R31): it
+    /// must stop, never rejoin.
+    #[error("the launcher excluded this rank from the job (taken for hung during start-up)")]
+    Excluded,
     /// A frame was malformed (bad tag, truncated field, trailing bytes, bad UTF-8).
     #[error("protocol error: {reason}")]
     Protocol {

@@ -6,8 +6,26 @@
 //! exit 130), `--timeout` (kill all, exit 124), `--kill` fault injection, abort requests
 //! (kill the listed ranks only, R3), and reaping. A rank that dies is reported to the
 //! server (so fences fail fast and `Client::exited` lists it) but the other ranks keep
-//! running. At the end the job's shared-memory name is unlinked and the exit code is
-//! computed by [`crate::outcome::job_exit_code`] (R7).
+//! running. At the end the job's shared-memory name is unlinked, the exit code is
+//! computed by [`crate::outcome::job_exit_code`] (R7), and every rank gets a
+//! [`RankReport`] (its host, how far it got — [`crate::server::Server::phase`] — and what
+//! the launcher did to it: `--kill`/`--stop`, `--timeout`, an interrupt, an abort).
+//!
+//! Start-up membership (R31): while ranks start, the launcher decides who is in the job.
+//! A rank that exits is out at once; a rank taken for hung is *excluded* — marked out in
+//! the server (so the fault-tolerant start-up fences complete without it and every
+//! survivor is told it is out, [`crate::server`]) and then SIGKILLed, so it can never
+//! rejoin. Taken for hung: a rank in the start-up watch (it sent a heartbeat or joined a
+//! fence) whose start-up is not done and that sent nothing for the start-up timeout while
+//! its process is stopped (`T` in `/proc/PID/stat`), or for [`SILENT_FACTOR`] timeouts
+//! whatever its state (a process starved of a core is slow, not hung; a launch agent's
+//! process tells nothing of the rank behind it); or
+//! a rank not yet in the watch while others wait for it in a fence, whose process has
+//! been stopped for the start-up timeout, or that is not in
+//! the watch [`CONNECT_TIMEOUT`] after launch. (Clients of the plain key-value protocol,
+//! which never heartbeat nor join, are never excluded.) The start-up timeout is the ring detector's: `--ft-timeout`, else
+//! `RT_FT_TIMEOUT_MS`, else 100 ms times the oversubscription factor of the busiest host
+//! (ranks there / cores here, rounded up), as the ranks compute it.
 //!
 //! Ranks are spawned from the calling thread, which must outlive the job (call [`run`]
 //! from `main`): `PR_SET_PDEATHSIG` fires when the spawning thread exits.
@@ -39,6 +57,7 @@ use crate::env::{JobEnv, RT_FABRIC_ADDR};
 use crate::error::Error;
 use crate::hosts::{self, Placement};
 use crate::outcome::{job_exit_code, AbortMark, RankOutcome, RankStatus};
+use crate::report::{Cause, RankReport};
 use crate::server::Server;
 use crate::sys;
 
@@ -50,6 +69,15 @@ pub const EXIT_TIMEOUT: i32 = 124;
 pub const EXIT_INTERRUPTED: i32 = 130;
 /// Lines longer than this are forwarded in pieces of this size.
 pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// Longest a rank others wait for in a start-up fence may take to start heartbeating
+/// before the launcher excludes it (R31). The ranks wait for start-up fences longer than this.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// A rank silent during start-up whose process is not stopped is excluded only after this
+/// many start-up timeouts (R31).
+pub const SILENT_FACTOR: u32 = 10;
+/// The ring detector's default timeout (`runthrough_ft::DEFAULT_HB_TIMEOUT`), scaled by
+/// oversubscription for the launcher's start-up watch.
+const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_millis(100);
 /// How long to wait for output forwarders after all ranks ended (a rank's own children
 /// may keep its pipes open).
 pub const OUTPUT_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
@@ -74,6 +102,8 @@ pub struct JobReport {
     pub end: JobEnd,
     /// One outcome per rank, by rank.
     pub outcomes: Vec<RankOutcome>,
+    /// One report per rank, by rank: what `rtrun` says about how each ended.
+    pub reports: Vec<RankReport>,
     /// The job id (`RT_JOBID`).
     pub jobid: String,
 }
@@ -137,6 +167,95 @@ struct Rank {
     abort: Option<AbortMark>,
     /// SIGSTOPped by `--stop` and not continued since.
     stopped: bool,
+    /// What the launcher did to it while it ran (the first such action).
+    cause: Cause,
+    /// Since when its process is seen stopped while not yet in the start-up watch (R31).
+    stalled_since: Option<Instant>,
+}
+
+/// The start-up timeout of the module doc: `--ft-timeout`, else `RT_FT_TIMEOUT_MS`, else
+/// the detector default scaled by the busiest host's oversubscription.
+fn startup_timeout(opts: &Options, placement: &[Placement]) -> Duration {
+    if let Some(t) = opts.ft_timeout {
+        return t.max(Duration::from_millis(1));
+    }
+    if let Some(ms) = std::env::var("RT_FT_TIMEOUT_MS").ok().and_then(|v| v.trim().parse::<u64>().ok()) {
+        return Duration::from_millis(ms.max(1));
+    }
+    let cores = thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let busiest = placement.iter().map(|p| p.local_size).max().unwrap_or(1);
+    DEFAULT_STARTUP_TIMEOUT * busiest.div_ceil(cores).max(1)
+}
+
+/// The launcher's start-up watch (R31, module doc).
+///
+/// The launcher must not blame ranks for its own stalls: when its supervision loop was
+/// descheduled (a gap of a quarter timeout between two rounds), the heartbeats of that
+/// time may still sit unread in its sockets, so nobody is excluded until it has run
+/// steadily for a whole timeout again.
+struct StartupWatch {
+    timeout: Duration,
+    launched: Instant,
+    last_round: Instant,
+    steady_since: Instant,
+}
+
+impl StartupWatch {
+    fn new(timeout: Duration, launched: Instant) -> StartupWatch {
+        StartupWatch { timeout, launched, last_round: launched, steady_since: launched }
+    }
+
+    /// One round: excludes the ranks taken for hung (server first, so fences complete
+    /// without them, then SIGKILL).
+    fn round(&mut self, server: &Server, ranks: &mut [Rank]) {
+        let now = Instant::now();
+        if now.saturating_duration_since(self.last_round) > self.timeout / 4 {
+            self.steady_since = now;
+        }
+        self.last_round = now;
+        let steady = now.saturating_duration_since(self.steady_since) > self.timeout;
+        let mut hung = Vec::new();
+        if steady {
+            // Silent for the timeout and its process stopped: hung. Silent but running
+            // (starved of a core, or its process is a launch agent's): only after
+            // SILENT_FACTOR timeouts.
+            let long = server.silent_ranks(self.timeout * SILENT_FACTOR);
+            for r in server.silent_ranks(self.timeout) {
+                let stopped =
+                    ranks.get(r as usize).and_then(|rk| rk.child.as_ref()).is_some_and(|c| sys::is_stopped(c.id()));
+                if stopped || long.contains(&r) {
+                    hung.push(r);
+                }
+            }
+        }
+        let awaited = server.unwatched_awaited();
+        for (r, rk) in ranks.iter_mut().enumerate() {
+            let Some(child) = rk.child.as_ref() else { continue };
+            if !awaited.contains(&(r as u32)) {
+                rk.stalled_since = None;
+                continue;
+            }
+            if sys::is_stopped(child.id()) {
+                let since = *rk.stalled_since.get_or_insert(now);
+                if steady && now.saturating_duration_since(since) > self.timeout {
+                    hung.push(r as u32);
+                }
+            } else {
+                rk.stalled_since = None;
+                if now.saturating_duration_since(self.launched) > CONNECT_TIMEOUT {
+                    hung.push(r as u32);
+                }
+            }
+        }
+        for r in hung {
+            if server.exclude(r) {
+                tracing::debug!("rank {r} is unresponsive during start-up: excluded and killed");
+                if let Some(rk) = ranks.get_mut(r as usize) {
+                    kill_rank(r, rk);
+                }
+            }
+        }
+    }
 }
 
 fn status_of(status: ExitStatus) -> RankStatus {
@@ -261,10 +380,17 @@ impl JobLayout {
 
     /// Unlinks every host's segment name (normally the ranks already did; a crash may
     /// leave one behind). Absent names are not an error.
+    ///
+    /// When a host's segment creator fails during start-up, the next one creates the
+    /// segment under `NAME.K` (K = 1, 2, ...: R31): those names are unlinked too.
     fn unlink_segments(&self) {
-        for name in &self.shm_names {
-            if let Err(e) = sys::shm_unlink(name) {
-                tracing::warn!("shm_unlink({name}) failed: {e}");
+        for (h, name) in self.shm_names.iter().enumerate() {
+            let local = self.placement.iter().filter(|p| p.host == h).count();
+            let retries = (1..local).map(|k| format!("{name}.{k}"));
+            for name in std::iter::once(name.clone()).chain(retries) {
+                if let Err(e) = sys::shm_unlink(&name) {
+                    tracing::warn!("shm_unlink({name}) failed: {e}");
+                }
             }
         }
     }
@@ -368,7 +494,14 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
         match cmd.spawn() {
             Ok(mut child) => {
                 forwarders += spawn_forwarders(&mut child, rank, opts.tag_output, &done_tx);
-                ranks.push(Rank { child: Some(child), outcome: None, abort: None, stopped: false });
+                ranks.push(Rank {
+                    child: Some(child),
+                    outcome: None,
+                    abort: None,
+                    stopped: false,
+                    cause: Cause::None,
+                    stalled_since: None,
+                });
             }
             Err(source) => {
                 for (r, rk) in ranks.iter_mut().enumerate() {
@@ -389,6 +522,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
     drop(done_tx);
 
     let start = Instant::now();
+    let mut watch = StartupWatch::new(startup_timeout(opts, &layout.placement), start);
     let mut kills = opts.kills.clone();
     kills.sort_by_key(|k| k.after);
     let mut next_kill = 0;
@@ -409,7 +543,11 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
             false
         };
         if kill_all {
+            let why = if end == JobEnd::Interrupted { Cause::Interrupted } else { Cause::Timeout };
             for (r, rk) in ranks.iter_mut().enumerate() {
+                if rk.child.is_some() && rk.cause == Cause::None {
+                    rk.cause = why;
+                }
                 kill_rank(r as u32, rk);
             }
         }
@@ -417,6 +555,9 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
             let k = kills[next_kill];
             tracing::debug!("{:?} {}@{:?}", k.fault, k.rank, k.after);
             if let Some(rk) = ranks.get_mut(k.rank as usize) {
+                if k.fault != Fault::Cont && rk.child.is_some() && rk.cause == Cause::None {
+                    rk.cause = Cause::Injected;
+                }
                 match k.fault {
                     Fault::Kill => kill_rank(k.rank, rk),
                     Fault::Stop | Fault::Cont => {
@@ -429,6 +570,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
             }
             next_kill += 1;
         }
+        watch.round(&server, &mut ranks);
         // Reap first, then apply abort requests, then record outcomes: a rank that
         // asked for an abort got its reply before exiting, so its request is queued by
         // the time its exit is seen, and its outcome carries the abort mark.
@@ -502,12 +644,20 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
     server.shutdown();
 
     let outcomes: Vec<RankOutcome> = ranks.iter().filter_map(|r| r.outcome).collect();
+    let reports = ranks
+        .iter()
+        .filter_map(|rk| {
+            let o = rk.outcome.as_ref()?;
+            let host = &layout.hosts[layout.placement[o.rank as usize].host].name;
+            Some(RankReport::new(o, host, server.phase(o.rank), rk.cause))
+        })
+        .collect();
     let exit_code = match end {
         JobEnd::Completed => job_exit_code(&outcomes),
         JobEnd::TimedOut(_) => EXIT_TIMEOUT,
         JobEnd::Interrupted => EXIT_INTERRUPTED,
     };
-    Ok(JobReport { exit_code, end, outcomes, jobid })
+    Ok(JobReport { exit_code, end, outcomes, reports, jobid })
 }
 
 #[cfg(test)]

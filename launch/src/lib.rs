@@ -12,6 +12,8 @@
 //! - [`cli`], [`job`], [`outcome`]: the launcher itself — argument parsing, spawning and
 //!   supervising ranks (fault injection with `--kill`, `--timeout`, signals), and the
 //!   job exit-code rule R7.
+//! - [`report`]: what `rtrun` says about each rank after the job (phase, signal or exit
+//!   code, fault injected): the stderr lines and the `--outcome-file` records.
 //! - [`error`]: the typed [`Error`] of the client and server.
 //!
 //! What it never does: it never kills surviving ranks because one rank died (runthrough
@@ -32,6 +34,7 @@ pub mod hosts;
 pub mod job;
 pub mod net;
 pub mod outcome;
+pub mod report;
 pub mod server;
 mod sys;
 pub mod wire;

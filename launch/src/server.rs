@@ -14,6 +14,25 @@
 //!   ([`Server::record_exit`]) has a counter < n, the fence fails with `PeerExited`
 //!   immediately; on timeout or failure the waiting rank leaves the fence again.
 //! - Abort requests are queued for the launcher ([`Server::take_abort_requests`]).
+//! - Each rank's [`Phase`] (for `rtrun`'s end-of-job report): `Init` once its `Hello` is
+//!   accepted, then `Running`, `Finalizing`, `Finalized` as it reports them
+//!   ([`Server::phase`]); a phase never goes back.
+//!
+//! Fault-tolerant start-up (R31): the launcher is the authority on who is in the job
+//! while it starts. A rank is *out* once the launcher saw it exit
+//! ([`Server::record_exit`]) or excluded it ([`Server::exclude`]: it was taken for hung,
+//! and the launcher kills it). `Join` fences are generation-counted like `Fence`, but
+//! complete once every rank has joined the generation *or is out*; the first request to
+//! see a generation complete freezes the list of ranks out at that moment, and every
+//! rank of that generation gets that same list (`Out`), so every survivor leaves a fence
+//! with the same view of who is out. An excluded rank gets `Excluded` to every request
+//! from then on (and `Exited` lists it), so even a rank that survives the kill (behind
+//! a launch agent) stops instead of rejoining. Liveness during start-up: every request
+//! of a rank (its `Alive` heartbeats among them) stamps it as seen;
+//! [`Server::silent_ranks`] lists the ranks in the fault-tolerant start-up (they sent
+//! `Alive` or `Join`; plain-protocol clients never are), not yet `Started`, silent for
+//! longer than a timeout, and [`Server::unwatched_awaited`] the ranks others wait for
+//! that are not in it yet: the launcher decides from these ([`crate::job`]).
 //!
 //! Garbage never panics the server: malformed frames close that one connection, frames
 //! are bounded ([`crate::wire::MAX_FRAME_BYTES`]), the number of connections is bounded,
@@ -29,6 +48,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::outcome::RankStatus;
+use crate::report::Phase;
 use crate::wire::{self, Request, Response, MAX_FRAME_BYTES, MAX_HELLO_FRAME_BYTES};
 
 /// How long a new connection may take to send its `Hello`.
@@ -53,10 +73,26 @@ struct State {
     kv: HashMap<String, Vec<u8>>,
     fence_gen: Vec<u64>,
     finalized: Vec<bool>,
+    phase: Vec<Phase>,
     exited: Vec<(u32, RankStatus)>,
     has_exited: Vec<bool>,
     aborts: Vec<AbortRequest>,
     shutdown: bool,
+    /// Start-up membership (R31): exited or excluded.
+    out: Vec<bool>,
+    /// Excluded by the launcher (taken for hung).
+    excluded: Vec<bool>,
+    /// `Join` generation each rank has entered.
+    join_gen: Vec<u64>,
+    /// Per completed `Join` generation: the ranks out when it completed.
+    join_done: HashMap<u64, Vec<u32>>,
+    /// When each rank was last heard from (`None`: never connected).
+    last_seen: Vec<Option<Instant>>,
+    /// Ranks whose `init` is done (`Started`).
+    started: Vec<bool>,
+    /// Ranks in the fault-tolerant start-up (they sent `Alive` or `Join`): watched for
+    /// silence. Clients of the plain protocol never are.
+    watched: Vec<bool>,
 }
 
 struct Shared {
@@ -130,10 +166,18 @@ impl Server {
                 kv: HashMap::new(),
                 fence_gen: vec![0; n],
                 finalized: vec![false; n],
+                phase: vec![Phase::BeforeInit; n],
                 exited: Vec::new(),
                 has_exited: vec![false; n],
                 aborts: Vec::new(),
                 shutdown: false,
+                out: vec![false; n],
+                excluded: vec![false; n],
+                join_gen: vec![0; n],
+                join_done: HashMap::new(),
+                last_seen: vec![None; n],
+                started: vec![false; n],
+                watched: vec![false; n],
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -171,8 +215,54 @@ impl Server {
         if !*seen {
             *seen = true;
             st.exited.push((rank, status));
+            st.out[rank as usize] = true;
             self.shared.changed.notify_all();
         }
+    }
+
+    /// Excludes `rank` from the job (R31: the launcher took it for hung during start-up
+    /// and kills it): pending and later `Join` fences complete without it and list it as
+    /// out, `Exited` lists it, and every later request of its own gets `Excluded`.
+    /// Returns whether it was newly excluded (false for a rank already out, or `>= size`).
+    pub fn exclude(&self, rank: u32) -> bool {
+        let mut st = self.shared.lock();
+        let r = rank as usize;
+        if r >= st.out.len() || st.out[r] {
+            return false;
+        }
+        st.out[r] = true;
+        st.excluded[r] = true;
+        self.shared.changed.notify_all();
+        true
+    }
+
+    /// Whether `rank` is out of the job: exited, or excluded.
+    pub fn is_out(&self, rank: u32) -> bool {
+        self.shared.lock().out.get(rank as usize).copied().unwrap_or(true)
+    }
+
+    /// The ranks in the fault-tolerant start-up (they sent `Alive` or `Join`), not out
+    /// and whose start-up is not done (`Started`), that nothing was heard from (no
+    /// request, no heartbeat) for longer than `timeout`.
+    pub fn silent_ranks(&self, timeout: Duration) -> Vec<u32> {
+        let st = self.shared.lock();
+        let now = Instant::now();
+        (0..st.out.len())
+            .filter(|&r| st.watched[r] && !st.out[r] && !st.started[r])
+            .filter(|&r| st.last_seen[r].is_some_and(|t| now.saturating_duration_since(t) > timeout))
+            .map(|r| r as u32)
+            .collect()
+    }
+
+    /// The ranks not yet in the fault-tolerant start-up (never connected, or connected
+    /// but no `Alive` or `Join` yet), not out, that some rank already waits for in a
+    /// `Join` fence.
+    pub fn unwatched_awaited(&self) -> Vec<u32> {
+        let st = self.shared.lock();
+        if st.join_gen.iter().all(|&g| g == 0) {
+            return Vec::new();
+        }
+        (0..st.out.len()).filter(|&r| !st.out[r] && !st.watched[r]).map(|r| r as u32).collect()
     }
 
     /// The ranks recorded as exited, in order, with their status.
@@ -183,6 +273,11 @@ impl Server {
     /// Whether `rank` reported a clean finalize.
     pub fn is_finalized(&self, rank: u32) -> bool {
         self.shared.lock().finalized.get(rank as usize).copied().unwrap_or(false)
+    }
+
+    /// How far `rank` got (see [`Phase`]); `BeforeInit` for a rank `>= size`.
+    pub fn phase(&self, rank: u32) -> Phase {
+        self.shared.lock().phase.get(rank as usize).copied().unwrap_or_default()
     }
 
     /// Removes and returns the abort requests received since the last call, oldest first.
@@ -307,6 +402,8 @@ fn serve_conn(shared: &Shared, mut stream: TcpStream, peer: Option<SocketAddr>) 
         }
     };
     let _ = stream.set_nodelay(true);
+    advance(shared, rank, Phase::Init);
+    shared.lock().last_seen[rank as usize] = Some(Instant::now());
     let mut out = Vec::new();
     if reply(&mut stream, &mut out, &Response::Ok).is_err() {
         return;
@@ -372,6 +469,18 @@ fn shutting_down() -> Response {
 
 fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
     let me = rank as usize;
+    {
+        let mut st = shared.lock();
+        st.last_seen[me] = Some(Instant::now());
+        if matches!(req, Request::Alive | Request::Join { .. }) {
+            st.watched[me] = true;
+        }
+        // An excluded rank is told so whatever it asks (it stops, never rejoins), except
+        // for the queries a rank that found out itself may still make on its way out.
+        if st.excluded[me] && !matches!(req, Request::Exited | Request::Departed | Request::Abort { .. }) {
+            return Response::Excluded;
+        }
+    }
     match req {
         Request::Hello { .. } => Response::Failed { reason: "already authenticated".into() },
         Request::Put { key, value } => {
@@ -431,6 +540,15 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
         }
         Request::Finalized => {
             shared.lock().finalized[me] = true;
+            advance(shared, rank, Phase::Finalized);
+            Response::Ok
+        }
+        Request::Initialized => {
+            advance(shared, rank, Phase::Running);
+            Response::Ok
+        }
+        Request::Finalizing => {
+            advance(shared, rank, Phase::Finalizing);
             Response::Ok
         }
         Request::Abort { code, ranks } => {
@@ -441,7 +559,20 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
             st.aborts.push(AbortRequest { from: rank, ranks, code });
             Response::Ok
         }
-        Request::Exited => Response::Exited(shared.lock().exited.iter().map(|e| e.0).collect()),
+        Request::Exited => {
+            // Excluded ranks count as exited (they are killed; a survivor of the kill
+            // behind a launch agent is out all the same).
+            let st = shared.lock();
+            let mut v: Vec<u32> = st.exited.iter().map(|e| e.0).collect();
+            v.extend((0..st.excluded.len() as u32).filter(|&r| st.excluded[r as usize] && !st.has_exited[r as usize]));
+            Response::Exited(v)
+        }
+        Request::Join { timeout_ms } => join(shared, me, timeout_ms),
+        Request::Alive => Response::Ok,
+        Request::Started => {
+            shared.lock().started[me] = true;
+            Response::Ok
+        }
         Request::Departed => {
             let st = shared.lock();
             Response::Exited(
@@ -451,6 +582,44 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
                     .filter(|r| st.finalized.get(*r as usize).copied().unwrap_or(false))
                     .collect(),
             )
+        }
+    }
+}
+
+/// Moves `rank`'s phase forward to `to` (never back).
+fn advance(shared: &Shared, rank: u32, to: Phase) {
+    if let Some(p) = shared.lock().phase.get_mut(rank as usize) {
+        *p = (*p).max(to);
+    }
+}
+
+/// A fault-tolerant start-up fence (R31; see the module doc).
+fn join(shared: &Shared, me: usize, timeout_ms: u64) -> Response {
+    let dl = deadline(timeout_ms);
+    let mut st = shared.lock();
+    let gen = st.join_gen[me] + 1;
+    st.join_gen[me] = gen;
+    shared.changed.notify_all();
+    loop {
+        if st.excluded[me] {
+            return Response::Excluded;
+        }
+        if let Some(out) = st.join_done.get(&gen) {
+            return Response::Out(out.clone());
+        }
+        if st.join_gen.iter().zip(&st.out).all(|(&g, &out)| g >= gen || out) {
+            let out: Vec<u32> = (0..st.out.len() as u32).filter(|&r| st.out[r as usize]).collect();
+            st.join_done.insert(gen, out.clone());
+            shared.changed.notify_all();
+            return Response::Out(out);
+        }
+        if st.shutdown {
+            return shutting_down();
+        }
+        let (g, more) = wait(shared, st, dl);
+        st = g;
+        if !more {
+            return Response::Timeout;
         }
     }
 }

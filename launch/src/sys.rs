@@ -155,3 +155,15 @@ pub(crate) fn interface_addresses() -> io::Result<Vec<(String, IpAddr, bool)>> {
     unsafe { libc::freeifaddrs(head) };
     Ok(out)
 }
+
+/// Whether process `pid` is stopped (state `T`, stopped by a signal, or `t`, stopped by
+/// a tracer) according to `/proc/PID/stat`; `false` when it cannot be read (gone, or no
+/// procfs). Safe code: it reads a file.
+pub(crate) fn is_stopped(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "PID (COMM) STATE ...": COMM may contain spaces and parentheses; the state
+    // follows the last ')'.
+    stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).is_some_and(|s| s == "T" || s == "t")
+}

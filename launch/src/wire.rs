@@ -20,6 +20,11 @@
 //! | 0x06 | `Abort`     | `code: i32, n: u32, ranks: n × u32`          | `Ok` or `Failed`              |
 //! | 0x07 | `Exited`    | —                                            | `Exited`                      |
 //! | 0x08 | `Departed`  | — (ranks that exited after finalizing)       | `Exited`                      |
+//! | 0x10 | `Initialized` | — (the sender's `init` completed)          | `Ok`                          |
+//! | 0x11 | `Finalizing` | — (the sender's `finalize` began)           | `Ok`                          |
+//! | 0x09 | `Join`      | `timeout_ms: u64` (fault-tolerant fence)     | `Out`, `Timeout`, `Excluded`  |
+//! | 0x0a | `Alive`     | — (start-up heartbeat)                       | `Ok` or `Excluded`            |
+//! | 0x0b | `Started`   | — (`init` is done: start-up watch ends)      | `Ok` or `Excluded`            |
 //!
 //! Replies (server → client):
 //!
@@ -31,12 +36,21 @@
 //! | 0x83 | `PeerExited` | `rank: u32`             |
 //! | 0x84 | `Exited`     | `n: u32, ranks: n × u32`|
 //! | 0x85 | `Failed`     | `reason: str`           |
+//! | 0x86 | `Out`        | `n: u32, ranks: n × u32`|
+//! | 0x87 | `Excluded`   | —                       |
 //!
 //! The first frame of a connection must be `Hello` carrying the job secret (compared in
 //! constant time), the current [`PROTOCOL_VERSION`] and a rank `< size`; otherwise the
 //! server logs a warning and closes the connection without replying. After that, any
 //! malformed or oversized frame also closes the connection. Waiting requests (`Get`,
-//! `Fence`) carry their own timeout, enforced by the server, so a reply always comes.
+//! `Fence`, `Join`) carry their own timeout, enforced by the server, so a reply always
+//! comes.
+//!
+//! `Join`, `Alive` and `Started` make start-up fault tolerant (R31, see
+//! [`crate::server`]): a `Join` completes once every rank has joined or is out (exited, or
+//! excluded by the launcher), and its `Out` reply lists the ranks out at that moment, the
+//! same list to every rank of the same `Join`; a rank the launcher excluded gets
+//! `Excluded` to every request and must stop.
 
 use std::io::{self, Read, Write};
 
@@ -46,6 +60,8 @@ use crate::error::Error;
 pub const MAX_FRAME_BYTES: usize = 16 << 20;
 /// Largest first (unauthenticated) frame body the server reads.
 pub const MAX_HELLO_FRAME_BYTES: usize = 4096;
+/// Bytes [`read_frame`] reserves before the body arrives (it grows with what arrives).
+const FRAME_CHUNK_BYTES: usize = 64 << 10;
 /// Protocol version carried in `Hello`.
 pub const PROTOCOL_VERSION: u16 = 1;
 
@@ -57,12 +73,19 @@ const T_FINALIZED: u8 = 0x05;
 const T_ABORT: u8 = 0x06;
 const T_EXITED: u8 = 0x07;
 const T_DEPARTED: u8 = 0x08;
+const T_INITIALIZED: u8 = 0x10;
+const T_FINALIZING: u8 = 0x11;
+const T_JOIN: u8 = 0x09;
+const T_ALIVE: u8 = 0x0a;
+const T_STARTED: u8 = 0x0b;
 const T_OK: u8 = 0x80;
 const T_VALUE: u8 = 0x81;
 const T_TIMEOUT: u8 = 0x82;
 const T_PEER_EXITED: u8 = 0x83;
 const T_EXITED_LIST: u8 = 0x84;
 const T_FAILED: u8 = 0x85;
+const T_OUT: u8 = 0x86;
+const T_EXCLUDED: u8 = 0x87;
 
 /// A client → server message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +131,20 @@ pub enum Request {
     Exited,
     /// Ask which ranks have exited after finalizing (departed cleanly, not failed).
     Departed,
+    /// The sender's `init` completed (phase report for `rtrun`'s end-of-job lines).
+    Initialized,
+    /// The sender's `finalize` began (phase report; `Finalized` ends it).
+    Finalizing,
+    /// Enter the next fault-tolerant start-up fence: it completes over the ranks that
+    /// are not out (exited or excluded).
+    Join {
+        /// How long the server waits for the other ranks.
+        timeout_ms: u64,
+    },
+    /// Start-up heartbeat: the sender is alive.
+    Alive,
+    /// The sender's `init` is done: the launcher stops watching it for start-up hangs.
+    Started,
 }
 
 /// A server → client message.
@@ -131,6 +168,11 @@ pub enum Response {
         /// Why.
         reason: String,
     },
+    /// A `Join` completed: the ranks out (exited or excluded) when it did, ascending;
+    /// every rank of that `Join` gets the same list.
+    Out(Vec<u32>),
+    /// The launcher excluded the sender (it was taken for hung): it must stop.
+    Excluded,
 }
 
 impl Request {
@@ -169,6 +211,14 @@ impl Request {
             }
             Request::Exited => out.push(T_EXITED),
             Request::Departed => out.push(T_DEPARTED),
+            Request::Initialized => out.push(T_INITIALIZED),
+            Request::Finalizing => out.push(T_FINALIZING),
+            Request::Join { timeout_ms } => {
+                out.push(T_JOIN);
+                out.extend_from_slice(&timeout_ms.to_le_bytes());
+            }
+            Request::Alive => out.push(T_ALIVE),
+            Request::Started => out.push(T_STARTED),
         }
         end_frame(out, start)
     }
@@ -188,6 +238,11 @@ impl Request {
             T_ABORT => Request::Abort { code: c.i32()?, ranks: c.u32s()? },
             T_EXITED => Request::Exited,
             T_DEPARTED => Request::Departed,
+            T_INITIALIZED => Request::Initialized,
+            T_FINALIZING => Request::Finalizing,
+            T_JOIN => Request::Join { timeout_ms: c.u64()? },
+            T_ALIVE => Request::Alive,
+            T_STARTED => Request::Started,
             _ => return Err(proto("unknown request tag")),
         };
         c.finish()?;
@@ -221,6 +276,11 @@ impl Response {
                 out.push(T_FAILED);
                 put_bytes(out, reason.as_bytes())?;
             }
+            Response::Out(ranks) => {
+                out.push(T_OUT);
+                put_u32s(out, ranks)?;
+            }
+            Response::Excluded => out.push(T_EXCLUDED),
         }
         end_frame(out, start)
     }
@@ -238,6 +298,8 @@ impl Response {
             T_PEER_EXITED => Response::PeerExited { rank: c.u32()? },
             T_EXITED_LIST => Response::Exited(c.u32s()?),
             T_FAILED => Response::Failed { reason: c.str()? },
+            T_OUT => Response::Out(c.u32s()?),
+            T_EXCLUDED => Response::Excluded,
             _ => return Err(proto("unknown response tag")),
         };
         c.finish()?;
@@ -268,8 +330,13 @@ pub fn read_frame<R: Read>(r: &mut R, max: usize) -> Result<Option<Vec<u8>>, Err
     if len > max {
         return Err(Error::FrameTooLarge { len, max });
     }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body).map_err(|e| Error::io("read", e))?;
+    // The length is the sender's word: allocate as bytes arrive, not all at once, so a
+    // frame that announces 16 MiB and sends nothing costs nothing.
+    let mut body = Vec::with_capacity(len.min(FRAME_CHUNK_BYTES));
+    let got = r.take(len as u64).read_to_end(&mut body).map_err(|e| Error::io("read", e))?;
+    if got < len {
+        return Err(Error::Disconnected);
+    }
     Ok(Some(body))
 }
 
@@ -371,7 +438,13 @@ impl<'a> Cursor<'a> {
         if n > self.buf.len() / 4 {
             return Err(proto("truncated frame"));
         }
-        (0..n).map(|_| self.u32()).collect()
+        // Exactly `n` (checked against the bytes present): `collect` over a fallible
+        // iterator would grow by doubling, past the frame's own size.
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(self.u32()?);
+        }
+        Ok(v)
     }
     fn finish(&self) -> Result<(), Error> {
         if self.buf.is_empty() {
@@ -381,6 +454,9 @@ impl<'a> Cursor<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod untrusted;
 
 #[cfg(test)]
 mod tests {
@@ -403,6 +479,11 @@ mod tests {
             Request::Abort { code: -3, ranks: vec![1, 2, 3] },
             Request::Exited,
             Request::Departed,
+            Request::Initialized,
+            Request::Finalizing,
+            Request::Join { timeout_ms: 60_000 },
+            Request::Alive,
+            Request::Started,
         ];
         for r in reqs {
             let mut out = Vec::new();
@@ -420,6 +501,9 @@ mod tests {
             Response::PeerExited { rank: 3 },
             Response::Exited(vec![4, 1]),
             Response::Failed { reason: "no".into() },
+            Response::Out(vec![2, 5]),
+            Response::Out(Vec::new()),
+            Response::Excluded,
         ];
         for r in resps {
             let mut out = Vec::new();

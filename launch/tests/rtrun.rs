@@ -1,15 +1,21 @@
 //! Multi-process tests of `rtrun` and the bootstrap service (real processes, every test
 //! with a hard timeout). Rank programs are `rt-testprog` (see its module doc).
+//!
+//! Every job runs with `--outcome-file`, and every test checks each rank's end (exit code
+//! or signal, phase, cause) from it, not only `rtrun`'s exit code: R7 hides most ranks'
+//! failures behind rank 0's code.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use runthrough_launch::outcome::RankStatus;
+use runthrough_launch::report::{Cause, Phase, RankReport};
 use runthrough_launch::{Client, Error, JobEnv, Server};
 
 const RTRUN: &str = env!("CARGO_BIN_EXE_rtrun");
@@ -22,6 +28,59 @@ struct Out {
     stdout: String,
     stderr: String,
     elapsed: Duration,
+    /// The `--outcome-file` records, by rank (empty when no job ran).
+    ranks: Vec<RankReport>,
+}
+
+impl Out {
+    /// Asserts that exactly ranks `0..n` were reported.
+    fn assert_ranks(&self, n: u32) {
+        let got: Vec<u32> = self.ranks.iter().map(|r| r.rank).collect();
+        assert_eq!(got, (0..n).collect::<Vec<_>>(), "{self:?}");
+    }
+
+    /// Asserts that all `n` ranks ended cleanly (exit 0 after finalize) and that no
+    /// end-of-job line was printed.
+    fn assert_all_clean(&self, n: u32) {
+        self.assert_ranks(n);
+        for r in &self.ranks {
+            assert!(r.is_clean(), "rank {} did not end cleanly: {r}\n{self:?}", r.rank);
+        }
+        assert_eq!(report_lines(&self.stderr).len(), 0, "{self:?}");
+    }
+
+    /// Asserts how `rank` ended.
+    fn assert_end(&self, rank: u32, status: RankStatus, phase: Phase, cause: Cause) {
+        let r = self.ranks.iter().find(|r| r.rank == rank).unwrap_or_else(|| panic!("no rank {rank}: {self:?}"));
+        assert_eq!((r.status, r.phase, r.cause), (status, phase, cause), "rank {rank}: {r}\n{self:?}");
+    }
+
+    /// Asserts how `rank` ended, where it may have ended in an earlier phase than `by`
+    /// (a fault that lands while the machine is slow to start the rank).
+    fn assert_end_by(&self, rank: u32, status: RankStatus, by: Phase, cause: Cause) {
+        let r = self.ranks.iter().find(|r| r.rank == rank).unwrap_or_else(|| panic!("no rank {rank}: {self:?}"));
+        assert!(r.status == status && r.phase <= by && r.cause == cause, "rank {rank}: {r}\n{self:?}");
+    }
+
+    /// Asserts that every listed rank ended with exit code 0 without using the runtime
+    /// (it never reached the launcher), which is not abnormal.
+    fn assert_ended_before_init(&self, ranks: impl IntoIterator<Item = u32>) {
+        for rank in ranks {
+            self.assert_end(rank, RankStatus::Exited(0), Phase::BeforeInit, Cause::None);
+            assert!(!self.ranks[rank as usize].is_abnormal());
+        }
+    }
+}
+
+/// The end-of-job lines `rtrun` printed on stderr.
+fn report_lines(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.starts_with("rtrun: rank ")).collect()
+}
+
+const SIGKILL: RankStatus = RankStatus::Signaled(9);
+
+fn this_host() -> String {
+    runthrough_launch::job::hostname()
 }
 
 /// A running `rtrun`, with its stdout lines streamed through a channel.
@@ -31,11 +90,21 @@ struct Job {
     seen: Vec<String>,
     stderr: thread::JoinHandle<String>,
     start: Instant,
+    outcome: std::path::PathBuf,
 }
 
 impl Job {
     fn spawn(args: &[&str]) -> Job {
+        static JOBS: AtomicU32 = AtomicU32::new(0);
+        let outcome = std::env::temp_dir().join(format!(
+            "rtrun-test-outcome-{}-{}",
+            std::process::id(),
+            JOBS.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_file(&outcome);
         let mut child = Command::new(RTRUN)
+            .arg("--outcome-file")
+            .arg(&outcome)
             .args(args)
             .env_remove("RT_DEBUG")
             .stdin(Stdio::null())
@@ -59,7 +128,7 @@ impl Job {
             let _ = err.read_to_string(&mut s);
             s
         });
-        Job { child, lines, seen: Vec::new(), stderr, start: Instant::now() }
+        Job { child, lines, seen: Vec::new(), stderr, start: Instant::now(), outcome }
     }
 
     /// Waits for a stdout line containing `needle` (hard timeout).
@@ -99,7 +168,13 @@ impl Job {
         }
         let mut stdout = self.seen.join("\n");
         stdout.push('\n');
-        Out { code: status.code(), stdout, stderr: self.stderr.join().unwrap(), elapsed }
+        let records = std::fs::read_to_string(&self.outcome).unwrap_or_default();
+        let _ = std::fs::remove_file(&self.outcome);
+        let ranks = records
+            .lines()
+            .map(|l| RankReport::parse(l).unwrap_or_else(|| panic!("bad outcome record {l:?}")))
+            .collect();
+        Out { code: status.code(), stdout, stderr: self.stderr.join().unwrap(), elapsed, ranks }
     }
 }
 
@@ -144,6 +219,7 @@ fn argument_errors_exit_2() {
         assert!(out.stderr.starts_with("rtrun: "), "{args:?}: {out:?}");
         assert!(out.stderr.contains("--help"), "{args:?}: {out:?}");
         assert!(out.stdout.trim().is_empty(), "{args:?}: {out:?}");
+        out.assert_ranks(0);
     }
 }
 
@@ -152,6 +228,7 @@ fn help_exits_0() {
     let out = rtrun(&["--help"]);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(out.stdout.contains("usage: rtrun -n N"), "{out:?}");
+    out.assert_ranks(0);
 }
 
 #[test]
@@ -159,6 +236,7 @@ fn missing_program_exits_127() {
     let out = rtrun(&["-n", "2", "/nonexistent/rt-no-such-program"]);
     assert_eq!(out.code, Some(127), "{out:?}");
     assert!(out.stderr.contains("cannot start rank 0"), "{out:?}");
+    out.assert_ranks(0);
 }
 
 #[test]
@@ -170,6 +248,7 @@ fn t3_kv_exchange_1_2_4_8() {
         for r in 0..n {
             assert_eq!(count(&out.stdout, &format!("kv ok rank {r} of {n}\n")), 1, "{out:?}");
         }
+        out.assert_all_clean(n);
     }
 }
 
@@ -182,10 +261,16 @@ fn tag_output_prefixes_every_line() {
     for r in 0..4 {
         assert!(lines.contains(&format!("[{r}] kv ok rank {r} of 4").as_str()), "{out:?}");
     }
+    out.assert_all_clean(4);
     // stderr too
     let out = rtrun(&["-n", "2", "--tag-output", PROG, "bogus-command"]);
     assert_eq!(out.code, Some(3), "{out:?}");
     assert!(out.stderr.contains("[1] rt-testprog: unknown command"), "{out:?}");
+    out.assert_ranks(2);
+    for r in 0..2 {
+        out.assert_end(r, RankStatus::Exited(3), Phase::BeforeInit, Cause::None);
+    }
+    assert_eq!(report_lines(&out.stderr).len(), 2, "{out:?}");
 }
 
 /// `--host` placement and the launch agent, without namespaces: the agent is `env` with
@@ -230,7 +315,11 @@ fn hosts_placement_and_launch_agent_environment() {
             };
             assert_eq!(get(r, "RT_FABRIC_ADDR"), addr, "{out:?}");
             assert!(get(r, "RT_KV_ADDR").unwrap().starts_with("127.0.0.1:"));
+            // The report names the host each rank ran on.
+            assert_eq!(out.ranks[r].host, *host, "{out:?}");
         }
+        out.assert_ranks(5);
+        out.assert_ended_before_init(0..5);
     }
 }
 
@@ -258,6 +347,8 @@ fn environment_of_each_rank() {
     }
     assert_eq!(get(0, "RT_JOBID"), get(1, "RT_JOBID"));
     assert_eq!(get(0, "RT_KV_SECRET"), get(1, "RT_KV_SECRET"));
+    out.assert_ranks(2);
+    out.assert_ended_before_init(0..2);
     // --transport / --provider reach every rank as RT_TRANSPORT / RT_PROVIDER.
     let net = rtrun(&["-n", "2", "--transport", "fabric", "--provider", "sockets", "--tag-output", PROG, "env"]);
     assert_eq!(net.code, Some(0), "{net:?}");
@@ -265,10 +356,14 @@ fn environment_of_each_rank() {
         assert!(net.stdout.contains(&format!("[{r}] RT_TRANSPORT=fabric")), "{net:?}");
         assert!(net.stdout.contains(&format!("[{r}] RT_PROVIDER=sockets")), "{net:?}");
     }
+    net.assert_ranks(2);
+    net.assert_ended_before_init(0..2);
     // A second job gets fresh random ids.
     let again = rtrun(&["-n", "1", PROG, "env"]);
     let jobid0 = get(0, "RT_JOBID");
     assert!(!again.stdout.contains(&jobid0), "{again:?}");
+    again.assert_ranks(1);
+    again.assert_ended_before_init([0]);
 }
 
 fn in_process_env(server: &Server, rank: u32, secret: &str) -> JobEnv {
@@ -377,20 +472,37 @@ fn kill_one_rank_others_finish() {
     assert!(out.stdout.contains("rank 2 done"), "{out:?}");
     assert!(!out.stdout.contains("rank 1 done"), "{out:?}");
     assert!(out.elapsed < Duration::from_secs(10), "{out:?}");
+    out.assert_ranks(3);
+    out.assert_end_by(1, SIGKILL, Phase::Running, Cause::Injected);
+    assert!(out.ranks[0].is_clean() && out.ranks[2].is_clean(), "{out:?}");
 }
 
 #[test]
 fn r7_all_ok_gives_rank0_code() {
     let out = rtrun(&["-n", "3", PROG, "finalize-exit", "5,6,7"]);
     assert_eq!(out.code, Some(5), "{out:?}");
+    out.assert_ranks(3);
+    for r in 0..3 {
+        out.assert_end(r, RankStatus::Exited(5 + r as i32), Phase::Finalized, Cause::None);
+    }
 }
 
 #[test]
 fn r7_killed_rank_gives_lowest_finalized_code() {
-    let out = rtrun(&["-n", "4", "--kill", "2@200ms", PROG, "finalize-exit", "10,11,12,13", "1500"]);
-    assert_eq!(out.code, Some(10), "{out:?}");
-    let out = rtrun(&["-n", "4", "--kill", "0@200ms", PROG, "finalize-exit", "10,11,12,13", "1500"]);
-    assert_eq!(out.code, Some(11), "{out:?}");
+    for victim in [2u32, 0] {
+        let kill = format!("{victim}@200ms");
+        let out = rtrun(&["-n", "4", "--kill", &kill, PROG, "finalize-exit", "10,11,12,13", "1500"]);
+        assert_eq!(out.code, Some(if victim == 0 { 11 } else { 10 }), "{out:?}");
+        out.assert_ranks(4);
+        for r in 0..4 {
+            if r == victim {
+                // finalize-exit connects, then sleeps: killed during init.
+                out.assert_end_by(r, SIGKILL, Phase::Init, Cause::Injected);
+            } else {
+                out.assert_end(r, RankStatus::Exited(10 + r as i32), Phase::Finalized, Cause::None);
+            }
+        }
+    }
 }
 
 #[test]
@@ -398,6 +510,9 @@ fn r7_nobody_finalized_gives_lowest_nonzero_code() {
     // Nobody finalizes, nobody aborts, no signals: lowest non-zero exit code (rule 5).
     let out = rtrun(&["-n", "2", PROG, "exit", "4,0"]);
     assert_eq!(out.code, Some(4), "{out:?}");
+    out.assert_ranks(2);
+    out.assert_end(0, RankStatus::Exited(4), Phase::BeforeInit, Cause::None);
+    out.assert_ended_before_init([1]);
 }
 
 #[test]
@@ -406,12 +521,23 @@ fn r7_none_finalized_gives_abort_code() {
     assert_eq!(out.code, Some(7), "{out:?}");
     assert!(!out.stdout.contains("survived"), "{out:?}");
     assert!(out.elapsed < Duration::from_secs(8), "{out:?}");
+    out.assert_ranks(2);
+    // Rank 0 asked and exits by itself unless the launcher's SIGKILL comes first.
+    assert!(matches!(out.ranks[0].status, RankStatus::Exited(7) | SIGKILL), "{out:?}");
+    assert_eq!(out.ranks[0].cause, Cause::Abort(7), "{out:?}");
+    // Rank 1 may be killed before it reached the launcher.
+    let r1 = &out.ranks[1];
+    assert!(r1.status == SIGKILL && r1.cause == Cause::Abort(7) && r1.phase <= Phase::Init, "{out:?}");
 }
 
 #[test]
 fn r7_signal_without_abort_gives_128_plus_signal() {
     let out = rtrun(&["-n", "2", "--kill", "0@200ms", "--kill", "1@200ms", PROG, "sleep", "5000"]);
     assert_eq!(out.code, Some(128 + 9), "{out:?}");
+    out.assert_ranks(2);
+    for r in 0..2 {
+        out.assert_end_by(r, SIGKILL, Phase::Running, Cause::Injected);
+    }
 }
 
 #[test]
@@ -422,6 +548,13 @@ fn r3_abort_kills_only_listed_ranks() {
     assert!(!out.stdout.contains("rank 2 survived"), "{out:?}");
     // Failures: 0 (aborted), 1, 2 (killed); lowest finalized rank is 3, exit 0.
     assert_eq!(out.code, Some(0), "{out:?}");
+    out.assert_ranks(4);
+    out.assert_end(0, RankStatus::Exited(9), Phase::Init, Cause::Abort(9));
+    // Ranks 1 and 2 may be killed before they reached the launcher.
+    for r in [1, 2] {
+        out.assert_end_by(r, SIGKILL, Phase::Init, Cause::Abort(9));
+    }
+    assert!(out.ranks[3].is_clean(), "{out:?}");
 }
 
 #[test]
@@ -430,6 +563,10 @@ fn timeout_kills_everything_exit_124() {
     assert_eq!(out.code, Some(124), "{out:?}");
     assert!(out.stderr.contains("rtrun: job timed out after 1s"), "{out:?}");
     assert!(out.elapsed < Duration::from_millis(2500), "{out:?}");
+    out.assert_ranks(2);
+    for r in 0..2 {
+        out.assert_end_by(r, SIGKILL, Phase::Running, Cause::Timeout);
+    }
 }
 
 #[test]
@@ -438,6 +575,9 @@ fn fence_fails_fast_when_a_rank_exited() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(out.stdout.contains("rank 0 peer-exited 1"), "{out:?}");
     assert!(out.stdout.contains("rank 2 peer-exited 1"), "{out:?}");
+    out.assert_ranks(3);
+    out.assert_ended_before_init([1]);
+    assert!(out.ranks[0].is_clean() && out.ranks[2].is_clean(), "{out:?}");
 }
 
 #[test]
@@ -445,6 +585,9 @@ fn ranks_learn_which_ranks_exited() {
     let out = rtrun(&["-n", "2", PROG, "exited"]);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(out.stdout.contains("rank 0 sees exited [1]"), "{out:?}");
+    out.assert_ranks(2);
+    out.assert_ended_before_init([1]);
+    assert!(out.ranks[0].is_clean(), "{out:?}");
 }
 
 fn shm_path(stdout: &str) -> String {
@@ -456,6 +599,7 @@ fn shm_path(stdout: &str) -> String {
 fn shm_removed_after_normal_exit() {
     let out = rtrun(&["-n", "2", PROG, "shm"]);
     assert_eq!(out.code, Some(0), "{out:?}");
+    out.assert_all_clean(2);
     let path = shm_path(&out.stdout);
     assert!(!Path::new(&path).exists(), "{path} still exists");
 }
@@ -468,6 +612,10 @@ fn shm_removed_after_killed_job() {
     let out = job.wait(Duration::from_secs(8));
     assert_eq!(out.code, Some(137), "{out:?}");
     assert!(!Path::new(&path).exists(), "{path} still exists");
+    out.assert_ranks(2);
+    for r in 0..2 {
+        out.assert_end(r, SIGKILL, Phase::Init, Cause::Injected);
+    }
 }
 
 fn pid_alive(pid: u32) -> bool {
@@ -503,6 +651,10 @@ fn sigterm_kills_ranks_exit_130() {
     let out = job.wait(Duration::from_secs(8));
     assert_eq!(out.code, Some(130), "{out:?}");
     wait_dead(&pids);
+    out.assert_ranks(2);
+    for r in 0..2 {
+        out.assert_end(r, SIGKILL, Phase::Running, Cause::Interrupted);
+    }
 }
 
 #[test]
@@ -512,6 +664,8 @@ fn ranks_die_with_rtrun() {
     job.child.kill().unwrap(); // SIGKILL: no cleanup in rtrun, PR_SET_PDEATHSIG acts
     let _ = job.child.wait();
     wait_dead(&pids);
+    // rtrun died first: it wrote no report.
+    assert!(!job.outcome.exists());
 }
 
 #[test]
@@ -520,5 +674,74 @@ fn r3_abort_self_records_abort_code() {
     for _ in 0..3 {
         let out = rtrun(&["-n", "1", PROG, "abort", "6", "0"]);
         assert_eq!(out.code, Some(6), "{out:?}");
+        out.assert_ranks(1);
+        assert!(matches!(out.ranks[0].status, RankStatus::Exited(6) | SIGKILL), "{out:?}");
+        assert_eq!((out.ranks[0].phase, out.ranks[0].cause), (Phase::Init, Cause::Abort(6)), "{out:?}");
     }
+}
+
+/// Issue 16 item 3: an `exit(3)` after init while rank 0 finalizes. R7 keeps the job's
+/// exit code 0 (rank 0 finalized); `rtrun` names the rank, its host, the code and the
+/// phase on stderr, once.
+#[test]
+fn report_names_a_rank_that_exits_after_init() {
+    let out = rtrun(&["-n", "3", PROG, "phase-exit", "0,3,0", "finalized,running,finalized"]);
+    assert_eq!(out.code, Some(0), "R7: {out:?}");
+    let want = format!("rtrun: rank 1 on host {}: exit code 3, after init, before finalize", this_host());
+    assert_eq!(report_lines(&out.stderr), [want.as_str()], "{out:?}");
+    out.assert_ranks(3);
+    out.assert_end(1, RankStatus::Exited(3), Phase::Running, Cause::None);
+    assert!(out.ranks[0].is_clean() && out.ranks[2].is_clean(), "{out:?}");
+}
+
+/// Every phase gets its words; an exit 0 without the runtime is not reported.
+#[test]
+fn report_distinguishes_every_phase() {
+    let phases = "finalized,before-init,init,finalizing,finalized,before-init";
+    let out = rtrun(&["-n", "6", PROG, "phase-exit", "0,2,0,0,4,0", phases]);
+    assert_eq!(out.code, Some(0), "R7: {out:?}");
+    let h = this_host();
+    let want = [
+        format!("rtrun: rank 1 on host {h}: exit code 2, before init"),
+        format!("rtrun: rank 2 on host {h}: exit code 0, during init"),
+        format!("rtrun: rank 3 on host {h}: exit code 0, during finalize"),
+        format!("rtrun: rank 4 on host {h}: exit code 4, after finalize"),
+    ];
+    let mut got = report_lines(&out.stderr);
+    got.sort_unstable();
+    assert_eq!(got, want.iter().map(String::as_str).collect::<Vec<_>>(), "{out:?}");
+    out.assert_ranks(6);
+    out.assert_end(4, RankStatus::Exited(4), Phase::Finalized, Cause::None);
+    out.assert_ended_before_init([5]);
+    assert!(out.ranks[0].is_clean(), "{out:?}");
+}
+
+/// `--kill` and `--stop`: the signal's name and "(fault injected)"; `--quiet` hides the
+/// lines (the outcome file still has the records); a clean job prints none.
+#[test]
+fn report_kill_stop_quiet_and_clean() {
+    let h = this_host();
+    // 1 s: the rank is surely past init (it reports it at once), even on a busy machine.
+    let out = rtrun(&["-n", "3", "--kill", "1@1s", PROG, "sleep", "2500"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let want = format!("rtrun: rank 1 on host {h}: killed by SIGKILL, after init, before finalize (fault injected)");
+    assert_eq!(report_lines(&out.stderr), [want.as_str()], "{out:?}");
+    out.assert_end(1, SIGKILL, Phase::Running, Cause::Injected);
+
+    // A stopped rank left stopped is killed by rtrun once the others ended.
+    let out = rtrun(&["-n", "2", "--stop", "1@1s", PROG, "sleep", "2000"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let want = format!("rtrun: rank 1 on host {h}: killed by SIGKILL, after init, before finalize (fault injected)");
+    assert_eq!(report_lines(&out.stderr), [want.as_str()], "{out:?}");
+    out.assert_end(1, SIGKILL, Phase::Running, Cause::Injected);
+    assert!(out.ranks[0].is_clean(), "{out:?}");
+
+    let out = rtrun(&["-n", "3", "--quiet", "--kill", "1@300ms", PROG, "sleep", "1500"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(report_lines(&out.stderr).len(), 0, "{out:?}");
+    out.assert_end_by(1, SIGKILL, Phase::Running, Cause::Injected);
+
+    let out = rtrun(&["-n", "3", PROG, "kv"]);
+    assert!(out.stderr.is_empty(), "{out:?}");
+    out.assert_all_clean(3);
 }

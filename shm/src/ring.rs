@@ -547,6 +547,9 @@ pub fn channel(ring_bytes: u32) -> (RingTx, RingRx) {
 }
 
 #[cfg(test)]
+mod untrusted;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -711,7 +714,7 @@ mod tests {
     }
 
     #[test]
-    #[should_panic]
+    #[should_panic(expected = "must be a power of two")]
     fn channel_rejects_bad_size() {
         let _ = channel(5000);
     }

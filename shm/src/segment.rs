@@ -397,13 +397,7 @@ impl Segment {
             }
             pause(&mut backoff);
         };
-        let geo = layout.geometry().map_err(|_| Error::BadSegment("header layout out of range"))?;
-        if geo != stored {
-            return Err(Error::BadSegment("header geometry inconsistent"));
-        }
-        if file_size(&fd)? < geo.total {
-            return Err(Error::BadSegment("segment smaller than its layout"));
-        }
+        let geo = Segment::check_stored(layout, stored, file_size(&fd)?)?;
         let map = Mapping::map(&fd, geo.total, libc::PROT_READ | libc::PROT_WRITE, Segment::claims(layout))?;
         tracing::debug!(name, ?layout, "shm segment opened");
         Ok(Segment { map: Arc::new(map), name: name.to_owned(), layout, geo })
@@ -436,6 +430,20 @@ impl Segment {
             total: field(&h.total_size),
         };
         Ok((layout, geo))
+    }
+
+    /// Checks a ready header's layout and stored geometry against each other and the
+    /// object's `size`: every offset `open` maps and later uses derives from a layout
+    /// that passed [`Layout`]'s own bounds, and lies inside the object.
+    fn check_stored(layout: Layout, stored: Geometry, size: usize) -> Result<Geometry, Error> {
+        let geo = layout.geometry().map_err(|_| Error::BadSegment("header layout out of range"))?;
+        if geo != stored {
+            return Err(Error::BadSegment("header geometry inconsistent"));
+        }
+        if size < geo.total {
+            return Err(Error::BadSegment("segment smaller than its layout"));
+        }
+        Ok(geo)
     }
 
     /// Removes the name `name`. Idempotent: a missing name is not an error. Mappings (and
@@ -583,6 +591,9 @@ impl Departures {
             && self.map.header().departed[rank as usize / 64].load(Ordering::Acquire) & (1 << (rank % 64)) != 0
     }
 }
+
+#[cfg(test)]
+mod untrusted;
 
 #[cfg(test)]
 mod tests {

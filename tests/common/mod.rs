@@ -1,11 +1,84 @@
 //! Shared harness of the multi-process tests: the cargo-built `rtrun` and example
 //! programs, run as real processes with a hard timeout.
+//!
+//! Every job runs with `rtrun --outcome-file`, and the checks look at every rank's end,
+//! not only at the job's exit code (R7 gives rank 0's code, which hides any other rank's
+//! failure): [`ok`] requires every rank to exit 0 after finalizing, [`ok_failed`] the same
+//! of every rank but the listed victims, which must have ended abnormally.
 #![allow(dead_code)]
 
+pub(crate) mod netns;
+
+use std::ops::Deref;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+#[allow(unused_imports)]
+pub(crate) use runthrough_launch::outcome::RankStatus;
+#[allow(unused_imports)]
+pub(crate) use runthrough_launch::report::{Cause, Phase, RankReport};
+
+/// A finished job: `rtrun`'s output and each rank's end (`--outcome-file`).
+#[derive(Debug)]
+pub(crate) struct Run {
+    /// `rtrun`'s status and output.
+    pub(crate) out: Output,
+    /// One record per rank, by rank (empty if `rtrun` wrote none).
+    pub(crate) ranks: Vec<RankReport>,
+    /// The `-n` of the job.
+    pub(crate) size: u32,
+}
+
+impl Deref for Run {
+    type Target = Output;
+    fn deref(&self) -> &Output {
+        &self.out
+    }
+}
+
+impl Run {
+    /// The record of `rank`.
+    pub(crate) fn rank(&self, rank: u32) -> &RankReport {
+        self.ranks
+            .iter()
+            .find(|r| r.rank == rank)
+            .unwrap_or_else(|| panic!("no record of rank {rank}\n{}", self.dump()))
+    }
+
+    /// Asserts that `rtrun` reported exactly ranks `0..size`.
+    pub(crate) fn assert_all_reported(&self) {
+        let got: Vec<u32> = self.ranks.iter().map(|r| r.rank).collect();
+        assert_eq!(got, (0..self.size).collect::<Vec<_>>(), "one record per rank\n{}", self.dump());
+    }
+
+    /// Asserts `check` of every rank's record (`what` names the expectation).
+    pub(crate) fn assert_each(&self, what: &str, check: impl Fn(&RankReport) -> bool) {
+        self.assert_all_reported();
+        for r in &self.ranks {
+            assert!(check(r), "rank {}: expected {what}, got {r}\n{}", r.rank, self.dump());
+        }
+    }
+
+    fn dump(&self) -> String {
+        let records: Vec<String> = self.ranks.iter().map(RankReport::record).collect();
+        format!(
+            "status: {:?}\nranks:\n{}\nstdout:\n{}\nstderr:\n{}",
+            self.out.status,
+            records.join("\n"),
+            stdout(&self.out),
+            stderr(&self.out)
+        )
+    }
+}
+
+/// The `-n` value of an `rtrun` argument list.
+fn job_size(args: &[&str]) -> u32 {
+    let at = args.iter().position(|a| *a == "-n").expect("-n in the rtrun arguments");
+    args[at + 1].parse().expect("-n value")
+}
 
 /// Directory of the binaries of the profile the tests were built with.
 fn bin_dir() -> PathBuf {
@@ -49,7 +122,7 @@ pub(crate) fn example(name: &str) -> PathBuf {
 /// Runs `rtrun ARGS` with extra environment, killing it after `limit`. Jobs of one test
 /// binary run one at a time: on 2 cores, concurrent jobs of 8 ranks each would starve
 /// each other's progress threads and turn timing into noise.
-pub(crate) fn run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output {
+pub(crate) fn run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
     match try_run_env(args, env, limit) {
         Ok(o) => o,
         Err(msg) => panic!("{msg}"),
@@ -57,11 +130,24 @@ pub(crate) fn run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) -> O
 }
 
 /// As [`run_env`], but a job that exceeds `limit` is killed and reported as `Err`.
-pub(crate) fn try_run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Result<Output, String> {
+pub(crate) fn try_run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Result<Run, String> {
     static ONE_JOB: Mutex<()> = Mutex::new(());
+    static JOBS: AtomicU32 = AtomicU32::new(0);
     let _turn = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
+    let size = job_size(args);
+    let outcome = std::env::temp_dir().join(format!(
+        "rt-test-outcome-{}-{}",
+        std::process::id(),
+        JOBS.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_file(&outcome);
     let mut cmd = Command::new(rtrun());
-    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
+    cmd.arg("--outcome-file")
+        .arg(&outcome)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
     // Test machines run other work too (CI, builds): a detector timeout of 0.5 s keeps a
     // descheduled rank from being taken for a hung one. Tests may override it.
     cmd.env("RT_FT_TIMEOUT_MS", "500");
@@ -72,11 +158,19 @@ pub(crate) fn try_run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) 
     let start = Instant::now();
     loop {
         if child.try_wait().expect("wait rtrun").is_some() {
-            return Ok(child.wait_with_output().expect("collect output"));
+            let out = child.wait_with_output().expect("collect output");
+            let records = std::fs::read_to_string(&outcome).unwrap_or_default();
+            let _ = std::fs::remove_file(&outcome);
+            let ranks = records
+                .lines()
+                .map(|l| RankReport::parse(l).unwrap_or_else(|| panic!("bad outcome record {l:?}")))
+                .collect();
+            return Ok(Run { out, ranks, size });
         }
         if start.elapsed() > limit {
             let _ = child.kill();
             let out = child.wait_with_output().expect("collect output");
+            let _ = std::fs::remove_file(&outcome);
             return Err(format!(
                 "rtrun {args:?} exceeded {limit:?}\nstdout:\n{}\nstderr:\n{}",
                 String::from_utf8_lossy(&out.stdout),
@@ -88,7 +182,7 @@ pub(crate) fn try_run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) 
 }
 
 /// Runs `rtrun ARGS`, killing it after `limit`.
-pub(crate) fn run(args: &[&str], limit: Duration) -> Output {
+pub(crate) fn run(args: &[&str], limit: Duration) -> Run {
     run_env(args, &[], limit)
 }
 
@@ -102,9 +196,24 @@ pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// Asserts a successful run and returns its stdout.
-pub(crate) fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "job failed: {:?}\nstdout:\n{}\nstderr:\n{}", o.status, stdout(o), stderr(o));
+/// Asserts a successful run in which every rank exited 0 after finalizing, and returns
+/// its stdout.
+pub(crate) fn ok(o: &Run) -> String {
+    ok_failed(o, &[])
+}
+
+/// Asserts a successful run in which the ranks of `failed` ended abnormally (killed,
+/// non-zero exit, exit without finalize) and every other rank exited 0 after
+/// finalizing; returns its stdout.
+pub(crate) fn ok_failed(o: &Run, failed: &[u32]) -> String {
+    assert!(o.status.success(), "job failed\n{}", o.dump());
+    o.assert_each(&format!("ranks {failed:?} abnormal, the others exit 0 after finalize"), |r| {
+        if failed.contains(&r.rank) {
+            r.is_abnormal()
+        } else {
+            r.is_clean()
+        }
+    });
     stdout(o)
 }
 

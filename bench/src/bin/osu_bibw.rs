@@ -15,15 +15,17 @@ fn main() -> ExitCode {
     run(Test::BiBandwidth, |world, bufs, size, iterations| {
         let peer = 1 - world.rank();
         timed_loop(iterations, || {
-            let mut reqs = Vec::with_capacity(2 * WINDOW_SIZE);
-            let (send, slots) = bufs.send_and_recv_slots(size, WINDOW_SIZE);
-            for slot in slots {
-                reqs.push(world.irecv(slot, peer, DATA_TAG)?);
-            }
-            for _ in 0..WINDOW_SIZE {
-                reqs.push(world.isend(send, peer, DATA_TAG)?);
-            }
-            runthrough::wait_all(&mut reqs)
+            runthrough::scope(|s| {
+                let mut reqs = Vec::with_capacity(2 * WINDOW_SIZE);
+                let (send, slots) = bufs.send_and_recv_slots(size, WINDOW_SIZE);
+                for slot in slots {
+                    reqs.push(world.irecv(s, slot, peer, DATA_TAG)?);
+                }
+                for _ in 0..WINDOW_SIZE {
+                    reqs.push(world.isend(s, send, peer, DATA_TAG)?);
+                }
+                runthrough::wait_all(&mut reqs)
+            })
         })
     })
 }

@@ -16,19 +16,22 @@ fn main() -> ExitCode {
         let rank = world.rank();
         timed_loop(iterations, || {
             if rank == 0 {
-                let mut reqs = Vec::with_capacity(WINDOW_SIZE);
-                for _ in 0..WINDOW_SIZE {
-                    reqs.push(world.isend(&bufs.send[..size], 1, DATA_TAG)?);
-                }
-                runthrough::wait_all(&mut reqs)?;
+                runthrough::scope(|s| {
+                    let mut reqs = Vec::with_capacity(WINDOW_SIZE);
+                    for _ in 0..WINDOW_SIZE {
+                        reqs.push(world.isend(s, &bufs.send[..size], 1, DATA_TAG)?);
+                    }
+                    runthrough::wait_all(&mut reqs)
+                })?;
                 world.recv(&mut bufs.ack[..], 1, ACK_TAG)?;
             } else {
-                let mut reqs = Vec::with_capacity(WINDOW_SIZE);
-                for slot in bufs.recv_slots(size, WINDOW_SIZE) {
-                    reqs.push(world.irecv(slot, 0, DATA_TAG)?);
-                }
-                runthrough::wait_all(&mut reqs)?;
-                drop(reqs);
+                runthrough::scope(|s| {
+                    let mut reqs = Vec::with_capacity(WINDOW_SIZE);
+                    for slot in bufs.recv_slots(size, WINDOW_SIZE) {
+                        reqs.push(world.irecv(s, slot, 0, DATA_TAG)?);
+                    }
+                    runthrough::wait_all(&mut reqs)
+                })?;
                 world.send(&bufs.ack[..], 0, ACK_TAG)?;
             }
             Ok(())

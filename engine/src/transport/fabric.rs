@@ -77,6 +77,8 @@ pub const CONTROL_RESERVE: u32 = 4;
 pub const DEFAULT_STALL: Duration = Duration::from_secs(5);
 /// Upper bound on the receive pool (buffers), so large jobs shrink the per-peer window.
 const MAX_RECV_BUFS: usize = 2048;
+/// Spare read bounce buffers kept for reuse.
+const BOUNCE_KEEP: usize = 8;
 /// Cached send-buffer registrations.
 const MR_CACHE_ENTRIES: usize = 64;
 /// Records up to this size are injected from a stack copy.
@@ -169,7 +171,7 @@ impl fmt::Debug for Pool {
 enum Op {
     Send { buf: u32, peer: u32 },
     Recv { buf: u32 },
-    Read { op: u64, peer: u32, _mr: Option<MemoryRegion> },
+    Read { op: u64, peer: u32, bounce: Vec<u8>, _mr: Option<MemoryRegion> },
 }
 
 /// An exposure as the peer sees it: (address or offset, key, length).
@@ -186,21 +188,19 @@ struct Exposure {
 /// A read the provider did not take, with why.
 type Refused = Box<(PendingRead, FiError)>;
 
-/// A read waiting for the provider to accept it.
+/// A read waiting for the provider to accept it. It reads into `bounce`, memory of the
+/// transport's own that lives in the operation's slot until the provider reports the
+/// read, however long that takes (never, for a peer that hangs): the receive buffer is
+/// only written by the engine's copy at `ReadDone`, so a receive failed meanwhile can
+/// hand its buffer back at once (R30).
 #[derive(Debug)]
 struct PendingRead {
     op: u64,
     peer: u32,
-    local: *mut u8,
-    len: usize,
+    bounce: Vec<u8>,
     remote: RemoteAccess,
     mr: Option<MemoryRegion>,
 }
-
-// SAFETY: `local` is the engine's receive buffer, untouched by anyone else until the
-// read's ReadDone (Transport::rma_read contract); the transport is used by one thread at
-// a time.
-unsafe impl Send for PendingRead {}
 
 /// The parts of a validated frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,6 +227,21 @@ fn decode_frame(b: &[u8], size: u32) -> Option<Frame> {
     Some(Frame { kind: b[1], credits: u16::from_le_bytes([b[2], b[3]]), src })
 }
 
+/// Checks the address blobs the ranks published (bytes of other processes) before any
+/// reaches `fi_av_insert`: every one must be as long as this endpoint's own name (one
+/// provider, one address format), so a short or overlong blob is a clear error naming
+/// the rank instead of a provider reading past it.
+fn check_peer_addrs<A: AsRef<[u8]>>(addrs: &[Option<A>], own_len: usize) -> Result<(), TransportError> {
+    let len = |a: &Option<A>| a.as_ref().map(|a| a.as_ref().len());
+    match addrs.iter().position(|a| len(a).is_some_and(|l| l != own_len)) {
+        None => Ok(()),
+        Some(r) => Err(TransportError::Local(format!(
+            "fabric address of rank {r} is {} bytes, this provider's are {own_len}",
+            len(&addrs[r]).unwrap_or(0)
+        ))),
+    }
+}
+
 /// The libfabric transport endpoint of one rank.
 pub struct FabricTransport {
     // Field order is drop order: the endpoint (and everything bound to it) closes before
@@ -239,6 +254,9 @@ pub struct FabricTransport {
     cache: MrCache,
     exposed: HashMap<ExposureKey, Exposure>,
     pending_reads: VecDeque<PendingRead>,
+    /// Spare bounce buffers of finished reads (at most `BOUNCE_KEEP`), so reads in steady
+    /// state allocate nothing.
+    bounce_pool: Vec<Vec<u8>>,
     send_mr: Option<MemoryRegion>,
     recv_mr: Option<MemoryRegion>,
     sel: Selection,
@@ -337,6 +355,7 @@ impl FabricTransport {
             cache,
             exposed: HashMap::new(),
             pending_reads: VecDeque::new(),
+            bounce_pool: Vec::new(),
             send_mr,
             recv_mr,
             sel,
@@ -383,12 +402,24 @@ impl FabricTransport {
     /// # Errors
     /// [`TransportError::Local`] for a wrong count or an address the AV refuses.
     pub fn connect(&mut self, addrs: &[Vec<u8>]) -> Result<(), TransportError> {
+        let known: Vec<Option<&[u8]>> = addrs.iter().map(|a| Some(a.as_slice())).collect();
+        self.connect_known(&known)
+    }
+
+    /// Like [`FabricTransport::connect`], where the address of some ranks is unknown
+    /// (`None`: ranks that failed during start-up before publishing one, R31). Nothing is
+    /// ever sent to them: a send returns a peer error.
+    pub fn connect_known(&mut self, addrs: &[Option<&[u8]>]) -> Result<(), TransportError> {
         if addrs.len() != self.size as usize {
             return Err(TransportError::Local(format!("{} addresses for {} ranks", addrs.len(), self.size)));
         }
+        check_peer_addrs(addrs, self.ep.name().map_err(local("fi_getname"))?.0.len())?;
         let mut out = Vec::with_capacity(addrs.len());
         for a in addrs {
-            out.push(self.av.insert(&EpAddr(a.clone())).map_err(local("fi_av_insert"))?);
+            out.push(match a {
+                Some(a) => self.av.insert(&EpAddr(a.to_vec())).map_err(local("fi_av_insert"))?,
+                None => FiAddr::UNSPEC,
+            });
         }
         self.addrs = out;
         Ok(())
@@ -452,10 +483,13 @@ impl FabricTransport {
     }
 
     fn addr_of(&self, peer: Rank) -> Result<FiAddr, TransportError> {
-        self.addrs
-            .get(peer.0 as usize)
-            .copied()
-            .ok_or_else(|| TransportError::Local(format!("no address for rank {peer}")))
+        match self.addrs.get(peer.0 as usize).copied() {
+            None => Err(TransportError::Local(format!("no address for rank {peer}"))),
+            Some(FiAddr::UNSPEC) => {
+                Err(TransportError::Peer { peer, cause: "it failed during start-up (no address)".to_string() })
+            }
+            Some(a) => Ok(a),
+        }
     }
 
     fn post_error(peer: Rank, e: &FiError) -> TransportError {
@@ -561,8 +595,8 @@ impl FabricTransport {
             }
             let give = owed.min(u32::from(u16::MAX)) as u16;
             let frame = encode_frame(KIND_CREDIT, give, self.me.0);
-            let Some(&addr) = self.addrs.get(p as usize) else {
-                i += 1;
+            let Some(&addr) = self.addrs.get(p as usize).filter(|a| **a != FiAddr::UNSPEC) else {
+                self.credit_due.swap_remove(i);
                 continue;
             };
             match self.send_small(&frame, p, addr) {
@@ -595,28 +629,52 @@ impl FabricTransport {
         self.post_send(buf, bytes.len(), peer, addr)
     }
 
+    /// A bounce buffer of `len` bytes for a read (from the spares when one is big enough).
+    fn bounce(&mut self, len: usize) -> Vec<u8> {
+        let mut v = match self.bounce_pool.iter().position(|b| b.capacity() >= len) {
+            Some(i) => self.bounce_pool.swap_remove(i),
+            None => Vec::with_capacity(len),
+        };
+        // A spare keeps its length: reusing one of the same size writes nothing.
+        if v.len() >= len {
+            v.truncate(len);
+        } else {
+            v.resize(len, 0);
+        }
+        v
+    }
+
+    /// Keeps a finished read's bounce buffer for reuse.
+    fn recycle_bounce(&mut self, v: Vec<u8>) {
+        if self.bounce_pool.len() < BOUNCE_KEEP && v.capacity() > 0 {
+            self.bounce_pool.push(v);
+        }
+    }
+
     fn post_read(&mut self, r: PendingRead) -> Result<(), Refused> {
-        let Some(&addr) = self.addrs.get(r.peer as usize) else {
+        let Some(&addr) = self.addrs.get(r.peer as usize).filter(|a| **a != FiAddr::UNSPEC) else {
             return Err(Box::new((r, FiError::InvalidArg("no address for the peer"))));
         };
         let desc = r.mr.as_ref().map(MemoryRegion::desc);
-        let PendingRead { op, peer, local, len, remote, mr } = r;
-        let ctx = self.ops.insert(addr, Op::Read { op, peer, _mr: mr });
-        // SAFETY: `local` is the engine's receive buffer, kept alive and untouched until
-        // ReadDone (rma_read contract); `len` is its length.
-        let ret = unsafe { self.ep.read(std::slice::from_raw_parts_mut(local, len), desc, addr, remote, ctx) };
+        let PendingRead { op, peer, mut bounce, remote, mr } = r;
+        let (ptr, len) = (bounce.as_mut_ptr(), bounce.len());
+        // The vector moves into the slot; its heap block (what the provider writes) does not.
+        let ctx = self.ops.insert(addr, Op::Read { op, peer, bounce, _mr: mr });
+        // SAFETY: `ptr`/`len` are the bounce vector's heap block, owned by the operation's
+        // slot, which keeps it (never resized, never dropped) until the provider reports the
+        // read or the slot is cancelled below after the provider refused it.
+        let ret = unsafe { self.ep.read(std::slice::from_raw_parts_mut(ptr, len), desc, addr, remote, ctx) };
         match ret {
             Ok(()) => {
                 self.stats.reads += 1;
                 Ok(())
             }
-            Err(e) => {
-                let mr = match self.ops.cancel(ctx) {
-                    Some((_, Op::Read { _mr, .. })) => _mr,
-                    _ => None,
-                };
-                Err(Box::new((PendingRead { op, peer, local, len, remote, mr }, e)))
-            }
+            Err(e) => match self.ops.cancel(ctx) {
+                Some((_, Op::Read { bounce, _mr, .. })) => {
+                    Err(Box::new((PendingRead { op, peer, bounce, remote, mr: _mr }, e)))
+                }
+                _ => Err(Box::new((PendingRead { op, peer, bounce: Vec::new(), remote, mr: None }, e))),
+            },
         }
     }
 
@@ -801,21 +859,28 @@ impl Transport for FabricTransport {
             return Err(TransportError::RmaUnavailable);
         }
         self.addr_of(peer)?;
+        let mut bounce = self.bounce(local.len());
         let mr = if self.sel.mr.local_desc {
-            // SAFETY: the engine keeps `local` alive and untouched until ReadDone; the
-            // registration lives in the operation's slot and is dropped at completion.
+            // SAFETY: the bounce vector travels with the registration (pending read, then
+            // the operation's slot) and outlives it: the slot drops the registration first
+            // (field order of `Op::Read` is irrelevant: the provider is done with both).
             let m = unsafe {
-                MemoryRegion::register(&self.domain, Some(&self.ep), local.as_ptr(), local.len(), Access::READ)
+                MemoryRegion::register(&self.domain, Some(&self.ep), bounce.as_mut_ptr(), bounce.len(), Access::READ)
             };
-            Some(m.map_err(|_| TransportError::RmaUnavailable)?)
+            match m {
+                Ok(m) => Some(m),
+                Err(_) => {
+                    self.recycle_bounce(bounce);
+                    return Err(TransportError::RmaUnavailable);
+                }
+            }
         } else {
             None
         };
         let r = PendingRead {
             op: op.0,
             peer: peer.0,
-            local: local.as_mut_ptr(),
-            len: local.len(),
+            bounce,
             remote: RemoteAccess { addr: remote.addr, key: RemoteKey(remote.key), len: remote.len },
             mr,
         };
@@ -875,11 +940,13 @@ impl Transport for FabricTransport {
                     f(Event::PeerError { peer: Rank(peer), cause: e.to_string() });
                     handed += 1;
                 }
-                (Op::Read { op, .. }, CqEvent::Done(_)) => {
-                    f(Event::ReadDone(OpId(op)));
+                (Op::Read { op, bounce, .. }, CqEvent::Done(_)) => {
+                    f(Event::ReadDone { op: OpId(op), data: &bounce });
+                    self.recycle_bounce(bounce);
                     handed += 1;
                 }
-                (Op::Read { peer, .. }, CqEvent::Failed(e)) => {
+                (Op::Read { peer, bounce, .. }, CqEvent::Failed(e)) => {
+                    self.recycle_bounce(bounce);
                     f(Event::PeerError { peer: Rank(peer), cause: e.to_string() });
                     handed += 1;
                 }
@@ -899,6 +966,9 @@ impl Transport for FabricTransport {
         handed
     }
 }
+
+#[cfg(test)]
+mod untrusted;
 
 #[cfg(test)]
 mod tests {

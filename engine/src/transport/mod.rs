@@ -83,8 +83,14 @@ pub enum Event<'a> {
     },
     /// An in-flight send finished.
     Sent(OpId),
-    /// An in-flight read finished.
-    ReadDone(OpId),
+    /// An in-flight read finished; `data` holds what was read (valid only during the
+    /// callback), for the engine to copy into the receive buffer if that still waits.
+    ReadDone {
+        /// The read.
+        op: OpId,
+        /// The bytes read.
+        data: &'a [u8],
+    },
     /// The transport saw `peer` fail (completion-queue error, peer process gone, ...).
     PeerError {
         /// The peer.
@@ -108,8 +114,10 @@ pub trait Transport {
     /// Withdraws an exposure once the send is over (deregistration, cache release).
     fn unexpose(&mut self, _region: RemoteRegion) {}
     /// Pulls `local.len()` bytes from `peer`'s exposed `remote` memory. `Done` means the
-    /// bytes are in `local`; `InFlight` means an `Event::ReadDone(op)` follows, and the
-    /// engine keeps `local` untouched until then.
+    /// bytes are in `local`; `InFlight` means an `Event::ReadDone { op, data }` follows
+    /// with the bytes, and the transport does not keep `local` (an asynchronous read lands
+    /// in memory the transport owns: a receive the engine fails meanwhile hands its buffer
+    /// back at once, and a read that never completes writes nothing of the user's, R30).
     fn rma_read(
         &mut self,
         peer: Rank,

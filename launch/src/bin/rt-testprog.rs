@@ -8,7 +8,11 @@
 //! rt-testprog abort CODE RANKS [BY [MS]] rank BY (default 0) aborts RANKS (comma list);
 //!                                    the others sleep MS (default 10000), then finalize
 //!                                    and exit 0
-//! rt-testprog sleep MS               connect, sleep, finalized, exit 0
+//! rt-testprog sleep MS               connect, initialized, sleep, finalized, exit 0
+//! rt-testprog phase-exit CODES PHASES reach the rank's phase, then exit with its code:
+//!                                    before-init (no connection), init (connect),
+//!                                    running (+ initialized), finalizing (+ finalizing),
+//!                                    finalized (+ finalized; rank 0 sleeps 300 ms first)
 //! rt-testprog env                    print the RT_* variables, validate them
 //! rt-testprog shm [MS]               create the job's shm object, print its name,
 //!                                    sleep MS, finalized, exit 0
@@ -17,7 +21,7 @@
 //! rt-testprog exited                 rank 1 exits, rank 0 polls Client::exited until
 //!                                    it lists 1
 //! ```
-//! CODES is a comma list indexed by rank (the last entry repeats).
+//! CODES and PHASES are comma lists indexed by rank (the last entry repeats).
 //! Exits 3 on unexpected errors, with a message on stderr.
 
 use std::io::Write as _;
@@ -49,6 +53,11 @@ fn connect(env: &JobEnv) -> Client {
 fn per_rank(list: &str, rank: u32) -> i32 {
     let v: Vec<i32> = list.split(',').map(|s| s.trim().parse().unwrap_or_else(|_| fail("bad code list"))).collect();
     *v.get(rank as usize).or(v.last()).unwrap_or(&0)
+}
+
+fn per_rank_str(list: &str, rank: u32) -> &str {
+    let v: Vec<&str> = list.split(',').map(str::trim).collect();
+    v.get(rank as usize).or(v.last()).copied().unwrap_or("")
 }
 
 fn arg(args: &[String], i: usize) -> &str {
@@ -91,6 +100,28 @@ fn main() {
             println!("kv ok rank {rank} of {}", env.size);
         }
         "exit" => exit(per_rank(arg(&args, 1), rank)),
+        "phase-exit" => {
+            let code = per_rank(arg(&args, 1), rank);
+            let phase = per_rank_str(arg(&args, 2), rank);
+            let steps = ["before-init", "init", "running", "finalizing", "finalized"];
+            let Some(n) = steps.iter().position(|s| *s == phase) else { fail(format!("bad phase {phase:?}")) };
+            if n >= 1 {
+                let mut c = connect(&env);
+                if n >= 2 {
+                    c.initialized().unwrap_or_else(|e| fail(e));
+                }
+                if n >= 3 {
+                    c.finalizing().unwrap_or_else(|e| fail(e));
+                }
+                if n >= 4 {
+                    if rank == 0 {
+                        sleep(Duration::from_millis(300));
+                    }
+                    c.finalized().unwrap_or_else(|e| fail(e));
+                }
+            }
+            exit(code);
+        }
         "finalize-exit" => {
             let code = per_rank(arg(&args, 1), rank);
             let ms: u64 = args.get(2).map_or(0, |s| s.parse().unwrap_or(0));
@@ -117,6 +148,7 @@ fn main() {
         "sleep" => {
             let ms: u64 = arg(&args, 1).parse().unwrap_or_else(|_| fail("bad ms"));
             let mut c = connect(&env);
+            c.initialized().unwrap_or_else(|e| fail(e));
             println!("rank {rank} pid {} sleeping", std::process::id());
             sleep(Duration::from_millis(ms));
             c.finalized().unwrap_or_else(|e| fail(e));

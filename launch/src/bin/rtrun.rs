@@ -1,6 +1,8 @@
 //! `rtrun`: run N ranks of a program with the runthrough bootstrap service.
 //! All logic lives in `runthrough_launch::{cli, job}`; this file maps results to exit
-//! codes and messages. Set `RT_DEBUG=1` for launcher diagnostics on stderr.
+//! codes and messages: after the job, one stderr line per rank that ended abnormally
+//! (unless `--quiet`) and the `--outcome-file` records ([`runthrough_launch::report`]).
+//! Set `RT_DEBUG=1` for launcher diagnostics on stderr.
 
 use std::process::ExitCode;
 
@@ -31,6 +33,17 @@ fn main() -> ExitCode {
                 }
                 JobEnd::Interrupted => eprintln!("rtrun: interrupted, all ranks killed"),
                 JobEnd::Completed => {}
+            }
+            if !opts.quiet {
+                for r in report.reports.iter().filter(|r| r.is_abnormal()) {
+                    eprintln!("{}", r.line());
+                }
+            }
+            if let Some(path) = &opts.outcome_file {
+                let text: String = report.reports.iter().map(|r| r.record() + "\n").collect();
+                if let Err(e) = std::fs::write(path, text) {
+                    eprintln!("rtrun: cannot write the outcome file {}: {e}", path.display());
+                }
             }
             exit_code(report.exit_code)
         }

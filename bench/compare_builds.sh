@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# compare_builds.sh - runthrough against another build of itself, interleaved run by run.
+#
+# usage: bench/compare_builds.sh BASE_TARGET_DIR [NEW_TARGET_DIR] [RUNS]
+#
+# Runs osu_latency at 8 B and osu_bw at 1 MiB (2 ranks, shared memory, --bind-to core)
+# from BASE_TARGET_DIR/release and NEW_TARGET_DIR/release (default: this workspace's
+# target), alternating A B A B ... RUNS times each (default 11), and prints each side's
+# median with min-max and the ratio new/base of the medians. Used to check that a change
+# keeps today's speed (issue 16: within 2 %). Build both first (cargo build --release
+# -p runthrough-bench --bins -p runthrough-launch).
+set -euo pipefail
+base=${1:?usage: compare_builds.sh BASE_TARGET_DIR [NEW_TARGET_DIR] [RUNS]}
+new=${2:-$(cd "$(dirname "$0")/.." && pwd)/target}
+runs=${3:-11}
+
+# Nothing fails in these runs: a generous detector timeout keeps a busy machine's
+# scheduling from being taken for a hung rank (the same for both builds).
+export RT_FT_TIMEOUT_MS=${RT_FT_TIMEOUT_MS:-5000}
+
+one() { # target test size -> prints the figure (a failed run is retried, twice at most)
+    local t=$1 test=$2 size=$3 opts v tries
+    for tries in 1 2 3; do
+        v=$(one_try "$t" "$test" "$size" || true)
+        if [[ -n $v ]]; then
+            echo "$v"
+            return
+        fi
+        echo "compare_builds: $t osu_$test $size failed (try $tries)" >&2
+    done
+    echo "compare_builds: giving up on $t osu_$test $size" >&2
+    exit 1
+}
+
+one_try() { # target test size
+    local t=$1 test=$2 size=$3 opts
+    case $test in
+        latency) opts=(-m "$size:$size" -i 20000 -x 2000) ;;
+        bw) opts=(-m "$size:$size" -i 200 -x 20) ;;
+    esac
+    timeout 120 "$t/release/rtrun" -n 2 --bind-to core --timeout 100s -- "$t/release/osu_$test" "${opts[@]}" |
+        awk -v s="$size" '$1 == s { print $2 }'
+}
+
+stats() { # values... -> "median min max"
+    printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END {
+        m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+        printf "%.3f %.3f %.3f\n", m, v[1], v[NR] }'
+}
+
+echo "# compare_builds: base=$base new=$new runs=$runs ($(date -u +%FT%TZ), $(nproc) cpus)"
+echo "| test | size | base median (min-max) | new median (min-max) | new/base |"
+echo "|---|---|---|---|---|"
+for spec in "latency 8" "bw 1048576"; do
+    read -r test size <<<"$spec"
+    a=() b=()
+    for ((i = 0; i < runs; i++)); do
+        a+=("$(one "$base" "$test" "$size")")
+        b+=("$(one "$new" "$test" "$size")")
+    done
+    read -r am alo ahi <<<"$(stats "${a[@]}")"
+    read -r bm blo bhi <<<"$(stats "${b[@]}")"
+    ratio=$(awk -v x="$bm" -v y="$am" 'BEGIN { printf "%.3f", x / y }')
+    unit=$([[ $test == latency ]] && echo us || echo MB/s)
+    echo "| osu_$test | $size | $am $unit ($alo-$ahi) | $bm $unit ($blo-$bhi) | $ratio |"
+done

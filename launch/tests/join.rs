@@ -1,0 +1,115 @@
+//! The fault-tolerant start-up fences of the key-value service (R31), in process: a
+//! `Join` completes over the ranks not out, every rank of a generation gets the same
+//! list of ranks out, an excluded rank is told so at every request and listed as
+//! exited, and the launcher's start-up watch sees exactly the silent ranks.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use runthrough_launch::outcome::RankStatus;
+use runthrough_launch::{Client, Error, JobEnv, Server};
+
+const T: Duration = Duration::from_secs(10);
+
+fn env(server: &Server, rank: u32, secret: &str) -> JobEnv {
+    JobEnv {
+        rank,
+        size: server.size(),
+        local_rank: rank,
+        local_size: server.size(),
+        jobid: "0123456789abcdef".into(),
+        kv_addr: server.addr(),
+        secret: secret.into(),
+        bind: "none".into(),
+        shm_name: "/rt-0123456789abcdef".into(),
+        node: "localhost".into(),
+    }
+}
+
+/// Joins on a thread; the reply comes back on the returned channel.
+fn join_async(mut c: Client) -> mpsc::Receiver<(Client, Result<Vec<u32>, Error>)> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let r = c.join(T);
+        let _ = tx.send((c, r));
+    });
+    rx
+}
+
+#[test]
+fn join_completes_over_the_ranks_not_out_with_the_same_list_everywhere() {
+    let secret = "1f".repeat(32);
+    let server = Server::start(4, &secret).unwrap();
+    let c: Vec<Client> = (0..4).map(|r| Client::connect(&env(&server, r, &secret), T).unwrap()).collect();
+    let mut c = c.into_iter();
+    let (c0, c1, mut c2, _c3) = (c.next().unwrap(), c.next().unwrap(), c.next().unwrap(), c.next().unwrap());
+
+    // Generation 1: ranks 0 and 1 wait; rank 3 exits without joining; rank 2 joins last.
+    let w0 = join_async(c0);
+    let w1 = join_async(c1);
+    assert!(w0.recv_timeout(Duration::from_millis(100)).is_err(), "fence completed without ranks 2 and 3");
+    server.record_exit(3, RankStatus::Signaled(9));
+    assert!(w0.recv_timeout(Duration::from_millis(100)).is_err(), "fence completed without rank 2");
+    assert_eq!(c2.join(T).unwrap(), vec![3]);
+    let (c0, r0) = w0.recv_timeout(T).unwrap();
+    let (c1, r1) = w1.recv_timeout(T).unwrap();
+    assert_eq!((r0.unwrap(), r1.unwrap()), (vec![3], vec![3]));
+
+    // Generation 2: rank 1 is excluded while ranks 0 and 2 wait for it: the fence
+    // completes and names it; rank 1 is told it is excluded, whatever it asks.
+    let w0 = join_async(c0);
+    let w2 = join_async(c2);
+    thread::sleep(Duration::from_millis(50));
+    assert!(server.exclude(1));
+    assert!(!server.exclude(1), "excluded twice");
+    assert!(!server.exclude(3), "an exited rank is out already");
+    let (mut c0, r0) = w0.recv_timeout(T).unwrap();
+    let (_c2, r2) = w2.recv_timeout(T).unwrap();
+    assert_eq!((r0.unwrap(), r2.unwrap()), (vec![1, 3], vec![1, 3]));
+    let mut c1 = c1;
+    assert!(matches!(c1.join(T), Err(Error::Excluded)));
+    // An error reply is not a transport failure: rank 1 keeps being told.
+    assert!(matches!(c1.alive(), Err(Error::Excluded)));
+    assert!(server.is_out(1) && server.is_out(3) && !server.is_out(0));
+    // Survivors learn of the excluded rank as of an exited one.
+    let mut exited = c0.exited().unwrap();
+    exited.sort_unstable();
+    assert_eq!(exited, vec![1, 3]);
+}
+
+#[test]
+fn excluded_rank_gets_excluded_to_every_request_and_heartbeats_keep_ranks_unsilent() {
+    let secret = "2e".repeat(32);
+    let server = Server::start(3, &secret).unwrap();
+    let mut c0 = Client::connect(&env(&server, 0, &secret), T).unwrap();
+    let mut c1 = Client::connect(&env(&server, 1, &secret), T).unwrap();
+    let mut plain = Client::connect(&env(&server, 2, &secret), T).unwrap();
+    // Only ranks in the fault-tolerant start-up (Alive or Join) are watched for silence.
+    c0.alive().unwrap();
+    c1.alive().unwrap();
+    plain.put("k", b"v").unwrap();
+    let silence = Duration::from_millis(150);
+    let until = Instant::now() + silence * 2;
+    while Instant::now() < until {
+        c0.alive().unwrap();
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(server.silent_ranks(silence), vec![1], "rank 1 stopped heartbeating; rank 2 never joined");
+    assert!(server.unwatched_awaited().is_empty(), "nobody waits in a fence yet");
+    // Once rank 0 waits in a fence, rank 2 (not in the start-up) is awaited.
+    let w0 = join_async(c0);
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(server.unwatched_awaited(), vec![2]);
+    assert!(server.exclude(1));
+    assert!(matches!(c1.alive(), Err(Error::Excluded)));
+    assert!(matches!(c1.put("x", b"y"), Err(Error::Excluded)));
+    assert!(matches!(c1.started(), Err(Error::Excluded)));
+    assert!(server.exclude(2));
+    let (mut c0, r0) = w0.recv_timeout(T).unwrap();
+    assert_eq!(r0.unwrap(), vec![1, 2]);
+    // A started rank is no longer watched for silence.
+    c0.started().unwrap();
+    thread::sleep(silence + Duration::from_millis(50));
+    assert!(server.silent_ranks(silence).is_empty());
+}
