@@ -457,6 +457,24 @@ impl Runtime {
             drop(e);
             waiter.snooze();
         }
+        // Departure handshake (engine::note): every live peer reads this rank's `Bye`
+        // behind its last message before the process exits, so none takes the exit for
+        // a failure. Bounded: a peer that dies or hangs stops being waited for once any
+        // evidence names it, and the whole of finalize never exceeds FINALIZE_FLUSH.
+        self.shared.engine.lock().begin_departure();
+        loop {
+            let mut e = self.shared.engine.lock();
+            e.progress();
+            if e.departure_pending() == 0 {
+                break;
+            }
+            if Instant::now() > deadline {
+                tracing::warn!(peers = e.departure_pending(), "finalize: peers did not answer the departure in time");
+                break;
+            }
+            drop(e);
+            waiter.snooze();
+        }
         self.shared.stop.store(true, Ordering::Release);
         if let Some(w) = self.watchdog.take() {
             let _ = w.join();

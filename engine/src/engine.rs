@@ -26,6 +26,7 @@ use crate::buf::{RawBuf, RawBufMut};
 use crate::comms::Comms;
 use crate::error::Error;
 use crate::matching::{Arrival, Pattern, PostedQueue, UnexpectedQueue};
+use crate::note::{Note, MAX_NOTE_BYTES};
 use crate::request::{Kind, RecvPhase, Request, SendPhase, Slab, Status};
 use crate::transport::{AnyTransport, Caps, Event, Posted, Transport, TransportError};
 use crate::types::{ContextId, OpId, Rank, RemoteRegion, ReqId, Seq, Tag};
@@ -103,6 +104,8 @@ enum Outgoing {
     Ft(Msg),
     /// An agreement message (encoded), reliable.
     Agree(Vec<u8>),
+    /// An engine notice (departure handshake, …), reliable.
+    Note(Note),
 }
 
 /// Agreements (validate, agree) this process takes part in, and messages for instances
@@ -158,6 +161,8 @@ struct Peer {
     failed: bool,
     /// Exited after finalizing: gone, but not a failure.
     departed: bool,
+    /// This rank is departing and waits for this peer's `ByeAck`.
+    awaiting_bye_ack: bool,
     no_rma: bool,
 }
 
@@ -212,6 +217,11 @@ struct State {
     agree: Agreements,
     /// The node's collective area, when shared-memory collectives are on.
     shm_coll: Option<std::sync::Arc<crate::coll::ShmColl>>,
+    /// This rank is finalizing (departure handshake sent): its detector no longer
+    /// judges others (see [`Engine::begin_departure`]).
+    departing: bool,
+    /// Peers whose `Bye` arrived and still has to be answered and applied.
+    byes: Vec<Rank>,
 }
 
 /// The progress engine of one process.
@@ -251,6 +261,8 @@ impl Engine {
                 ft: None,
                 agree: Agreements::default(),
                 shm_coll: None,
+                departing: false,
+                byes: Vec::new(),
             },
         }
     }
@@ -483,6 +495,10 @@ impl Engine {
         let Engine { transport, st } = self;
         let n = transport.poll(POLL_BUDGET, |ev| st.on_event(ev));
         st.run_pulls(transport);
+        if !st.byes.is_empty() {
+            self.answer_byes();
+        }
+        let Engine { transport, st } = self;
         if !st.newly_failed.is_empty() {
             let failed = std::mem::take(&mut st.newly_failed);
             for peer in failed {
@@ -558,6 +574,12 @@ impl Engine {
             let mut failed = Vec::new();
             while let Some(ev) = ft.det.poll_event() {
                 match ev {
+                    // Departing: see `begin_departure`; the verdict only ends the wait.
+                    FtEvent::Failed { rank, .. } if st.departing => {
+                        if let Some(p) = st.peers.get_mut(rank as usize) {
+                            p.awaiting_bye_ack = false;
+                        }
+                    }
                     FtEvent::Failed { rank, .. } => failed.push(Rank(rank)),
                     FtEvent::Excluded => {
                         ft.excluded = true;
@@ -571,7 +593,9 @@ impl Engine {
                 out.push((Rank(to), msg));
             }
             for (to, msg) in out {
-                if to.0 >= st.peers.len() as u32 || st.peers[to.0 as usize].failed && !matches!(msg, Msg::Notice { .. })
+                if to.0 >= st.peers.len() as u32
+                    || st.peers[to.0 as usize].failed && !matches!(msg, Msg::Notice { .. })
+                    || st.departing && matches!(msg, Msg::Notice { .. })
                 {
                     continue;
                 }
@@ -790,6 +814,49 @@ impl Engine {
         self.st.failures.in_order()
     }
 
+    /// Starts this rank's departure (finalize, R6): sends `Bye` to every live peer behind
+    /// whatever is queued for it, and from now on the failure detector no longer judges
+    /// others (peers that read the `Bye` stop heartbeating this rank; a verdict drawn
+    /// from that silence would be false) — a verdict only ends the wait for that peer.
+    /// Poll [`Engine::departure_pending`] with [`Engine::progress`] until it is 0.
+    pub fn begin_departure(&mut self) {
+        if self.st.departing {
+            return;
+        }
+        self.st.departing = true;
+        let me = self.st.me.0 as usize;
+        for i in 0..self.st.peers.len() {
+            if i == me || self.st.peers[i].failed {
+                continue;
+            }
+            self.st.peers[i].awaiting_bye_ack = true;
+            self.st.post_or_queue(&mut self.transport, Rank(i as u32), Outgoing::Note(Note::Bye));
+        }
+    }
+
+    /// Live peers that have not answered this rank's `Bye` yet.
+    pub fn departure_pending(&self) -> usize {
+        self.st.peers.iter().filter(|p| p.awaiting_bye_ack && !p.failed).count()
+    }
+
+    /// Answers the `Bye`s read: a `ByeAck` first (nothing is sent to a departed peer),
+    /// then the departure is applied; a busy transport defers both to the next progress.
+    fn answer_byes(&mut self) {
+        for peer in std::mem::take(&mut self.st.byes) {
+            if self.is_failed(peer) {
+                continue;
+            }
+            let Engine { transport, st } = self;
+            match st.try_post(transport, peer, Outgoing::Note(Note::ByeAck)) {
+                Some(_) => st.byes.push(peer),
+                None => {
+                    tracing::debug!(rank = peer.0, "peer said bye: departed");
+                    self.peer_departed(peer);
+                }
+            }
+        }
+    }
+
     /// `peer` exited after finalizing: like [`Engine::fail_peer`] its pending operations
     /// complete with `RankFailStop` (they can never complete otherwise) and its messages
     /// are drained first, but it is not a failure: it does not join the failure set, does
@@ -935,6 +1002,20 @@ impl State {
                     }
                 }
             }
+            Outgoing::Note(note) => {
+                let n = Header::Note.encode(&mut hb);
+                let mut nb = [0u8; MAX_NOTE_BYTES];
+                let len = note.encode(&mut nb);
+                match t.try_send(peer, &hb[..n], &nb[..len]) {
+                    Ok(_) => None,
+                    Err(TransportError::Busy) => Some(Outgoing::Note(note)),
+                    Err(e) => {
+                        tracing::debug!(peer = peer.0, error = %e, "notice not sent");
+                        self.newly_failed.push(peer);
+                        None
+                    }
+                }
+            }
             Outgoing::Agree(bytes) => {
                 let n = Header::Agree.encode(&mut hb);
                 match t.try_send(peer, &hb[..n], &bytes) {
@@ -1016,6 +1097,15 @@ impl State {
         }
     }
 
+    /// Posts `out` behind whatever is queued for `peer` (queues it when the transport
+    /// is busy): for reliable messages whose order with the peer's data matters.
+    fn post_or_queue(&mut self, t: &mut AnyTransport, peer: Rank, out: Outgoing) {
+        let out = if self.peers[peer.0 as usize].pending.is_empty() { self.try_post(t, peer, out) } else { Some(out) };
+        if let Some(back) = out {
+            self.queue(peer, back);
+        }
+    }
+
     fn queue(&mut self, peer: Rank, out: Outgoing) {
         self.peers[peer.0 as usize].pending.push_back(out);
         self.queued += 1;
@@ -1064,6 +1154,19 @@ impl State {
                 Err(e) => {
                     self.stats.malformed += 1;
                     tracing::warn!(peer = peer.0, error = %e, "dropping malformed agreement message");
+                }
+            }
+            return;
+        }
+        if let Header::Note = h {
+            match Note::decode(payload) {
+                // Behind every message the peer sent before (one ordered channel).
+                Ok(Note::Bye) if !p.failed => self.byes.push(peer),
+                Ok(Note::ByeAck) => p.awaiting_bye_ack = false,
+                Ok(_) => {}
+                Err(e) => {
+                    self.stats.malformed += 1;
+                    tracing::warn!(peer = peer.0, error = %e, "dropping malformed notice");
                 }
             }
             return;

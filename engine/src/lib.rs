@@ -4,7 +4,7 @@
 //! only decides. Parts:
 //! - [`types`]: newtypes (`Rank`, `Tag`, `ContextId`, `ReqId`, ...);
 //! - [`error`]: the one [`Error`] type, its [`Scope`] and MPI class mapping (R1);
-//! - [`wire`]: header codec, validated on decode;
+//! - [`wire`]: header codec, validated on decode; [`note`]: engine notices (departure);
 //! - [`transport`]: the byte-level [`transport::Transport`] trait and its adapters;
 //! - [`matching`]: posted / unexpected queues with wildcards, non-overtaking;
 //! - [`request`]: requests, their slab, [`Status`];
@@ -26,6 +26,7 @@ pub mod error;
 pub mod handle;
 pub mod icoll;
 pub mod matching;
+pub mod note;
 pub mod request;
 pub mod transport;
 pub mod types;

@@ -10,6 +10,7 @@
 //! | Data  | 20    | rreq u64, offset u64; payload follows                        |
 //! | Ft    | 4     | none; the fault-tolerance message (`runthrough_ft::Msg`) follows |
 //! | Agree | 4     | none; the agreement message (`runthrough_ft::AgreeMsg`) follows |
+//! | Note  | 4     | none; an engine notice (`crate::note::Note`: departure, …) follows |
 //!
 //! Decoding validates everything: a short buffer, an unknown kind or version, or a
 //! length that disagrees with the payload is a [`WireError`], never a panic.
@@ -28,12 +29,13 @@ const KIND_FIN: u8 = 4;
 const KIND_DATA: u8 = 5;
 const KIND_FT: u8 = 6;
 const KIND_AGREE: u8 = 7;
+const KIND_NOTE: u8 = 8;
 
 /// Whether an encoded header is protocol control (CTS, FIN, failure-detector traffic):
 /// records that carry no user data, which a transport may let past a flow-control window
 /// that user data has filled, so heartbeats and handshakes never starve behind a stream.
 pub fn is_control(header: &[u8]) -> bool {
-    matches!(header.first(), Some(&(KIND_CTS | KIND_FIN | KIND_FT | KIND_AGREE)))
+    matches!(header.first(), Some(&(KIND_CTS | KIND_FIN | KIND_FT | KIND_AGREE | KIND_NOTE)))
 }
 
 /// The envelope used for matching.
@@ -86,6 +88,8 @@ pub enum Header {
     Ft,
     /// An agreement message (validate, agree); its bytes follow.
     Agree,
+    /// An engine notice ([`crate::note::Note`]); its bytes follow.
+    Note,
     /// A fragment of a streamed message; payload follows.
     Data {
         /// The receiver's request.
@@ -123,6 +127,12 @@ pub enum WireError {
 }
 
 impl Header {
+    /// Whether bytes follow this header (user data, or an opaque message for the
+    /// fault-tolerance, agreement or notice decoders); the other kinds stand alone.
+    pub fn has_payload(&self) -> bool {
+        matches!(self, Header::Eager { .. } | Header::Data { .. } | Header::Ft | Header::Agree | Header::Note)
+    }
+
     /// Encoded size of this header.
     pub fn encoded_len(&self) -> usize {
         match self {
@@ -131,7 +141,7 @@ impl Header {
             Header::Cts { .. } => 20,
             Header::Fin { .. } => 12,
             Header::Data { .. } => 20,
-            Header::Ft | Header::Agree => 4,
+            Header::Ft | Header::Agree | Header::Note => 4,
         }
     }
 
@@ -166,6 +176,7 @@ impl Header {
             }
             Header::Ft => out[0] = KIND_FT,
             Header::Agree => out[0] = KIND_AGREE,
+            Header::Note => out[0] = KIND_NOTE,
             Header::Data { rreq, offset } => {
                 out[0] = KIND_DATA;
                 put64(out, 4, rreq.to_wire());
@@ -189,7 +200,7 @@ impl Header {
             KIND_CTS => 20,
             KIND_FIN => 12,
             KIND_DATA => 20,
-            KIND_FT | KIND_AGREE => 4,
+            KIND_FT | KIND_AGREE | KIND_NOTE => 4,
             k => return Err(WireError::UnknownKind(k)),
         };
         if b.len() < need {
@@ -217,9 +228,10 @@ impl Header {
             KIND_FIN => Header::Fin { sreq: ReqId::from_wire(get64(b, 4)) },
             KIND_FT => Header::Ft,
             KIND_AGREE => Header::Agree,
+            KIND_NOTE => Header::Note,
             _ => Header::Data { rreq: ReqId::from_wire(get64(b, 4)), offset: get64(b, 12) },
         };
-        if !matches!(h, Header::Eager { .. } | Header::Data { .. } | Header::Ft | Header::Agree) && !rest.is_empty() {
+        if !h.has_payload() && !rest.is_empty() {
             return Err(WireError::Length { declared: 0, actual: rest.len() });
         }
         Ok((h, rest))
@@ -315,6 +327,7 @@ mod tests {
         round_trip(Header::Data { rreq: id, offset: 1 << 33 }, b"xyz");
         round_trip(Header::Ft, &[2, 1, 0, 0, 0, 3, 0]);
         round_trip(Header::Agree, &[0x13, 9, 9]);
+        round_trip(Header::Note, &[1]);
     }
 
     #[test]

@@ -418,6 +418,54 @@ fn departed_peer_fails_pending_operations_but_is_not_a_failure() {
     assert_eq!(finish(live, &mut wild).unwrap().source, 1);
 }
 
+/// The departure handshake (R6, `engine::note`): a finalizing rank's `Bye` travels behind
+/// its last messages; every peer answers and records a departure — no failure — before
+/// the rank may go, so evidence its exit leaves later (a reset connection) changes nothing.
+#[test]
+fn departure_handshake_is_answered_by_every_peer_behind_the_last_messages() {
+    let (hub, e) = job(3, 2, 64);
+    let msgs: Vec<Vec<u8>> = (0..4).map(|i| pattern_bytes(40, i)).collect();
+    let mut sends: Vec<Request<'_>> = msgs.iter().map(|m| send(&e, 0, 2, 1, m)).collect();
+    let mut never = vec![0u8; 8];
+    let mut pending = recv(&e, 1, Some(0), Some(5), &mut never);
+    e[0].lock().begin_departure();
+    assert_eq!(e[0].lock().departure_pending(), 2, "both peers are waited for");
+    for _ in 0..10_000 {
+        pump(&e, 1);
+        if e[0].lock().departure_pending() == 0 {
+            break;
+        }
+    }
+    assert_eq!(e[0].lock().departure_pending(), 0, "every peer answered");
+    for s in &mut sends {
+        finish(&e[..1], s).unwrap();
+    }
+    drop(sends);
+    for r in 1..3 {
+        let eng = e[r].lock();
+        assert!(eng.is_failed(Rank(0)), "rank {r} recorded the departure");
+        assert!(eng.failed_in(CTX).is_empty(), "rank {r}: a departure is no failure");
+        assert!(eng.any_source_enabled(CTX), "rank {r}: wildcards stay enabled");
+    }
+    let live = &e[1..];
+    assert_eq!(finish(live, &mut pending), Err(Error::RankFailStop { rank: 0 }), "it can never complete");
+    drop(pending);
+    for m in &msgs {
+        let mut got = vec![0u8; 40];
+        let mut r = recv(&e, 2, Some(0), Some(1), &mut got);
+        finish(live, &mut r).unwrap();
+        drop(r);
+        assert_eq!(&got, m, "what it sent before the Bye is delivered, in order");
+    }
+    // The process goes: evidence of the exit arriving now is about a departed rank.
+    hub.kill(Rank(0));
+    let mut s = send(&e, 1, 0, 1, &msgs[0]);
+    assert_eq!(finish(live, &mut s), Err(Error::RankFailStop { rank: 0 }));
+    drop(s);
+    pump(live, 10);
+    assert!(e[1].lock().failed_in(CTX).is_empty() && e[2].lock().failed_in(CTX).is_empty());
+}
+
 #[test]
 fn failure_already_recognised_by_validate_keeps_collectives_enabled() {
     // The former R17 race: rank 2 learnt of rank 3's failure from the validate's decision
