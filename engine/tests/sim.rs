@@ -441,8 +441,8 @@ fn departure_handshake_is_answered_by_every_peer_behind_the_last_messages() {
         finish(&e[..1], s).unwrap();
     }
     drop(sends);
-    for r in 1..3 {
-        let eng = e[r].lock();
+    for (r, eng) in e.iter().enumerate().skip(1) {
+        let eng = eng.lock();
         assert!(eng.is_failed(Rank(0)), "rank {r} recorded the departure");
         assert!(eng.failed_in(CTX).is_empty(), "rank {r}: a departure is no failure");
         assert!(eng.any_source_enabled(CTX), "rank {r}: wildcards stay enabled");
