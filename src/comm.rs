@@ -198,6 +198,39 @@ impl Comm {
         self.inner.shared.engine.lock().any_source_enabled(self.inner.ctx)
     }
 
+    /// Revokes the communicator (ULFM's `MPIX_Comm_revoke`, R29): every pending and
+    /// later operation on it, at every member, fails with [`Error::Revoked`] — except
+    /// [`Comm::agree`], [`Comm::shrink`], [`Comm::ack_failed`], [`Comm::get_failed`] and
+    /// [`Comm::free`]. Local and non-blocking: the notice is sent to every member, and
+    /// every member forwards it on first receipt, so it reaches every live member even
+    /// when members (this one included) fail while it spreads.
+    pub fn revoke(&self) {
+        let mut e = self.inner.shared.engine.lock();
+        e.revoke(self.inner.ctx);
+        e.progress();
+    }
+
+    /// Whether the communicator is revoked here (ULFM's `MPIX_Comm_is_revoked`): by
+    /// [`Comm::revoke`] at any member, or corrupted (R28).
+    pub fn is_revoked(&self) -> bool {
+        self.inner.shared.engine.lock().is_revoked(self.inner.ctx)
+    }
+
+    /// The group of members known failed here (ULFM's `MPIX_Comm_get_failed`; local,
+    /// in the order the failures became known): the same as [`Comm::group_failed`].
+    pub fn get_failed(&self) -> Group {
+        self.group_failed()
+    }
+
+    /// Acknowledges the first `n` failures of [`Comm::get_failed`] (ULFM's
+    /// `MPIX_Comm_ack_failed`) and returns how many are acknowledged now (never fewer
+    /// than before, never more than are known). Once every failure known is
+    /// acknowledged, ANY_SOURCE receives work again (R13/R14); a later failure disables
+    /// them until it is acknowledged too.
+    pub fn ack_failed(&self, n: usize) -> usize {
+        self.inner.shared.engine.lock().ack_failed(self.inner.ctx, n)
+    }
+
     /// This process's rank in the communicator.
     pub fn rank(&self) -> usize {
         self.inner.me as usize
@@ -230,6 +263,14 @@ impl Comm {
     /// Applies the error mode to an outcome (R2, R3).
     pub(crate) fn check<T>(&self, r: Result<T, Error>) -> Result<T, Error> {
         let Err(e) = r else { return r };
+        // On a revoked or corrupted communicator that is the error (R28, R29), also for
+        // an operation that stopped at a failed member or a collective that gave up.
+        let e = match e {
+            Error::RankFailStop { .. } | Error::InStatus { .. } => {
+                self.inner.shared.engine.lock().comm_error(self.inner.ctx).unwrap_or(e)
+            }
+            e => e,
+        };
         let mode = self.inner.mode.lock().clone();
         match mode {
             ErrorMode::ErrorsReturn => Err(e),
@@ -575,7 +616,7 @@ impl Comm {
     /// enabled again. Returns the agreed failed group (the same at every member).
     /// Collectives begun before need not match across it (the "cut" of seeds/004).
     pub fn validate(&self) -> Result<Group, Error> {
-        let r = self.agreement(u32::MAX).map(|d| self.validate_apply(&d));
+        let r = self.usable().and_then(|()| self.agreement(u32::MAX)).map(|d| self.validate_apply(&d));
         self.check(r)
     }
 
@@ -584,20 +625,77 @@ impl Comm {
     /// applies the decision, as [`Comm::validate`] does. Its agreement is ordered with
     /// this communicator's other validates, agrees and creations by call order.
     pub fn ivalidate(&self) -> Result<ValidateRequest<'_>, Error> {
-        let r = self.agreement_start(u32::MAX);
+        let r = self.usable().and_then(|()| self.agreement_start(u32::MAX));
         self.check(r).map(|instance| ValidateRequest { comm: self, instance: Some(instance) })
     }
 
     /// Fault-tolerant agreement on the bitwise AND of `flag` over the live members
     /// (ULFM's `MPIX_Comm_agree`, R29): every member gets the same value.
+    /// Works on a revoked communicator (not on a corrupted one).
     pub fn agree(&self, flag: i32) -> Result<i32, Error> {
-        let r = self.agreement(flag as u32).map(|d| d.flag as i32);
+        let r = self.not_corrupted().and_then(|()| self.agreement(flag as u32)).map(|d| d.flag as i32);
         self.check(r)
+    }
+
+    /// A new communicator of the members not failed (ULFM's `MPIX_Comm_shrink`, R29):
+    /// fault tolerant and uniform — one agreement over the live members decides both the
+    /// failed set and the new context, so every member that returns gets the same
+    /// communicator (the survivors in their old order, its own rank among them), or every
+    /// one gets the same error. Works on a revoked communicator; inherits the error mode.
+    ///
+    /// The new context must be free at every survivor: each contributes the complement of
+    /// its next free context to the agreement's AND, so the decision is the bitwise OR
+    /// of the proposals, which is at least each of them.
+    pub fn shrink(&self) -> Result<Comm, Error> {
+        let r = self.not_corrupted().and_then(|()| {
+            let shared = &self.inner.shared;
+            let proposal = shared.ctx_proposal();
+            let d = self.agreement(!proposal)?;
+            let ctx = !d.flag;
+            shared.ctx_taken(ctx);
+            let group: Arc<[Rank]> = self.inner.group.iter().copied().filter(|r| !d.failed.contains(&r.0)).collect();
+            let me = group
+                .iter()
+                .position(|r| *r == self.my_world_rank())
+                .ok_or(Error::RankFailStop { rank: self.inner.me })?;
+            Ok(Comm::new(shared.clone(), ContextId(ctx), group, me as u32, self.error_mode()))
+        });
+        self.check(r)
+    }
+
+    /// `Err(Revoked | CommCorrupted)` when the communicator is revoked or corrupted.
+    fn usable(&self) -> Result<(), Error> {
+        self.inner.shared.engine.lock().comm_error(self.inner.ctx).map_or(Ok(()), Err)
+    }
+
+    /// `Err(CommCorrupted)` when the communicator is corrupted (R28).
+    fn not_corrupted(&self) -> Result<(), Error> {
+        match self.inner.shared.engine.lock().comm_error(self.inner.ctx) {
+            Some(Error::CommCorrupted) => Err(Error::CommCorrupted),
+            _ => Ok(()),
+        }
     }
 
     /// The members' world ranks, by local rank.
     pub(crate) fn members(&self) -> &[Rank] {
         &self.inner.group
+    }
+}
+
+impl Drop for Comm {
+    /// A handle dropped while its thread panics corrupts the communicator (R28,
+    /// seeds/002): every member's pending and later operations on it fail with
+    /// [`Error::CommCorrupted`], so none waits for this process.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        // The panic may have left the engine lock with a frame still unwinding: wait a
+        // while, never forever.
+        if let Some(mut e) = self.inner.shared.engine.try_lock_for(std::time::Duration::from_secs(1)) {
+            e.corrupt(self.inner.ctx);
+            e.progress();
+        }
     }
 }
 

@@ -435,7 +435,13 @@ impl Runtime {
             return Ok(());
         }
         self.finalized = true;
-        if let Some(Err(e)) = self.shared.client.lock().as_mut().map(Client::finalizing) {
+        // Unwinding from a panic is no clean finalize: this rank fails (R10, R28). Its
+        // queued notices (a corrupted communicator's) still go out below, but it says no
+        // `Bye`, marks no departure and does not tell the launcher it finalized.
+        let panicking = std::thread::panicking();
+        if panicking {
+            tracing::debug!("runtime dropped while panicking: flushing, then failing");
+        } else if let Some(Err(e)) = self.shared.client.lock().as_mut().map(Client::finalizing) {
             tracing::warn!(error = %e, "could not tell the launcher that finalize began");
         }
         let deadline = Instant::now() + FINALIZE_FLUSH;
@@ -461,23 +467,31 @@ impl Runtime {
         // behind its last message before the process exits, so none takes the exit for
         // a failure. Bounded: a peer that dies or hangs stops being waited for once any
         // evidence names it, and the whole of finalize never exceeds FINALIZE_FLUSH.
-        self.shared.engine.lock().begin_departure();
-        loop {
-            let mut e = self.shared.engine.lock();
-            e.progress();
-            if e.departure_pending() == 0 {
-                break;
+        if !panicking {
+            self.shared.engine.lock().begin_departure();
+            loop {
+                let mut e = self.shared.engine.lock();
+                e.progress();
+                if e.departure_pending() == 0 {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    tracing::warn!(
+                        peers = e.departure_pending(),
+                        "finalize: peers did not answer the departure in time"
+                    );
+                    break;
+                }
+                drop(e);
+                waiter.snooze();
             }
-            if Instant::now() > deadline {
-                tracing::warn!(peers = e.departure_pending(), "finalize: peers did not answer the departure in time");
-                break;
-            }
-            drop(e);
-            waiter.snooze();
         }
         self.shared.stop.store(true, Ordering::Release);
         if let Some(w) = self.watchdog.take() {
             let _ = w.join();
+        }
+        if panicking {
+            return Ok(());
         }
         if let Some(d) = &self.shared.departures {
             // Before exiting: peers watching this process's pidfd then see a departure.

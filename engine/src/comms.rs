@@ -35,6 +35,28 @@ pub(crate) struct CommState {
     pub(crate) alive: std::sync::Arc<[u32]>,
     /// Its slot in the node's collective area, if it uses shared-memory collectives.
     pub(crate) shm_slot: Option<usize>,
+    /// Revoked (R29) or corrupted (R28): every operation on it fails for good.
+    pub(crate) broken: Option<Broken>,
+    /// Failures acknowledged by `ack_failed` (the first `acked` in failure order).
+    pub(crate) acked: usize,
+}
+
+/// Why a communicator is unusable for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Broken {
+    /// `revoke` (R29): only agreements, shrink, failure queries and free still work.
+    Revoked,
+    /// A member panicked while using it (R28): nothing works any more.
+    Corrupted,
+}
+
+impl Broken {
+    pub(crate) fn error(self) -> crate::Error {
+        match self {
+            Broken::Revoked => crate::Error::Revoked,
+            Broken::Corrupted => crate::Error::CommCorrupted,
+        }
+    }
 }
 
 impl CommState {
@@ -93,6 +115,8 @@ impl Comms {
                 recognized: Vec::new(),
                 alive,
                 shm_slot,
+                broken: None,
+                acked: 0,
             },
         ));
     }
@@ -116,6 +140,11 @@ impl Comms {
     /// Every communicator containing `world`, as (its p2p context, the rank's local rank).
     pub(crate) fn containing(&self, world: Rank) -> Vec<(ContextId, u32)> {
         self.map.iter().filter_map(|(k, c)| c.local_rank(world).map(|l| (ContextId(*k), l))).collect()
+    }
+
+    /// The members' world ranks of the communicator of `ctx` (unordered).
+    pub(crate) fn members(&self, ctx: ContextId) -> Vec<Rank> {
+        self.get(ctx).map(|c| c.local_of.keys().copied().collect()).unwrap_or_default()
     }
 
     /// Whether `ctx` belongs to the communicator keyed by `comm`.

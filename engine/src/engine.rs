@@ -23,7 +23,7 @@ use runthrough_ft::failure_set::FailureSet;
 use runthrough_ft::{AgreeMsg, Agreement, Decision, Detector, FtEvent, Msg, Participants, Time};
 
 use crate::buf::{RawBuf, RawBufMut};
-use crate::comms::Comms;
+use crate::comms::{Broken, Comms};
 use crate::error::Error;
 use crate::matching::{Arrival, Pattern, PostedQueue, UnexpectedQueue};
 use crate::note::{Note, MAX_NOTE_BYTES};
@@ -122,6 +122,8 @@ struct Agreements {
 
 /// Messages kept for agreements not entered yet, at most.
 const EARLY_AGREE_KEEP: usize = 4096;
+/// Revoke/corrupt notices kept for communicators not created yet, at most.
+const EARLY_NOTES_KEEP: usize = 256;
 
 impl Agreements {
     fn now(&mut self) -> Time {
@@ -222,6 +224,10 @@ struct State {
     departing: bool,
     /// Peers whose `Bye` arrived and still has to be answered and applied.
     byes: Vec<Rank>,
+    /// Revoke/corrupt notices read from the wire, applied after the poll.
+    notes_in: Vec<Note>,
+    /// Notices for communicators this process has not created yet (bounded).
+    early_notes: Vec<Note>,
 }
 
 /// The progress engine of one process.
@@ -263,6 +269,8 @@ impl Engine {
                 shm_coll: None,
                 departing: false,
                 byes: Vec::new(),
+                notes_in: Vec::new(),
+                early_notes: Vec::new(),
             },
         }
     }
@@ -330,9 +338,15 @@ impl Engine {
         let Engine { transport, st } = self;
         let len = buf.len();
         let phase = SendPhase::AwaitingTransport;
-        let req = st
-            .reqs
-            .insert(Request { kind: Kind::Send { peer, dest, tag: tag.0, buf, phase, region: None }, outcome: None });
+        let req = st.reqs.insert(Request {
+            kind: Kind::Send { peer, dest, tag: tag.0, buf, phase, region: None },
+            outcome: None,
+            ctx,
+        });
+        if let Some(b) = st.comms.get(ctx).and_then(|c| c.broken) {
+            st.set_outcome(req, Err(b.error()));
+            return req;
+        }
         let p = &mut st.peers[peer.0 as usize];
         if p.failed {
             st.set_outcome(req, Err(Error::RankFailStop { rank: dest }));
@@ -370,11 +384,16 @@ impl Engine {
     /// Starts a receive into `buf` for `pattern`; `peer` is the world rank of a specific
     /// source (`None` for ANY_SOURCE).
     pub(crate) fn start_recv(&mut self, pattern: Pattern, peer: Option<Rank>, buf: RawBufMut) -> ReqId {
-        let req = self
-            .st
-            .reqs
-            .insert(Request { kind: Kind::Recv { peer, buf, phase: RecvPhase::AwaitingMatch }, outcome: None });
+        let req = self.st.reqs.insert(Request {
+            kind: Kind::Recv { peer, buf, phase: RecvPhase::AwaitingMatch },
+            outcome: None,
+            ctx: pattern.ctx,
+        });
         let comm = self.st.comms.get(pattern.ctx);
+        if let Some(b) = comm.and_then(|c| c.broken) {
+            self.st.set_outcome(req, Err(b.error()));
+            return req;
+        }
         // R17/R18: a collective receive on a communicator made inactive by a failure fails
         // at once. A collective that began just before the failure became known posts its
         // receives after `fail_peer` failed the pending ones; members that learnt of the
@@ -497,6 +516,9 @@ impl Engine {
         st.run_pulls(transport);
         if !st.byes.is_empty() {
             self.answer_byes();
+        }
+        if !self.st.notes_in.is_empty() {
+            self.apply_notes();
         }
         let Engine { transport, st } = self;
         if !st.newly_failed.is_empty() {
@@ -637,6 +659,96 @@ impl Engine {
         if let (Some(slot), Some(sc)) = (slot, &self.st.shm_coll) {
             sc.set_state(slot, true, true);
         }
+        // A member that revoked it before this process created it told us early.
+        let early: Vec<Note> = self
+            .st
+            .early_notes
+            .iter()
+            .filter(|n| matches!(n, Note::Revoke { ctx: c } | Note::Corrupt { ctx: c } if Comms::same_comm(ContextId(*c), ctx)))
+            .copied()
+            .collect();
+        self.st.early_notes.retain(|n| !early.contains(n));
+        for n in early {
+            let broken = if matches!(n, Note::Revoke { .. }) { Broken::Revoked } else { Broken::Corrupted };
+            self.break_comm(ctx, broken);
+        }
+    }
+
+    /// Revokes the communicator of `ctx` (ULFM's `MPIX_Comm_revoke`, R29): here and, by
+    /// a notice every member forwards on first receipt (so it spreads although members
+    /// fail while it does), at every live member. Every pending and later operation on it
+    /// fails with [`Error::Revoked`]; agreements (agree, validate, shrink's) still run.
+    pub fn revoke(&mut self, ctx: ContextId) {
+        self.break_comm(ctx, Broken::Revoked);
+    }
+
+    /// Marks the communicator of `ctx` corrupted (R28: a member panicked while using
+    /// it), spread like [`Engine::revoke`]: every pending and later operation on it, at
+    /// every member, fails with [`Error::CommCorrupted`].
+    pub fn corrupt(&mut self, ctx: ContextId) {
+        self.break_comm(ctx, Broken::Corrupted);
+    }
+
+    /// The error every operation on the communicator of `ctx` now gets, if it is revoked
+    /// or corrupted.
+    pub fn comm_error(&self, ctx: ContextId) -> Option<Error> {
+        self.st.comms.get(ctx).and_then(|c| c.broken).map(Broken::error)
+    }
+
+    /// Acknowledges the first `n` failures of the communicator of `ctx` in the order
+    /// they became known (ULFM's `ack_failed`); returns how many are acknowledged. Once
+    /// all known are, ANY_SOURCE receives are enabled again (R13, R14).
+    pub fn ack_failed(&mut self, ctx: ContextId, n: usize) -> usize {
+        let known = self.failed_in(ctx).len();
+        let Some(c) = self.st.comms.get_mut(ctx) else { return 0 };
+        c.acked = c.acked.max(n.min(known));
+        if c.acked == known {
+            c.wildcard_disabled = false;
+        }
+        c.acked
+    }
+
+    /// Whether the communicator of `ctx` is revoked (or corrupted).
+    pub fn is_revoked(&self, ctx: ContextId) -> bool {
+        self.st.comms.get(ctx).is_some_and(|c| c.broken.is_some())
+    }
+
+    /// Breaks the communicator of `ctx` here (first time only: a corruption also
+    /// overrides a revocation) and forwards the notice to every other live member.
+    fn break_comm(&mut self, ctx: ContextId, broken: Broken) {
+        let key = ContextId(ctx.0 & !1);
+        let Some(c) = self.st.comms.get_mut(key) else { return };
+        if c.broken == Some(broken) || c.broken == Some(Broken::Corrupted) {
+            return;
+        }
+        c.broken = Some(broken);
+        if let (Some(slot), Some(sc)) = (c.shm_slot, &self.st.shm_coll) {
+            // Members waiting in a shared-memory collective stop waiting.
+            sc.set_state(slot, false, false);
+            sc.note_failure();
+        }
+        tracing::debug!(ctx = key.0, ?broken, "communicator broken");
+        let err = broken.error();
+        let coll = ContextId(key.0 | 1);
+        let on_comm = |c: ContextId| c == key || c == coll;
+        // Posted receives fail; receives already pulling or streaming finish (their
+        // sender keeps its buffer exposed until they do).
+        while let Some((_, id)) = self.st.posted.remove_where(|pat, _| on_comm(pat.ctx)) {
+            self.st.set_outcome(id, Err(err.clone()));
+        }
+        // Buffered messages are dropped; a buffered rendezvous is answered with Discard.
+        for pattern in [Pattern { ctx: key, src: None, tag: None }, Pattern { ctx: coll, src: None, tag: None }] {
+            while let Some((_, e)) = self.st.unexpected.take_match(&pattern) {
+                self.st.drop_unexpected(e);
+            }
+        }
+        let me = self.st.me;
+        let note = if broken == Broken::Revoked { Note::Revoke { ctx: key.0 } } else { Note::Corrupt { ctx: key.0 } };
+        for peer in self.st.comms.members(key) {
+            if peer != me && !self.st.peers[peer.0 as usize].failed {
+                self.st.post_or_queue(&mut self.transport, peer, Outgoing::Note(note));
+            }
+        }
     }
 
     /// Turns on shared-memory collectives for communicators registered from now on
@@ -664,6 +776,9 @@ impl Engine {
         let Some(c) = self.st.comms.get(ctx) else {
             return Err(Error::ApiMisuse("collective on an unknown communicator"));
         };
+        if let Some(b) = c.broken {
+            return Err(b.error());
+        }
         if !c.active {
             let rank = self.failed_in(ctx).into_iter().find(|r| !c.recognized.contains(r)).unwrap_or(0);
             return Err(Error::RankFailStop { rank });
@@ -839,6 +954,23 @@ impl Engine {
         self.st.peers.iter().filter(|p| p.awaiting_bye_ack && !p.failed).count()
     }
 
+    /// Applies the communicator notices read (revoke, corrupt): outside the transport
+    /// poll, as applying one sends (it is forwarded to every member).
+    fn apply_notes(&mut self) {
+        for n in std::mem::take(&mut self.st.notes_in) {
+            let (ctx, broken) = match n {
+                Note::Revoke { ctx } => (ContextId(ctx), Broken::Revoked),
+                Note::Corrupt { ctx } => (ContextId(ctx), Broken::Corrupted),
+                _ => continue,
+            };
+            if self.st.comms.get(ctx).is_some() {
+                self.break_comm(ctx, broken);
+            } else if self.st.early_notes.len() < EARLY_NOTES_KEEP && !self.st.early_notes.contains(&n) {
+                self.st.early_notes.push(n);
+            }
+        }
+    }
+
     /// Answers the `Bye`s read: a `ByeAck` first (nothing is sent to a departed peer),
     /// then the departure is applied; a busy transport defers both to the next progress.
     fn answer_byes(&mut self) {
@@ -952,6 +1084,33 @@ impl State {
                 }
             }
         }
+    }
+
+    /// Drops a buffered message of a broken communicator; a rendezvous is answered with
+    /// `Discard` so its sender completes (and withdraws its exposure).
+    fn drop_unexpected(&mut self, e: UnexpEntry) {
+        match e.data {
+            Unexp::Eager(v) => self.recycle(v),
+            Unexp::Rts { sreq, .. } => self.post_or_queue_note(e.peer, Note::Discard { sreq: sreq.to_wire() }),
+        }
+    }
+
+    /// Queues a notice for `peer` (sent at the next flush, behind its queued work).
+    fn post_or_queue_note(&mut self, peer: Rank, note: Note) {
+        if !self.peers[peer.0 as usize].failed {
+            self.queue(peer, Outgoing::Note(note));
+        }
+    }
+
+    /// `peer` dropped our rendezvous `sreq` unmatched: the send completes with its
+    /// communicator's error.
+    fn discarded(&mut self, peer: Rank, sreq: ReqId) {
+        let ctx = match self.reqs.get(sreq) {
+            Some(Request { kind: Kind::Send { peer: p, .. }, outcome: None, ctx }) if *p == peer => *ctx,
+            _ => return self.stray(peer, "discard for no waiting send"),
+        };
+        let err = self.comms.get(ctx).and_then(|c| c.broken).map_or(Error::Revoked, Broken::error);
+        self.set_outcome(sreq, Err(err));
     }
 
     fn recycle(&mut self, mut v: Vec<u8>) {
@@ -1163,6 +1322,8 @@ impl State {
                 // Behind every message the peer sent before (one ordered channel).
                 Ok(Note::Bye) if !p.failed => self.byes.push(peer),
                 Ok(Note::ByeAck) => p.awaiting_bye_ack = false,
+                Ok(n @ (Note::Revoke { .. } | Note::Corrupt { .. })) => self.notes_in.push(n),
+                Ok(Note::Discard { sreq }) => self.discarded(peer, ReqId::from_wire(sreq)),
                 Ok(_) => {}
                 Err(e) => {
                     self.stats.malformed += 1;
@@ -1226,6 +1387,14 @@ impl State {
     }
 
     fn on_matched(&mut self, peer: Rank, h: Header, payload: &[u8]) {
+        if let Header::Eager { env, .. } | Header::Rts { env, .. } = h {
+            if self.comms.get(env.ctx).is_some_and(|c| c.broken.is_some()) {
+                if let Header::Rts { sreq, .. } = h {
+                    self.post_or_queue_note(peer, Note::Discard { sreq: sreq.to_wire() });
+                }
+                return;
+            }
+        }
         match h {
             Header::Eager { env, .. } => {
                 let a = Arrival { ctx: env.ctx, src: env.src, tag: env.tag };

@@ -7,6 +7,9 @@
 //! |-----|---------|---------------------|
 //! | 1   | Bye     | none                |
 //! | 2   | ByeAck  | none                |
+//! | 3   | Revoke  | ctx u32             |
+//! | 4   | Corrupt | ctx u32             |
+//! | 5   | Discard | sreq u64            |
 //!
 //! **Departure handshake** (R6, DESIGN §3). A rank that finalizes sends `Bye` to every
 //! live peer after its queued sends, on the same ordered channel; a peer that reads it
@@ -21,6 +24,9 @@ pub const MAX_NOTE_BYTES: usize = 16;
 
 const TAG_BYE: u8 = 1;
 const TAG_BYE_ACK: u8 = 2;
+const TAG_REVOKE: u8 = 3;
+const TAG_CORRUPT: u8 = 4;
+const TAG_DISCARD: u8 = 5;
 
 /// An engine notice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +36,25 @@ pub enum Note {
     Bye,
     /// The answer to a `Bye`: the receiver recorded the departure.
     ByeAck,
+    /// The communicator of (point-to-point) context `ctx` is revoked (R29). Flooded:
+    /// every member forwards it to every other member on first receipt.
+    Revoke {
+        /// The communicator's even context.
+        ctx: u32,
+    },
+    /// The communicator of `ctx` is corrupted: a member panicked while using it (R28).
+    /// Flooded like `Revoke`.
+    Corrupt {
+        /// The communicator's even context.
+        ctx: u32,
+    },
+    /// The receiver dropped the sender's rendezvous `sreq` unmatched (its communicator
+    /// is revoked or corrupted there): the send completes in error. The sender never
+    /// completes an exposed send otherwise, so a late pull never reads reused memory.
+    Discard {
+        /// The sender's request.
+        sreq: u64,
+    },
 }
 
 /// Why bytes could not be decoded as a notice.
@@ -54,11 +79,26 @@ pub enum NoteError {
 impl Note {
     /// Encodes into `out`; returns the number of bytes written.
     pub fn encode(&self, out: &mut [u8; MAX_NOTE_BYTES]) -> usize {
-        out[0] = match self {
-            Note::Bye => TAG_BYE,
-            Note::ByeAck => TAG_BYE_ACK,
-        };
-        1
+        match *self {
+            Note::Bye => {
+                out[0] = TAG_BYE;
+                1
+            }
+            Note::ByeAck => {
+                out[0] = TAG_BYE_ACK;
+                1
+            }
+            Note::Revoke { ctx } | Note::Corrupt { ctx } => {
+                out[0] = if matches!(self, Note::Revoke { .. }) { TAG_REVOKE } else { TAG_CORRUPT };
+                out[1..5].copy_from_slice(&ctx.to_le_bytes());
+                5
+            }
+            Note::Discard { sreq } => {
+                out[0] = TAG_DISCARD;
+                out[1..9].copy_from_slice(&sreq.to_le_bytes());
+                9
+            }
+        }
     }
 
     /// Decodes exactly one notice.
@@ -67,15 +107,26 @@ impl Note {
     /// A [`NoteError`] for any malformed input.
     pub fn decode(b: &[u8]) -> Result<Note, NoteError> {
         let Some(&tag) = b.first() else { return Err(NoteError::Truncated { have: 0, need: 1 }) };
-        let (note, need) = match tag {
-            TAG_BYE => (Note::Bye, 1),
-            TAG_BYE_ACK => (Note::ByeAck, 1),
+        let need = match tag {
+            TAG_BYE | TAG_BYE_ACK => 1,
+            TAG_REVOKE | TAG_CORRUPT => 5,
+            TAG_DISCARD => 9,
             t => return Err(NoteError::UnknownTag(t)),
         };
+        if b.len() < need {
+            return Err(NoteError::Truncated { have: b.len(), need });
+        }
         if b.len() > need {
             return Err(NoteError::Trailing(b.len() - need));
         }
-        Ok(note)
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        Ok(match tag {
+            TAG_BYE => Note::Bye,
+            TAG_BYE_ACK => Note::ByeAck,
+            TAG_REVOKE => Note::Revoke { ctx: u32_at(1) },
+            TAG_CORRUPT => Note::Corrupt { ctx: u32_at(1) },
+            _ => Note::Discard { sreq: u64::from(u32_at(1)) | (u64::from(u32_at(5)) << 32) },
+        })
     }
 }
 
@@ -86,7 +137,13 @@ mod tests {
     #[test]
     fn notes_round_trip_and_malformed_ones_are_typed_errors() {
         let mut b = [0u8; MAX_NOTE_BYTES];
-        for n in [Note::Bye, Note::ByeAck] {
+        for n in [
+            Note::Bye,
+            Note::ByeAck,
+            Note::Revoke { ctx: 0xdead_beef },
+            Note::Corrupt { ctx: 2 },
+            Note::Discard { sreq: u64::MAX - 5 },
+        ] {
             let len = n.encode(&mut b);
             assert_eq!(Note::decode(&b[..len]), Ok(n));
             let mut long = b[..len].to_vec();
@@ -96,6 +153,8 @@ mod tests {
         assert_eq!(Note::decode(&[]), Err(NoteError::Truncated { have: 0, need: 1 }));
         assert_eq!(Note::decode(&[0]), Err(NoteError::UnknownTag(0)));
         assert_eq!(Note::decode(&[200, 1]), Err(NoteError::UnknownTag(200)));
+        assert_eq!(Note::decode(&[TAG_REVOKE, 1, 2]), Err(NoteError::Truncated { have: 3, need: 5 }));
+        assert_eq!(Note::decode(&[TAG_DISCARD, 1]), Err(NoteError::Truncated { have: 2, need: 9 }));
     }
 
     #[test]

@@ -98,6 +98,8 @@ pub(crate) enum Kind {
 pub(crate) struct Request {
     pub(crate) kind: Kind,
     pub(crate) outcome: Option<Result<Status, Error>>,
+    /// The context the request is on (a revoked communicator fails its requests).
+    pub(crate) ctx: crate::types::ContextId,
 }
 
 #[derive(Debug)]
@@ -204,6 +206,7 @@ mod tests {
                 region: None,
             },
             outcome: None,
+            ctx: crate::types::ContextId(0),
         }
     }
 

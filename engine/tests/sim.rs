@@ -466,6 +466,37 @@ fn departure_handshake_is_answered_by_every_peer_behind_the_last_messages() {
     assert!(e[1].lock().failed_in(CTX).is_empty() && e[2].lock().failed_in(CTX).is_empty());
 }
 
+/// R29 revoke over sim engines: the notice floods to every member; a posted receive
+/// fails with `Revoked`; a rendezvous the revoking receiver held unmatched is answered
+/// with `Discard`, so its sender completes in error (never while the peer could still
+/// pull it); messages on the revoked communicator are dropped, other communicators and
+/// agreements go on.
+#[test]
+fn revoke_floods_fails_pending_work_and_discards_held_rendezvous() {
+    let (_hub, e) = job(3, 8, 64);
+    let big = pattern_bytes(1000, 3);
+    let mut rdv = send(&e, 0, 1, 4, &big); // held unexpected at rank 1
+    pump(&e, 20);
+    assert!(rdv.test().unwrap().is_none(), "a rendezvous waits for its receiver");
+    let mut b2 = vec![0u8; 8];
+    let mut posted = recv(&e, 2, Some(0), Some(9), &mut b2);
+    e[1].lock().revoke(CTX);
+    pump(&e, 20);
+    for r in 0..3 {
+        assert!(e[r as usize].lock().is_revoked(CTX), "rank {r} learnt of the revocation");
+        assert!(!e[r as usize].lock().is_revoked(SUB), "rank {r}: the other communicator is untouched");
+    }
+    assert_eq!(finish(&e, &mut rdv), Err(Error::Revoked), "the held rendezvous was discarded");
+    assert_eq!(finish(&e, &mut posted), Err(Error::Revoked));
+    drop((rdv, posted));
+    let mut s = send(&e, 2, 0, 1, &big[..10]);
+    assert_eq!(finish(&e, &mut s), Err(Error::Revoked), "later sends fail at once");
+    drop(s);
+    let mut b = vec![0u8; 10];
+    let mut r = recv(&e, 0, Some(2), Some(1), &mut b);
+    assert_eq!(finish(&e, &mut r), Err(Error::Revoked), "later receives too");
+}
+
 #[test]
 fn failure_already_recognised_by_validate_keeps_collectives_enabled() {
     // The former R17 race: rank 2 learnt of rank 3's failure from the validate's decision

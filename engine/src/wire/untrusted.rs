@@ -87,7 +87,13 @@ fn check(b: &[u8]) -> bool {
 fn fuzz_engine_note() {
     use crate::note::{Note, MAX_NOTE_BYTES};
     let valid = |rng: &mut Rng, out: &mut Vec<u8>| {
-        let n = if rng.below(2) == 0 { Note::Bye } else { Note::ByeAck };
+        let n = match rng.below(5) {
+            0 => Note::Bye,
+            1 => Note::ByeAck,
+            2 => Note::Revoke { ctx: rng.next_u64() as u32 },
+            3 => Note::Corrupt { ctx: rng.next_u64() as u32 },
+            _ => Note::Discard { sreq: rng.next_u64() },
+        };
         let mut b = [0u8; MAX_NOTE_BYTES];
         let len = n.encode(&mut b);
         out.extend_from_slice(&b[..len]);

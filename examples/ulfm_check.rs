@@ -1,0 +1,226 @@
+//! Checks of the ULFM calls and corrupted communicators (R28, R29), used by
+//! `tests/ulfm.rs`. `rtrun -n N ulfm_check MODE` (N ≥ 3); every rank that passes prints
+//! `ulfm_check: ok rank R MODE ...`, any wrong outcome exits 3 with a message.
+//!
+//! - `revoke`: on a dup of the world, every rank but 0 blocks receiving from rank 0,
+//!   which revokes instead of sending. Every blocked receive fails with `Revoked`, every
+//!   rank sees `is_revoked()`, later sends and receives and collectives fail with
+//!   `Revoked`, but `agree` still decides (the AND of the ranks' flags) and the world
+//!   is untouched.
+//! - `revoke-kill`: the last rank revokes and SIGKILLs itself at once, while the others
+//!   block receiving from it. Each survivor's receive fails (`Revoked`, or
+//!   `RankFailStop` if the failure was known first); the survivors then agree on the
+//!   world whether any of them saw the revocation, and if one did every one must.
+//! - `corrupt`: rank 1 panics while holding the dup (its handle drops during
+//!   unwinding); every other rank, blocked receiving from rank 1, gets `CommCorrupted`,
+//!   and the next operation on the dup too — never `RankFailStop`, though rank 1 dies.
+//! - `ack`: the last rank SIGKILLs itself; the survivors' wildcard receives fail
+//!   (R13), `get_failed()` names it, `ack_failed` acknowledges it and wildcard
+//!   receives work again; then a new failure-free message arrives through a wildcard.
+//! - `shrink`: the last rank SIGKILLs itself; the survivors revoke the world's dup,
+//!   shrink it, and run an allreduce on the new communicator of the N-1 survivors.
+
+use std::time::{Duration, Instant};
+
+use runthrough::{Comm, Error, ErrorMode, Op, ANY_SOURCE};
+
+fn fail(what: &str) -> ! {
+    eprintln!("ulfm_check: {what}");
+    std::process::exit(3);
+}
+
+fn die() -> ! {
+    let _ = std::process::Command::new("kill").arg("-9").arg(std::process::id().to_string()).status();
+    std::thread::sleep(Duration::from_secs(10));
+    unreachable!("SIGKILL did not arrive");
+}
+
+fn expect_err<T: std::fmt::Debug>(me: usize, what: &str, r: Result<T, Error>, ok: impl Fn(&Error) -> bool) -> Error {
+    match r {
+        Err(e) if ok(&e) => e,
+        other => fail(&format!("rank {me}: {what}: unexpected {other:?}")),
+    }
+}
+
+fn revoke(world: &Comm) -> Result<String, Error> {
+    let me = world.rank();
+    let comm = world.dup()?;
+    comm.set_error_mode(ErrorMode::ErrorsReturn);
+    if me == 0 {
+        // Let the others block first (not required: a revoke reaches later calls too).
+        std::thread::sleep(Duration::from_millis(100));
+        comm.revoke();
+    } else {
+        let mut b = [0u8; 8];
+        expect_err(me, "blocked receive", comm.recv(&mut b, 0usize, 7), |e| *e == Error::Revoked);
+    }
+    if !comm.is_revoked() {
+        fail(&format!("rank {me}: not revoked"));
+    }
+    let peer = (me + 1) % world.size();
+    expect_err(me, "send after revoke", comm.send(&[1u8], peer, 1), |e| *e == Error::Revoked);
+    let mut b = [0u8; 1];
+    expect_err(me, "recv after revoke", comm.recv(&mut b, peer, 1), |e| *e == Error::Revoked);
+    expect_err(me, "barrier after revoke", comm.barrier(), |e| *e == Error::Revoked);
+    let mut x = [0u64];
+    expect_err(me, "allreduce after revoke", comm.allreduce(&[1u64], &mut x, Op::Sum), |e| *e == Error::Revoked);
+    expect_err(me, "dup after revoke", comm.dup(), |e| *e == Error::Revoked);
+    // agree still works on a revoked communicator: the AND of every rank's flag.
+    let flag = if me == 1 { 0b110 } else { 0b111 };
+    let agreed = comm.agree(flag)?;
+    if agreed != 0b110 {
+        fail(&format!("rank {me}: agree on the revoked comm gave {agreed:#b}"));
+    }
+    // The world is untouched.
+    let mut sum = [0u64];
+    world.allreduce(&[me as u64], &mut sum, Op::Sum)?;
+    let n = world.size() as u64;
+    if sum[0] != n * (n - 1) / 2 {
+        fail(&format!("rank {me}: world allreduce after the revoke gave {}", sum[0]));
+    }
+    Ok(format!("agreed={agreed:#b}"))
+}
+
+fn revoke_kill(world: &Comm) -> Result<String, Error> {
+    let (me, n) = (world.rank(), world.size());
+    let victim = n - 1;
+    let comm = world.dup()?;
+    comm.set_error_mode(ErrorMode::ErrorsReturn);
+    if me == victim {
+        std::thread::sleep(Duration::from_millis(100));
+        comm.revoke();
+        die();
+    }
+    let mut b = [0u8; 8];
+    let e = expect_err(me, "receive from the revoker", comm.recv(&mut b, victim, 7), |e| {
+        matches!(e, Error::Revoked | Error::RankFailStop { .. })
+    });
+    // The notice is flooded: if any survivor got it, every survivor gets it. Wait for it
+    // a bounded time, then agree over the world whether anyone saw it.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !comm.is_revoked() && e == Error::Revoked && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let seen = i32::from(comm.is_revoked());
+    let all_saw = world.agree(seen)?; // AND: 1 iff every survivor saw it
+    let none_saw = world.agree(1 - seen)?; // AND of the negation: 1 iff none did
+    if all_saw == 0 && none_saw == 0 {
+        // Some saw it and some not yet: wait for the flood, then everyone must have it.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !comm.is_revoked() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if !comm.is_revoked() {
+            fail(&format!("rank {me}: another survivor saw the revocation, this one never did"));
+        }
+    }
+    Ok(format!("first={} revoked={}", if e == Error::Revoked { "revoked" } else { "failed" }, comm.is_revoked()))
+}
+
+fn corrupt(world: &Comm) -> Result<String, Error> {
+    let me = world.rank();
+    let comm = world.dup()?;
+    comm.set_error_mode(ErrorMode::ErrorsReturn);
+    if me == 1 {
+        std::thread::sleep(Duration::from_millis(100));
+        // The handle drops while this thread unwinds: the dup is corrupted (R28).
+        let _held = comm;
+        panic!("ulfm_check: rank 1 panics on purpose while holding the communicator");
+    }
+    let mut b = [0u8; 8];
+    expect_err(me, "receive from the panicking rank", comm.recv(&mut b, 1usize, 7), |e| *e == Error::CommCorrupted);
+    let peer = if me == 0 { 2 } else { 0 };
+    expect_err(me, "send after corruption", comm.send(&[1u8], peer, 1), |e| *e == Error::CommCorrupted);
+    expect_err(me, "barrier after corruption", comm.barrier(), |e| *e == Error::CommCorrupted);
+    expect_err(me, "agree after corruption", comm.agree(1), |e| *e == Error::CommCorrupted);
+    Ok("corrupted".into())
+}
+
+fn ack(world: &Comm) -> Result<String, Error> {
+    let (me, n) = (world.rank(), world.size());
+    let victim = n - 1;
+    world.barrier()?;
+    if me == victim {
+        die();
+    }
+    let mut b = [0u64; 1];
+    expect_err(me, "wildcard receive after the failure", world.recv(&mut b, ANY_SOURCE, 5), |e| {
+        *e == Error::RankFailStop { rank: victim as u32 }
+    });
+    let failed = world.get_failed();
+    if failed.size() != 1 {
+        fail(&format!("rank {me}: get_failed has {} members", failed.size()));
+    }
+    if world.ack_failed(0) != 0 || world.any_source_enabled() {
+        fail(&format!("rank {me}: acknowledging nothing re-enabled wildcards"));
+    }
+    if world.ack_failed(usize::MAX) != 1 || !world.any_source_enabled() {
+        fail(&format!("rank {me}: ack_failed did not acknowledge the one failure"));
+    }
+    // Survivors pass a token around their ring through wildcard receives.
+    let survivors = n - 1;
+    let next = (me + 1) % survivors;
+    let token = [me as u64 + 100];
+    runthrough::scope(|s| {
+        let r = world.isend(s, &token, next, 6)?;
+        let st = world.recv(&mut b, ANY_SOURCE, 6)?;
+        r.wait()?;
+        let prev = (me + survivors - 1) % survivors;
+        if st.source != prev || b[0] != prev as u64 + 100 {
+            fail(&format!("rank {me}: wildcard got {:?} from {}", b, st.source));
+        }
+        Ok::<_, Error>(())
+    })?;
+    Ok("acked=1".into())
+}
+
+fn shrink(world: &Comm) -> Result<String, Error> {
+    let (me, n) = (world.rank(), world.size());
+    let victim = n - 1;
+    let comm = world.dup()?;
+    comm.set_error_mode(ErrorMode::ErrorsReturn);
+    comm.barrier()?;
+    if me == victim {
+        die();
+    }
+    let mut x = [0u64];
+    let first = comm.allreduce(&[1u64], &mut x, Op::Sum);
+    if let Err(e) = &first {
+        if !matches!(e, Error::RankFailStop { .. } | Error::Revoked) {
+            fail(&format!("rank {me}: allreduce over the failure gave {e:?}"));
+        }
+    }
+    comm.revoke();
+    let small = comm.shrink()?;
+    if small.size() != n - 1 || small.rank() != me {
+        fail(&format!("rank {me}: shrink gave rank {} of {}", small.rank(), small.size()));
+    }
+    let mut sum = [0u64];
+    small.allreduce(&[me as u64 + 1], &mut sum, Op::Sum)?;
+    let m = (n - 1) as u64;
+    if sum[0] != m * (m + 1) / 2 {
+        fail(&format!("rank {me}: allreduce on the shrunk comm gave {}", sum[0]));
+    }
+    Ok(format!("size={} sum={}", small.size(), sum[0]))
+}
+
+fn main() -> Result<(), Error> {
+    let mode = std::env::args().nth(1).unwrap_or_else(|| fail("usage: ulfm_check MODE"));
+    let rt = runthrough::init()?;
+    let world = rt.world();
+    world.set_error_mode(ErrorMode::ErrorsReturn);
+    if world.size() < 3 {
+        fail("needs at least 3 ranks");
+    }
+    let detail = match mode.as_str() {
+        "revoke" => revoke(&world)?,
+        "revoke-kill" => revoke_kill(&world)?,
+        "corrupt" => corrupt(&world)?,
+        "ack" => ack(&world)?,
+        "shrink" => shrink(&world)?,
+        m => fail(&format!("unknown mode {m}")),
+    };
+    println!("ulfm_check: ok rank {} {mode} {detail}", world.rank());
+    drop(world);
+    rt.finalize()
+}

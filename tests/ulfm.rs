@@ -1,0 +1,95 @@
+//! The ULFM calls and corrupted communicators with real processes (R28, R29), on shared
+//! memory and over libfabric tcp: `examples/ulfm_check.rs` in each mode; every rank's end
+//! is checked (the victims' abnormal end included) and every survivor's line.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{example, ok, ok_failed, run_env};
+
+const LIMIT: Duration = Duration::from_secs(90);
+/// A generous detector timeout: a busy 2-core machine's scheduling is no failure.
+const FT: (&str, &str) = ("RT_FT_TIMEOUT_MS", "3000");
+const FABRIC: [&str; 4] = ["--transport", "fabric", "--provider", "tcp"];
+
+/// Runs `ulfm_check MODE` on `n` ranks; `victims` must end abnormally, every other rank
+/// cleanly with its `ok` line; returns the survivors' lines.
+fn check(n: usize, mode: &str, transport: &[&str], victims: &[u32]) -> Vec<String> {
+    let prog = example("ulfm_check");
+    let ranks = n.to_string();
+    let mut a = vec!["-n", &ranks];
+    a.extend_from_slice(transport);
+    a.push(prog.to_str().unwrap());
+    a.push(mode);
+    let run = run_env(&a, &[FT], LIMIT);
+    let out = if victims.is_empty() { ok(&run) } else { ok_failed(&run, victims) };
+    (0..n as u32)
+        .filter(|r| !victims.contains(r))
+        .map(|r| {
+            let prefix = format!("ulfm_check: ok rank {r} {mode} ");
+            out.lines()
+                .find(|l| l.starts_with(&prefix))
+                .unwrap_or_else(|| panic!("{mode}: rank {r} did not report ok:\n{out}"))
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn revoke_fails_blocked_and_later_operations_at_every_member_but_agree_decides() {
+    for transport in [&[][..], &FABRIC[..]] {
+        for n in [3, 5] {
+            for line in check(n, "revoke", transport, &[]) {
+                assert!(line.ends_with("agreed=0b110"), "{transport:?} -n {n}: {line}");
+            }
+        }
+    }
+}
+
+/// The revoker dies right after revoking: the notice either reached a survivor (then the
+/// flood brings it to every survivor, checked in the example by two agreements) or none.
+#[test]
+fn revoke_spreads_although_the_revoker_dies_while_it_spreads() {
+    for transport in [&[][..], &FABRIC[..]] {
+        for _ in 0..3 {
+            let lines = check(4, "revoke-kill", transport, &[3]);
+            let revoked: Vec<bool> = lines.iter().map(|l| l.ends_with("revoked=true")).collect();
+            assert!(revoked.iter().all(|&r| r == revoked[0]), "{transport:?}: not uniform: {lines:?}");
+        }
+    }
+}
+
+/// R28: a rank panics holding the communicator; every other member gets
+/// `CommCorrupted` (never `RankFailStop`, although the rank dies too), now and later.
+#[test]
+fn a_handle_dropped_while_panicking_corrupts_the_communicator_everywhere() {
+    for transport in [&[][..], &FABRIC[..]] {
+        for line in check(4, "corrupt", transport, &[1]) {
+            assert!(line.ends_with("corrupted"), "{line}");
+        }
+    }
+}
+
+#[test]
+fn ack_failed_re_enables_wildcard_receives() {
+    for transport in [&[][..], &FABRIC[..]] {
+        for line in check(4, "ack", transport, &[3]) {
+            assert!(line.ends_with("acked=1"), "{line}");
+        }
+    }
+}
+
+/// Shrink after a kill: every survivor gets the same communicator of the survivors (an
+/// allreduce over it gives the survivors' sum at each).
+#[test]
+fn shrink_after_a_kill_gives_every_survivor_the_same_communicator() {
+    for transport in [&[][..], &FABRIC[..]] {
+        for n in [4, 6] {
+            let m = n as u64 - 1;
+            for line in check(n, "shrink", transport, &[n as u32 - 1]) {
+                assert!(line.ends_with(&format!("size={m} sum={}", m * (m + 1) / 2)), "{line}");
+            }
+        }
+    }
+}
