@@ -266,9 +266,7 @@ impl Comm {
         // On a revoked or corrupted communicator that is the error (R28, R29), also for
         // an operation that stopped at a failed member or a collective that gave up.
         let e = match e {
-            Error::RankFailStop { .. } | Error::InStatus { .. } => {
-                self.inner.shared.engine.lock().comm_error(self.inner.ctx).unwrap_or(e)
-            }
+            Error::RankFailStop { .. } | Error::InStatus { .. } => self.comm_level_error().unwrap_or(e),
             e => e,
         };
         let mode = self.inner.mode.lock().clone();
@@ -582,6 +580,10 @@ impl Comm {
     /// Runs one fault-tolerant agreement over the live members; returns the decision.
     fn agreement(&self, flag: u32) -> Result<runthrough_ft::Decision, Error> {
         let shared = &self.inner.shared;
+        // R27: a propagated error not yet delivered here is this call's outcome.
+        if let Some(list) = shared.engine.lock().take_armed(self.inner.ctx) {
+            return Err(Error::Propagated(list));
+        }
         if let Some((coll, slot)) = &self.inner.shm {
             // Every member shares the node: the register agreement (ft::reg_agree).
             let (ctx, group, me) = (self.inner.ctx, &self.inner.group, self.inner.me);
@@ -661,6 +663,60 @@ impl Comm {
             Ok(Comm::new(shared.clone(), ContextId(ctx), group, me as u32, self.error_mode()))
         });
         self.check(r)
+    }
+
+    /// Signals `code` to every member (R27, seeds/002's `signal_error`): every other
+    /// member's pending or next wait on this communicator (point-to-point, collective,
+    /// the next agree or validate) fails with [`Error::Propagated`] listing every signal
+    /// of the same resolution as `(rank, code)` — the same list at every member — and so
+    /// does this call, which returns once that list is agreed (passed through the error
+    /// mode first). Several members may signal at once; failed members are no obstacle.
+    ///
+    /// Afterwards the communicator is used as before, no revoke needed: each member gets
+    /// the exception once; what was sent on it before and not yet received when the
+    /// members entered the resolution is discarded (a rendezvous send of it fails with
+    /// `Propagated` too), so the restarted computation never matches old traffic.
+    pub fn signal_error(&self, code: i32) -> Error {
+        let ctx = self.inner.ctx;
+        let r: Result<(), Error> = (|| {
+            let id = self.inner.shared.engine.lock().signal_error(ctx, code)?;
+            let mut waiter = self.waiter();
+            loop {
+                {
+                    let mut e = self.inner.shared.engine.lock();
+                    e.progress();
+                    if let Some(list) = e.signal_resolved(ctx, id) {
+                        return Err(Error::Propagated(list));
+                    }
+                }
+                waiter.snooze();
+            }
+        })();
+        match self.check(r) {
+            Err(e) => e,
+            Ok(()) => Error::ApiMisuse("signal_error resolved without a list"),
+        }
+    }
+
+    /// The error of the communicator itself that an operation which stopped at a failed
+    /// member or a collective that gave up reports instead: revoked or corrupted
+    /// (R28, R29), or an error resolution running or just completed (R27; waits for it).
+    fn comm_level_error(&self) -> Option<Error> {
+        let ctx = self.inner.ctx;
+        let mut waiter = self.waiter();
+        loop {
+            {
+                let mut e = self.inner.shared.engine.lock();
+                if let Some(err) = e.comm_error(ctx) {
+                    return Some(err);
+                }
+                if !e.is_resolving(ctx) {
+                    return e.take_armed(ctx).map(Error::Propagated);
+                }
+                e.progress();
+            }
+            waiter.snooze();
+        }
     }
 
     /// `Err(Revoked | CommCorrupted)` when the communicator is revoked or corrupted.

@@ -39,6 +39,37 @@ pub(crate) struct CommState {
     pub(crate) broken: Option<Broken>,
     /// Failures acknowledged by `ack_failed` (the first `acked` in failure order).
     pub(crate) acked: usize,
+    /// The members in communicator order (agreement participants).
+    pub(crate) group: std::sync::Arc<[Rank]>,
+    /// Error propagation (R27).
+    pub(crate) prop: Propagation,
+}
+
+/// A communicator's error propagation (R27, `Engine::signal_error`): signals known and
+/// resolved, and the resolution running.
+#[derive(Debug, Default)]
+pub(crate) struct Propagation {
+    /// This process's signals so far (the high bits of its next signal's id).
+    pub(crate) serial: u32,
+    /// Signals known and not yet resolved: (id, code).
+    pub(crate) known: Vec<(u32, i32)>,
+    /// Ids of the signals resolved.
+    pub(crate) resolved: Vec<u32>,
+    /// Resolutions completed here.
+    pub(crate) epoch: u32,
+    /// The agreement of resolution `epoch + 1`, once entered.
+    pub(crate) running: Option<u64>,
+    /// Its decided signals (ids, codes), while marks are still awaited.
+    pub(crate) decided: Option<Vec<(u32, i32)>>,
+    /// By local rank: the highest resolution whose mark arrived from that member.
+    pub(crate) marks: Vec<u32>,
+    /// Requests on the communicator parked during the resolution: they fail with its
+    /// list when it completes.
+    pub(crate) parked: Vec<crate::types::ReqId>,
+    /// The list the next operation fails with (nothing was pending at completion).
+    pub(crate) armed: Option<Vec<(u32, i32)>>,
+    /// The last list delivered (communicator ranks, codes).
+    pub(crate) last: Vec<(u32, i32)>,
 }
 
 /// Why a communicator is unusable for good.
@@ -117,6 +148,8 @@ impl Comms {
                 shm_slot,
                 broken: None,
                 acked: 0,
+                group: group.into(),
+                prop: Propagation { marks: vec![0; group.len()], ..Propagation::default() },
             },
         ));
     }
@@ -140,6 +173,11 @@ impl Comms {
     /// Every communicator containing `world`, as (its p2p context, the rank's local rank).
     pub(crate) fn containing(&self, world: Rank) -> Vec<(ContextId, u32)> {
         self.map.iter().filter_map(|(k, c)| c.local_rank(world).map(|l| (ContextId(*k), l))).collect()
+    }
+
+    /// The keys (even contexts) of every communicator.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = ContextId> + '_ {
+        self.map.iter().map(|(k, _)| ContextId(*k))
     }
 
     /// The members' world ranks of the communicator of `ctx` (unordered).

@@ -122,6 +122,9 @@ struct Agreements {
 
 /// Messages kept for agreements not entered yet, at most.
 const EARLY_AGREE_KEEP: usize = 4096;
+/// The agreement sequence bit of error resolutions (R27): their own series per
+/// communicator, beside the validates, agrees and creations the user calls.
+const RESOLUTION_SERIES: u32 = 1 << 31;
 /// Revoke/corrupt notices kept for communicators not created yet, at most.
 const EARLY_NOTES_KEEP: usize = 256;
 
@@ -224,10 +227,13 @@ struct State {
     departing: bool,
     /// Peers whose `Bye` arrived and still has to be answered and applied.
     byes: Vec<Rank>,
-    /// Revoke/corrupt notices read from the wire, applied after the poll.
-    notes_in: Vec<Note>,
+    /// Communicator notices read from the wire (with their sender), applied after the
+    /// poll.
+    notes_in: Vec<(Rank, Note)>,
+    /// Some communicator has had a signal (R27): operations check for parking.
+    propagating: bool,
     /// Notices for communicators this process has not created yet (bounded).
-    early_notes: Vec<Note>,
+    early_notes: Vec<(Rank, Note)>,
 }
 
 /// The progress engine of one process.
@@ -270,6 +276,7 @@ impl Engine {
                 departing: false,
                 byes: Vec::new(),
                 notes_in: Vec::new(),
+                propagating: false,
                 early_notes: Vec::new(),
             },
         }
@@ -347,6 +354,9 @@ impl Engine {
             st.set_outcome(req, Err(b.error()));
             return req;
         }
+        if st.propagating && st.park_or_deliver(ctx, req) {
+            return req;
+        }
         let p = &mut st.peers[peer.0 as usize];
         if p.failed {
             st.set_outcome(req, Err(Error::RankFailStop { rank: dest }));
@@ -394,6 +404,10 @@ impl Engine {
             self.st.set_outcome(req, Err(b.error()));
             return req;
         }
+        if self.st.propagating && self.st.park_or_deliver(pattern.ctx, req) {
+            return req;
+        }
+        let comm = self.st.comms.get(pattern.ctx);
         // R17/R18: a collective receive on a communicator made inactive by a failure fails
         // at once. A collective that began just before the failure became known posts its
         // receives after `fail_peer` failed the pending ones; members that learnt of the
@@ -519,6 +533,9 @@ impl Engine {
         }
         if !self.st.notes_in.is_empty() {
             self.apply_notes();
+        }
+        if self.st.propagating {
+            self.resolutions_service();
         }
         let Engine { transport, st } = self;
         if !st.newly_failed.is_empty() {
@@ -659,18 +676,19 @@ impl Engine {
         if let (Some(slot), Some(sc)) = (slot, &self.st.shm_coll) {
             sc.set_state(slot, true, true);
         }
-        // A member that revoked it before this process created it told us early.
-        let early: Vec<Note> = self
-            .st
-            .early_notes
-            .iter()
-            .filter(|n| matches!(n, Note::Revoke { ctx: c } | Note::Corrupt { ctx: c } if Comms::same_comm(ContextId(*c), ctx)))
-            .copied()
-            .collect();
-        self.st.early_notes.retain(|n| !early.contains(n));
-        for n in early {
-            let broken = if matches!(n, Note::Revoke { .. }) { Broken::Revoked } else { Broken::Corrupted };
-            self.break_comm(ctx, broken);
+        // Members that revoked it, signalled on it or entered its resolution before this
+        // process created it told us early: apply that now, in order.
+        let mine = |n: &Note| match n {
+            Note::Revoke { ctx: c } | Note::Corrupt { ctx: c } | Note::Signal { ctx: c, .. } | Note::Mark { ctx: c, .. } => {
+                Comms::same_comm(ContextId(*c), ctx)
+            }
+            _ => false,
+        };
+        let (early, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.st.early_notes).into_iter().partition(|(_, n)| mine(n));
+        self.st.early_notes = rest;
+        if !early.is_empty() {
+            self.st.notes_in.extend(early);
+            self.apply_notes();
         }
     }
 
@@ -706,6 +724,190 @@ impl Engine {
             c.wildcard_disabled = false;
         }
         c.acked
+    }
+
+    /// Signals `code` on the communicator of `ctx` (R27, seeds/002 `signal_error`): the
+    /// signal floods to every member (each forwards it on first receipt) and every member
+    /// enters the error resolution: an agreement on the list of signals, behind a cut of
+    /// the communicator's traffic. Returns the signal's id; poll
+    /// [`Engine::signal_resolved`] with [`Engine::progress`].
+    pub fn signal_error(&mut self, ctx: ContextId, code: i32) -> Result<u32, Error> {
+        let me = self.st.me.0;
+        let c = self.st.comms.get_mut(ctx).ok_or(Error::ApiMisuse("signal_error on an unknown communicator"))?;
+        if let Some(b) = c.broken {
+            return Err(b.error());
+        }
+        let origin = if me < 1 << 20 { me } else { return Err(Error::Unsupported("signal_error in jobs of 2^20 ranks or more")) };
+        let id = ((c.prop.serial & 0xfff) << 20) | origin;
+        c.prop.serial = c.prop.serial.wrapping_add(1);
+        self.learn_signal(ctx, id, code);
+        Ok(id)
+    }
+
+    /// Once the signal `id` of [`Engine::signal_error`] is resolved: the list the caller
+    /// gets (communicator ranks and codes; it is also the delivery of the exception to
+    /// the caller, so nothing stays armed for its next operation).
+    pub fn signal_resolved(&mut self, ctx: ContextId, id: u32) -> Option<Vec<(u32, i32)>> {
+        let c = self.st.comms.get_mut(ctx)?;
+        if !c.prop.resolved.contains(&id) {
+            return None;
+        }
+        c.prop.armed = None;
+        Some(c.prop.last.clone())
+    }
+
+    /// Whether an error resolution runs on the communicator of `ctx` (R27): its
+    /// operations are parked until it completes, then fail with `Propagated`.
+    pub fn is_resolving(&self, ctx: ContextId) -> bool {
+        self.st.comms.get(ctx).is_some_and(|c| c.prop.running.is_some())
+    }
+
+    /// The propagated list the next operation on the communicator of `ctx` fails with,
+    /// taken (R27: each member gets the exception once, at its pending or next wait).
+    pub fn take_armed(&mut self, ctx: ContextId) -> Option<Vec<(u32, i32)>> {
+        self.st.comms.get_mut(ctx).and_then(|c| c.prop.armed.take())
+    }
+
+    /// The last propagated list delivered on the communicator of `ctx`.
+    pub fn last_propagated(&self, ctx: ContextId) -> Option<Vec<(u32, i32)>> {
+        self.st.comms.get(ctx).map(|c| c.prop.last.clone()).filter(|l| !l.is_empty())
+    }
+
+    /// A signal read or made here: new ones are forwarded to every other member and
+    /// start (or join) a resolution.
+    fn learn_signal(&mut self, ctx: ContextId, id: u32, code: i32) {
+        let me = self.st.me;
+        let key = ContextId(ctx.0 & !1);
+        let Some(c) = self.st.comms.get_mut(key) else { return };
+        if c.broken.is_some() || c.prop.resolved.contains(&id) || c.prop.known.iter().any(|k| k.0 == id) {
+            return;
+        }
+        c.prop.known.push((id, code));
+        self.st.propagating = true;
+        let members = c.group.clone();
+        for &peer in members.iter() {
+            if peer != me && !self.st.peers[peer.0 as usize].failed {
+                self.st.post_or_queue(&mut self.transport, peer, Outgoing::Note(Note::Signal { ctx: key.0, id, code }));
+            }
+        }
+        self.enter_resolution(key);
+    }
+
+    /// Enters resolution `epoch + 1` of the communicator of `ctx` if signals wait and
+    /// none runs: the mark (behind everything sent on it so far) goes to every member,
+    /// the receives posted on it are parked, collectives stop, and the agreement on the
+    /// signals starts.
+    fn enter_resolution(&mut self, ctx: ContextId) {
+        let me = self.st.me;
+        let Some(c) = self.st.comms.get_mut(ctx) else { return };
+        if c.prop.running.is_some() || c.prop.known.is_empty() || c.broken.is_some() {
+            return;
+        }
+        let epoch = c.prop.epoch + 1;
+        let signals: Vec<(u32, i32)> = c.prop.known.clone();
+        let group = c.group.clone();
+        if let (Some(slot), Some(sc)) = (c.shm_slot, &self.st.shm_coll) {
+            sc.set_state(slot, false, false);
+            sc.note_failure();
+        }
+        let coll = ContextId(ctx.0 | 1);
+        let on_comm = |x: ContextId| x == ctx || x == coll;
+        while let Some((_, id)) = self.st.posted.remove_where(|pat, _| on_comm(pat.ctx)) {
+            if let Some(c) = self.st.comms.get_mut(ctx) {
+                c.prop.parked.push(id);
+            }
+        }
+        for &peer in group.iter() {
+            if peer != me && !self.st.peers[peer.0 as usize].failed {
+                self.st.post_or_queue(&mut self.transport, peer, Outgoing::Note(Note::Mark { ctx: ctx.0, epoch }));
+            }
+        }
+        let seq = RESOLUTION_SERIES | (epoch & !RESOLUTION_SERIES);
+        let input = runthrough_ft::Input { flag: u32::MAX, max: 0, signals };
+        match self.agree_start_input(ctx, &group, seq, input) {
+            Ok(inst) => {
+                if let Some(c) = self.st.comms.get_mut(ctx) {
+                    c.prop.running = Some(inst);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "error resolution could not start"),
+        }
+    }
+
+    /// `from` entered resolution `epoch` of the communicator of `ctx`: what it sent there
+    /// before and this process did not match yet is dropped (a rendezvous is answered
+    /// with `Discard`), and the mark counts towards completing the resolution.
+    fn mark_from(&mut self, ctx: ContextId, from: Rank, epoch: u32) {
+        let key = ContextId(ctx.0 & !1);
+        let Some(c) = self.st.comms.get_mut(key) else { return };
+        let Some(local) = c.local_rank(from) else { return };
+        let m = &mut c.prop.marks[local as usize];
+        *m = (*m).max(epoch);
+        self.st.propagating = true;
+        for x in [key, ContextId(key.0 | 1)] {
+            while let Some((_, e)) = self.st.unexpected.take_match(&Pattern { ctx: x, src: Some(local), tag: None }) {
+                self.st.drop_unexpected(e);
+            }
+        }
+    }
+
+    /// Completes the resolutions whose agreement decided and whose marks all arrived.
+    fn resolutions_service(&mut self) {
+        let mut any = false;
+        let ctxs: Vec<ContextId> =
+            self.st.comms.keys().filter(|&k| self.st.comms.get(k).is_some_and(|c| c.prop.running.is_some())).collect();
+        for ctx in ctxs {
+            any = true;
+            let Some(c) = self.st.comms.get(ctx) else { continue };
+            let Some(inst) = c.prop.running else { continue };
+            if c.prop.decided.is_none() {
+                let Some(d) = self.agree_decision(inst) else { continue };
+                if let Some(c) = self.st.comms.get_mut(ctx) {
+                    c.prop.decided = Some(d.signals);
+                }
+            }
+            let c = self.st.comms.get(ctx).expect("present");
+            let epoch = c.prop.epoch + 1;
+            let me = self.st.me;
+            let all_marks = c
+                .group
+                .iter()
+                .enumerate()
+                .all(|(i, r)| *r == me || self.st.peers[r.0 as usize].failed || c.prop.marks[i] >= epoch);
+            if all_marks {
+                self.complete_resolution(ctx);
+            }
+        }
+        if !any {
+            self.st.propagating = self.st.comms.keys().any(|k| self.st.comms.get(k).is_some_and(|c| !c.prop.known.is_empty()));
+        }
+    }
+
+    /// Delivers a completed resolution: every parked request fails with the list (or,
+    /// with none, the next operation will), collectives start a new epoch, and the next
+    /// resolution starts if signals arrived meanwhile.
+    fn complete_resolution(&mut self, ctx: ContextId) {
+        let Some(c) = self.st.comms.get_mut(ctx) else { return };
+        let decided = c.prop.decided.take().unwrap_or_default();
+        c.prop.running = None;
+        c.prop.epoch += 1;
+        c.prop.resolved.extend(decided.iter().map(|s| s.0));
+        let resolved = &c.prop.resolved;
+        c.prop.known.retain(|k| !resolved.contains(&k.0));
+        let mut list: Vec<(u32, i32)> =
+            decided.iter().filter_map(|&(id, code)| c.local_rank(Rank(id & 0xf_ffff)).map(|l| (l, code))).collect();
+        list.sort_unstable();
+        let parked = std::mem::take(&mut c.prop.parked);
+        c.prop.armed = parked.is_empty().then(|| list.clone());
+        c.prop.last = list.clone();
+        tracing::debug!(ctx = ctx.0, ?list, parked = parked.len(), "error resolution complete");
+        for id in parked {
+            self.st.set_outcome(id, Err(Error::Propagated(list.clone())));
+        }
+        // Collectives begun before never match ones begun after (like a validate).
+        let recognized = self.recognized(ctx);
+        self.validate_commit(ctx, &recognized);
+        self.enter_resolution(ctx);
     }
 
     /// Whether the communicator of `ctx` is revoked (or corrupted).
@@ -826,6 +1028,9 @@ impl Engine {
     /// active, draws the collective's tag and lists the participants (R18, R20).
     pub fn coll_begin(&mut self, ctx: ContextId) -> Result<crate::coll::CollView, Error> {
         self.coll_check(ctx)?;
+        if let Some(list) = self.take_armed(ctx) {
+            return Err(Error::Propagated(list));
+        }
         let (spin, central) = (self.st.cfg.spin_polls, self.st.cfg.oversubscribed);
         let c = self.st.comms.get_mut(ctx).ok_or(Error::ApiMisuse("collective on an unknown communicator"))?;
         let seq = c.coll_seq;
@@ -873,21 +1078,39 @@ impl Engine {
     /// §17.7.4, R19, R29): every live member contributes `flag` (ANDed) and the failures
     /// it knows; all decide the same flag and failed set. Returns the instance id.
     pub fn agree_start(&mut self, ctx: ContextId, group: &[Rank], seq: u32, flag: u32) -> Result<u64, Error> {
+        self.agree_start_input(ctx, group, seq, runthrough_ft::Input::flag(flag))
+    }
+
+    /// [`Engine::agree_start`] with every agreed input: also a word whose maximum is
+    /// decided and signals whose union is. Agreements whose `seq` has the top bit set
+    /// form a separate series (error resolutions, R27), numbered on their own.
+    pub fn agree_start_input(
+        &mut self,
+        ctx: ContextId,
+        group: &[Rank],
+        seq: u32,
+        input: runthrough_ft::Input,
+    ) -> Result<u64, Error> {
         let me = group.iter().position(|r| *r == self.st.me).ok_or(Error::ApiMisuse("agreement by a non-member"))?;
         let participants =
             Participants::new(group.iter().map(|r| r.0).collect()).map_err(|_| Error::InvalidArg("agreement group"))?;
         let instance = (u64::from(ctx.0 & !1) << 32) | u64::from(seq);
         let known: Vec<u32> = group.iter().map(|r| r.0).filter(|r| self.st.failures.contains(*r)).collect();
         let now = self.st.agree.now();
-        let mut a = Agreement::new(std::sync::Arc::new(participants), me as u32, instance, flag, &known, now);
+        let mut a = Agreement::with_input(std::sync::Arc::new(participants), me as u32, instance, input, &known, now);
         let (early, rest): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.st.agree.early).into_iter().partition(|(_, m)| m.instance() == instance);
         self.st.agree.early = rest;
         for (from, m) in early {
             a.handle_message(from.0, m, now);
         }
-        // Older agreements of this communicator have served their late participants.
-        self.st.agree.running.retain(|(c, x)| !Comms::same_comm(*c, ctx) || x.decision().is_none());
+        // Older agreements of this communicator's series have served their late
+        // participants (the next one needs every live member's report, sent only after
+        // it decided the older one).
+        let series = |inst: u64| inst as u32 & RESOLUTION_SERIES;
+        self.st.agree.running.retain(|(c, x)| {
+            !Comms::same_comm(*c, ctx) || series(x.instance()) != series(instance) || x.decision().is_none()
+        });
         self.st.agree.running.push((ctx, a));
         self.agree_service();
         Ok(instance)
@@ -957,16 +1180,23 @@ impl Engine {
     /// Applies the communicator notices read (revoke, corrupt): outside the transport
     /// poll, as applying one sends (it is forwarded to every member).
     fn apply_notes(&mut self) {
-        for n in std::mem::take(&mut self.st.notes_in) {
-            let (ctx, broken) = match n {
-                Note::Revoke { ctx } => (ContextId(ctx), Broken::Revoked),
-                Note::Corrupt { ctx } => (ContextId(ctx), Broken::Corrupted),
+        for (from, n) in std::mem::take(&mut self.st.notes_in) {
+            let ctx = match n {
+                Note::Revoke { ctx } | Note::Corrupt { ctx } | Note::Signal { ctx, .. } | Note::Mark { ctx, .. } => {
+                    ContextId(ctx)
+                }
                 _ => continue,
             };
             if self.st.comms.get(ctx).is_some() {
-                self.break_comm(ctx, broken);
-            } else if self.st.early_notes.len() < EARLY_NOTES_KEEP && !self.st.early_notes.contains(&n) {
-                self.st.early_notes.push(n);
+                match n {
+                    Note::Revoke { .. } => self.break_comm(ctx, Broken::Revoked),
+                    Note::Corrupt { .. } => self.break_comm(ctx, Broken::Corrupted),
+                    Note::Signal { id, code, .. } => self.learn_signal(ctx, id, code),
+                    Note::Mark { epoch, .. } => self.mark_from(ctx, from, epoch),
+                    _ => {}
+                }
+            } else if self.st.early_notes.len() < EARLY_NOTES_KEEP && !self.st.early_notes.contains(&(from, n)) {
+                self.st.early_notes.push((from, n));
             }
         }
     }
@@ -1084,6 +1314,22 @@ impl State {
                 }
             }
         }
+    }
+
+    /// During a resolution on the communicator of `ctx` parks `req` (it fails with the
+    /// resolution's list); once one completed with nothing pending, fails it with that
+    /// list. Returns whether `req` was taken care of.
+    fn park_or_deliver(&mut self, ctx: ContextId, req: ReqId) -> bool {
+        let Some(c) = self.comms.get_mut(ctx) else { return false };
+        if c.prop.running.is_some() {
+            c.prop.parked.push(req);
+            return true;
+        }
+        if let Some(list) = c.prop.armed.take() {
+            self.set_outcome(req, Err(Error::Propagated(list)));
+            return true;
+        }
+        false
     }
 
     /// Drops a buffered message of a broken communicator; a rendezvous is answered with
@@ -1322,7 +1568,9 @@ impl State {
                 // Behind every message the peer sent before (one ordered channel).
                 Ok(Note::Bye) if !p.failed => self.byes.push(peer),
                 Ok(Note::ByeAck) => p.awaiting_bye_ack = false,
-                Ok(n @ (Note::Revoke { .. } | Note::Corrupt { .. })) => self.notes_in.push(n),
+                Ok(n @ (Note::Revoke { .. } | Note::Corrupt { .. } | Note::Signal { .. } | Note::Mark { .. })) => {
+                    self.notes_in.push((peer, n))
+                }
                 Ok(Note::Discard { sreq }) => self.discarded(peer, ReqId::from_wire(sreq)),
                 Ok(_) => {}
                 Err(e) => {

@@ -10,6 +10,8 @@
 //! | 3   | Revoke  | ctx u32             |
 //! | 4   | Corrupt | ctx u32             |
 //! | 5   | Discard | sreq u64            |
+//! | 6   | Signal  | ctx u32, id u32, code i32 |
+//! | 7   | Mark    | ctx u32, epoch u32  |
 //!
 //! **Departure handshake** (R6, DESIGN §3). A rank that finalizes sends `Bye` to every
 //! live peer after its queued sends, on the same ordered channel; a peer that reads it
@@ -27,6 +29,8 @@ const TAG_BYE_ACK: u8 = 2;
 const TAG_REVOKE: u8 = 3;
 const TAG_CORRUPT: u8 = 4;
 const TAG_DISCARD: u8 = 5;
+const TAG_SIGNAL: u8 = 6;
+const TAG_MARK: u8 = 7;
 
 /// An engine notice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +58,25 @@ pub enum Note {
     Discard {
         /// The sender's request.
         sreq: u64,
+    },
+    /// An error signalled on the communicator of `ctx` (R27, `signal_error`), flooded
+    /// like `Revoke`. `id` names the signal: its origin's job rank (low 20 bits) and the
+    /// origin's signal count (high 12 bits).
+    Signal {
+        /// The communicator's even context.
+        ctx: u32,
+        /// The signal's identity.
+        id: u32,
+        /// The code signalled.
+        code: i32,
+    },
+    /// The sender entered error resolution `epoch` on the communicator of `ctx`: every
+    /// message it sent there before is behind this notice (the cut of R27).
+    Mark {
+        /// The communicator's even context.
+        ctx: u32,
+        /// The resolution's number (1 for the first).
+        epoch: u32,
     },
 }
 
@@ -98,6 +121,19 @@ impl Note {
                 out[1..9].copy_from_slice(&sreq.to_le_bytes());
                 9
             }
+            Note::Signal { ctx, id, code } => {
+                out[0] = TAG_SIGNAL;
+                out[1..5].copy_from_slice(&ctx.to_le_bytes());
+                out[5..9].copy_from_slice(&id.to_le_bytes());
+                out[9..13].copy_from_slice(&code.to_le_bytes());
+                13
+            }
+            Note::Mark { ctx, epoch } => {
+                out[0] = TAG_MARK;
+                out[1..5].copy_from_slice(&ctx.to_le_bytes());
+                out[5..9].copy_from_slice(&epoch.to_le_bytes());
+                9
+            }
         }
     }
 
@@ -110,7 +146,8 @@ impl Note {
         let need = match tag {
             TAG_BYE | TAG_BYE_ACK => 1,
             TAG_REVOKE | TAG_CORRUPT => 5,
-            TAG_DISCARD => 9,
+            TAG_DISCARD | TAG_MARK => 9,
+            TAG_SIGNAL => 13,
             t => return Err(NoteError::UnknownTag(t)),
         };
         if b.len() < need {
@@ -125,6 +162,8 @@ impl Note {
             TAG_BYE_ACK => Note::ByeAck,
             TAG_REVOKE => Note::Revoke { ctx: u32_at(1) },
             TAG_CORRUPT => Note::Corrupt { ctx: u32_at(1) },
+            TAG_SIGNAL => Note::Signal { ctx: u32_at(1), id: u32_at(5), code: u32_at(9) as i32 },
+            TAG_MARK => Note::Mark { ctx: u32_at(1), epoch: u32_at(5) },
             _ => Note::Discard { sreq: u64::from(u32_at(1)) | (u64::from(u32_at(5)) << 32) },
         })
     }
@@ -143,6 +182,8 @@ mod tests {
             Note::Revoke { ctx: 0xdead_beef },
             Note::Corrupt { ctx: 2 },
             Note::Discard { sreq: u64::MAX - 5 },
+            Note::Signal { ctx: 4, id: 3 | (7 << 20), code: -666 },
+            Note::Mark { ctx: 4, epoch: 9 },
         ] {
             let len = n.encode(&mut b);
             assert_eq!(Note::decode(&b[..len]), Ok(n));

@@ -87,11 +87,13 @@ fn check(b: &[u8]) -> bool {
 fn fuzz_engine_note() {
     use crate::note::{Note, MAX_NOTE_BYTES};
     let valid = |rng: &mut Rng, out: &mut Vec<u8>| {
-        let n = match rng.below(5) {
+        let n = match rng.below(7) {
             0 => Note::Bye,
             1 => Note::ByeAck,
             2 => Note::Revoke { ctx: rng.next_u64() as u32 },
             3 => Note::Corrupt { ctx: rng.next_u64() as u32 },
+            4 => Note::Signal { ctx: rng.next_u64() as u32, id: rng.next_u64() as u32, code: rng.next_u64() as i32 },
+            5 => Note::Mark { ctx: rng.next_u64() as u32, epoch: rng.next_u64() as u32 },
             _ => Note::Discard { sreq: rng.next_u64() },
         };
         let mut b = [0u8; MAX_NOTE_BYTES];
