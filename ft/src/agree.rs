@@ -11,15 +11,27 @@
 //!
 //! # What is agreed
 //!
-//! Each participant contributes a flag word and the participants it knows failed. Every
-//! process that decides decides the same [`Decision`]: the bitwise AND of the flag words of
-//! a set of participants that contains every participant alive at the decision, and a
-//! set of failed participants that contains every failure known to each of those
-//! contributors and to the coordinator that proposed it, and only failed participants.
+//! Each participant contributes an [`Input`] — a flag word, a `max` word and a set of
+//! signalled errors `(job rank, code)` — and the participants it knows failed. Every
+//! process that decides decides the same [`Decision`], computed over one set of
+//! *contributors* that contains every participant alive at the decision:
+//!
+//! - `flag`: the bitwise AND of the contributors' flag words;
+//! - `max`: the maximum of the contributors' `max` words — so it is at least the word of
+//!   every participant alive at the decision, and it is some participant's word;
+//! - `signals`: the union of the contributors' signals, sorted ascending, without
+//!   duplicates — so it contains every signal known to every participant alive at the
+//!   decision, and only contributed signals;
+//! - `failed`: a set of failed participants that contains every failure known to each
+//!   contributor and to the coordinator that proposed it, and only failed participants.
+//!
 //! `validate` uses `failed` (the same group everywhere); `agree` uses `flag`; uniform
 //! creation contributes "I saw no new failure" as a flag bit (or compares `failed` with
-//! the failures the communicator already recognised) and succeeds or fails everywhere.
-//! There is no "error everywhere" outcome: the agreement itself always decides.
+//! the failures the communicator already recognised) and succeeds or fails everywhere;
+//! `shrink` contributes as `max` a context id from which every id is free locally (one
+//! past the highest in use), so the decided `max` is free at every survivor; `signal_error` (R27) contributes the signals it
+//! knows, and every member gets the same list. There is no "error everywhere" outcome:
+//! the agreement itself always decides.
 //!
 //! # Model
 //!
@@ -45,14 +57,15 @@
 //!   are unique, and since a process only takes over when every lower index is known
 //!   failed, ballots grow over time.
 //! - **Report.** On entry, and again whenever its coordinator is reported failed, a
-//!   process sends its new coordinator a `Report`: its flag word, the failures it knows,
-//!   and its *prior*: nothing, the last proposal it accepted `(ballot, value)`, or its
-//!   decision. Sending it is a *promise* never to accept a proposal of a lower ballot.
+//!   process sends its new coordinator a `Report`: its input (flag, `max`, signals), the
+//!   failures it knows, and its *prior*: nothing, the last proposal it accepted
+//!   `(ballot, value)`, or its decision. Sending it is a *promise* never to accept a proposal of a lower ballot.
 //! - **Propose.** A coordinator waits until every participant has reported or is known
 //!   failed. If any report carries a decision, that value is decided and committed at
 //!   once. Otherwise it proposes the accepted value with the highest ballot among the
 //!   reports (its own included); if there is none, a fresh value: the AND of the reported
-//!   flags and the union of the reported failures and the failures it knows.
+//!   flags, the maximum of the reported `max` words, the union of the reported signals,
+//!   and the union of the reported failures and the failures it knows.
 //! - **Accept.** A process accepts a proposal whose ballot is at least its promise (it
 //!   records it and answers `Accept`); otherwise it ignores it.
 //! - **Commit.** When every participant has accepted or is known failed, the coordinator
@@ -80,7 +93,7 @@
 //! decided on already constrains every later ballot.
 //!
 //! *Validity:* a fresh value is computed only once every participant has reported or is
-//! known failed, so it includes the flag and failures of every process alive then; an
+//! known failed, so it includes the input and failures of every process alive then; an
 //! adopted value was fresh under a lower ballot, when a superset was alive. Failures come
 //! from the perfect detector, so they are real. *Termination:* a coordinator that lives
 //! waits only for processes it does not know failed; each of them reports to it once it
@@ -198,14 +211,41 @@ impl Participants {
     }
 }
 
+/// What a participant contributes to an agreement (besides the failures it knows).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Input {
+    /// Flag word; the decision holds the AND of the contributed ones.
+    pub flag: u32,
+    /// A word whose maximum is decided (`shrink`: a context id from which every id is
+    /// free here).
+    pub max: u32,
+    /// Signalled errors `(job rank, code)`; the decision holds the union. Any order,
+    /// duplicates allowed: [`Agreement::with_input`] sorts and deduplicates them.
+    pub signals: Vec<(u32, i32)>,
+}
+
+impl Input {
+    /// Contributes `flag` only: `max` 0, no signals.
+    pub fn flag(flag: u32) -> Input {
+        Input { flag, max: 0, signals: Vec::new() }
+    }
+}
+
 /// What every process decides.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Decision {
     /// Bitwise AND of the flag words of every participant alive at the decision (and
     /// perhaps of some that failed since contributing).
     pub flag: u32,
+    /// Maximum of the `max` words of the same contributors: at least the word of every
+    /// participant alive at the decision.
+    pub max: u32,
     /// The failed participants, as job ranks in ascending order.
     pub failed: Vec<u32>,
+    /// Union of the signals of the same contributors, `(job rank, code)` in ascending
+    /// order without duplicates: contains every signal of every participant alive at the
+    /// decision.
+    pub signals: Vec<(u32, i32)>,
 }
 
 /// What an [`Agreement`] waits for (for logs and tests).
@@ -284,6 +324,12 @@ struct Coord {
     reported: Bits,
     /// AND of the reported flags.
     flag: u32,
+    /// Maximum of the reported `max` words.
+    max: u32,
+    /// The reported signals, concatenated (sorted and deduplicated when proposing).
+    signals: Vec<(u32, i32)>,
+    /// Participants whose report was counted in `flag`, `max` and `signals`.
+    contributed: Bits,
     /// Union of the reported failures.
     failed: Bits,
     /// Highest-ballot accepted value reported.
@@ -299,7 +345,8 @@ pub struct Agreement {
     parts: Arc<Participants>,
     me: u32,
     instance: u64,
-    flag: u32,
+    /// This process's contribution (signals sorted and deduplicated).
+    input: Input,
     /// Participant indices known failed, ascending.
     failed: Vec<u32>,
     /// Lowest index not known failed.
@@ -317,9 +364,8 @@ pub struct Agreement {
 
 impl Agreement {
     /// Enters agreement `instance` as job rank `me` among `participants`, contributing
-    /// `flag` and the failures `known_failed` (job ranks; others than participants are
-    /// ignored) known here at entry. Queues the first report (or, on the coordinator,
-    /// starts collecting).
+    /// `flag` (with `max` 0 and no signals: [`Input::flag`]) and the failures
+    /// `known_failed`. See [`Agreement::with_input`].
     ///
     /// # Panics
     /// If `me` is not a participant (a local programming error).
@@ -331,6 +377,26 @@ impl Agreement {
         known_failed: &[u32],
         now: Time,
     ) -> Agreement {
+        Agreement::with_input(participants, me, instance, Input::flag(flag), known_failed, now)
+    }
+
+    /// Enters agreement `instance` as job rank `me` among `participants`, contributing
+    /// `input` and the failures `known_failed` (job ranks; others than participants are
+    /// ignored) known here at entry. Queues the first report (or, on the coordinator,
+    /// starts collecting).
+    ///
+    /// # Panics
+    /// If `me` is not a participant (a local programming error).
+    pub fn with_input(
+        participants: Arc<Participants>,
+        me: u32,
+        instance: u64,
+        mut input: Input,
+        known_failed: &[u32],
+        now: Time,
+    ) -> Agreement {
+        input.signals.sort_unstable();
+        input.signals.dedup();
         let Some(me_index) = participants.index_of(me) else {
             panic!("rank {me} is not a participant of agreement {instance}");
         };
@@ -342,7 +408,7 @@ impl Agreement {
             parts: participants,
             me: me_index,
             instance,
-            flag,
+            input,
             failed,
             coordinator: 0,
             promise: 0,
@@ -405,15 +471,16 @@ impl Agreement {
 
     /// Handles agreement message `msg` from job rank `from`, received at `now`.
     /// Messages of another instance, from non-participants or from this process, and
-    /// messages naming participant indices out of range are dropped.
+    /// messages naming participant indices out of range or holding a list that is not
+    /// strictly increasing (which [`AgreeMsg::decode`] never yields) are dropped.
     pub fn handle_message(&mut self, from: u32, msg: AgreeMsg, now: Time) {
         let Some(from) = self.parts.index_of(from) else { return };
         let n = self.parts.len();
-        if from == self.me || msg.instance() != self.instance || !indices_in_range(&msg, n) {
+        if from == self.me || msg.instance() != self.instance || !well_formed(&msg, n) {
             return;
         }
         match msg {
-            AgreeMsg::Report { ballot, flag, failed, prior, .. } => {
+            AgreeMsg::Report { ballot, flag, max, failed, signals, prior, .. } => {
                 if ballot != self.me {
                     return;
                 }
@@ -422,7 +489,8 @@ impl Agreement {
                     self.send(from, commit);
                     return;
                 }
-                self.record_report(from, flag, &failed, prior, now);
+                let input = Input { flag, max, signals };
+                self.record_report(from, input, &failed, prior, now);
             }
             AgreeMsg::Propose { ballot, value, .. } => {
                 if ballot != from || ballot < self.promise {
@@ -520,7 +588,8 @@ impl Agreement {
         let prior = self.prior();
         if self.coordinator == self.me {
             let failed = self.failed.clone();
-            self.record_report(self.me, self.flag, &failed, prior, now);
+            let input = self.input.clone();
+            self.record_report(self.me, input, &failed, prior, now);
             if let Some(c) = self.coord.as_deref_mut() {
                 c.active = true;
             }
@@ -529,15 +598,17 @@ impl Agreement {
             let msg = AgreeMsg::Report {
                 instance: self.instance,
                 ballot: self.coordinator,
-                flag: self.flag,
+                flag: self.input.flag,
+                max: self.input.max,
                 failed: self.failed.clone(),
+                signals: self.input.signals.clone(),
                 prior,
             };
             self.send(self.coordinator, msg);
         }
     }
 
-    fn record_report(&mut self, from: u32, flag: u32, failed: &[u32], prior: Prior, now: Time) {
+    fn record_report(&mut self, from: u32, input: Input, failed: &[u32], prior: Prior, now: Time) {
         let n = self.parts.len();
         let known = &self.failed;
         let c = self.coord.get_or_insert_with(|| {
@@ -548,6 +619,9 @@ impl Agreement {
             Box::new(Coord {
                 reported,
                 flag: u32::MAX,
+                max: 0,
+                signals: Vec::new(),
+                contributed: Bits::new(n),
                 failed: Bits::new(n),
                 best: None,
                 active: false,
@@ -555,7 +629,13 @@ impl Agreement {
             })
         });
         c.reported.insert(from);
-        c.flag &= flag;
+        // A participant reports once per coordinator; a repeated report (a faulty peer)
+        // would not change flag or max but would grow the signal list: count it once.
+        if c.contributed.insert(from) {
+            c.flag &= input.flag;
+            c.max = c.max.max(input.max);
+            c.signals.extend(input.signals);
+        }
         for &i in failed {
             c.failed.insert(i);
         }
@@ -576,7 +656,8 @@ impl Agreement {
         }
         let mut failed: Vec<u32> = value.failed.iter().map(|&i| self.parts.ranks[i as usize]).collect();
         failed.sort_unstable();
-        self.decision = Some(Decision { flag: value.flag, failed });
+        let signals = value.signals.clone();
+        self.decision = Some(Decision { flag: value.flag, max: value.max, failed, signals });
         self.decided_at = Some(now);
         self.decided = Some(value);
     }
@@ -620,7 +701,10 @@ impl Agreement {
                             for &i in &self.failed {
                                 c.failed.insert(i);
                             }
-                            Value { flag: c.flag, failed: c.failed.iter().collect() }
+                            let mut signals = std::mem::take(&mut c.signals);
+                            signals.sort_unstable();
+                            signals.dedup();
+                            Value { flag: c.flag, max: c.max, failed: c.failed.iter().collect(), signals }
                         }
                     };
                     let mut accepted = Bits::new(n);
@@ -644,21 +728,26 @@ impl Agreement {
     }
 }
 
-fn indices_in_range(msg: &AgreeMsg, n: u32) -> bool {
-    let list_ok = |l: &[u32]| l.last().is_none_or(|&x| x < n);
+/// Whether `msg` names only participant indices below `n` and holds only strictly
+/// increasing lists (a decoded message always does; one built in memory may not).
+fn well_formed(msg: &AgreeMsg, n: u32) -> bool {
+    let list_ok = |l: &[u32]| l.windows(2).all(|w| w[0] < w[1]) && l.last().is_none_or(|&x| x < n);
+    let signals_ok = |l: &[(u32, i32)]| l.windows(2).all(|w| w[0] < w[1]);
+    let value_ok = |v: &Value| list_ok(&v.failed) && signals_ok(&v.signals);
     match msg {
-        AgreeMsg::Report { ballot, failed, prior, .. } => {
+        AgreeMsg::Report { ballot, failed, signals, prior, .. } => {
             *ballot < n
                 && list_ok(failed)
+                && signals_ok(signals)
                 && match prior {
                     Prior::Nothing => true,
-                    Prior::Accepted { ballot, value } => *ballot < n && list_ok(&value.failed),
-                    Prior::Decided(value) => list_ok(&value.failed),
+                    Prior::Accepted { ballot, value } => *ballot < n && value_ok(value),
+                    Prior::Decided(value) => value_ok(value),
                 }
         }
-        AgreeMsg::Propose { ballot, value, .. } => *ballot < n && list_ok(&value.failed),
+        AgreeMsg::Propose { ballot, value, .. } => *ballot < n && value_ok(value),
         AgreeMsg::Accept { ballot, .. } => *ballot < n,
-        AgreeMsg::Commit { value, .. } => list_ok(&value.failed),
+        AgreeMsg::Commit { value, .. } => value_ok(value),
     }
 }
 
@@ -688,7 +777,7 @@ mod tests {
         let p = Arc::new(Participants::new(vec![5]).unwrap());
         let mut a = Agreement::new(p, 5, 1, 0b1010, &[9], t(0));
         assert!(a.poll_transmit().is_none());
-        assert_eq!(a.poll_decision(), Some(Decision { flag: 0b1010, failed: vec![] }));
+        assert_eq!(a.poll_decision(), Some(Decision { flag: 0b1010, ..Decision::default() }));
         assert_eq!(a.poll_decision(), None);
         assert_eq!(a.state(), AgreeState::Decided);
         assert_eq!(a.poll_timeout(), None);
@@ -720,7 +809,7 @@ mod tests {
                 a[0].handle_message(p.rank(i as u32).unwrap(), m, t(3));
             }
         }
-        let want = Decision { flag: !0b1110, failed: vec![] };
+        let want = Decision { flag: !0b1110, ..Decision::default() };
         assert_eq!(a[0].poll_decision(), Some(want.clone()));
         for (to, m) in drain(&mut a[0]) {
             let i = p.index_of(to).unwrap() as usize;
@@ -735,9 +824,13 @@ mod tests {
         let mut a = Agreement::new(p, 2, 5, 1, &[], t(0));
         assert_eq!(drain(&mut a).len(), 1);
         // Wrong instance, out-of-range indices, non-participants: dropped.
-        let bad = AgreeMsg::Commit { instance: 6, value: Value { flag: 0, failed: vec![] } };
+        let bad = AgreeMsg::Commit { instance: 6, value: Value::default() };
         a.handle_message(0, bad, t(1));
-        let bad = AgreeMsg::Commit { instance: 5, value: Value { flag: 0, failed: vec![4] } };
+        let bad = AgreeMsg::Commit { instance: 5, value: Value { failed: vec![4], ..Value::default() } };
+        a.handle_message(0, bad, t(1));
+        let bad = AgreeMsg::Commit { instance: 5, value: Value { failed: vec![1, 0], ..Value::default() } };
+        a.handle_message(0, bad, t(1));
+        let bad = AgreeMsg::Commit { instance: 5, value: Value { signals: vec![(1, 1), (0, 0)], ..Value::default() } };
         a.handle_message(0, bad, t(1));
         a.handle_message(99, AgreeMsg::Accept { instance: 5, ballot: 0 }, t(1));
         assert!(a.poll_decision().is_none());
@@ -749,18 +842,66 @@ mod tests {
         assert_eq!(a.state(), AgreeState::AwaitingReports);
         assert_eq!(a.coordinator(), 2);
         // Rank 3 reports having accepted ballot 1's proposal: it is adopted.
-        let v = Value { flag: 7, failed: vec![0] };
+        let v = Value { flag: 7, max: 3, failed: vec![0], signals: vec![(0, -1)] };
         let report = AgreeMsg::Report {
             instance: 5,
             ballot: 2,
             flag: 0,
+            max: 99,
             failed: vec![],
+            signals: vec![(8, 8)],
             prior: Prior::Accepted { ballot: 1, value: v.clone() },
         };
         a.handle_message(3, report, t(4));
         let out = drain(&mut a);
         assert_eq!(out, vec![(3, AgreeMsg::Propose { instance: 5, ballot: 2, value: v })]);
         a.handle_message(3, AgreeMsg::Accept { instance: 5, ballot: 2 }, t(5));
-        assert_eq!(a.poll_decision(), Some(Decision { flag: 7, failed: vec![0] }));
+        let want = Decision { flag: 7, max: 3, failed: vec![0], signals: vec![(0, -1)] };
+        assert_eq!(a.poll_decision(), Some(want));
+    }
+
+    #[test]
+    fn fresh_value_combines_max_and_signals_of_every_report() {
+        // Job ranks 10, 20, 30; 10 coordinates. Inputs: unsorted signals with
+        // duplicates, overlapping between participants.
+        let p = Arc::new(Participants::new(vec![10, 20, 30]).unwrap());
+        let inputs = [
+            Input { flag: 0b111, max: 4, signals: vec![(30, 2), (20, -1), (30, 2)] },
+            Input { flag: 0b110, max: 9, signals: vec![(20, -1)] },
+            Input { flag: 0b011, max: 1, signals: vec![] },
+        ];
+        let mut a: Vec<Agreement> = [10, 20, 30]
+            .iter()
+            .zip(&inputs)
+            .map(|(&r, i)| Agreement::with_input(p.clone(), r, 1, i.clone(), &[], t(0)))
+            .collect();
+        // 20's report arrives twice (a faulty duplicate): counted once.
+        for i in 1..3 {
+            for (to, m) in drain(&mut a[i]) {
+                assert_eq!(to, 10);
+                if i == 1 {
+                    a[0].handle_message(20, m.clone(), t(1));
+                }
+                a[0].handle_message(p.rank(i as u32).unwrap(), m, t(1));
+            }
+        }
+        let want = Decision { flag: 0b010, max: 9, failed: vec![], signals: vec![(20, -1), (30, 2)] };
+        let proposals = drain(&mut a[0]);
+        assert_eq!(proposals.len(), 2);
+        for (to, m) in proposals {
+            let AgreeMsg::Propose { value, .. } = &m else { panic!("{m:?}") };
+            assert_eq!((value.max, &value.signals), (want.max, &want.signals));
+            let i = p.index_of(to).unwrap() as usize;
+            a[i].handle_message(10, m, t(2));
+            for (_, m) in drain(&mut a[i]) {
+                a[0].handle_message(to, m, t(3));
+            }
+        }
+        assert_eq!(a[0].poll_decision(), Some(want.clone()));
+        for (to, m) in drain(&mut a[0]) {
+            let i = p.index_of(to).unwrap() as usize;
+            a[i].handle_message(10, m, t(4));
+            assert_eq!(a[i].poll_decision(), Some(want.clone()));
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Messages of the fault-tolerant agreement ([`crate::agree`]) and their byte encoding.
 //!
-//! Parts: [`Value`] (a proposed or decided value: flag word and failed participants),
+//! Parts: [`Value`] (a proposed or decided value: flag word, maximum word, failed
+//! participants and signalled errors),
 //! [`Prior`] (what a process already holds when it reports to a coordinator),
 //! [`AgreeMsg`] (report, propose, accept, commit), [`AgreeMsg::encode`] /
 //! [`AgreeMsg::decode`]. Decoding errors reuse [`DecodeError`].
@@ -11,23 +12,27 @@
 //!
 //! Encoding (little endian, no trailing bytes):
 //!
-//! | kind   | message   | body                                                        |
-//! |--------|-----------|-------------------------------------------------------------|
-//! | `0x11` | `Report`  | `instance: u64, ballot: u32, flag: u32, failed: list, prior` |
-//! | `0x12` | `Propose` | `instance: u64, ballot: u32, value`                         |
-//! | `0x13` | `Accept`  | `instance: u64, ballot: u32`                                |
-//! | `0x14` | `Commit`  | `instance: u64, value`                                      |
+//! | kind   | message   | body                                                                          |
+//! |--------|-----------|-------------------------------------------------------------------------------|
+//! | `0x11` | `Report`  | `instance: u64, ballot: u32, flag: u32, max: u32, failed: list, signals: sigs, prior` |
+//! | `0x12` | `Propose` | `instance: u64, ballot: u32, value`                                           |
+//! | `0x13` | `Accept`  | `instance: u64, ballot: u32`                                                  |
+//! | `0x14` | `Commit`  | `instance: u64, value`                                                        |
 //!
-//! where `list` is `count: u32` then `count` strictly increasing `u32`; `value` is
-//! `flag: u32, failed: list`; `prior` is a tag byte `0` (nothing), `1` (accepted:
-//! `ballot: u32, value`) or `2` (decided: `value`).
+//! where `list` is `count: u32` then `count` strictly increasing `u32`; `sigs` is
+//! `count: u32` then `count` pairs `(rank: u32, code: i32)`, strictly increasing in
+//! `(rank, code)` order; `value` is `flag: u32, max: u32, failed: list, signals: sigs`;
+//! `prior` is a tag byte `0` (nothing), `1` (accepted: `ballot: u32, value`) or `2`
+//! (decided: `value`).
 //!
 //! Decoding checks every length against the bytes actually present before allocating,
 //! so a hostile count cannot make it allocate more than the message's own size; it
 //! accepts only canonical encodings (sorted, duplicate-free lists; known tags) and never
 //! panics. It does not know the participant count: the [`crate::Agreement`] drops
-//! messages naming indices outside its participants, which bounds every list by the
-//! participant count.
+//! messages naming indices outside its participants, which bounds every `list` by the
+//! participant count. Signals name job ranks, not participant indices, and are not
+//! range-checked: they are data carried for the user (`signal_error`), bounded only by
+//! the message's size.
 
 use crate::msg::DecodeError;
 
@@ -40,13 +45,18 @@ const PRIOR_NOTHING: u8 = 0;
 const PRIOR_ACCEPTED: u8 = 1;
 const PRIOR_DECIDED: u8 = 2;
 
-/// A value of the agreement: the AND of flag words and the failed participants.
+/// A value of the agreement: the AND of flag words, the maximum of the contributed
+/// words, the failed participants and the union of the signalled errors.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Value {
     /// Bitwise AND of the contributed flag words.
     pub flag: u32,
+    /// Maximum of the contributed `max` words.
+    pub max: u32,
     /// Failed participants, as strictly increasing participant indices.
     pub failed: Vec<u32>,
+    /// Union of the contributed `(job rank, code)` signals, strictly increasing.
+    pub signals: Vec<(u32, i32)>,
 }
 
 /// What a process already holds for this agreement when it reports to a coordinator.
@@ -79,8 +89,12 @@ pub enum AgreeMsg {
         ballot: u32,
         /// The sender's flag word.
         flag: u32,
+        /// The sender's `max` word.
+        max: u32,
         /// Participants the sender knows failed (strictly increasing indices).
         failed: Vec<u32>,
+        /// The sender's signalled errors, `(job rank, code)` strictly increasing.
+        signals: Vec<(u32, i32)>,
         /// What the sender already accepted or decided.
         prior: Prior,
     },
@@ -124,13 +138,16 @@ impl AgreeMsg {
     /// Length of this message's encoding.
     pub fn encoded_len(&self) -> usize {
         let list = |l: &[u32]| 4 + 4 * l.len();
-        let value = |v: &Value| 4 + list(&v.failed);
+        let sigs = |l: &[(u32, i32)]| 4 + 8 * l.len();
+        let value = |v: &Value| 4 + 4 + list(&v.failed) + sigs(&v.signals);
         match self {
-            AgreeMsg::Report { failed, prior, .. } => {
+            AgreeMsg::Report { failed, signals, prior, .. } => {
                 1 + 8
                     + 4
                     + 4
+                    + 4
                     + list(failed)
+                    + sigs(signals)
                     + 1
                     + match prior {
                         Prior::Nothing => 0,
@@ -146,17 +163,19 @@ impl AgreeMsg {
 
     /// Appends the encoding of `self` to `out`.
     ///
-    /// Lists are written as given; [`crate::Agreement`] only produces strictly increasing
-    /// ones, which is what [`AgreeMsg::decode`] accepts.
+    /// Lists (failures and signals) are written as given; [`crate::Agreement`] only
+    /// produces strictly increasing ones, which is what [`AgreeMsg::decode`] accepts.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.reserve(self.encoded_len());
         match self {
-            AgreeMsg::Report { instance, ballot, flag, failed, prior } => {
+            AgreeMsg::Report { instance, ballot, flag, max, failed, signals, prior } => {
                 out.push(KIND_REPORT);
                 out.extend_from_slice(&instance.to_le_bytes());
                 out.extend_from_slice(&ballot.to_le_bytes());
                 out.extend_from_slice(&flag.to_le_bytes());
+                out.extend_from_slice(&max.to_le_bytes());
                 put_list(out, failed);
+                put_signals(out, signals);
                 match prior {
                     Prior::Nothing => out.push(PRIOR_NOTHING),
                     Prior::Accepted { ballot, value } => {
@@ -193,8 +212,8 @@ impl AgreeMsg {
     ///
     /// # Errors
     /// [`DecodeError`] if `bytes` is empty, has an unknown kind byte, ends early, has
-    /// trailing bytes, or holds a non-canonical field (unknown prior tag, a list that is
-    /// not strictly increasing).
+    /// trailing bytes, or holds a non-canonical field (unknown prior tag, a rank or
+    /// signal list that is not strictly increasing).
     pub fn decode(bytes: &[u8]) -> Result<AgreeMsg, DecodeError> {
         let (&kind, body) = bytes.split_first().ok_or(DecodeError::Empty)?;
         let mut r = Reader { kind, rest: body };
@@ -203,7 +222,9 @@ impl AgreeMsg {
                 let instance = r.u64()?;
                 let ballot = r.u32()?;
                 let flag = r.u32()?;
+                let max = r.u32()?;
                 let failed = r.list()?;
+                let signals = r.signals()?;
                 let prior = match r.u8()? {
                     PRIOR_NOTHING => Prior::Nothing,
                     PRIOR_ACCEPTED => {
@@ -213,7 +234,7 @@ impl AgreeMsg {
                     PRIOR_DECIDED => Prior::Decided(r.value()?),
                     _ => return Err(DecodeError::Invalid { kind, field: "prior tag" }),
                 };
-                AgreeMsg::Report { instance, ballot, flag, failed, prior }
+                AgreeMsg::Report { instance, ballot, flag, max, failed, signals, prior }
             }
             KIND_PROPOSE => {
                 let instance = r.u64()?;
@@ -241,9 +262,19 @@ fn put_list(out: &mut Vec<u8>, list: &[u32]) {
     }
 }
 
+fn put_signals(out: &mut Vec<u8>, signals: &[(u32, i32)]) {
+    out.extend_from_slice(&(signals.len() as u32).to_le_bytes());
+    for (rank, code) in signals {
+        out.extend_from_slice(&rank.to_le_bytes());
+        out.extend_from_slice(&code.to_le_bytes());
+    }
+}
+
 fn put_value(out: &mut Vec<u8>, v: &Value) {
     out.extend_from_slice(&v.flag.to_le_bytes());
+    out.extend_from_slice(&v.max.to_le_bytes());
     put_list(out, &v.failed);
+    put_signals(out, &v.signals);
 }
 
 struct Reader<'a> {
@@ -289,9 +320,28 @@ impl Reader<'_> {
         Ok(list)
     }
 
+    fn signals(&mut self) -> Result<Vec<(u32, i32)>, DecodeError> {
+        let count = self.u32()? as usize;
+        // Bound the allocation by the bytes present, never by the claimed count.
+        if count > self.rest.len() / 8 {
+            return Err(DecodeError::Truncated { kind: self.kind });
+        }
+        let mut signals = Vec::with_capacity(count);
+        for _ in 0..count {
+            let s = (self.u32()?, i32::from_le_bytes(self.take()?));
+            if signals.last().is_some_and(|&prev| prev >= s) {
+                return Err(DecodeError::Invalid { kind: self.kind, field: "signal list order" });
+            }
+            signals.push(s);
+        }
+        Ok(signals)
+    }
+
     fn value(&mut self) -> Result<Value, DecodeError> {
         let flag = self.u32()?;
-        Ok(Value { flag, failed: self.list()? })
+        let max = self.u32()?;
+        let failed = self.list()?;
+        Ok(Value { flag, max, failed, signals: self.signals()? })
     }
 }
 
@@ -300,24 +350,52 @@ mod tests {
     use super::*;
 
     fn v(flag: u32, failed: &[u32]) -> Value {
-        Value { flag, failed: failed.to_vec() }
+        Value { flag, failed: failed.to_vec(), ..Value::default() }
+    }
+
+    fn vs(flag: u32, max: u32, failed: &[u32], signals: &[(u32, i32)]) -> Value {
+        Value { flag, max, failed: failed.to_vec(), signals: signals.to_vec() }
+    }
+
+    fn report(signals: &[(u32, i32)], prior: Prior) -> AgreeMsg {
+        AgreeMsg::Report { instance: 1, ballot: 0, flag: 0, max: 0, failed: vec![], signals: signals.to_vec(), prior }
     }
 
     #[test]
     fn round_trip_and_rejects() {
         let msgs = [
-            AgreeMsg::Report { instance: 7, ballot: 2, flag: !0, failed: vec![], prior: Prior::Nothing },
+            report(&[], Prior::Nothing),
+            AgreeMsg::Report {
+                instance: 7,
+                ballot: 2,
+                flag: !0,
+                max: u32::MAX,
+                failed: vec![],
+                signals: vec![(0, i32::MIN), (0, -1), (3, 0), (u32::MAX, i32::MAX)],
+                prior: Prior::Nothing,
+            },
             AgreeMsg::Report {
                 instance: u64::MAX,
                 ballot: 3,
                 flag: 5,
+                max: 17,
                 failed: vec![0, 1, 9],
-                prior: Prior::Accepted { ballot: 1, value: v(4, &[0]) },
+                signals: vec![(2, 5)],
+                prior: Prior::Accepted { ballot: 1, value: vs(4, 9, &[0], &[(1, -3), (2, 5)]) },
             },
-            AgreeMsg::Report { instance: 1, ballot: 0, flag: 0, failed: vec![2], prior: Prior::Decided(v(1, &[2])) },
-            AgreeMsg::Propose { instance: 3, ballot: 0, value: v(0xffff, &[1, 2, 3]) },
+            AgreeMsg::Report {
+                instance: 1,
+                ballot: 0,
+                flag: 0,
+                max: 1,
+                failed: vec![2],
+                signals: vec![],
+                prior: Prior::Decided(vs(1, 1, &[2], &[(7, 7)])),
+            },
+            AgreeMsg::Propose { instance: 3, ballot: 0, value: vs(0xffff, 3, &[1, 2, 3], &[(0, 1), (0, 2)]) },
             AgreeMsg::Accept { instance: 3, ballot: 4 },
             AgreeMsg::Commit { instance: 9, value: v(1, &[]) },
+            AgreeMsg::Commit { instance: 9, value: vs(1, 0x8000_0000, &[4], &[(9, -9)]) },
         ];
         for m in msgs {
             let mut b = Vec::new();
@@ -339,8 +417,18 @@ mod tests {
         let mut b = Vec::new();
         AgreeMsg::Commit { instance: 1, value: v(0, &[3, 3]) }.encode(&mut b);
         assert_eq!(AgreeMsg::decode(&b), Err(DecodeError::Invalid { kind: KIND_COMMIT, field: "rank list order" }));
+        for bad in [&[(1, 2), (1, 2)][..], &[(2, 0), (1, 5)], &[(1, 0), (1, -1)]] {
+            let mut b = Vec::new();
+            AgreeMsg::Commit { instance: 1, value: vs(0, 0, &[], bad) }.encode(&mut b);
+            let want = Err(DecodeError::Invalid { kind: KIND_COMMIT, field: "signal list order" });
+            assert_eq!(AgreeMsg::decode(&b), want, "{bad:?}");
+            let mut b = Vec::new();
+            report(bad, Prior::Nothing).encode(&mut b);
+            let want = Err(DecodeError::Invalid { kind: KIND_REPORT, field: "signal list order" });
+            assert_eq!(AgreeMsg::decode(&b), want, "{bad:?}");
+        }
         let mut b = Vec::new();
-        AgreeMsg::Report { instance: 1, ballot: 0, flag: 0, failed: vec![], prior: Prior::Nothing }.encode(&mut b);
+        report(&[], Prior::Nothing).encode(&mut b);
         *b.last_mut().unwrap() = 3;
         assert_eq!(AgreeMsg::decode(&b), Err(DecodeError::Invalid { kind: KIND_REPORT, field: "prior tag" }));
         // A count of 2^32 - 1 with no elements: rejected without allocating.
@@ -348,6 +436,16 @@ mod tests {
         b.extend_from_slice(&1u64.to_le_bytes());
         b.extend_from_slice(&0u32.to_le_bytes());
         b.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(AgreeMsg::decode(&b), Err(DecodeError::Truncated { kind: KIND_COMMIT }));
+        // A signal count of 2 with the bytes of one pair and a half: rejected before the
+        // list is read (the count is checked against 8-byte pairs, not 4-byte words).
+        let mut b = vec![KIND_COMMIT];
+        b.extend_from_slice(&1u64.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes()); // flag
+        b.extend_from_slice(&0u32.to_le_bytes()); // max
+        b.extend_from_slice(&0u32.to_le_bytes()); // failed: none
+        b.extend_from_slice(&2u32.to_le_bytes()); // signals: 2
+        b.extend_from_slice(&[0; 12]);
         assert_eq!(AgreeMsg::decode(&b), Err(DecodeError::Truncated { kind: KIND_COMMIT }));
     }
 }

@@ -25,7 +25,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::agree::{Agreement, Decision, Participants};
+use crate::agree::{Agreement, Decision, Input, Participants};
 use crate::agree_msg::AgreeMsg;
 use crate::sim::{Ev, SplitMix64};
 use crate::time::Time;
@@ -86,7 +86,7 @@ enum Status {
 struct Proc {
     status: Status,
     agreement: Option<Agreement>,
-    flag: u32,
+    input: Input,
     entry_failed: Vec<u32>,
     depth: u32,
     sends: u32,
@@ -142,8 +142,12 @@ pub struct AgreeSim {
 }
 
 impl AgreeSim {
-    /// Participants `0..n` enter at random times; flags are random: each participant
-    /// contributes all ones, or all ones but one bit.
+    /// Participants `0..n` enter at random times; inputs are random: each participant
+    /// contributes a flag of all ones, or all ones but one bit; a random `max` word; and
+    /// (half of them) up to 4 signals drawn from a small set (ranks below
+    /// `min(n, 6) + 2`, codes in `-1..=1`: at most 24 distinct, so that contributions
+    /// overlap and values stay small at large `n`). The inputs come from their own generator, so the
+    /// schedule of a seed (entry times, delays) does not depend on them.
     ///
     /// # Panics
     /// If `cfg.n` is zero.
@@ -165,13 +169,24 @@ impl AgreeSim {
             dropped: 0,
             buf: Vec::new(),
         };
+        let mut values = SplitMix64::new(cfg.seed ^ 0x5157_a15e_0000_0000);
         for p in 0..cfg.n {
             let r = rng.next_u64();
             let flag = if r & 1 == 0 { u32::MAX } else { !(1u32 << ((r >> 1) % 32)) };
+            let v = values.next_u64();
+            // Small words half the time (ties are likely), any word otherwise.
+            let max = if v & 1 == 0 { (v >> 1) as u32 % 8 } else { (v >> 32) as u32 };
+            let count = if values.next_u64() & 1 == 0 { 0 } else { 1 + values.next_u64() % 4 };
+            let signals = (0..count)
+                .map(|_| {
+                    let s = values.next_u64();
+                    ((s % u64::from(cfg.n.min(6) + 2)) as u32, ((s >> 32) % 3) as i32 - 1)
+                })
+                .collect();
             sim.procs.push(Proc {
                 status: Status::Waiting { inbox: Vec::new(), known: Vec::new() },
                 agreement: None,
-                flag,
+                input: Input { flag, max, signals },
                 entry_failed: Vec::new(),
                 depth: 0,
                 sends: 0,
@@ -276,7 +291,9 @@ impl AgreeSim {
                 pr.entry_failed = known;
                 pr.entry_failed.sort_unstable();
                 pr.entry_failed.dedup();
-                pr.agreement = Some(Agreement::new(self.parts.clone(), me, 0xa9ee, pr.flag, &pr.entry_failed, now));
+                let input = pr.input.clone();
+                pr.agreement =
+                    Some(Agreement::with_input(self.parts.clone(), me, 0xa9ee, input, &pr.entry_failed, now));
                 self.after(p);
                 for (from, msg, depth) in inbox {
                     self.deliver(from, p, msg, depth);
@@ -378,9 +395,11 @@ impl AgreeSim {
     /// - *uniform agreement*: every participant that decided, crashed or not, decided the
     ///   same;
     /// - *validity*: the flag is the AND of the flags of some set of participants that
-    ///   contains every participant that decided (hence every survivor), and the failed
-    ///   set contains only crashed participants and every failure any decider knew at
-    ///   entry.
+    ///   contains every participant that decided (hence every survivor); the max is some
+    ///   participant's word and at least the word of every participant that decided;
+    ///   the signals are sorted without duplicates, each contributed by some participant,
+    ///   and include every signal of every participant that decided; the failed set
+    ///   contains only crashed participants and every failure any decider knew at entry.
     ///
     /// # Errors
     /// A description of the first violated property.
@@ -391,7 +410,7 @@ impl AgreeSim {
             n,
             survivors: 0,
             decided: 0,
-            decision: Decision { flag: 0, failed: Vec::new() },
+            decision: Decision::default(),
             messages: self.messages,
             max_sent_by_one: 0,
             rounds: 0,
@@ -427,14 +446,38 @@ impl AgreeSim {
         // explained by participants whose flags cover it.
         let mut and_of_covering = u32::MAX;
         for (p, pr) in self.procs.iter().enumerate() {
-            if pr.flag & d.flag == d.flag {
-                and_of_covering &= pr.flag;
+            let flag = pr.input.flag;
+            if flag & d.flag == d.flag {
+                and_of_covering &= flag;
             } else if pr.decision.is_some() {
-                return Err(format!("validity: decider {p} contributed {:#x}, decided flag {:#x}", pr.flag, d.flag));
+                return Err(format!("validity: decider {p} contributed {flag:#x}, decided flag {:#x}", d.flag));
             }
         }
         if and_of_covering != d.flag {
             return Err(format!("validity: flag {:#x} is not an AND of contributions", d.flag));
+        }
+        // Validity of max and signals: the decided values are contributions (max: one
+        // participant's word; signals: each one some participant's), and cover the
+        // contribution of every decider (every survivor decides).
+        if !self.procs.iter().any(|pr| pr.input.max == d.max) {
+            return Err(format!("validity: max {} is nobody's contribution", d.max));
+        }
+        if d.signals.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(format!("decision signals not sorted or duplicated: {:?}", d.signals));
+        }
+        if let Some(s) = d.signals.iter().find(|s| !self.procs.iter().any(|pr| pr.input.signals.contains(s))) {
+            return Err(format!("validity: signal {s:?} was contributed by nobody"));
+        }
+        for (p, pr) in self.procs.iter().enumerate() {
+            if pr.decision.is_none() {
+                continue;
+            }
+            if pr.input.max > d.max {
+                return Err(format!("validity: decider {p} contributed max {}, decided {}", pr.input.max, d.max));
+            }
+            if let Some(s) = pr.input.signals.iter().find(|s| d.signals.binary_search(s).is_err()) {
+                return Err(format!("validity: decider {p} contributed signal {s:?}, decided {:?}", d.signals));
+            }
         }
         if d.failed.windows(2).any(|w| w[0] >= w[1]) {
             return Err(format!("decision failed set not sorted: {:?}", d.failed));

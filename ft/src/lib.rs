@@ -65,7 +65,7 @@
 //!         }
 //!     }
 //! }
-//! let want = Decision { flag: 0b01, failed: vec![] };
+//! let want = Decision { flag: 0b01, max: 0, failed: vec![], signals: vec![] };
 //! assert_eq!((a[0].poll_decision(), a[1].poll_decision()), (Some(want.clone()), Some(want)));
 //! // A detector's `FtEvent::Failed { rank, .. }` goes to `a.handle_failure(rank, now)`.
 //! ```
@@ -85,7 +85,7 @@ mod timer;
 #[cfg(test)]
 mod untrusted;
 
-pub use agree::{AgreeState, Agreement, Decision, Participants, ParticipantsError};
+pub use agree::{AgreeState, Agreement, Decision, Input, Participants, ParticipantsError};
 pub use agree_msg::{AgreeMsg, Prior, Value};
 pub use detector::{Config, ConfigError, Detector, DEFAULT_HB_PERIOD, DEFAULT_HB_TIMEOUT};
 pub use event::FtEvent;

@@ -9,6 +9,11 @@
 //! participant's proposal and one read of every other's — the shape of an allgather,
 //! against the four message delays of [`crate::agree`].
 //!
+//! Only the flag word and the failures are agreed here, not the `max` word or the
+//! signals of [`crate::agree::Input`]: this path serves only the flag / failure users
+//! (`validate`, `agree`, uniform creation); a caller that turns an outcome into a
+//! [`crate::Decision`] decides `max` 0 and no signals.
+//!
 //! # Registers
 //!
 //! Per participant `k`: a vote word `V_k` and two proposal buffers (by instance

@@ -29,8 +29,21 @@ fn list(rng: &mut Rng) -> Vec<u32> {
     v
 }
 
+fn signals(rng: &mut Rng) -> Vec<(u32, i32)> {
+    let mut v: Vec<(u32, i32)> = (0..rng.below(6))
+        .map(|_| {
+            let rank = if rng.one_in(4) { rng.extreme() as u32 } else { rng.below(64) as u32 };
+            let code = if rng.one_in(4) { rng.extreme() as i32 } else { rng.below(7) as i32 - 3 };
+            (rank, code)
+        })
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 fn value(rng: &mut Rng) -> Value {
-    Value { flag: rng.next_u64() as u32, failed: list(rng) }
+    Value { flag: rng.next_u64() as u32, max: rng.extreme() as u32, failed: list(rng), signals: signals(rng) }
 }
 
 fn random_agree(rng: &mut Rng, out: &mut Vec<u8>) {
@@ -43,7 +56,15 @@ fn random_agree(rng: &mut Rng, out: &mut Vec<u8>) {
                 1 => Prior::Accepted { ballot: rng.below(64) as u32, value: value(rng) },
                 _ => Prior::Decided(value(rng)),
             };
-            AgreeMsg::Report { instance, ballot, flag: rng.next_u64() as u32, failed: list(rng), prior }
+            AgreeMsg::Report {
+                instance,
+                ballot,
+                flag: rng.next_u64() as u32,
+                max: rng.extreme() as u32,
+                failed: list(rng),
+                signals: signals(rng),
+                prior,
+            }
         }
         1 => AgreeMsg::Propose { instance, ballot, value: value(rng) },
         2 => AgreeMsg::Accept { instance, ballot },
@@ -146,6 +167,16 @@ fn hostile_counts_allocate_nothing_beyond_the_message() {
     let (r, bytes) = runthrough_fuzz::measure(|| AgreeMsg::decode(&b));
     assert_eq!(r, Err(DecodeError::Truncated { kind: 0x14 }));
     assert_eq!(bytes, 0, "the count is checked before the list is allocated");
+    // Report with a signal count of 2^32 - 1 and 1000 pairs' worth of bytes.
+    let mut b = vec![0x11];
+    b.extend_from_slice(&1u64.to_le_bytes());
+    b.extend_from_slice(&[0; 12]); // ballot, flag, max
+    b.extend_from_slice(&0u32.to_le_bytes()); // failed: none
+    b.extend_from_slice(&u32::MAX.to_le_bytes());
+    b.extend((0..8000u32).map(|i| i as u8));
+    let (r, bytes) = runthrough_fuzz::measure(|| AgreeMsg::decode(&b));
+    assert_eq!(r, Err(DecodeError::Truncated { kind: 0x11 }));
+    assert_eq!(bytes, 0, "the signal count is checked before the list is allocated");
 }
 
 proptest! {

@@ -11,8 +11,17 @@ fn sorted_list(max: u32) -> impl Strategy<Value = Vec<u32>> {
     proptest::collection::btree_set(0..max, 0..6).prop_map(|s| s.into_iter().collect())
 }
 
+fn signals() -> impl Strategy<Value = Vec<(u32, i32)>> {
+    proptest::collection::btree_set((any::<u32>(), any::<i32>()), 0..5).prop_map(|s| s.into_iter().collect())
+}
+
 fn any_value(max: u32) -> impl Strategy<Value = Value> {
-    (any::<u32>(), sorted_list(max)).prop_map(|(flag, failed)| Value { flag, failed })
+    (any::<u32>(), any::<u32>(), sorted_list(max), signals()).prop_map(|(flag, max, failed, signals)| Value {
+        flag,
+        max,
+        failed,
+        signals,
+    })
 }
 
 fn any_prior(max: u32) -> impl Strategy<Value = Prior> {
@@ -26,8 +35,16 @@ fn any_prior(max: u32) -> impl Strategy<Value = Prior> {
 /// Agreement messages naming indices below `max` (use `u32::MAX` for any).
 fn any_agree_msg(instances: u64, max: u32) -> impl Strategy<Value = AgreeMsg> {
     prop_oneof![
-        (0..instances, 0..max, any::<u32>(), sorted_list(max), any_prior(max)).prop_map(
-            |(instance, ballot, flag, failed, prior)| AgreeMsg::Report { instance, ballot, flag, failed, prior }
+        (0..instances, 0..max, any::<u32>(), any::<u32>(), sorted_list(max), signals(), any_prior(max)).prop_map(
+            |(instance, ballot, flag, m, failed, signals, prior)| AgreeMsg::Report {
+                instance,
+                ballot,
+                flag,
+                max: m,
+                failed,
+                signals,
+                prior
+            }
         ),
         (0..instances, 0..max, any_value(max)).prop_map(|(instance, ballot, value)| AgreeMsg::Propose {
             instance,
@@ -119,6 +136,7 @@ proptest! {
             if let Some(d) = a.poll_decision() {
                 prop_assert!(d.failed.windows(2).all(|w| w[0] < w[1]));
                 prop_assert!(d.failed.iter().all(|&r| r < n));
+                prop_assert!(d.signals.windows(2).all(|w| w[0] < w[1]));
             }
             prop_assert_eq!(a.poll_timeout(), None);
         }

@@ -768,6 +768,11 @@ impl Registers for SlotRegisters<'_> {
 /// agreement; every member makes the same choice). Each blocking agreement on the
 /// communicator (validate, agree) is one instance, numbered by call order.
 ///
+/// Only flag and failures are agreed: the decision's `max` is 0 and its `signals` are
+/// empty. It serves only the flag / failure users (validate, agree, uniform creation);
+/// `shrink` and `signal_error` must use the message agreement
+/// ([`runthrough_ft::Agreement::with_input`]).
+///
 /// # Errors
 /// `RankFailStop` naming this process if the others declared it failed (it was
 /// suspected; it must stop).
@@ -796,8 +801,13 @@ pub fn shm_agreement(
     };
     let out = reg_agree::agree(&regs, me as usize, instance, mine, failed, || waiter.snooze());
     match out {
+        // The register agreement carries only flag and failures: it serves `validate`,
+        // `agree` and uniform creation, never the `max` / `signals` users (`shrink`,
+        // `signal_error`), which use the message agreement.
         Outcome::Decided(p) => Ok(Decision {
             flag: p.flag,
+            max: 0,
+            signals: Vec::new(),
             failed: {
                 let mut w: Vec<u32> =
                     (0..group.len()).filter(|k| p.failed & (1 << k) != 0).map(|k| group[k].0).collect();
