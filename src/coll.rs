@@ -2,6 +2,10 @@
 //! error mode, over the engine's byte-level collectives (`runthrough_engine::coll`, which
 //! documents the algorithms and the run-through rules R17–R21).
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use runthrough_engine::coll::Coll;
 use runthrough_engine::icoll::{BoxedCombine, ICollRequest, Kind, Members};
 use runthrough_engine::RequestScope;
@@ -613,5 +617,18 @@ impl CollRequest<'_> {
     pub fn test(&mut self) -> Result<bool, Error> {
         let r = self.inner.test();
         self.comm.check(r)
+    }
+}
+
+/// A nonblocking collective is a future of its outcome (executor-agnostic, like
+/// [`crate::Request`]'s `Future`): each poll advances its rounds, and a pending `.await`
+/// is woken when an operation of the posted round completes (the runtime's progress
+/// thread wakes it). Errors go through the communicator's error mode as for `wait`.
+impl Future for CollRequest<'_> {
+    type Output = Result<(), Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let r = std::task::ready!(Pin::new(&mut self.inner).poll(cx));
+        Poll::Ready(self.comm.check(r))
     }
 }

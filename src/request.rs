@@ -12,6 +12,10 @@
 //! is completed first, so the drop may block until the peer answers or is declared
 //! failed.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use runthrough_engine as engine;
 
 use crate::comm::Comm;
@@ -42,6 +46,21 @@ impl<'a> Request<'a> {
     /// Whether the outcome has not been taken yet.
     pub fn is_active(&self) -> bool {
         self.inner.is_active()
+    }
+}
+
+/// A request is a future of its outcome (executor-agnostic): polling never blocks, and
+/// a pending `.await` is woken by the runtime's progress thread once the operation
+/// completes. Errors, a peer's failure included, reach a pending `.await` as they reach
+/// a pending `wait` (through the communicator's error mode). The future borrows the
+/// request scope like the request does: leaking it is leaking the request (the scope
+/// settles it), dropping it before completion is dropping the request.
+impl Future for Request<'_> {
+    type Output = Result<Status, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let r = std::task::ready!(Pin::new(&mut self.inner).poll(cx));
+        Poll::Ready(self.comm.check(r))
     }
 }
 
@@ -112,5 +131,15 @@ impl<T: Pod> OwnedRequest<T> {
             }
             Err(inner) => Err(OwnedRequest { inner, comm }),
         }
+    }
+}
+
+/// An owned request is a future of its buffer and outcome (as [`Request`]'s `Future`).
+impl<T: Pod> Future for OwnedRequest<T> {
+    type Output = (Vec<T>, Result<Status, Error>);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let (buf, out) = std::task::ready!(Pin::new(&mut self.inner).poll(cx));
+        Poll::Ready((buf, self.comm.check(out)))
     }
 }

@@ -41,6 +41,7 @@
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
+use std::task::Waker;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -302,6 +303,7 @@ fn spawn_progress(
         .spawn(move || {
             let mut last_watch = Instant::now();
             let mut exits = Vec::new();
+            let mut wakers = Vec::new();
             loop {
                 std::thread::sleep(tick);
                 let Some(sh) = shared.upgrade() else { return };
@@ -327,6 +329,8 @@ fn spawn_progress(
                     };
                     e.progress();
                     e.ft_tick();
+                    // Futures whose requests completed (here or in anyone's progress).
+                    e.take_wakers(&mut wakers);
                     if e.is_excluded() {
                         let rank = e.rank();
                         drop(e);
@@ -337,6 +341,7 @@ fn spawn_progress(
                         std::process::exit(EXCLUDED_EXIT);
                     }
                 }
+                wakers.drain(..).for_each(Waker::wake);
                 if let Some(w) = peer_watch.as_mut() {
                     w.poll_exited(&mut exits);
                     if !exits.is_empty() {
@@ -350,6 +355,10 @@ fn spawn_progress(
                                 e.fail_peer(Rank(x.rank));
                             }
                         }
+                        // Futures pending on the failed peers get their error now.
+                        e.take_wakers(&mut wakers);
+                        drop(e);
+                        wakers.drain(..).for_each(Waker::wake);
                     }
                 }
                 let Some(watch) = watch else { continue };

@@ -504,6 +504,19 @@ impl Engine {
         self.st.reqs.set_scope(req, scope);
     }
 
+    /// Registers `waker` to be woken once `req` has an outcome (a future pending on it).
+    pub(crate) fn register_waker(&mut self, req: ReqId, waker: &std::task::Waker) {
+        self.st.reqs.register_waker(req, waker);
+    }
+
+    /// Moves into `out` the wakers of futures whose request has an outcome now (success,
+    /// a peer's failure, a revoked context: however it was set). The caller wakes them
+    /// after releasing the engine lock. Nothing to do, and no allocation, when no future
+    /// is pending.
+    pub fn take_wakers(&mut self, out: &mut Vec<std::task::Waker>) {
+        self.st.reqs.take_wakers(out);
+    }
+
     /// Releases ([`Engine::release`]) every request owned by request scope `scope` that
     /// can be released now; returns how many remain (the caller progresses and retries).
     pub(crate) fn release_scope(&mut self, scope: u32) -> usize {

@@ -34,6 +34,12 @@
 //! progressed to completion first, so `drop` may block until then — never longer than
 //! the failure detector takes to declare the peer failed.
 //!
+//! Requests are also futures ([`Request`], [`OwnedRequest`], and
+//! [`crate::icoll::ICollRequest`]): a pending poll leaves the task's waker in the
+//! request's slab slot, and whoever next calls `Engine::take_wakers` after the outcome
+//! was set (the runtime's progress thread every tick, any other poll) wakes it once the
+//! engine lock is released. A future is its request, so the argument above covers it.
+//!
 //! Waiting spins for `Config::spin_polls` polls, then yields the CPU on every poll, so
 //! oversubscribed ranks (8 on 2 cores) make progress (DESIGN §2).
 //!
@@ -41,12 +47,15 @@
 //! creates the buffer views whose validity the scopes and owned requests guarantee.
 #![allow(unsafe_code)]
 
+use std::future::Future;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, Waker};
 
 use bytemuck::Pod;
 use parking_lot::Mutex;
@@ -436,6 +445,18 @@ impl<T: Pod> OwnedRequest<T> {
         v
     }
 
+    /// Takes the vector of a settled request out, leaving an empty one (what `Drop`
+    /// then frees).
+    fn take_vec(&mut self) -> Vec<T> {
+        debug_assert!(self.id.is_none());
+        let (ptr, len, cap) = (self.ptr, self.len, self.cap);
+        (self.ptr, self.len, self.cap) = (NonNull::dangling(), 0, 0);
+        // SAFETY: the request settled (the engine no longer holds a view of the
+        // allocation) and the parts came from a `Vec<T>` taken apart in `parts`; `self`
+        // now holds the parts of an empty vector, so they are rebuilt only here.
+        unsafe { Vec::from_raw_parts(ptr.as_ptr(), len, cap) }
+    }
+
     /// Makes progress; if the operation has completed, returns the buffer and the
     /// outcome, else gives the request back.
     pub fn test(mut self) -> Result<(Vec<T>, Result<Status, Error>), Self> {
@@ -461,6 +482,26 @@ impl<T: Pod> OwnedRequest<T> {
         };
         self.id = None;
         (self.into_vec(), out)
+    }
+}
+
+/// An owned request is a future of its buffer and outcome (as [`Request`]'s `Future`).
+/// Polling it again after it returned gives an empty vector and `ApiMisuse`.
+impl<T: Pod> Future for OwnedRequest<T> {
+    type Output = (Vec<T>, Result<Status, Error>);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(id) = self.id else {
+            let out = Err(Error::ApiMisuse("request already completed and its outcome taken"));
+            return Poll::Ready((Vec::new(), out));
+        };
+        match poll_id(&self.eng, id, cx) {
+            Poll::Ready(out) => {
+                self.id = None;
+                Poll::Ready((self.take_vec(), out))
+            }
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 
@@ -503,6 +544,40 @@ fn wait_id(eng: &Mutex<Engine>, id: ReqId) -> Result<Status, Error> {
         }
         waiter.snooze();
     }
+}
+
+/// Runs `f` on the engine for a poll: progresses first when the lock is free (else it
+/// only waits for the short critical section of whoever holds it), then wakes, once the
+/// lock is released, the futures whose requests `f` or the progress completed.
+pub(crate) fn with_engine_polled<R>(eng: &Mutex<Engine>, f: impl FnOnce(&mut Engine) -> R) -> R {
+    let mut wakers = Vec::new();
+    let out = {
+        let mut e = match eng.try_lock() {
+            Some(mut e) => {
+                e.progress();
+                e
+            }
+            None => eng.lock(),
+        };
+        let out = f(&mut e);
+        e.take_wakers(&mut wakers);
+        out
+    };
+    wakers.into_iter().for_each(Waker::wake);
+    out
+}
+
+/// Polls request `id`: its outcome if it has one (after progressing), else registers
+/// the task's waker with the request (woken by whoever next finds it completed: the
+/// runtime's progress thread or another poll).
+fn poll_id(eng: &Mutex<Engine>, id: ReqId, cx: &Context<'_>) -> Poll<Result<Status, Error>> {
+    with_engine_polled(eng, |e| match e.take_if_complete(id) {
+        Some(out) => Poll::Ready(out),
+        None => {
+            e.register_waker(id, cx.waker());
+            Poll::Pending
+        }
+    })
 }
 
 /// Releases request `id`: cancels it if nothing touches its buffer, else progresses
@@ -609,6 +684,27 @@ impl<'a> Request<'a> {
     /// Whether this handle still refers to an operation whose outcome was not taken.
     pub fn is_active(&self) -> bool {
         self.id.is_some()
+    }
+}
+
+/// A request is a future of its outcome, executor-agnostic: polling never blocks (it
+/// progresses the engine when its lock is free), and a pending poll registers the
+/// task's waker with the request, which is woken when the outcome is set — by the
+/// runtime's progress thread, or by any other poll that finds it set. Errors (a peer's
+/// failure, a revoked communicator) are delivered as to `wait`. Dropping the future is
+/// dropping the request; leaking it is leaking the request, which its scope settles.
+impl Future for Request<'_> {
+    type Output = Result<Status, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(id) = self.id else {
+            return Poll::Ready(Err(Error::ApiMisuse("request already completed and its outcome taken")));
+        };
+        let out = poll_id(self.eng, id, cx);
+        if out.is_ready() {
+            self.done();
+        }
+        out
     }
 }
 

@@ -14,8 +14,10 @@
 //! reported at completion); a failure while it runs fails its receives (R17) and the
 //! request completes with that error after cancelling what it still has posted.
 //!
-//! Rounds advance only inside `test` / `wait` (the progress thread moves the bytes of a
-//! posted round, not the schedule), as in MPI libraries without asynchronous progress.
+//! Rounds advance only inside `test` / `wait` / `poll` (the progress thread moves the
+//! bytes of a posted round, not the schedule), as in MPI libraries without asynchronous
+//! progress; a pending future is woken when an operation of its posted round completes,
+//! so its next poll advances the schedule.
 //!
 //! This module is allowed `unsafe` (like `handle`): posted requests hold raw views of the
 //! user's buffer, borrowed for the lifetime `'a` of the request scope the collective was
@@ -30,8 +32,11 @@
 //! members to fail or wait, as MPI says of a request never completed.
 #![allow(unsafe_code)]
 
+use std::future::Future;
 use std::marker::PhantomData;
 use std::ops::Range;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use parking_lot::Mutex;
 
@@ -393,6 +398,11 @@ impl<'a> ICollRequest<'a> {
             e.progress();
             self.advance(&mut e)
         };
+        self.finish(done)
+    }
+
+    /// The outcome of [`ICollRequest::test`] once `advance` returned `done`.
+    fn finish(&mut self, done: bool) -> Result<bool, Error> {
         if !done {
             return Ok(false);
         }
@@ -422,6 +432,38 @@ impl<'a> ICollRequest<'a> {
                 return Ok(());
             }
             waiter.snooze();
+        }
+    }
+}
+
+/// A nonblocking collective is a future of its outcome (as `handle::Request`'s
+/// `Future`). Its rounds advance when it is polled; a pending poll registers the task's
+/// waker with every operation of the posted round, so the task is woken (by the
+/// runtime's progress thread or another poll) as soon as one of them completes, in
+/// success or in error, and the next poll advances the schedule. Polling it again after
+/// it returned gives `Ok(())`, as `test` does.
+impl Future for ICollRequest<'_> {
+    type Output = Result<(), Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let done = crate::handle::with_engine_polled(this.eng, |e| {
+            let done = this.advance(e);
+            if !done {
+                // Only on what is still pending: a completed operation would wake the
+                // task at once, and the round cannot advance before the rest completes.
+                for &id in &this.posted {
+                    if !e.is_complete(id) {
+                        e.register_waker(id, cx.waker());
+                    }
+                }
+            }
+            done
+        });
+        match this.finish(done) {
+            Ok(false) => Poll::Pending,
+            Ok(true) => Poll::Ready(Ok(())),
+            Err(err) => Poll::Ready(Err(err)),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! or a dropped handle never names a reused slot.
 
 use std::fmt;
+use std::task::Waker;
 
 use crate::buf::{RawBuf, RawBufMut};
 use crate::error::Error;
@@ -108,6 +109,9 @@ struct Slot {
     /// The request scope that owns the request (`0`: none, an engine-internal request
     /// that its own code always settles).
     scope: u32,
+    /// The waker of a future pending on the request (`None` unless one is polled: the
+    /// blocking paths never touch it).
+    waker: Option<Waker>,
     req: Option<Request>,
 }
 
@@ -116,6 +120,9 @@ struct Slot {
 pub(crate) struct Slab {
     slots: Vec<Slot>,
     free: Vec<u32>,
+    /// Requests with a registered waker (empty, never allocated, unless futures are
+    /// polled); [`Slab::take_wakers`] scans only these.
+    waiting: Vec<ReqId>,
 }
 
 impl Slab {
@@ -127,7 +134,7 @@ impl Slab {
             ReqId { index, gen: s.gen }
         } else {
             let index = self.slots.len() as u32;
-            self.slots.push(Slot { gen: 0, scope: 0, req: Some(req) });
+            self.slots.push(Slot { gen: 0, scope: 0, waker: None, req: Some(req) });
             ReqId { index, gen: 0 }
         }
     }
@@ -154,8 +161,51 @@ impl Slab {
             return None;
         }
         s.gen = s.gen.wrapping_add(1);
+        if s.waker.is_some() {
+            s.waker = None;
+        }
         self.free.push(id.index);
         s.req.take()
+    }
+
+    /// Registers `waker` to be woken once `id` has an outcome (see `take_wakers`). A
+    /// waker already registered is kept if it wakes the same task, else replaced.
+    pub(crate) fn register_waker(&mut self, id: ReqId, waker: &Waker) {
+        let Some(s) = self.slots.get_mut(id.index as usize).filter(|s| s.gen == id.gen && s.req.is_some()) else {
+            return;
+        };
+        match &mut s.waker {
+            Some(w) if w.will_wake(waker) => {}
+            Some(w) => w.clone_from(waker),
+            w @ None => {
+                *w = Some(waker.clone());
+                self.waiting.push(id);
+            }
+        }
+    }
+
+    /// Moves into `out` the wakers of requests that have an outcome now (or were freed),
+    /// for the caller to wake once it released the engine lock. O(registered wakers):
+    /// nothing when no future is pending.
+    pub(crate) fn take_wakers(&mut self, out: &mut Vec<Waker>) {
+        if self.waiting.is_empty() {
+            return;
+        }
+        let slots = &mut self.slots;
+        self.waiting.retain(|id| {
+            let Some(s) = slots.get_mut(id.index as usize) else { return false };
+            if s.gen != id.gen {
+                // Freed: its waker went with it.
+                return false;
+            }
+            match &s.req {
+                Some(r) if r.outcome.is_none() => s.waker.is_some(),
+                _ => {
+                    out.extend(s.waker.take());
+                    false
+                }
+            }
+        });
     }
 
     /// Marks `id` as owned by request scope `scope` (see `handle::RequestScope`).
