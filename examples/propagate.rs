@@ -61,24 +61,30 @@ fn signal(world: &Comm) -> Result<Vec<(u32, i32)>, Error> {
 fn both(world: &Comm) -> Result<Vec<(u32, i32)>, Error> {
     let comm = fresh(world)?;
     let me = comm.rank();
-    comm.barrier()?;
     let mut caught = BTreeSet::new();
-    let first = if me == 1 || me == 2 {
-        comm.signal_error(665 + me as i32)
-    } else {
+    let take = |caught: &mut BTreeSet<(u32, i32)>, e: Error, at: &str| match e {
+        Error::Propagated(list) => caught.extend(list),
+        e => fail(&format!("rank {me}: scene 2 {at} got {e:?}")),
+    };
+    // A fast signaller may reach its signal while others are still in this barrier:
+    // then the barrier is their pending wait and fails.
+    if let Err(e) = comm.barrier() {
+        take(&mut caught, e, "barrier");
+    }
+    if me == 1 || me == 2 {
+        take(&mut caught, comm.signal_error(665 + me as i32), "signal_error");
+    } else if caught.is_empty() {
         let mut b = [0u8];
         match comm.recv(&mut b, 1usize, 0) {
-            Err(e) => e,
+            Err(e) => take(&mut caught, e, "receive"),
             Ok(_) => fail(&format!("rank {me}: nobody sends in scene 2")),
         }
-    };
-    let Error::Propagated(list) = first else { fail(&format!("rank {me}: scene 2 got {first:?}")) };
-    caught.extend(list);
+    }
     // If the signals crossed, the second resolution reaches this rank at its next wait.
     while caught.len() < 2 {
         match comm.barrier() {
-            Err(Error::Propagated(list)) => caught.extend(list),
-            other => fail(&format!("rank {me}: scene 2 caught only {caught:?}, then {other:?}")),
+            Err(e) => take(&mut caught, e, "a later barrier"),
+            Ok(()) => fail(&format!("rank {me}: scene 2 caught only {caught:?}")),
         }
     }
     comm.barrier()?; // used as before: no revoke needed

@@ -66,7 +66,8 @@ pub(crate) struct Propagation {
     /// Requests on the communicator parked during the resolution: they fail with its
     /// list when it completes.
     pub(crate) parked: Vec<crate::types::ReqId>,
-    /// The list the next operation fails with (nothing was pending at completion).
+    /// The list the next operation fails with: the union of the resolutions completed
+    /// with nothing pending here and not delivered since.
     pub(crate) armed: Option<Vec<(u32, i32)>>,
     /// The last list delivered (communicator ranks, codes).
     pub(crate) last: Vec<(u32, i32)>,

@@ -692,12 +692,14 @@ impl Engine {
         // Members that revoked it, signalled on it or entered its resolution before this
         // process created it told us early: apply that now, in order.
         let mine = |n: &Note| match n {
-            Note::Revoke { ctx: c } | Note::Corrupt { ctx: c } | Note::Signal { ctx: c, .. } | Note::Mark { ctx: c, .. } => {
-                Comms::same_comm(ContextId(*c), ctx)
-            }
+            Note::Revoke { ctx: c }
+            | Note::Corrupt { ctx: c }
+            | Note::Signal { ctx: c, .. }
+            | Note::Mark { ctx: c, .. } => Comms::same_comm(ContextId(*c), ctx),
             _ => false,
         };
-        let (early, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.st.early_notes).into_iter().partition(|(_, n)| mine(n));
+        let (early, rest): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.st.early_notes).into_iter().partition(|(_, n)| mine(n));
         self.st.early_notes = rest;
         if !early.is_empty() {
             self.st.notes_in.extend(early);
@@ -750,7 +752,11 @@ impl Engine {
         if let Some(b) = c.broken {
             return Err(b.error());
         }
-        let origin = if me < 1 << 20 { me } else { return Err(Error::Unsupported("signal_error in jobs of 2^20 ranks or more")) };
+        let origin = if me < 1 << 20 {
+            me
+        } else {
+            return Err(Error::Unsupported("signal_error in jobs of 2^20 ranks or more"));
+        };
         let id = ((c.prop.serial & 0xfff) << 20) | origin;
         c.prop.serial = c.prop.serial.wrapping_add(1);
         self.learn_signal(ctx, id, code);
@@ -765,8 +771,7 @@ impl Engine {
         if !c.prop.resolved.contains(&id) {
             return None;
         }
-        c.prop.armed = None;
-        Some(c.prop.last.clone())
+        Some(c.prop.armed.take().unwrap_or_else(|| c.prop.last.clone()))
     }
 
     /// Whether an error resolution runs on the communicator of `ctx` (R27): its
@@ -892,7 +897,8 @@ impl Engine {
             }
         }
         if !any {
-            self.st.propagating = self.st.comms.keys().any(|k| self.st.comms.get(k).is_some_and(|c| !c.prop.known.is_empty()));
+            self.st.propagating =
+                self.st.comms.keys().any(|k| self.st.comms.get(k).is_some_and(|c| !c.prop.known.is_empty()));
         }
     }
 
@@ -911,7 +917,13 @@ impl Engine {
             decided.iter().filter_map(|&(id, code)| c.local_rank(Rank(id & 0xf_ffff)).map(|l| (l, code))).collect();
         list.sort_unstable();
         let parked = std::mem::take(&mut c.prop.parked);
-        c.prop.armed = parked.is_empty().then(|| list.clone());
+        if parked.is_empty() {
+            // Undelivered lists accumulate: the next operation gets all of them at once.
+            let armed = c.prop.armed.get_or_insert_with(Vec::new);
+            armed.extend_from_slice(&list);
+            armed.sort_unstable();
+            armed.dedup();
+        }
         c.prop.last = list.clone();
         tracing::debug!(ctx = ctx.0, ?list, parked = parked.len(), "error resolution complete");
         for id in parked {
@@ -1117,6 +1129,9 @@ impl Engine {
         for (from, m) in early {
             a.handle_message(from.0, m, now);
         }
+        // What older agreements still have to say goes out before any is dropped (a
+        // coordinator that just decided has its commits still to send).
+        self.agree_service();
         // Older agreements of this communicator's series have served their late
         // participants (the next one needs every live member's report, sent only after
         // it decided the older one).

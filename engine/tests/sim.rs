@@ -497,6 +497,53 @@ fn revoke_floods_fails_pending_work_and_discards_held_rendezvous() {
     assert_eq!(finish(&e, &mut r), Err(Error::Revoked), "later receives too");
 }
 
+/// R27 over sim engines: two signals that cross (the second arrives after every member
+/// entered the first resolution) are resolved in two rounds; every member gets each
+/// list once (pending receive, then next operation), the same lists everywhere, and the
+/// communicator works normally afterwards.
+#[test]
+fn crossed_signals_resolve_in_two_rounds_with_the_same_lists_everywhere() {
+    let (_hub, e) = job(3, 8, 64);
+    let mut b0 = vec![0u8; 8];
+    let mut pending0 = recv(&e, 0, Some(2), Some(1), &mut b0);
+    let id1 = e[1].lock().signal_error(CTX, 666).unwrap();
+    pump(&e, 3);
+    let id2 = e[2].lock().signal_error(CTX, 667).unwrap();
+    let mut lists = vec![Vec::new(); 3];
+    for _ in 0..2000 {
+        pump(&e, 1);
+        if e[1].lock().signal_resolved(CTX, id1).is_some() && e[2].lock().signal_resolved(CTX, id2).is_some() {
+            break;
+        }
+    }
+    assert!(e[1].lock().signal_resolved(CTX, id1).is_some(), "signal 1 resolved");
+    assert!(e[2].lock().signal_resolved(CTX, id2).is_some(), "signal 2 resolved");
+    pump(&e, 50);
+    match finish(&e, &mut pending0) {
+        Err(Error::Propagated(l)) => lists[0].push(l),
+        other => panic!("pending receive got {other:?}"),
+    }
+    drop(pending0);
+    for (r, eng) in e.iter().enumerate() {
+        assert!(!eng.lock().is_resolving(CTX), "rank {r} still resolving");
+    }
+    let l0 = &lists[0][0];
+    assert!(l0.contains(&(1, 666)), "{l0:?}");
+    if !l0.contains(&(2, 667)) {
+        // Crossed: the second round is armed for rank 0's next operation.
+        assert_eq!(e[0].lock().take_armed(CTX), Some(vec![(2, 667)]));
+    }
+    // Afterwards the communicator works.
+    let m = pattern_bytes(8, 1);
+    let mut s = send(&e, 2, 0, 3, &m);
+    let mut got = vec![0u8; 8];
+    let mut r = recv(&e, 0, Some(2), Some(3), &mut got);
+    finish(&e, &mut r).unwrap();
+    finish(&e, &mut s).unwrap();
+    drop((r, s));
+    assert_eq!(got, m);
+}
+
 #[test]
 fn failure_already_recognised_by_validate_keeps_collectives_enabled() {
     // The former R17 race: rank 2 learnt of rank 3's failure from the validate's decision
