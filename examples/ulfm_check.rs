@@ -17,6 +17,11 @@
 //! - `ack`: the last rank SIGKILLs itself; the survivors' wildcard receives fail
 //!   (R13), `get_failed()` names it, `ack_failed` acknowledges it and wildcard
 //!   receives work again; then a new failure-free message arrives through a wildcard.
+//! - `signal-kill`: the last rank signals an error and is SIGKILLed a few milliseconds
+//!   later, mid-propagation, while the others block receiving from it. Each survivor's
+//!   receive fails (`Propagated` naming it, or `RankFailStop` if the death was known
+//!   first); if any survivor caught the signal, every survivor does (at its next
+//!   operation at the latest) — checked by two agreements over the world.
 //! - `shrink`: the last rank SIGKILLs itself; the survivors revoke the world's dup,
 //!   shrink it, and run an allreduce on the new communicator of the N-1 survivors.
 
@@ -115,6 +120,53 @@ fn revoke_kill(world: &Comm) -> Result<String, Error> {
         }
     }
     Ok(format!("first={} revoked={}", if e == Error::Revoked { "revoked" } else { "failed" }, comm.is_revoked()))
+}
+
+fn signal_kill(world: &Comm) -> Result<String, Error> {
+    let (me, n) = (world.rank(), world.size());
+    let victim = n - 1;
+    let comm = world.dup()?;
+    comm.set_error_mode(ErrorMode::ErrorsReturn);
+    // A survivor still in this barrier when the signal comes catches it here.
+    let in_barrier = comm.barrier().err();
+    if me == victim {
+        std::thread::spawn(|| {
+            std::thread::sleep(Duration::from_millis(1));
+            die();
+        });
+        // Whether the resolution completes before the kill lands or not, this rank dies.
+        let _ = comm.signal_error(99);
+        std::thread::sleep(Duration::from_secs(10));
+        fail(&format!("rank {me}: SIGKILL did not arrive"));
+    }
+    let mut b = [0u8; 8];
+    let first = match in_barrier {
+        Some(e) => e,
+        None => comm.recv(&mut b, victim, 7).err().unwrap_or(Error::ApiMisuse("the victim sent nothing")),
+    };
+    if !matches!(first, Error::Propagated(_) | Error::RankFailStop { .. }) {
+        fail(&format!("rank {me}: first outcome {first:?}"));
+    }
+    let want = vec![(victim as u32, 99)];
+    let mut saw = match &first {
+        Error::Propagated(l) if *l == want => true,
+        Error::Propagated(l) => fail(&format!("rank {me}: caught {l:?}")),
+        _ => false,
+    };
+    // The resolution runs among the survivors whether or not this one waits on the
+    // communicator: give it a moment, then the next operation delivers it if it is owed.
+    std::thread::sleep(Duration::from_millis(200));
+    match comm.agree(1) {
+        Err(Error::Propagated(l)) if l == want && !saw => saw = true,
+        Ok(1) => {}
+        other => fail(&format!("rank {me}: agree after the signal gave {other:?}")),
+    }
+    let all = world.agree(i32::from(saw))?;
+    let none = world.agree(i32::from(!saw))?;
+    if all == 0 && none == 0 {
+        fail(&format!("rank {me}: survivors disagree on whether the signal arrived (saw={saw})"));
+    }
+    Ok(format!("caught={saw}"))
 }
 
 fn corrupt(world: &Comm) -> Result<String, Error> {
@@ -216,6 +268,7 @@ fn main() -> Result<(), Error> {
         "revoke" => revoke(&world)?,
         "revoke-kill" => revoke_kill(&world)?,
         "corrupt" => corrupt(&world)?,
+        "signal-kill" => signal_kill(&world)?,
         "ack" => ack(&world)?,
         "shrink" => shrink(&world)?,
         m => fail(&format!("unknown mode {m}")),

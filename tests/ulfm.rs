@@ -1,4 +1,5 @@
-//! The ULFM calls and corrupted communicators with real processes (R28, R29), on shared
+//! Propagated errors, the ULFM calls and corrupted communicators with real processes
+//! (R27, R28, R29), on shared
 //! memory and over libfabric tcp: `examples/ulfm_check.rs` in each mode; every rank's end
 //! is checked (the victims' abnormal end included) and every survivor's line.
 
@@ -90,6 +91,64 @@ fn shrink_after_a_kill_gives_every_survivor_the_same_communicator() {
             for line in check(n, "shrink", transport, &[n as u32 - 1]) {
                 assert!(line.ends_with(&format!("size={m} sum={}", m * (m + 1) / 2)), "{line}");
             }
+        }
+    }
+}
+
+/// R27 with a kill mid-propagation: the signaller dies right after signalling; the
+/// survivors end uniformly (all caught it or none did) and in bounded time.
+#[test]
+fn a_signal_survives_its_signaller_dying_while_it_spreads() {
+    for transport in [&[][..], &FABRIC[..]] {
+        for _ in 0..3 {
+            let lines = check(4, "signal-kill", transport, &[3]);
+            let caught: Vec<bool> = lines.iter().map(|l| l.ends_with("caught=true")).collect();
+            assert!(caught.iter().all(|&c| c == caught[0]), "{transport:?}: not uniform: {lines:?}");
+        }
+    }
+}
+
+/// seeds/002's listing (`examples/propagate.rs`): every rank catches the same
+/// `Propagated` lists (one signaller, then two at once), and `CommCorrupted` when the
+/// last rank panics holding the communicator.
+#[test]
+fn propagate_example_every_rank_catches_the_same_lists() {
+    for (n, transport) in [(4, &[][..]), (5, &FABRIC[..]), (3, &[][..])] {
+        let prog = example("propagate");
+        let ranks = n.to_string();
+        let mut a = vec!["-n", &ranks];
+        a.extend_from_slice(transport);
+        a.push(prog.to_str().unwrap());
+        let run = run_env(&a, &[FT], LIMIT);
+        let victim = n as u32 - 1;
+        let out = ok_failed(&run, &[victim]);
+        for r in 0..n {
+            let line = |scene: &str| format!("propagate: rank {r} {scene} caught ");
+            assert!(out.contains(&format!("{}[(1, 666)]", line("signal"))), "rank {r}, -n {n}:\n{out}");
+            assert!(out.contains(&format!("{}[(1, 666), (2, 667)]", line("both"))), "rank {r}, -n {n}:\n{out}");
+            if r as u32 != victim {
+                assert!(out.contains(&format!("{}CommCorrupted", line("corrupted"))), "rank {r}, -n {n}:\n{out}");
+            }
+        }
+    }
+}
+
+/// The ULFM recovery loop (`examples/ulfm_shrink.rs`): 6 ranks lose rank 3 mid-run
+/// (`--kill`), revoke, shrink and finish on 5 with the serial result, on shared memory
+/// and over tcp (there, start-up is slower: the kill time is moved past it).
+#[test]
+fn ulfm_shrink_example_finishes_on_the_survivors_with_the_right_result() {
+    let expected: u64 = (0..4000u64).map(|k| (k * k) % 1_000_003).sum();
+    for (kill, transport) in [("3@300ms", &[][..]), ("3@1200ms", &FABRIC[..]), ("3@900ms", &[][..])] {
+        let prog = example("ulfm_shrink");
+        let mut a = vec!["-n", "6", "--kill", kill];
+        a.extend_from_slice(transport);
+        a.push(prog.to_str().unwrap());
+        let run = run_env(&a, &[FT], LIMIT);
+        let out = ok_failed(&run, &[3]);
+        for r in 0..5 {
+            let line = format!("ulfm_shrink: rank {r} of 5 result {expected}");
+            assert!(out.lines().any(|l| l == line), "{kill} {transport:?}: no `{line}`:\n{out}");
         }
     }
 }
