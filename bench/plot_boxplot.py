@@ -80,7 +80,7 @@ def main(argv):
     if hi_dec == lo_dec:
         hi_dec += 1
 
-    width, height = 160 + 150 * len(groups) * max(1, len(impls)) // 2 + 120, 440
+    width, height = max(640, 200 + 130 * len(groups) * len(impls)), 440
     left, right, top, bottom = 80, 20, 50, 90
     plot_w, plot_h = width - left - right, height - top - bottom
 
