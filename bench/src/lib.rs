@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 
 mod coll;
 pub mod ft;
+pub mod samples;
 pub use coll::{coll_timed_loop, run_coll, Collective};
 
 /// Number of messages in flight per iteration in the bandwidth tests (OSU's default
