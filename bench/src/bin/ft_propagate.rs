@@ -14,6 +14,7 @@
 //!      with `Error::Propagated([(0, 666)])`; every other rank is blocked in a receive
 //!      from rank 0 on the dup, which fails with the same `Error::Propagated` list;
 //!   3. the dup is dropped.
+//!
 //! As in the C program, a world barrier precedes each repetition and another follows
 //! the dup (so that rank 0 signals only once every rank holds the dup: Open MPI 5.0.11
 //! crashes otherwise); neither is timed, a sample is (dup) + (signal .. drop). Rank 0
