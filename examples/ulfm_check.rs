@@ -5,7 +5,7 @@
 //! - `revoke`: on a dup of the world, every rank but 0 blocks receiving from rank 0,
 //!   which revokes instead of sending. Every blocked receive fails with `Revoked`, every
 //!   rank sees `is_revoked()`, later sends and receives and collectives fail with
-//!   `Revoked`, but `agree` still decides (the AND of the ranks' flags) and the world
+//!   `Revoked`, but `agree` and `iagree` still decide (the AND of the ranks' flags) and the world
 //!   is untouched.
 //! - `revoke-kill`: the last rank revokes and SIGKILLs itself at once, while the others
 //!   block receiving from it. Each survivor's receive fails (`Revoked`, or
@@ -75,6 +75,11 @@ fn revoke(world: &Comm) -> Result<String, Error> {
     let agreed = comm.agree(flag)?;
     if agreed != 0b110 {
         fail(&format!("rank {me}: agree on the revoked comm gave {agreed:#b}"));
+    }
+    let pending = comm.iagree(if me == 0 { 0b011 } else { 0b111 })?;
+    let nonblocking = pending.wait()?;
+    if nonblocking != 0b011 {
+        fail(&format!("rank {me}: iagree on the revoked comm gave {nonblocking:#b}"));
     }
     // The world is untouched.
     let mut sum = [0u64];

@@ -719,6 +719,15 @@ impl Comm {
         }
     }
 
+    /// Starts an agreement on the bitwise AND of `flag` (ULFM's `MPIX_Comm_iagree`,
+    /// R29): it runs in the background; [`AgreeRequest::wait`] returns the value every
+    /// member gets. Works on a revoked communicator. Ordered with this communicator's
+    /// other nonblocking agreements (`ivalidate`, `iagree`) by call order.
+    pub fn iagree(&self, flag: i32) -> Result<AgreeRequest<'_>, Error> {
+        let r = self.not_corrupted().and_then(|()| self.agreement_start(flag as u32));
+        self.check(r).map(|instance| AgreeRequest { comm: self, instance: Some(instance) })
+    }
+
     /// `Err(Revoked | CommCorrupted)` when the communicator is revoked or corrupted.
     fn usable(&self) -> Result<(), Error> {
         self.inner.shared.engine.lock().comm_error(self.inner.ctx).map_or(Ok(()), Err)
@@ -751,6 +760,44 @@ impl Drop for Comm {
         if let Some(mut e) = self.inner.shared.engine.try_lock_for(std::time::Duration::from_secs(1)) {
             e.corrupt(self.inner.ctx);
             e.progress();
+        }
+    }
+}
+
+/// An agreement in progress ([`Comm::iagree`]).
+#[derive(Debug)]
+#[must_use = "an agree request does nothing unless waited on or tested"]
+pub struct AgreeRequest<'a> {
+    comm: &'a Comm,
+    instance: Option<u64>,
+}
+
+impl AgreeRequest<'_> {
+    /// Makes progress; once decided, returns the agreed flag (later calls `Ok(None)`).
+    pub fn test(&mut self) -> Result<Option<i32>, Error> {
+        let Some(inst) = self.instance else { return Ok(None) };
+        let decided = {
+            let mut e = self.comm.inner.shared.engine.lock();
+            e.progress();
+            e.agree_decision(inst)
+        };
+        Ok(decided.map(|d| {
+            self.instance = None;
+            d.flag as i32
+        }))
+    }
+
+    /// Blocks until the agreement decides; returns the AND of the live members' flags.
+    pub fn wait(mut self) -> Result<i32, Error> {
+        let mut waiter = self.comm.waiter();
+        loop {
+            if let Some(f) = self.test()? {
+                return Ok(f);
+            }
+            if self.instance.is_none() {
+                return self.comm.check(Err(Error::ApiMisuse("agree already completed and its outcome taken")));
+            }
+            waiter.snooze();
         }
     }
 }

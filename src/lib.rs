@@ -98,7 +98,7 @@ pub mod runtime;
 
 pub use bytemuck::Pod;
 pub use coll::{CollRequest, LocF32, LocF64, LocI32, LocI64, Op, Reduce};
-pub use comm::{Comm, ErrorMode, Source, TagSel, ValidateRequest, ANY_SOURCE, ANY_TAG};
+pub use comm::{AgreeRequest, Comm, ErrorMode, Source, TagSel, ValidateRequest, ANY_SOURCE, ANY_TAG};
 pub use group::{Group, GroupOrder};
 pub use request::{wait_all, wait_any, OwnedRequest, Request};
 pub use runthrough_engine::handle::{scope, RequestScope};

@@ -96,6 +96,10 @@ pub enum Class {
     Unsupported,
     RankFailStop,
     ProcFailed,
+    /// ULFM's `MPIX_ERR_PROC_FAILED_PENDING` (102): never produced by runthrough (a
+    /// wildcard receive disabled by a failure completes with `RankFailStop`, R13, instead
+    /// of staying pending); listed for the standard ABI's constant.
+    ProcFailedPending,
     Revoked,
 }
 
@@ -113,6 +117,7 @@ impl Class {
             Class::Unsupported => 52,
             // The draft's MPI_ERR_RANK_FAIL_STOP is ULFM's MPIX_ERR_PROC_FAILED.
             Class::RankFailStop | Class::ProcFailed => 101,
+            Class::ProcFailedPending => 102,
             Class::Revoked => 103,
         }
     }
@@ -176,5 +181,11 @@ mod tests {
         assert_eq!(Error::Revoked.scope(), Scope::Communicator);
         assert!(e.to_string().contains("rank 3"));
         assert!((1..=255).contains(&Error::Init("x".into()).exit_code()));
+        // ULFM's classes (R29): PROC_FAILED 101, PROC_FAILED_PENDING 102, REVOKED 103.
+        assert_eq!(e.class().code(), 101);
+        assert_eq!(Class::ProcFailedPending.code(), 102);
+        assert_eq!(Error::Revoked.class().code(), 103);
+        assert_eq!(Error::Propagated(vec![(1, 2)]).scope(), Scope::Communicator);
+        assert_eq!(Error::CommCorrupted.scope(), Scope::Communicator);
     }
 }
