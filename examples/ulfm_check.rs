@@ -22,6 +22,10 @@
 //!   receive fails (`Propagated` naming it, or `RankFailStop` if the death was known
 //!   first); if any survivor caught the signal, every survivor does (at its next
 //!   operation at the latest) — checked by two agreements over the world.
+//! - `signal-failed`: the last rank SIGKILLs itself first; once every survivor knows it
+//!   failed, rank 0 signals while the others block receiving from rank 0: every survivor
+//!   gets `Propagated([(0, 5)])` (a failed member is no obstacle), and afterwards the
+//!   survivors still talk on the communicator.
 //! - `shrink`: the last rank SIGKILLs itself; the survivors revoke the world's dup,
 //!   shrink it, and run an allreduce on the new communicator of the N-1 survivors.
 
@@ -174,6 +178,42 @@ fn signal_kill(world: &Comm) -> Result<String, Error> {
     Ok(format!("caught={saw}"))
 }
 
+fn signal_failed(world: &Comm) -> Result<String, Error> {
+    let (me, n) = (world.rank(), world.size());
+    let victim = n - 1;
+    let comm = world.dup()?;
+    comm.set_error_mode(ErrorMode::ErrorsReturn);
+    comm.barrier()?;
+    if me == victim {
+        die();
+    }
+    let mut b = [0u8; 8];
+    expect_err(me, "receive from the dead rank", comm.recv(&mut b, victim, 7), |e| {
+        *e == Error::RankFailStop { rank: victim as u32 }
+    });
+    if me == 0 {
+        std::thread::sleep(Duration::from_millis(50));
+        let e = comm.signal_error(5);
+        if e != Error::Propagated(vec![(0, 5)]) {
+            fail(&format!("rank {me}: signal_error gave {e:?}"));
+        }
+    } else {
+        expect_err(me, "receive from the signaller", comm.recv(&mut b, 0usize, 7), |e| {
+            *e == Error::Propagated(vec![(0, 5)])
+        });
+    }
+    // Afterwards: the survivors pass a token on the same communicator.
+    let survivors = n - 1;
+    let (next, prev) = ((me + 1) % survivors, (me + survivors - 1) % survivors);
+    let token = [me as u64];
+    let mut got = [0u64];
+    comm.sendrecv(&token, next, 8, &mut got, prev, 8)?;
+    if got[0] != prev as u64 {
+        fail(&format!("rank {me}: token {got:?} from {prev}"));
+    }
+    Ok("caught=[(0, 5)]".into())
+}
+
 fn corrupt(world: &Comm) -> Result<String, Error> {
     let me = world.rank();
     let comm = world.dup()?;
@@ -274,6 +314,7 @@ fn main() -> Result<(), Error> {
         "revoke-kill" => revoke_kill(&world)?,
         "corrupt" => corrupt(&world)?,
         "signal-kill" => signal_kill(&world)?,
+        "signal-failed" => signal_failed(&world)?,
         "ack" => ack(&world)?,
         "shrink" => shrink(&world)?,
         m => fail(&format!("unknown mode {m}")),

@@ -108,6 +108,16 @@ fn a_signal_survives_its_signaller_dying_while_it_spreads() {
     }
 }
 
+/// R27 with a failed member present: the signal and its resolution skip it.
+#[test]
+fn a_signal_reaches_every_survivor_with_a_failed_member_present() {
+    for transport in [&[][..], &FABRIC[..]] {
+        for line in check(4, "signal-failed", transport, &[3]) {
+            assert!(line.ends_with("caught=[(0, 5)]"), "{line}");
+        }
+    }
+}
+
 /// seeds/002's listing (`examples/propagate.rs`): every rank catches the same
 /// `Propagated` lists (one signaller, then two at once), and `CommCorrupted` when the
 /// last rank panics holding the communicator.
