@@ -5,12 +5,13 @@
 //!
 //! `rtrun -n N propagate` (N ≥ 3) runs three scenes, each on a fresh dup of the world;
 //! every rank prints one line per scene:
-//! 1. `propagate: rank R signal caught [(1, 666)]` — rank 0 sends the answer 42 to
-//!    rank 1, the others wait for a message from their left neighbour; rank 1 finds the
-//!    answer "wrong" (a local exception) and signals 666 instead of passing it on.
-//! 2. `propagate: rank R both caught [(1, 666), (2, 667)]` — ranks 1 and 2 signal at
-//!    once while the others block; each prints every signal it caught (two resolutions
-//!    when the signals cross, one when they meet: the union is the same).
+//! 1. `propagate: rank R signal caught Propagated([(1, 666)])` — rank 0 sends the
+//!    answer 42 to rank 1, the others wait for a message from their left neighbour;
+//!    rank 1 finds the answer "wrong" (a local exception) and signals 666 instead of
+//!    passing it on.
+//! 2. `propagate: rank R both caught Propagated([(1, 666), (2, 667)])` — ranks 1 and 2
+//!    signal at once while the others block; each prints every signal it caught (two
+//!    resolutions when the signals cross, one when they meet: the union is the same).
 //! 3. `propagate: rank R corrupted caught CommCorrupted` — the last rank panics holding
 //!    the communicator (it dies: the launcher reports it), every other rank blocked on
 //!    it gets `CommCorrupted`.
@@ -116,8 +117,8 @@ fn main() -> Result<(), Error> {
     if world.size() < 3 {
         fail("needs at least 3 ranks");
     }
-    println!("propagate: rank {me} signal caught {:?}", signal(&world)?);
-    println!("propagate: rank {me} both caught {:?}", both(&world)?);
+    println!("propagate: rank {me} signal caught Propagated({:?})", signal(&world)?);
+    println!("propagate: rank {me} both caught Propagated({:?})", both(&world)?);
     println!("propagate: rank {me} corrupted caught {}", corrupted(&world)?);
     drop(world);
     rt.finalize()

@@ -134,8 +134,11 @@ fn propagate_example_every_rank_catches_the_same_lists() {
         let out = ok_failed(&run, &[victim]);
         for r in 0..n {
             let line = |scene: &str| format!("propagate: rank {r} {scene} caught ");
-            assert!(out.contains(&format!("{}[(1, 666)]", line("signal"))), "rank {r}, -n {n}:\n{out}");
-            assert!(out.contains(&format!("{}[(1, 666), (2, 667)]", line("both"))), "rank {r}, -n {n}:\n{out}");
+            assert!(out.contains(&format!("{}Propagated([(1, 666)])", line("signal"))), "rank {r}, -n {n}:\n{out}");
+            assert!(
+                out.contains(&format!("{}Propagated([(1, 666), (2, 667)])", line("both"))),
+                "rank {r}, -n {n}:\n{out}"
+            );
             if r as u32 != victim {
                 assert!(out.contains(&format!("{}CommCorrupted", line("corrupted"))), "rank {r}, -n {n}:\n{out}");
             }
