@@ -589,16 +589,38 @@ impl Comm {
             let (ctx, group, me) = (self.inner.ctx, &self.inner.group, self.inner.me);
             return runthrough_engine::coll::shm_agreement(&shared.engine, ctx, group, me, flag, coll, *slot);
         }
-        let inst = self.agreement_start(flag)?;
-        let shared = &self.inner.shared;
+        let mut inst = Some(self.agreement_start(flag)?);
+        self.wait_agreement(&mut inst, "agreement already completed and its outcome taken")
+    }
+
+    /// Makes progress; once agreement `*instance` decided, takes it (`None` after).
+    fn poll_agreement(&self, instance: &mut Option<u64>) -> Option<runthrough_ft::Decision> {
+        let inst = (*instance)?;
+        let d = {
+            let mut e = self.inner.shared.engine.lock();
+            e.progress();
+            e.agree_decision(inst)
+        };
+        if d.is_some() {
+            *instance = None;
+        }
+        d
+    }
+
+    /// Blocks until agreement `*instance` decides; `ApiMisuse(taken)` if its outcome
+    /// was already taken.
+    fn wait_agreement(
+        &self,
+        instance: &mut Option<u64>,
+        taken: &'static str,
+    ) -> Result<runthrough_ft::Decision, Error> {
+        if instance.is_none() {
+            return self.check(Err(Error::ApiMisuse(taken)));
+        }
         let mut waiter = self.waiter();
         loop {
-            {
-                let mut e = shared.engine.lock();
-                e.progress();
-                if let Some(d) = e.agree_decision(inst) {
-                    return Ok(d);
-                }
+            if let Some(d) = self.poll_agreement(instance) {
+                return Ok(d);
             }
             waiter.snooze();
         }
@@ -775,30 +797,13 @@ pub struct AgreeRequest<'a> {
 impl AgreeRequest<'_> {
     /// Makes progress; once decided, returns the agreed flag (later calls `Ok(None)`).
     pub fn test(&mut self) -> Result<Option<i32>, Error> {
-        let Some(inst) = self.instance else { return Ok(None) };
-        let decided = {
-            let mut e = self.comm.inner.shared.engine.lock();
-            e.progress();
-            e.agree_decision(inst)
-        };
-        Ok(decided.map(|d| {
-            self.instance = None;
-            d.flag as i32
-        }))
+        Ok(self.comm.poll_agreement(&mut self.instance).map(|d| d.flag as i32))
     }
 
     /// Blocks until the agreement decides; returns the AND of the live members' flags.
     pub fn wait(mut self) -> Result<i32, Error> {
-        let mut waiter = self.comm.waiter();
-        loop {
-            if let Some(f) = self.test()? {
-                return Ok(f);
-            }
-            if self.instance.is_none() {
-                return self.comm.check(Err(Error::ApiMisuse("agree already completed and its outcome taken")));
-            }
-            waiter.snooze();
-        }
+        let taken = "agree already completed and its outcome taken";
+        self.comm.wait_agreement(&mut self.instance, taken).map(|d| d.flag as i32)
     }
 }
 
@@ -814,30 +819,13 @@ impl ValidateRequest<'_> {
     /// Makes progress; once the agreement has decided, applies it and returns the agreed
     /// failed group (later calls return `Ok(None)`).
     pub fn test(&mut self) -> Result<Option<Group>, Error> {
-        let Some(inst) = self.instance else { return Ok(None) };
-        let decided = {
-            let mut e = self.comm.inner.shared.engine.lock();
-            e.progress();
-            e.agree_decision(inst)
-        };
-        Ok(decided.map(|d| {
-            self.instance = None;
-            self.comm.validate_apply(&d)
-        }))
+        Ok(self.comm.poll_agreement(&mut self.instance).map(|d| self.comm.validate_apply(&d)))
     }
 
     /// Blocks until the validate completes; returns the agreed failed group.
     pub fn wait(mut self) -> Result<Group, Error> {
-        let mut waiter = self.comm.waiter();
-        loop {
-            if let Some(g) = self.test()? {
-                return Ok(g);
-            }
-            if self.instance.is_none() {
-                return self.comm.check(Err(Error::ApiMisuse("validate already completed and its outcome taken")));
-            }
-            waiter.snooze();
-        }
+        let taken = "validate already completed and its outcome taken";
+        self.comm.wait_agreement(&mut self.instance, taken).map(|d| self.comm.validate_apply(&d))
     }
 }
 
@@ -845,12 +833,11 @@ impl Drop for ValidateRequest<'_> {
     /// Completes the validate: the other members' agreement counts on this one, and the
     /// decision must be applied here too for the communicator to stay uniform.
     fn drop(&mut self) {
-        let mut waiter = self.comm.waiter();
-        while self.instance.is_some() {
-            if self.test().is_err() {
-                return;
+        if self.instance.is_some() {
+            let taken = "validate already completed and its outcome taken";
+            if let Ok(d) = self.comm.wait_agreement(&mut self.instance, taken) {
+                self.comm.validate_apply(&d);
             }
-            waiter.snooze();
         }
     }
 }

@@ -230,8 +230,11 @@ struct State {
     /// Communicator notices read from the wire (with their sender), applied after the
     /// poll.
     notes_in: Vec<(Rank, Note)>,
-    /// Some communicator has had a signal (R27): operations check for parking.
+    /// Some communicator has had a signal (R27): resolutions are serviced.
     propagating: bool,
+    /// Some communicator was broken or has had a signal: new operations look at their
+    /// communicator's state (`comm_takes`). Never reset: it costs a lookup, not more.
+    comm_notices: bool,
     /// Notices for communicators this process has not created yet (bounded).
     early_notes: Vec<(Rank, Note)>,
 }
@@ -277,6 +280,7 @@ impl Engine {
                 byes: Vec::new(),
                 notes_in: Vec::new(),
                 propagating: false,
+                comm_notices: false,
                 early_notes: Vec::new(),
             },
         }
@@ -350,11 +354,9 @@ impl Engine {
             outcome: None,
             ctx,
         });
-        if let Some(b) = st.comms.get(ctx).and_then(|c| c.broken) {
-            st.set_outcome(req, Err(b.error()));
-            return req;
-        }
-        if st.propagating && st.park_or_deliver(ctx, req) {
+        // Revoked/corrupted (R28, R29) or resolving (R27) communicators: one flag read
+        // on the hot path while none exists.
+        if st.comm_notices && st.comm_takes(ctx, req) {
             return req;
         }
         let p = &mut st.peers[peer.0 as usize];
@@ -399,12 +401,7 @@ impl Engine {
             outcome: None,
             ctx: pattern.ctx,
         });
-        let comm = self.st.comms.get(pattern.ctx);
-        if let Some(b) = comm.and_then(|c| c.broken) {
-            self.st.set_outcome(req, Err(b.error()));
-            return req;
-        }
-        if self.st.propagating && self.st.park_or_deliver(pattern.ctx, req) {
+        if self.st.comm_notices && self.st.comm_takes(pattern.ctx, req) {
             return req;
         }
         let comm = self.st.comms.get(pattern.ctx);
@@ -802,6 +799,7 @@ impl Engine {
         }
         c.prop.known.push((id, code));
         self.st.propagating = true;
+        self.st.comm_notices = true;
         let members = c.group.clone();
         for &peer in members.iter() {
             if peer != me && !self.st.peers[peer.0 as usize].failed {
@@ -824,10 +822,7 @@ impl Engine {
         let epoch = c.prop.epoch + 1;
         let signals: Vec<(u32, i32)> = c.prop.known.clone();
         let group = c.group.clone();
-        if let (Some(slot), Some(sc)) = (c.shm_slot, &self.st.shm_coll) {
-            sc.set_state(slot, false, false);
-            sc.note_failure();
-        }
+        self.st.stop_shm_collectives(ctx);
         let coll = ContextId(ctx.0 | 1);
         let on_comm = |x: ContextId| x == ctx || x == coll;
         while let Some((_, id)) = self.st.posted.remove_where(|pat, _| on_comm(pat.ctx)) {
@@ -949,11 +944,8 @@ impl Engine {
             return;
         }
         c.broken = Some(broken);
-        if let (Some(slot), Some(sc)) = (c.shm_slot, &self.st.shm_coll) {
-            // Members waiting in a shared-memory collective stop waiting.
-            sc.set_state(slot, false, false);
-            sc.note_failure();
-        }
+        self.st.comm_notices = true;
+        self.st.stop_shm_collectives(key);
         tracing::debug!(ctx = key.0, ?broken, "communicator broken");
         let err = broken.error();
         let coll = ContextId(key.0 | 1);
@@ -1344,11 +1336,16 @@ impl State {
         }
     }
 
-    /// During a resolution on the communicator of `ctx` parks `req` (it fails with the
-    /// resolution's list); once one completed with nothing pending, fails it with that
-    /// list. Returns whether `req` was taken care of.
-    fn park_or_deliver(&mut self, ctx: ContextId, req: ReqId) -> bool {
+    /// A new operation `req` on a revoked or corrupted communicator fails with its error;
+    /// during a resolution (R27) it is parked (it fails with the resolution's list); once
+    /// one completed with nothing pending, it fails with that list. Returns whether `req`
+    /// was taken care of.
+    fn comm_takes(&mut self, ctx: ContextId, req: ReqId) -> bool {
         let Some(c) = self.comms.get_mut(ctx) else { return false };
+        if let Some(b) = c.broken {
+            self.set_outcome(req, Err(b.error()));
+            return true;
+        }
         if c.prop.running.is_some() {
             c.prop.parked.push(req);
             return true;
@@ -1358,6 +1355,15 @@ impl State {
             return true;
         }
         false
+    }
+
+    /// Members waiting in a shared-memory collective on the communicator of `ctx` stop
+    /// waiting, and new ones take the locked path (broken or resolving communicator).
+    fn stop_shm_collectives(&self, ctx: ContextId) {
+        if let (Some(slot), Some(sc)) = (self.comms.get(ctx).and_then(|c| c.shm_slot), &self.shm_coll) {
+            sc.set_state(slot, false, false);
+            sc.note_failure();
+        }
     }
 
     /// Drops a buffered message of a broken communicator; a rendezvous is answered with
@@ -1425,29 +1431,13 @@ impl State {
             }
             Outgoing::Ctrl(header) => {
                 let n = header.encode(&mut hb);
-                match t.try_send(peer, &hb[..n], &[]) {
-                    Ok(_) => None,
-                    Err(TransportError::Busy) => Some(Outgoing::Ctrl(header)),
-                    Err(e) => {
-                        tracing::debug!(peer = peer.0, error = %e, "control header not sent");
-                        self.newly_failed.push(peer);
-                        None
-                    }
-                }
+                (!self.send_control(t, peer, &hb[..n], &[])).then_some(Outgoing::Ctrl(header))
             }
             Outgoing::Note(note) => {
                 let n = Header::Note.encode(&mut hb);
                 let mut nb = [0u8; MAX_NOTE_BYTES];
                 let len = note.encode(&mut nb);
-                match t.try_send(peer, &hb[..n], &nb[..len]) {
-                    Ok(_) => None,
-                    Err(TransportError::Busy) => Some(Outgoing::Note(note)),
-                    Err(e) => {
-                        tracing::debug!(peer = peer.0, error = %e, "notice not sent");
-                        self.newly_failed.push(peer);
-                        None
-                    }
-                }
+                (!self.send_control(t, peer, &hb[..n], &nb[..len])).then_some(Outgoing::Note(note))
             }
             Outgoing::Agree(bytes) => {
                 let n = Header::Agree.encode(&mut hb);
@@ -1488,6 +1478,20 @@ impl State {
                 self.set_outcome(sreq, Ok(st));
                 self.stats.streamed += 1;
                 None
+            }
+        }
+    }
+
+    /// Sends a reliable control record (no user data); `false` when the transport is
+    /// busy. A transport error fails the peer.
+    fn send_control(&mut self, t: &mut AnyTransport, peer: Rank, header: &[u8], payload: &[u8]) -> bool {
+        match t.try_send(peer, header, payload) {
+            Ok(_) => true,
+            Err(TransportError::Busy) => false,
+            Err(e) => {
+                tracing::debug!(peer = peer.0, error = %e, "control record not sent");
+                self.newly_failed.push(peer);
+                true
             }
         }
     }
