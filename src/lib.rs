@@ -95,6 +95,7 @@ pub mod group;
 mod peer_entry;
 pub mod request;
 pub mod runtime;
+mod witness;
 
 pub use bytemuck::Pod;
 pub use coll::{CollRequest, LocF32, LocF64, LocI32, LocI64, Op, Reduce};

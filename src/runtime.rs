@@ -55,7 +55,7 @@ use runthrough_shm::PeerWatch;
 
 use crate::boot::{self, Liveness};
 use crate::comm::{Comm, ErrorMode};
-use crate::Error;
+use crate::{witness, Error};
 
 /// Default bytes of cells per ring pair (`RT_RING_BYTES` overrides).
 ///
@@ -74,7 +74,9 @@ pub const SHM_EAGER_LIMIT: usize = 64 * 1024;
 /// Attempts of the progress thread to take the engine lock without waiting.
 const LOCK_TRIES: u32 = 64;
 /// Exit code of a rank that finds itself excluded (declared failed while hung).
-const EXCLUDED_EXIT: i32 = 75;
+pub(crate) const EXCLUDED_EXIT: i32 = 75;
+/// How long the witness thread may take to connect to the launcher at init (R32).
+const WITNESS_CONNECT: Duration = Duration::from_secs(10);
 /// How often the progress thread asks the launcher which ranks exited (`RT_WATCH_MS`).
 const DEFAULT_WATCH: Duration = Duration::from_millis(10);
 /// Longest an aborting rank waits for the launcher to kill the rest of its group.
@@ -185,8 +187,8 @@ pub fn init() -> Result<Runtime, Error> {
             let (engine, about) = boot::singleton(cfg, ring_bytes)?;
             (engine, None, Liveness::default(), 1, 0, about, Vec::new(), None)
         }
-        Some(env) => {
-            let b = boot::boot(&env, cfg, ring_bytes, hb_period)?;
+        Some(ref env) => {
+            let b = boot::boot(env, cfg, ring_bytes, hb_period)?;
             (b.engine, Some(b.client), b.liveness, env.size, env.rank, b.about, b.out, Some(b.heartbeat))
         }
     };
@@ -209,8 +211,16 @@ pub fn init() -> Result<Runtime, Error> {
     let group: Arc<[Rank]> = (0..size).map(Rank).collect();
     let world = Comm::new(shared.clone(), ContextId(0), group, rank, ErrorMode::ErrorsAreFatal);
     let watchdog = if size > 1 {
+        // R32: under rtrun with the detector on, the launcher witnesses every verdict.
+        let witness = match (&job, &ft) {
+            (Some(env), Some(_)) if witness::enabled() => {
+                Some(witness::spawn(Arc::downgrade(&shared), env, WITNESS_CONNECT)?)
+            }
+            _ => None,
+        };
         {
             let mut e = shared.engine.lock();
+            e.set_witnessed(witness.is_some());
             if let Some(cfg) = ft {
                 e.enable_ft(cfg);
             }
@@ -219,7 +229,7 @@ pub fn init() -> Result<Runtime, Error> {
                 e.fail_peer(Rank(r));
             }
         }
-        Some(spawn_progress(Arc::downgrade(&shared), tick, notices.then_some(watch), peer_watch)?)
+        Some(spawn_progress(Arc::downgrade(&shared), tick, notices.then_some(watch), peer_watch, witness)?)
     } else {
         None
     };
@@ -297,6 +307,7 @@ fn spawn_progress(
     tick: Duration,
     watch: Option<Duration>,
     mut peer_watch: Option<PeerWatch>,
+    witness: Option<std::sync::mpsc::Sender<Rank>>,
 ) -> Result<JoinHandle<()>, Error> {
     std::thread::Builder::new()
         .name("rt-progress".into())
@@ -329,6 +340,12 @@ fn spawn_progress(
                     };
                     e.progress();
                     e.ft_tick();
+                    if let Some(w) = &witness {
+                        for r in e.take_suspects() {
+                            // The witness thread ends only with the runtime.
+                            let _ = w.send(r);
+                        }
+                    }
                     // Futures whose requests completed (here or in anyone's progress).
                     e.take_wakers(&mut wakers);
                     if e.is_excluded() {

@@ -237,6 +237,11 @@ struct State {
     comm_notices: bool,
     /// Notices for communicators this process has not created yet (bounded).
     early_notes: Vec<(Rank, Note)>,
+    /// Witnessed mode (R32): the detector's verdicts and the transports' evidence wait in
+    /// `suspects` for the witness (the launcher) before they fail a peer.
+    witnessed: bool,
+    /// Ranks suspected and not yet handed to the witness ([`Engine::take_suspects`]).
+    suspects: Vec<Rank>,
 }
 
 /// The progress engine of one process.
@@ -268,6 +273,8 @@ impl Engine {
                 queued: 0,
                 pulls: Vec::new(),
                 newly_failed: Vec::new(),
+                witnessed: false,
+                suspects: Vec::new(),
                 pool: Vec::new(),
                 stats: Stats::default(),
                 comms: Comms::default(),
@@ -549,7 +556,7 @@ impl Engine {
         }
         let Engine { transport, st } = self;
         if !st.newly_failed.is_empty() {
-            let failed = std::mem::take(&mut st.newly_failed);
+            let failed = st.take_newly_failed();
             for peer in failed {
                 self.fail_peer(peer);
             }
@@ -573,7 +580,8 @@ impl Engine {
     /// Starts the ring failure detector with `cfg` (call once every rank is up: all start
     /// their timeout windows now).
     pub fn enable_ft(&mut self, cfg: runthrough_ft::Config) {
-        let det = Detector::new(self.st.me.0, self.size(), cfg, Time::ZERO);
+        let mut det = Detector::new(self.st.me.0, self.size(), cfg, Time::ZERO);
+        det.set_witnessed(self.st.witnessed);
         self.st.ft = Some(Ft {
             observed: det.observing(),
             det,
@@ -584,6 +592,26 @@ impl Engine {
             observed_spoke: false,
         });
         self.ft_service();
+    }
+
+    /// Witnessed mode (R32, partitions): from now on a rank the detector finds silent,
+    /// or the fabric reports in error, is not failed here but handed to the witness: the
+    /// runtime collects it with [`Engine::take_suspects`], asks the launcher, and fails
+    /// it with [`Engine::fail_peer`] once the launcher confirmed (the launcher takes the
+    /// first of two contradicting claims and excludes the other claimant). Evidence that
+    /// is certain stays direct: the launcher's own notices and a shared-memory peer's
+    /// process exit (its pidfd) call [`Engine::fail_peer`] themselves.
+    pub fn set_witnessed(&mut self, on: bool) {
+        self.st.witnessed = on;
+        if let Some(ft) = self.st.ft.as_mut() {
+            ft.det.set_witnessed(on);
+        }
+    }
+
+    /// The ranks suspected since the last call (witnessed mode), each once while it is
+    /// neither failed nor confirmed.
+    pub fn take_suspects(&mut self) -> Vec<Rank> {
+        std::mem::take(&mut self.st.suspects)
     }
 
     /// Whether the detector runs.
@@ -621,6 +649,7 @@ impl Engine {
             ft.dirty = false;
             ft.observed = ft.det.observing();
             let mut failed = Vec::new();
+            let mut suspected = Vec::new();
             while let Some(ev) = ft.det.poll_event() {
                 match ev {
                     // Departing: see `begin_departure`; the verdict only ends the wait.
@@ -630,6 +659,7 @@ impl Engine {
                         }
                     }
                     FtEvent::Failed { rank, .. } => failed.push(Rank(rank)),
+                    FtEvent::Suspected { rank } if !st.departing => suspected.push(Rank(rank)),
                     FtEvent::Excluded => {
                         ft.excluded = true;
                         tracing::warn!("this rank was declared failed by the others: excluded");
@@ -637,6 +667,10 @@ impl Engine {
                     _ => {}
                 }
             }
+            for r in suspected {
+                st.suspect(r);
+            }
+            let Some(ft) = st.ft.as_mut() else { return };
             let mut out = Vec::new();
             while let Some((to, msg)) = ft.det.poll_transmit() {
                 out.push((Rank(to), msg));
@@ -1275,7 +1309,7 @@ impl Engine {
     }
 
     fn after_failures(&mut self) {
-        let others = std::mem::take(&mut self.st.newly_failed);
+        let others = self.st.take_newly_failed();
         for p in others {
             self.fail_peer(p);
         }
@@ -1480,6 +1514,28 @@ impl State {
                 None
             }
         }
+    }
+
+    /// Records a suspicion for the witness (R32), once per rank not already failed.
+    fn suspect(&mut self, peer: Rank) {
+        let known = self.peers.get(peer.0 as usize).is_none_or(|p| p.failed);
+        if !known && !self.suspects.contains(&peer) {
+            tracing::debug!(peer = peer.0, "suspected: asking the witness");
+            self.suspects.push(peer);
+        }
+    }
+
+    /// The peers the transports found in error since the last call; in witnessed mode
+    /// (R32) they become suspicions instead (a fabric error may be a partition).
+    fn take_newly_failed(&mut self) -> Vec<Rank> {
+        let v = std::mem::take(&mut self.newly_failed);
+        if !self.witnessed {
+            return v;
+        }
+        for p in v {
+            self.suspect(p);
+        }
+        Vec::new()
     }
 
     /// Sends a reliable control record (no user data); `false` when the transport is

@@ -173,6 +173,11 @@ pub struct Detector {
     observing: Option<u32>,
     successor: Option<u32>,
     excluded: bool,
+    /// Witnessed mode (R32): a silent predecessor is reported as [`FtEvent::Suspected`]
+    /// instead of being declared here.
+    witnessed: bool,
+    /// The suspect reported and not yet confirmed (witnessed mode).
+    suspect: Option<u32>,
     timers: TimerTable,
     transmits: VecDeque<(u32, Msg)>,
     events: VecDeque<FtEvent>,
@@ -197,6 +202,8 @@ impl Detector {
             observing: None,
             successor: None,
             excluded: false,
+            witnessed: false,
+            suspect: None,
             timers: TimerTable::default(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
@@ -224,6 +231,21 @@ impl Detector {
     /// The parameters.
     pub fn config(&self) -> &Config {
         &self.cfg
+    }
+
+    /// Witnessed mode (R32, partitions): when the observed predecessor's window passes,
+    /// the detector reports [`FtEvent::Suspected`] and waits for the engine to confirm
+    /// the verdict with [`Detector::handle_local_failure`] (after the witness agreed)
+    /// instead of declaring it failed and broadcasting by itself. A rank cut off from
+    /// the witness therefore never declares anyone: the side of a partition without the
+    /// witness cannot continue with a failure set of its own.
+    pub fn set_witnessed(&mut self, on: bool) {
+        self.witnessed = on;
+    }
+
+    /// The rank reported [`FtEvent::Suspected`] and not yet confirmed or learnt failed.
+    pub fn suspect(&self) -> Option<u32> {
+        self.suspect.filter(|&r| !self.failed.contains(r))
     }
 
     /// Ranks known failed here, with the epoch.
@@ -303,7 +325,16 @@ impl Detector {
         if self.timers.is_expired(Timer::Observe, now) {
             self.timers.stop(Timer::Observe);
             if let Some(p) = self.observing {
-                self.learn(p, 0, now, true);
+                if self.witnessed {
+                    // Heartbeats to the successor go on; the window re-arms only when
+                    // the verdict (ours or another's) moves the observer on.
+                    if self.suspect != Some(p) {
+                        self.suspect = Some(p);
+                        self.events.push_back(FtEvent::Suspected { rank: p });
+                    }
+                } else {
+                    self.learn(p, 0, now, true);
+                }
             }
         }
     }
@@ -503,6 +534,37 @@ mod tests {
         assert!(out.contains(&(3, Msg::Notice { failed: 3, hops: 1 })), "suspect told");
         assert!(out.contains(&(1, Msg::Notice { failed: 3, hops: 1 })), "finger 1");
         assert!(out.contains(&(2, Msg::Notice { failed: 3, hops: 1 })), "finger 2 / new predecessor");
+    }
+
+    #[test]
+    fn witnessed_mode_reports_a_suspect_and_declares_only_when_confirmed() {
+        let mut d = Detector::new(0, 4, Config::default(), ms(0));
+        d.set_witnessed(true);
+        drain(&mut d);
+        // Rank 3 falls silent: one Suspected event, no notice to anyone, heartbeats go on.
+        for t in (10..=400).step_by(10) {
+            d.handle_timeout(ms(t));
+        }
+        assert_eq!(d.poll_event(), Some(FtEvent::Suspected { rank: 3 }));
+        assert_eq!(d.poll_event(), None, "reported once");
+        assert_eq!(d.suspect(), Some(3));
+        let out = drain(&mut d);
+        assert!(out.iter().all(|(to, m)| *to == 1 && *m == Msg::Heartbeat), "only heartbeats: {out:?}");
+        assert!(d.failed().is_empty());
+        assert_eq!(d.observing(), Some(3), "still observing the suspect");
+        // The witness confirmed: declared and broadcast as without a witness.
+        d.handle_local_failure(3, ms(410));
+        assert_eq!(d.poll_event(), Some(FtEvent::Failed { rank: 3, epoch: 1 }));
+        assert_eq!(d.suspect(), None);
+        assert_eq!(d.observing(), Some(2));
+        let out = drain(&mut d);
+        assert!(out.contains(&(3, Msg::Notice { failed: 3, hops: 1 })));
+        assert!(out.contains(&(2, Msg::Notice { failed: 3, hops: 1 })));
+        // The next silent predecessor is suspected in turn, after a fresh window.
+        for t in (420..=700).step_by(10) {
+            d.handle_timeout(ms(t));
+        }
+        assert_eq!(d.poll_event(), Some(FtEvent::Suspected { rank: 2 }));
     }
 
     #[test]

@@ -16,4 +16,12 @@ pub enum FtEvent {
     /// stopped and resumed). It must stop: the engine exits and never rejoins
     /// (DESIGN §3, §6). The state machine is inert from now on.
     Excluded,
+    /// In witnessed mode ([`crate::Detector::set_witnessed`]) the observed predecessor
+    /// `rank` stayed silent past its window: the engine asks the witness (the launcher),
+    /// and applies the verdict with [`crate::Detector::handle_local_failure`] only once
+    /// the witness confirmed it (R32). Reported once per suspect.
+    Suspected {
+        /// The silent rank.
+        rank: u32,
+    },
 }

@@ -400,6 +400,8 @@ impl Sim {
                     self.excluded_at[r].get_or_insert(now);
                     self.down_since[r].get_or_insert(now);
                 }
+                // The simulated detectors run without a witness.
+                FtEvent::Suspected { .. } => {}
             }
         }
         let mut budget = None;

@@ -127,6 +127,17 @@ impl Client {
         expect_ok(self.call(&Request::Started, DEFAULT_IO_TIMEOUT)?)
     }
 
+    /// Asks the launcher, the job's witness (R32), to confirm that `suspect` failed:
+    /// `Ok(())` once it excluded `suspect` (or it was already out); [`Error::Excluded`]
+    /// if this rank was excluded first. `timeout` bounds the whole call (the launcher
+    /// answers at once; a rank cut off from it by a partition gets an I/O error).
+    ///
+    /// # Errors
+    /// [`Error::Excluded`], transport errors and timeouts.
+    pub fn confirm(&mut self, suspect: u32, timeout: Duration) -> Result<(), Error> {
+        expect_ok(self.call(&Request::Confirm { suspect }, timeout)?)
+    }
+
     /// Tells the launcher this rank finalized cleanly (exit-code rule R7).
     ///
     /// # Errors

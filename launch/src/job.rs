@@ -171,6 +171,31 @@ struct Rank {
     cause: Cause,
     /// Since when its process is seen stopped while not yet in the start-up watch (R31).
     stalled_since: Option<Instant>,
+    /// The launch agent's words for its host, when it runs through one.
+    agent: Option<Vec<String>>,
+    /// Its process id inside its host (what it published at start-up), when it runs
+    /// through an agent: a `docker exec` client does not pass signals on, so signals go
+    /// through the agent to this pid too.
+    host_pid: Option<u32>,
+}
+
+impl Rank {
+    /// Sends `sig` (a `kill -s` name) to the rank's process inside its host through the
+    /// launch agent, in the background; nothing without an agent or before the rank
+    /// published its pid.
+    fn signal_in_host(&self, sig: &str) {
+        let (Some(agent), Some(pid)) = (&self.agent, self.host_pid) else { return };
+        let mut c = Command::new(&agent[0]);
+        c.args(&agent[1..]).args(["kill", "-s", sig, &pid.to_string()]);
+        c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        match c.spawn() {
+            // Reaped by a short-lived thread: the job loop never waits on an agent.
+            Ok(mut child) => {
+                thread::spawn(move || child.wait());
+            }
+            Err(e) => tracing::warn!("cannot signal pid {pid} through the launch agent: {e}"),
+        }
+    }
 }
 
 /// The start-up timeout of the module doc: `--ft-timeout`, else `RT_FT_TIMEOUT_MS`, else
@@ -341,6 +366,9 @@ fn spawn_forwarders(child: &mut Child, rank: u32, tag: bool, done: &mpsc::Sender
 }
 
 fn kill_rank(rank: u32, r: &mut Rank) {
+    if r.child.is_some() {
+        r.signal_in_host("KILL");
+    }
     if let Some(child) = r.child.as_mut() {
         tracing::debug!("killing rank {rank} (pid {})", child.id());
         // SIGKILL; an error means it already exited and is waiting to be reaped.
@@ -394,6 +422,20 @@ impl JobLayout {
             }
         }
     }
+}
+
+/// The program as a launch agent is given it: a relative path with a directory in it
+/// (`target/release/x`) is made absolute from `rtrun`'s working directory, since the
+/// agent's command runs in another directory (`docker exec` in the container's, `ssh` in
+/// the home); a bare name is left to the host's `PATH`.
+fn program_for_agent(program: &std::ffi::OsStr) -> std::ffi::OsString {
+    let p = std::path::Path::new(program);
+    if p.is_relative() && p.components().count() > 1 {
+        if let Ok(cwd) = std::env::current_dir() {
+            return cwd.join(p).into_os_string();
+        }
+    }
+    program.to_owned()
 }
 
 /// The `RT_*` and `FI_*` variables of `rtrun`'s environment with shell-safe values, to be
@@ -482,7 +524,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
             Some(agent) => {
                 let words = agent_command(&agent.command(&host.name), &forwarded, &vars);
                 let mut c = Command::new(&words[0]);
-                c.args(&words[1..]).arg(&opts.program).args(&opts.args);
+                c.args(&words[1..]).arg(program_for_agent(&opts.program)).args(&opts.args);
                 c
             }
         };
@@ -501,6 +543,8 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
                     stopped: false,
                     cause: Cause::None,
                     stalled_since: None,
+                    agent: opts.agent.as_ref().map(|a| a.command(&host.name)),
+                    host_pid: None,
                 });
             }
             Err(source) => {
@@ -551,6 +595,12 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
                 kill_rank(r as u32, rk);
             }
         }
+        for (r, rk) in ranks.iter_mut().enumerate() {
+            if rk.agent.is_some() && rk.host_pid.is_none() {
+                rk.host_pid =
+                    server.value(&format!("pid/{r}")).and_then(|v| Some(u32::from_le_bytes(v.try_into().ok()?)));
+            }
+        }
         while next_kill < kills.len() && kills[next_kill].after <= now {
             let k = kills[next_kill];
             tracing::debug!("{:?} {}@{:?}", k.fault, k.rank, k.after);
@@ -563,6 +613,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
                     Fault::Stop | Fault::Cont => {
                         if let Some(child) = rk.child.as_ref() {
                             let _ = sys::stop_or_continue(child.id(), k.fault == Fault::Stop);
+                            rk.signal_in_host(if k.fault == Fault::Stop { "STOP" } else { "CONT" });
                             rk.stopped = k.fault == Fault::Stop;
                         }
                     }

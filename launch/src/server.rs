@@ -80,7 +80,7 @@ struct State {
     shutdown: bool,
     /// Start-up membership (R31): exited or excluded.
     out: Vec<bool>,
-    /// Excluded by the launcher (taken for hung).
+    /// Excluded by the launcher (taken for hung), or on a confirmed suspicion (R32).
     excluded: Vec<bool>,
     /// `Join` generation each rank has entered.
     join_gen: Vec<u64>,
@@ -234,6 +234,11 @@ impl Server {
         st.excluded[r] = true;
         self.shared.changed.notify_all();
         true
+    }
+
+    /// The value stored under `key`, if any (the launcher reading what ranks published).
+    pub fn value(&self, key: &str) -> Option<Vec<u8>> {
+        self.shared.lock().kv.get(key).cloned()
     }
 
     /// Whether `rank` is out of the job: exited, or excluded.
@@ -483,6 +488,7 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
     }
     match req {
         Request::Hello { .. } => Response::Failed { reason: "already authenticated".into() },
+        Request::Confirm { suspect } => confirm(shared, me, suspect),
         Request::Put { key, value } => {
             let mut st = shared.lock();
             st.kv.insert(key, value);
@@ -587,6 +593,26 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
 }
 
 /// Moves `rank`'s phase forward to `to` (never back).
+/// The witness's decision (R32): under one lock, so two ranks that suspect each other are
+/// decided in order — the first claim excludes the other rank, whose own claim then gets
+/// `Excluded` (it was checked on entry too, but without the lock held throughout).
+fn confirm(shared: &Shared, me: usize, suspect: u32) -> Response {
+    let mut st = shared.lock();
+    if st.excluded[me] {
+        return Response::Excluded;
+    }
+    let s = suspect as usize;
+    if s == me || s >= st.out.len() {
+        return Response::Failed { reason: format!("rank {suspect} cannot be suspected by rank {me}") };
+    }
+    if !st.out[s] {
+        st.out[s] = true;
+        st.excluded[s] = true;
+        shared.changed.notify_all();
+    }
+    Response::Ok
+}
+
 fn advance(shared: &Shared, rank: u32, to: Phase) {
     if let Some(p) = shared.lock().phase.get_mut(rank as usize) {
         *p = (*p).max(to);

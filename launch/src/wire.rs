@@ -25,6 +25,7 @@
 //! | 0x09 | `Join`      | `timeout_ms: u64` (fault-tolerant fence)     | `Out`, `Timeout`, `Excluded`  |
 //! | 0x0a | `Alive`     | — (start-up heartbeat)                       | `Ok` or `Excluded`            |
 //! | 0x0b | `Started`   | — (`init` is done: start-up watch ends)      | `Ok` or `Excluded`            |
+//! | 0x0c | `Confirm`   | `suspect: u32` (the witness of R32)          | `Ok` or `Excluded`            |
 //!
 //! Replies (server → client):
 //!
@@ -78,6 +79,7 @@ const T_FINALIZING: u8 = 0x11;
 const T_JOIN: u8 = 0x09;
 const T_ALIVE: u8 = 0x0a;
 const T_STARTED: u8 = 0x0b;
+const T_CONFIRM: u8 = 0x0c;
 const T_OK: u8 = 0x80;
 const T_VALUE: u8 = 0x81;
 const T_TIMEOUT: u8 = 0x82;
@@ -145,6 +147,15 @@ pub enum Request {
     Alive,
     /// The sender's `init` is done: the launcher stops watching it for start-up hangs.
     Started,
+    /// The sender's failure detector found `suspect` silent (or its fabric in error):
+    /// the launcher, the job's witness (R32), excludes `suspect` and answers `Ok` — unless
+    /// the sender itself was excluded first (a contradicting claim from the other side of
+    /// a partition), which gets `Excluded`. Claims are decided one at a time, so of two
+    /// ranks that suspect each other exactly one goes on.
+    Confirm {
+        /// The suspected rank.
+        suspect: u32,
+    },
 }
 
 /// A server → client message.
@@ -219,6 +230,10 @@ impl Request {
             }
             Request::Alive => out.push(T_ALIVE),
             Request::Started => out.push(T_STARTED),
+            Request::Confirm { suspect } => {
+                out.push(T_CONFIRM);
+                out.extend_from_slice(&suspect.to_le_bytes());
+            }
         }
         end_frame(out, start)
     }
@@ -243,6 +258,7 @@ impl Request {
             T_JOIN => Request::Join { timeout_ms: c.u64()? },
             T_ALIVE => Request::Alive,
             T_STARTED => Request::Started,
+            T_CONFIRM => Request::Confirm { suspect: c.u32()? },
             _ => return Err(proto("unknown request tag")),
         };
         c.finish()?;
@@ -484,6 +500,7 @@ mod tests {
             Request::Join { timeout_ms: 60_000 },
             Request::Alive,
             Request::Started,
+            Request::Confirm { suspect: 3 },
         ];
         for r in reqs {
             let mut out = Vec::new();

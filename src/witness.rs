@@ -1,0 +1,106 @@
+//! The partition rule (R32): the launcher is the job's witness.
+//!
+//! A rank's failure detector can only see silence. Silence from a crashed rank and
+//! silence across a network partition look the same, and if each side of a partition
+//! declared the other failed, both would go on as the same communicator with different
+//! failed groups (split brain). So under `rtrun` a verdict of the ring detector, or an
+//! error of the fabric, is a *suspicion* ([`Engine::set_witnessed`]): this thread asks
+//! the launcher ([`Client::confirm`]) before the peer is failed here.
+//!
+//! The launcher decides claims one at a time: the first claim excludes the suspect;
+//! a claim from a rank already excluded is refused (`Excluded`). Hence:
+//! - **The side that reaches the launcher continues.** Its claims are confirmed within a
+//!   round trip; the ranks it suspected are excluded for good (every later request of
+//!   theirs gets `Excluded`, and the launcher's `Exited` list names them).
+//! - **The side cut off from the launcher stops.** Its claims cannot be confirmed, so it
+//!   never fails anyone: it cannot continue with a failed group of its own. When a claim
+//!   is not answered within the witness timeout (`RT_WITNESS_TIMEOUT_MS`, default
+//!   [`DEFAULT_TIMEOUT`]) the rank exits; when the network heals first, the answer is
+//!   `Excluded` and it exits too. It never rejoins.
+//! - **Two ranks that suspect each other** (an asymmetric cut, both still reaching the
+//!   launcher): the first claim wins, the other claimant is excluded and stops.
+//!
+//! Evidence that is certain does not wait: the launcher's own exit notices and a
+//! shared-memory peer's process exit (its pidfd) fail the peer at once.
+//!
+//! Without a launcher (singleton; under Slurm, see docs/SLURM.md) there is no witness and
+//! the detector declares failures itself. `RT_WITNESS=0` turns the witness off under
+//! `rtrun` too (then a partition can split the job: both sides continue).
+
+use std::io::Write;
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Weak};
+use std::task::Waker;
+use std::time::Duration;
+
+use runthrough_engine::Rank;
+use runthrough_launch::client::Client;
+use runthrough_launch::env::JobEnv;
+
+use crate::runtime::{excluded_exit, Shared, EXCLUDED_EXIT};
+use crate::Error;
+
+/// How long a claim may go unanswered before this rank takes itself for cut off.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Whether the witness is on (`RT_WITNESS`, default on under `rtrun`).
+pub(crate) fn enabled() -> bool {
+    !std::env::var("RT_WITNESS").is_ok_and(|v| v.trim() == "0")
+}
+
+/// Starts the witness thread with its own connection to the launcher (made now, while
+/// the launcher is surely reachable) and returns where the progress thread hands it the
+/// engine's suspects.
+pub(crate) fn spawn(shared: Weak<Shared>, env: &JobEnv, connect: Duration) -> Result<Sender<Rank>, Error> {
+    let timeout = std::env::var("RT_WITNESS_TIMEOUT_MS")
+        .ok()
+        .map(|v| {
+            v.trim()
+                .parse::<u64>()
+                .map_err(|_| Error::Init(format!("RT_WITNESS_TIMEOUT_MS={v:?}: expected milliseconds")))
+        })
+        .transpose()?
+        .map_or(DEFAULT_TIMEOUT, |ms| Duration::from_millis(ms.max(1)));
+    let client = Client::connect(env, connect).map_err(|e| Error::Init(format!("witness connection: {e}")))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("rt-witness".into())
+        .spawn(move || serve(&shared, client, &rx, timeout))
+        .map_err(|e| Error::Init(format!("witness thread: {e}")))?;
+    Ok(tx)
+}
+
+/// Asks the launcher about each suspect in turn; runs until the runtime is gone.
+fn serve(shared: &Weak<Shared>, mut client: Client, rx: &Receiver<Rank>, timeout: Duration) {
+    let mut wakers: Vec<Waker> = Vec::new();
+    while let Ok(suspect) = rx.recv() {
+        let Some(sh) = shared.upgrade() else { return };
+        match client.confirm(suspect.0, timeout) {
+            Ok(()) => {
+                tracing::debug!(rank = suspect.0, "witness confirmed the suspicion");
+                let mut e = sh.engine.lock();
+                e.fail_peer(suspect);
+                e.take_wakers(&mut wakers);
+                drop(e);
+                wakers.drain(..).for_each(Waker::wake);
+            }
+            Err(runthrough_launch::Error::Excluded) => {
+                excluded_exit("by the launcher: another rank's claim against it came first (R32)")
+            }
+            Err(e) => cut_off(&sh, suspect, &e),
+        }
+    }
+}
+
+/// This rank cannot reach the witness while it suspects a peer: it is on the side of a
+/// partition that must stop (R32).
+fn cut_off(sh: &Arc<Shared>, suspect: Rank, e: &runthrough_launch::Error) -> ! {
+    let me = sh.engine.lock().rank().0;
+    let _ = writeln!(
+        std::io::stderr(),
+        "runthrough: rank {me} suspects rank {} but cannot reach the launcher (the job's witness: {e}); \
+         it is cut off from the job (a partition) and stops (R32)",
+        suspect.0
+    );
+    std::process::exit(EXCLUDED_EXIT)
+}
