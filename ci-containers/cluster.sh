@@ -39,6 +39,13 @@ PACKAGES_2="munge slurmd slurmctld slurm-client"
 RECIPE_HASH=$( (echo "$PACKAGES $PACKAGES_2"; echo bookworm-minbase-v2) | sha256sum | cut -c1-12)
 IMAGE=runthrough-node:$RECIPE_HASH
 MIRROR=${RT_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# RT_CLUSTER_MOUNTS: more directories (colon-separated) mounted read-only at the same
+# path, e.g. a CARGO_TARGET_DIR outside the checkout.
+MOUNTS=()
+IFS=: read -r -a _extra <<<"${RT_CLUSTER_MOUNTS:-}"
+for d in "${_extra[@]}"; do
+  [ -n "$d" ] && [ -d "$d" ] && case "$d/" in "$PROJECT"/*) ;; *) MOUNTS+=(-v "$d:$d:ro") ;; esac
+done
 
 say() { echo "cluster: $*"; }
 die() { echo "cluster: $*" >&2; exit 1; }
@@ -117,6 +124,7 @@ ensure_network() {
     || die "docker network create $NETWORK failed"
 }
 
+CPUS=1
 # Common options of every container: own hostname, address, PID namespace and /dev/shm
 # (1 GiB: the segment of 8 ranks with 1 MiB bulk buffers fits), the checkout read-only at
 # the same path (so `rtrun`'s program path means the same inside), NET_ADMIN for tc netem.
@@ -124,8 +132,8 @@ start_node() {
   local name=$1 ip=$2
   shift 2
   docker run -d --name "$name" --hostname "$name" --label "$LABEL=1" \
-    --network "$NETWORK" --ip "$ip" --shm-size 1g --cap-add NET_ADMIN \
-    --init -v "$PROJECT:$PROJECT:ro" -w "$PROJECT" \
+    --network "$NETWORK" --ip "$ip" --shm-size 1g --cap-add NET_ADMIN --cpus "$CPUS" \
+    --init -v "$PROJECT:$PROJECT:ro" -w "$PROJECT" "${MOUNTS[@]}" \
     "$@" "$IMAGE" sleep infinity >/dev/null || die "docker run $name failed"
 }
 
@@ -139,6 +147,12 @@ up() {
     down >/dev/null
   fi
   ensure_network
+  # Each node gets its share of this machine's cores (RT_CLUSTER_CPUS to override), so a
+  # rank sees how many cores its node really has: the runtime scales its detector
+  # timeout and backs off its waits by that (2 ranks on a 0.67-core node are
+  # oversubscribed; with all 2 cores visible to every node they spin and starve each
+  # other, and the detector takes the starved for hung).
+  CPUS=${RT_CLUSTER_CPUS:-$(awk -v c="$(nproc)" -v n="$n" 'BEGIN { x = c / n; if (x < 0.1) x = 0.1; printf "%.2f", x }')}
   local i
   local extra=()
   if [ "$slurm" = 1 ]; then
