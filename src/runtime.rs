@@ -49,11 +49,10 @@ use parking_lot::Mutex;
 use runthrough_engine::engine::{Config, OVERSUBSCRIBED_SPIN_POLLS};
 use runthrough_engine::{ContextId, Engine, Rank, Waiter};
 use runthrough_ft::{DEFAULT_HB_PERIOD, DEFAULT_HB_TIMEOUT};
-use runthrough_launch::client::Client;
-use runthrough_launch::env::JobEnv;
 use runthrough_shm::PeerWatch;
 
 use crate::boot::{self, Liveness};
+use crate::bootstrap::{self, Bootstrap, JobInfo};
 use crate::comm::{Comm, ErrorMode};
 use crate::Error;
 
@@ -77,6 +76,8 @@ const LOCK_TRIES: u32 = 64;
 const EXCLUDED_EXIT: i32 = 75;
 /// How often the progress thread asks the launcher which ranks exited (`RT_WATCH_MS`).
 const DEFAULT_WATCH: Duration = Duration::from_millis(10);
+/// Longest wait for the connection to the bootstrap service (rtrun's).
+const BOOT_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Longest an aborting rank waits for the launcher to kill the rest of its group.
 const ABORT_LINGER: Duration = Duration::from_secs(2);
 /// Environment variable that stops the launcher's exit notices when `0`.
@@ -101,7 +102,8 @@ pub enum FatalScope {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) engine: Arc<Mutex<Engine>>,
-    client: Mutex<Option<Client>>,
+    /// The bootstrap service (rtrun, PMIx, PMI-2); none for a singleton.
+    client: Mutex<Option<Bootstrap>>,
     pub(crate) world_size: u32,
     /// This process's world rank.
     rank: u32,
@@ -142,7 +144,9 @@ impl Shared {
         if let Some(c) = self.client.lock().as_mut() {
             match c.abort(ranks, code) {
                 Err(e) => tracing::warn!(error = %e, "launcher did not take the abort request"),
-                Ok(()) => {
+                // PMIx and PMI-2 abort the whole job and report no kills to wait for.
+                Ok(false) => {}
+                Ok(true) => {
                     let deadline = Instant::now() + ABORT_LINGER;
                     while Instant::now() < deadline {
                         let Ok(gone) = c.exited() else { break };
@@ -174,9 +178,10 @@ pub struct Runtime {
 
 /// Initialises this process and returns the runtime (R5: errors are returned).
 pub fn init() -> Result<Runtime, Error> {
-    let job = JobEnv::from_env().map_err(|e| Error::Init(format!("bad launcher environment: {e}")))?;
-    let cfg = engine_config(job.as_ref())?;
-    let local_size = job.as_ref().map_or(1, |j| j.local_size as usize);
+    let found = bootstrap::detect()?;
+    let job = bootstrap::connect(found, BOOT_CONNECT_TIMEOUT)?;
+    let cfg = engine_config(job.as_ref().map(|(j, _)| j))?;
+    let local_size = job.as_ref().map_or(1, |(j, _)| j.local_size as usize);
     let ring_bytes = env_num("RT_RING_BYTES", u64::from(DEFAULT_RING_BYTES))? as u32;
     let ft = ft_config(local_size)?;
     let hb_period = Duration::from_millis(env_num("RT_FT_PERIOD_MS", DEFAULT_HB_PERIOD.as_millis() as u64)?.max(1));
@@ -185,9 +190,9 @@ pub fn init() -> Result<Runtime, Error> {
             let (engine, about) = boot::singleton(cfg, ring_bytes)?;
             (engine, None, Liveness::default(), 1, 0, about, Vec::new(), None)
         }
-        Some(env) => {
-            let b = boot::boot(&env, cfg, ring_bytes, hb_period)?;
-            (b.engine, Some(b.client), b.liveness, env.size, env.rank, b.about, b.out, Some(b.heartbeat))
+        Some((env, bs)) => {
+            let b = boot::boot(&env, bs, cfg, ring_bytes, hb_period)?;
+            (b.engine, Some(b.bootstrap), b.liveness, env.size, env.rank, b.about, b.out, b.heartbeat)
         }
     };
     let Liveness { watch: peer_watch, departures } = liveness;
@@ -223,14 +228,15 @@ pub fn init() -> Result<Runtime, Error> {
     } else {
         None
     };
-    if let Some(mut hb) = heartbeat {
-        // Start-up is done: from now on the ring detector finds this rank if it hangs.
-        let started = shared.client.lock().as_mut().map(|c| c.started());
-        hb.stop();
-        match started {
-            Some(Err(runthrough_launch::Error::Excluded)) => excluded_exit("by the launcher, during start-up"),
-            Some(Err(e)) => return Err(Error::Init(format!("bootstrap: {e}"))),
-            _ => {}
+    if shared.client.lock().is_some() {
+        // Start-up is done: from now on the ring detector finds this rank if it hangs
+        // (a rank the launcher excluded stops inside `started`).
+        let started = shared.client.lock().as_mut().map(Bootstrap::started);
+        if let Some(mut hb) = heartbeat {
+            hb.stop();
+        }
+        if let Some(Err(e)) = started {
+            return Err(e);
         }
         if notices && size > 1 {
             // Ranks that failed after the last fence, known now rather than a tick later.
@@ -238,7 +244,7 @@ pub fn init() -> Result<Runtime, Error> {
         }
     }
     // Phase report for the launcher's end-of-job lines (`rtrun` says "after init").
-    if let Some(Err(e)) = shared.client.lock().as_mut().map(Client::initialized) {
+    if let Some(Err(e)) = shared.client.lock().as_mut().map(Bootstrap::initialized) {
         tracing::warn!(error = %e, "could not tell the launcher that init completed");
     }
     Ok(Runtime { shared, world, finalized: false, about, watchdog })
@@ -391,7 +397,7 @@ fn ft_config(local_ranks: usize) -> Result<Option<runthrough_ft::Config>, Error>
         .map_err(|e| Error::Init(format!("failure detector settings: {e}")))
 }
 
-fn engine_config(job: Option<&JobEnv>) -> Result<Config, Error> {
+fn engine_config(job: Option<&JobInfo>) -> Result<Config, Error> {
     let mut cfg = Config::default();
     if job.is_some_and(|j| j.local_size == j.size) {
         cfg.eager_limit = SHM_EAGER_LIMIT;
@@ -450,7 +456,7 @@ impl Runtime {
         let panicking = std::thread::panicking();
         if panicking {
             tracing::debug!("runtime dropped while panicking: flushing, then failing");
-        } else if let Some(Err(e)) = self.shared.client.lock().as_mut().map(Client::finalizing) {
+        } else if let Some(Err(e)) = self.shared.client.lock().as_mut().map(Bootstrap::finalizing) {
             tracing::warn!(error = %e, "could not tell the launcher that finalize began");
         }
         let deadline = Instant::now() + FINALIZE_FLUSH;
@@ -509,7 +515,7 @@ impl Runtime {
             }
         }
         if let Some(c) = self.shared.client.lock().as_mut() {
-            c.finalized().map_err(|e| Error::Transport(format!("launcher: {e}")))?;
+            c.finalized()?;
         }
         Ok(())
     }
