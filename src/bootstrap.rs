@@ -40,6 +40,9 @@ use crate::Error;
 
 /// Longest wait of a PMI-2 start-up fence or get (PMIx waits as its server decides).
 pub(crate) const BOOT_FENCE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Environment variable that keeps a PMIx client attached after start-up when `0` (see
+/// [`Bootstrap::started`]).
+const PMIX_DETACH_ENV: &str = "RT_PMIX_DETACH";
 /// Environment variable choosing the core binding outside rtrun (`core|none|numa`;
 /// default `none`: the resource manager binds tasks itself).
 const BIND_ENV: &str = "RT_BIND";
@@ -87,8 +90,9 @@ pub(crate) fn detect() -> Result<Found, Error> {
 pub(crate) enum Bootstrap {
     /// `rtrun`'s key-value service (the environment kept for the heartbeat connection).
     Rtrun { client: Client, env: Box<JobEnv> },
-    /// A PMIx server (terminated ranks seen so far accumulate in `terminated`).
-    Pmix { pmix: Pmix, terminated: Vec<u32> },
+    /// A PMIx server (terminated ranks seen so far accumulate in `terminated`;
+    /// `detached` once this process finalized PMIx after start-up).
+    Pmix { pmix: Pmix, terminated: Vec<u32>, detached: bool },
     /// A PMI-2 server.
     Pmi2(Pmi2),
 }
@@ -125,7 +129,7 @@ pub(crate) fn connect(found: Found, timeout: Duration) -> Result<Option<(JobInfo
             let shm_name = shm_name(&pmix.namespace(), &node);
             let job = JobInfo { rank, size, local_rank, local_size, node, shm_name, bind: bind() };
             check_job(&job)?;
-            Ok(Some((job, Bootstrap::Pmix { pmix, terminated: Vec::new() })))
+            Ok(Some((job, Bootstrap::Pmix { pmix, terminated: Vec::new(), detached: false })))
         }
         Found::Pmi2 => {
             let mut p = Pmi2::from_env().map_err(pmi_err("PMI-2"))?.ok_or_else(|| Error::Init("PMI_FD vanished".into()))?;
@@ -149,6 +153,22 @@ pub(crate) fn connect(found: Found, timeout: Duration) -> Result<Option<(JobInfo
             check_job(&job)?;
             Ok(Some((job, Bootstrap::Pmi2(p))))
         }
+    }
+}
+
+/// Signals every task of this Slurm step with SIGKILL (`scancel`).
+fn scancel_step() -> Result<(), Error> {
+    let (Ok(job), Ok(step)) = (std::env::var("SLURM_JOB_ID"), std::env::var("SLURM_STEP_ID")) else {
+        return Err(Error::Transport("abort: not a Slurm step (SLURM_JOB_ID, SLURM_STEP_ID unset)".into()));
+    };
+    let st = std::process::Command::new("scancel")
+        .args(["--signal=KILL", &format!("{job}.{step}")])
+        .status()
+        .map_err(|e| Error::Transport(format!("abort: scancel: {e}")))?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(Error::Transport(format!("abort: scancel {job}.{step}: {st}")))
     }
 }
 
@@ -250,11 +270,28 @@ impl Bootstrap {
         }
     }
 
-    /// Start-up is done (rtrun: the heartbeat ends and the detector takes over).
+    /// Start-up is done (rtrun: the heartbeat ends and the detector takes over; PMIx:
+    /// this process detaches, unless `RT_PMIX_DETACH=0`).
+    ///
+    /// Why PMIx detaches: Slurm's PMIx plugin (22.05 and later, `pmixp_client.c`
+    /// `_errhandler`) kills the whole step when its PMIx server reports an error, and
+    /// the server reports one (`PMIX_ERR_LOST_CONNECTION`) for every client whose
+    /// connection closes before `PMIx_Finalize`: any rank's death would end the job. A
+    /// client that finalized may die without that event, so after the last start-up
+    /// exchange every rank calls `PMIx_Finalize`; failures are then found by the
+    /// runtime's own evidence (pidfds, the ring detector), and an abort signals the step
+    /// with `scancel` (see [`Bootstrap::abort`]).
     pub(crate) fn started(&mut self) -> Result<(), Error> {
         match self {
             Bootstrap::Rtrun { client, .. } => client.started().map_err(launch_err("bootstrap")),
-            _ => Ok(()),
+            Bootstrap::Pmix { pmix, detached, .. } => {
+                if !std::env::var(PMIX_DETACH_ENV).is_ok_and(|v| v.trim() == "0") {
+                    pmix.finalize().map_err(pmi_err("PMIx detach (PMIx_Finalize)"))?;
+                    *detached = true;
+                }
+                Ok(())
+            }
+            Bootstrap::Pmi2(_) => Ok(()),
         }
     }
 
@@ -286,12 +323,20 @@ impl Bootstrap {
 
     /// Asks the service to abort `ranks` with `code`. Returns whether it names the
     /// ranks it then kills in [`Bootstrap::exited`] (rtrun), so the caller may wait for them.
+    ///
+    /// PMIx and PMI-2 abort the whole job. A process detached from PMIx (see
+    /// [`Bootstrap::started`]) asks Slurm instead: `scancel --signal=KILL
+    /// $SLURM_JOB_ID.$SLURM_STEP_ID`.
     pub(crate) fn abort(&mut self, ranks: &[u32], code: i32) -> Result<bool, Error> {
         let msg = format!("runthrough: abort with code {code}");
+        let transport = |e: runthrough_pmix::Error| Error::Transport(e.to_string());
         match self {
-            Bootstrap::Rtrun { client, .. } => client.abort(ranks, code).map(|()| true).map_err(|e| Error::Transport(e.to_string())),
-            Bootstrap::Pmix { pmix, .. } => pmix.abort(code, &msg).map(|()| false).map_err(|e| Error::Transport(e.to_string())),
-            Bootstrap::Pmi2(p) => p.abort(&msg).map(|()| false).map_err(|e| Error::Transport(e.to_string())),
+            Bootstrap::Rtrun { client, .. } => {
+                client.abort(ranks, code).map(|()| true).map_err(|e| Error::Transport(e.to_string()))
+            }
+            Bootstrap::Pmix { detached: true, .. } => scancel_step().map(|()| false),
+            Bootstrap::Pmix { pmix, .. } => pmix.abort(code, &msg).map(|()| false).map_err(transport),
+            Bootstrap::Pmi2(p) => p.abort(&msg).map(|()| false).map_err(transport),
         }
     }
 
@@ -299,7 +344,7 @@ impl Bootstrap {
     pub(crate) fn exited(&mut self) -> Result<Vec<u32>, Error> {
         match self {
             Bootstrap::Rtrun { client, .. } => client.exited().map_err(|e| Error::Transport(e.to_string())),
-            Bootstrap::Pmix { pmix, terminated } => {
+            Bootstrap::Pmix { pmix, terminated, .. } => {
                 let (new, lost) = pmix.take_terminated();
                 if lost {
                     tracing::debug!("PMIx: connection to the server lost");

@@ -285,6 +285,38 @@ impl Pmix {
         String::from_utf8(b).map_err(|_| Error::Protocol(format!("PMIx {k}: not UTF-8")))
     }
 
+    /// The number of processes of the job (`PMIX_JOB_SIZE`).
+    ///
+    /// # Errors
+    /// As [`Pmix::get_u32`].
+    pub fn job_size(&self) -> Result<u32, Error> {
+        self.get_u32(None, key_str(ffi::PMIX_JOB_SIZE))
+    }
+
+    /// This process's rank among the job's processes on its node (`PMIX_LOCAL_RANK`).
+    ///
+    /// # Errors
+    /// As [`Pmix::get_u32`].
+    pub fn local_rank(&self) -> Result<u32, Error> {
+        self.get_u32(Some(self.me), key_str(ffi::PMIX_LOCAL_RANK))
+    }
+
+    /// The number of the job's processes on this node (`PMIX_LOCAL_SIZE`).
+    ///
+    /// # Errors
+    /// As [`Pmix::get_u32`].
+    pub fn local_size(&self) -> Result<u32, Error> {
+        self.get_u32(None, key_str(ffi::PMIX_LOCAL_SIZE))
+    }
+
+    /// This process's host name (`PMIX_HOSTNAME`).
+    ///
+    /// # Errors
+    /// As [`Pmix::get_string`].
+    pub fn hostname(&self) -> Result<String, Error> {
+        self.get_string(self.me, key_str(ffi::PMIX_HOSTNAME))
+    }
+
     /// Publishes `k` = `value` (a byte object, global scope) and commits it; peers see it
     /// after the next [`Pmix::fence`].
     ///
@@ -375,6 +407,11 @@ impl Drop for Pmix {
             tracing::debug!(error = %e, "PMIx_Finalize on drop");
         }
     }
+}
+
+/// A bindgen key constant (`b"pmix.job.size\0"`) as `&str`.
+fn key_str(k: &'static [u8]) -> &'static str {
+    CStr::from_bytes_until_nul(k).ok().and_then(|c| c.to_str().ok()).unwrap_or_default()
 }
 
 /// Sets `info` to the boolean directive `k` = true (`k` a bindgen key constant).
