@@ -366,11 +366,7 @@ pub(crate) fn boot(
     let published = x.out.clone();
     let mut hosts = Vec::with_capacity(env.size as usize);
     for r in 0..env.size {
-        hosts.push(if published[r as usize] {
-            None
-        } else {
-            Some(peer_entry::host(r, &x.get("host", r)?)?)
-        });
+        hosts.push(if published[r as usize] { None } else { Some(peer_entry::host(r, &x.get("host", r)?)?) });
     }
     // A rank that failed before publishing its host is reached like a remote one when
     // there is a fabric (never, as it is failed), else through the segment.

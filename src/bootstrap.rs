@@ -92,7 +92,7 @@ pub(crate) enum Bootstrap {
     Rtrun { client: Client, env: Box<JobEnv> },
     /// A PMIx server (terminated ranks seen so far accumulate in `terminated`;
     /// `detached` once this process finalized PMIx after start-up).
-    Pmix { pmix: Pmix, terminated: Vec<u32>, detached: bool },
+    Pmix { pmix: Box<Pmix>, terminated: Vec<u32>, detached: bool },
     /// A PMI-2 server.
     Pmi2(Pmi2),
 }
@@ -129,10 +129,11 @@ pub(crate) fn connect(found: Found, timeout: Duration) -> Result<Option<(JobInfo
             let shm_name = shm_name(&pmix.namespace(), &node);
             let job = JobInfo { rank, size, local_rank, local_size, node, shm_name, bind: bind() };
             check_job(&job)?;
-            Ok(Some((job, Bootstrap::Pmix { pmix, terminated: Vec::new(), detached: false })))
+            Ok(Some((job, Bootstrap::Pmix { pmix: Box::new(pmix), terminated: Vec::new(), detached: false })))
         }
         Found::Pmi2 => {
-            let mut p = Pmi2::from_env().map_err(pmi_err("PMI-2"))?.ok_or_else(|| Error::Init("PMI_FD vanished".into()))?;
+            let mut p =
+                Pmi2::from_env().map_err(pmi_err("PMI-2"))?.ok_or_else(|| Error::Init("PMI_FD vanished".into()))?;
             p.set_timeout(Some(BOOT_FENCE_TIMEOUT)).map_err(pmi_err("PMI-2"))?;
             let (rank, size) = (p.rank(), p.size());
             let node = hostname();
@@ -253,10 +254,9 @@ impl Bootstrap {
                 client.get(&format!("{name}/{rank}"), timeout).map_err(launch_err("bootstrap get"))
             }
             Bootstrap::Pmix { pmix, .. } => pmix.get(rank, &format!("rt.{name}")).map_err(pmi_err("PMIx get")),
-            Bootstrap::Pmi2(p) => p
-                .get(&format!("rt.{name}.{rank}"))
-                .and_then(|v| pmi2::from_hex(&v))
-                .map_err(pmi_err("PMI-2 get")),
+            Bootstrap::Pmi2(p) => {
+                p.get(&format!("rt.{name}.{rank}")).and_then(|v| pmi2::from_hex(&v)).map_err(pmi_err("PMI-2 get"))
+            }
         }
     }
 

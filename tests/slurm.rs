@@ -106,9 +106,7 @@ fn srun(mpi: &str, n: u32, program: &Path, args: &[&str], tag: &str) -> Child {
 /// The lines task `rank` printed (`srun --label`: `R: text`).
 fn lines_of(out: &str, rank: u32) -> Vec<String> {
     let prefix = format!("{rank}: ");
-    out.lines()
-        .filter_map(|l| l.trim_start().strip_prefix(&prefix).map(str::to_string))
-        .collect()
+    out.lines().filter_map(|l| l.trim_start().strip_prefix(&prefix).map(str::to_string)).collect()
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -152,7 +150,7 @@ fn task_pid(tag: &str, rank: u32, exe: &Path) -> Option<u32> {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
         let Ok(env) = std::fs::read(entry.path().join("environ")) else { continue };
         let vars: Vec<&[u8]> = env.split(|&b| b == 0).collect();
-        let has = |w: &str| vars.iter().any(|v| *v == w.as_bytes());
+        let has = |w: &str| vars.contains(&w.as_bytes());
         if has(&want_tag) && has(&want_rank) && std::fs::read_link(entry.path().join("exe")).ok()? == exe {
             return Some(pid);
         }

@@ -222,7 +222,7 @@ pub fn to_hex(bytes: &[u8]) -> String {
 /// [`Error::Protocol`] for an odd length or a non-hex digit.
 pub fn from_hex(s: &str) -> Result<Vec<u8>, Error> {
     let b = s.as_bytes();
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return Err(Error::Protocol(format!("hex value of odd length {}", b.len())));
     }
     let digit = |c: u8| (c as char).to_digit(16).ok_or_else(|| Error::Protocol("non-hex digit in a value".into()));

@@ -454,14 +454,7 @@ unsafe extern "C" fn on_event(
         // SAFETY: the completion callback PMIx gave with this event, called once with its
         // own `cbdata`, no results and no further callback, as `pmix_common.h` asks.
         let _ = catch_unwind(AssertUnwindSafe(|| unsafe {
-            cb(
-                ffi::PMIX_EVENT_ACTION_COMPLETE,
-                std::ptr::null_mut(),
-                0,
-                None,
-                std::ptr::null_mut(),
-                cbdata,
-            )
+            cb(ffi::PMIX_EVENT_ACTION_COMPLETE, std::ptr::null_mut(), 0, None, std::ptr::null_mut(), cbdata)
         }));
     }
 }

@@ -63,8 +63,7 @@ impl Msg {
         if text.contains('\n') {
             return Err(Error::Protocol("newline in a frame".into()));
         }
-        let fields =
-            text.strip_suffix(';').ok_or_else(|| Error::Protocol("frame does not end with ';'".into()))?;
+        let fields = text.strip_suffix(';').ok_or_else(|| Error::Protocol("frame does not end with ';'".into()))?;
         let mut it = fields.split(';');
         let first = it.next().unwrap_or_default();
         let cmd = first
@@ -204,21 +203,14 @@ pub fn decode_init_response(line: &[u8]) -> Result<(), Error> {
 /// [`Error::Protocol`] for anything else, or a mapping that covers no rank.
 pub fn node_of_ranks(mapping: &str, size: u32) -> Result<Vec<u32>, Error> {
     let bad = || Error::Protocol(format!("PMI_process_mapping {mapping:?}"));
-    let inner = mapping
-        .trim()
-        .strip_prefix("(vector")
-        .and_then(|s| s.strip_suffix(')'))
-        .ok_or_else(bad)?;
+    let inner = mapping.trim().strip_prefix("(vector").and_then(|s| s.strip_suffix(')')).ok_or_else(bad)?;
     let mut pattern: Vec<u32> = Vec::new();
     let mut rest = inner;
     'blocks: while !rest.is_empty() {
         let block = rest.strip_prefix(",(").ok_or_else(bad)?;
         let end = block.find(')').ok_or_else(bad)?;
-        let nums: Vec<u32> = block[..end]
-            .split(',')
-            .map(|n| n.trim().parse::<u32>())
-            .collect::<Result<_, _>>()
-            .map_err(|_| bad())?;
+        let nums: Vec<u32> =
+            block[..end].split(',').map(|n| n.trim().parse::<u32>()).collect::<Result<_, _>>().map_err(|_| bad())?;
         let [start, nodes, per_node] = nums[..] else { return Err(bad()) };
         rest = &block[end + 1..];
         for node in 0..nodes {
