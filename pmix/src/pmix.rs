@@ -8,7 +8,7 @@
 //!
 //! FFI discipline (STYLE "FFI and unsafe"): the library table lives in a process-wide
 //! `OnceLock` and is never unloaded (PMIx keeps a progress thread that runs library code
-//! until the process ends); every value `PMIx_Get` returns is owned by a [`Value`] whose
+//! until the process ends); every value `PMIx_Get` returns is owned by a `Value` whose
 //! drop calls `PMIx_Value_destruct` and frees it; the event handler runs inside
 //! `catch_unwind` (a panic there would otherwise unwind into C) and only records ranks.
 
