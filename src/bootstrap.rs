@@ -43,6 +43,8 @@ pub(crate) const BOOT_FENCE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Environment variable that keeps a PMIx client attached after start-up when `0` (see
 /// [`Bootstrap::started`]).
 const PMIX_DETACH_ENV: &str = "RT_PMIX_DETACH";
+/// SIGKILL's number (9 on every Linux architecture).
+const SIGKILL: i32 = 9;
 /// Environment variable choosing the core binding outside rtrun (`core|none|numa`;
 /// default `none`: the resource manager binds tasks itself).
 const BIND_ENV: &str = "RT_BIND";
@@ -166,7 +168,8 @@ fn scancel_step() -> Result<(), Error> {
         .args(["--signal=KILL", &format!("{job}.{step}")])
         .status()
         .map_err(|e| Error::Transport(format!("abort: scancel: {e}")))?;
-    if st.success() {
+    // scancel runs inside the step, so the kill it asked for may reach it first.
+    if st.success() || std::os::unix::process::ExitStatusExt::signal(&st) == Some(SIGKILL) {
         Ok(())
     } else {
         Err(Error::Transport(format!("abort: scancel {job}.{step}: {st}")))

@@ -80,6 +80,9 @@ const DEFAULT_WATCH: Duration = Duration::from_millis(10);
 const BOOT_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Longest an aborting rank waits for the launcher to kill the rest of its group.
 const ABORT_LINGER: Duration = Duration::from_secs(2);
+/// Longest an aborting rank waits for a PMIx or PMI-2 server (Slurm) to kill the job,
+/// this rank included (Slurm's kill goes through slurmctld and can take seconds).
+const SERVER_ABORT_WAIT: Duration = Duration::from_secs(10);
 /// Environment variable that stops the launcher's exit notices when `0`.
 const LAUNCHER_NOTICES_ENV: &str = "RT_LAUNCHER_NOTICES";
 /// Consecutive idle progress calls that end finalize's flush.
@@ -144,8 +147,9 @@ impl Shared {
         if let Some(c) = self.client.lock().as_mut() {
             match c.abort(ranks, code) {
                 Err(e) => tracing::warn!(error = %e, "launcher did not take the abort request"),
-                // PMIx and PMI-2 abort the whole job and report no kills to wait for.
-                Ok(false) => {}
+                // PMIx and PMI-2 abort the whole job and report no kills to wait for:
+                // wait to be killed with the others, so none takes this exit for a failure.
+                Ok(false) => std::thread::sleep(SERVER_ABORT_WAIT),
                 Ok(true) => {
                     let deadline = Instant::now() + ABORT_LINGER;
                     while Instant::now() < deadline {

@@ -222,3 +222,37 @@ fn pmi2_manager_worker_survives_a_killed_worker() {
     require_slurm!("pmi2");
     manager_worker_with_a_kill("pmi2");
 }
+
+/// `ErrorsAreFatal` at rank 1 aborts: the server (PMI-2 `abort`, or `scancel` for a
+/// rank detached from PMIx) kills every task, rank 1 included, before any other rank
+/// takes rank 1's end for a failure of its own.
+fn abort_kills_the_step(mpi: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tag = format!("{mpi}-abort-{}", std::process::id());
+    let o = wait_limited(srun(mpi, 3, &common::example("error_check"), &["fatal"], &tag), JOB_LIMIT, "error_check");
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "--mpi={mpi}: an aborted job exited 0\n{out}\n{err}");
+    let all = format!("{out}{err}");
+    assert!(
+        lines_of(&all, 1).iter().any(|l| l.contains("fatal error: invalid rank 8")),
+        "--mpi={mpi}: rank 1 did not report its error\n{all}"
+    );
+    for r in [0, 2] {
+        let mine = lines_of(&all, r);
+        assert!(!mine.iter().any(|l| l.contains("fatal error")), "--mpi={mpi}: rank {r} saw a failure: {mine:?}");
+    }
+    assert!(!err.contains("Exited with exit code"), "--mpi={mpi}: a task exited instead of being killed\n{err}");
+    assert!(err.contains("Killed"), "--mpi={mpi}: srun reported no killed task\n{err}");
+}
+
+#[test]
+fn pmix_abort_kills_the_step() {
+    require_slurm!("pmix");
+    abort_kills_the_step("pmix");
+}
+
+#[test]
+fn pmi2_abort_kills_the_step() {
+    require_slurm!("pmi2");
+    abort_kills_the_step("pmi2");
+}
