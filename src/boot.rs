@@ -1,6 +1,8 @@
 //! Bringing up the transports of one process: binding, the bootstrap exchange through
-//! the launcher, the shared-memory segment, the libfabric endpoint and the engine (see
-//! [`crate::runtime`] for the sequence and its guarantees).
+//! the launcher (or a PMIx / PMI-2 server: [`crate::bootstrap`]), the shared-memory
+//! segment, the libfabric endpoint and the engine (see [`crate::runtime`] for the
+//! sequence and its guarantees). Entries are published as `NAME` of this rank and read
+//! as `NAME` of rank `r` (under rtrun the key `NAME/r`).
 //!
 //! Transport choice (DESIGN §2, issue 3 item 4): `RT_TRANSPORT` = `auto` (default: shared
 //! memory to ranks on this host, libfabric to the others), `shm` (shared memory only; one

@@ -5,7 +5,10 @@
 //! creates the job's segment (0600, per-job name), everyone opens it and places its
 //! inbound rings on its NUMA node, and once all are attached rank 0 unlinks the name, so
 //! the segment disappears with the last process even after a crash (the launcher also
-//! unlinks it at exit). Without `rtrun` the process is a singleton world of size 1.
+//! unlinks it at exit). Under Slurm (`srun --mpi=pmix` or `--mpi=pmi2`) the same
+//! sequence runs over the PMIx or PMI-2 server's key-value exchange
+//! (`src/bootstrap.rs` picks the service from the environment; `docs/SLURM.md`).
+//! Without any of them the process is a singleton world of size 1.
 //!
 //! A failure during start-up returns [`Error::Init`] instead of aborting (R5).
 //!
