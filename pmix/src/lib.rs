@@ -7,8 +7,8 @@
 //! the job that terminated ([`pmix::Pmix::take_terminated`]). This crate knows nothing of
 //! MPI and never decides anything about failures: it reports them.
 //!
-//! All `unsafe` of the crate sits in `pmix.rs` (the FFI) and in one block of `pmi2.rs`
-//! (adopting the inherited descriptor); every block says why it is sound.
+//! All `unsafe` of the crate sits in `pmix.rs` (the FFI) and in two blocks of
+//! `pmi2.rs` (checking and adopting the inherited descriptor); every block says why it is sound.
 
 mod ffi;
 pub mod pmi2;

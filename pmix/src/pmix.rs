@@ -233,12 +233,9 @@ impl Pmix {
 
     /// The namespace (Slurm: `slurm.pmix.JOBID.STEPID`), unique per job step.
     pub fn namespace(&self) -> String {
-        // SAFETY: `PMIx_Init` wrote a NUL-terminated namespace into the 256-byte array
-        // (PMIX_MAX_NSLEN + 1); the last byte is checked below before reading.
-        if self.nspace[255] != 0 && !self.nspace.contains(&0) {
-            return String::new();
-        }
-        unsafe { CStr::from_ptr(self.nspace.as_ptr()) }.to_string_lossy().into_owned()
+        let Some(end) = self.nspace.iter().position(|&c| c == 0) else { return String::new() };
+        let bytes: Vec<u8> = self.nspace[..end].iter().map(|&c| c as u8).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 
     fn get_value(&self, rank: u32, k: &str, optional: bool) -> Result<Value, Error> {
