@@ -109,7 +109,7 @@ pub enum FatalScope {
 pub(crate) struct Shared {
     pub(crate) engine: Arc<Mutex<Engine>>,
     /// The bootstrap service (rtrun, PMIx, PMI-2); none for a singleton.
-    client: Mutex<Option<Bootstrap>>,
+    bootstrap: Mutex<Option<Bootstrap>>,
     pub(crate) world_size: u32,
     /// This process's world rank.
     rank: u32,
@@ -147,7 +147,7 @@ impl Shared {
     /// within milliseconds) would take it for a failure and report an error, and an
     /// abort code, of its own (R3, R7).
     pub(crate) fn abort(&self, ranks: &[u32], code: i32) -> ! {
-        if let Some(c) = self.client.lock().as_mut() {
+        if let Some(c) = self.bootstrap.lock().as_mut() {
             match c.abort(ranks, code) {
                 Err(e) => tracing::warn!(error = %e, "launcher did not take the abort request"),
                 // PMIx and PMI-2 abort the whole job and report no kills to wait for:
@@ -192,7 +192,7 @@ pub fn init() -> Result<Runtime, Error> {
     let ring_bytes = env_num("RT_RING_BYTES", u64::from(DEFAULT_RING_BYTES))? as u32;
     let ft = ft_config(local_size)?;
     let hb_period = Duration::from_millis(env_num("RT_FT_PERIOD_MS", DEFAULT_HB_PERIOD.as_millis() as u64)?.max(1));
-    let (engine, client, liveness, size, rank, about, out, heartbeat) = match job {
+    let (engine, bootstrap, liveness, size, rank, about, out, heartbeat) = match job {
         None => {
             let (engine, about) = boot::singleton(cfg, ring_bytes)?;
             (engine, None, Liveness::default(), 1, 0, about, Vec::new(), None)
@@ -205,7 +205,7 @@ pub fn init() -> Result<Runtime, Error> {
     let Liveness { watch: peer_watch, departures } = liveness;
     let shared = Arc::new(Shared {
         engine: Arc::new(Mutex::new(engine)),
-        client: Mutex::new(client),
+        bootstrap: Mutex::new(bootstrap),
         world_size: size,
         rank,
         next_ctx: AtomicU32::new(2),
@@ -235,10 +235,10 @@ pub fn init() -> Result<Runtime, Error> {
     } else {
         None
     };
-    if shared.client.lock().is_some() {
+    if shared.bootstrap.lock().is_some() {
         // Start-up is done: from now on the ring detector finds this rank if it hangs
         // (a rank the launcher excluded stops inside `started`).
-        let started = shared.client.lock().as_mut().map(Bootstrap::started);
+        let started = shared.bootstrap.lock().as_mut().map(Bootstrap::started);
         if let Some(mut hb) = heartbeat {
             hb.stop();
         }
@@ -251,7 +251,7 @@ pub fn init() -> Result<Runtime, Error> {
         }
     }
     // Phase report for the launcher's end-of-job lines (`rtrun` says "after init").
-    if let Some(Err(e)) = shared.client.lock().as_mut().map(Bootstrap::initialized) {
+    if let Some(Err(e)) = shared.bootstrap.lock().as_mut().map(Bootstrap::initialized) {
         tracing::warn!(error = %e, "could not tell the launcher that init completed");
     }
     Ok(Runtime { shared, world, finalized: false, about, watchdog })
@@ -267,7 +267,7 @@ pub(crate) fn excluded_exit(how: &str) -> ! {
 /// Asks the launcher which ranks exited and applies what is new: a rank that finalized
 /// before exiting departed, the others failed.
 fn apply_launcher_notices(sh: &Shared) {
-    let exited = match sh.client.lock().as_mut().map(|c| c.exited()) {
+    let exited = match sh.bootstrap.lock().as_mut().map(|c| c.exited()) {
         Some(Ok(v)) => v,
         Some(Err(e)) => {
             tracing::debug!(error = %e, "launcher unreachable");
@@ -283,7 +283,7 @@ fn apply_launcher_notices(sh: &Shared) {
     if new.is_empty() {
         return;
     }
-    let departed = sh.client.lock().as_mut().and_then(|c| c.departed().ok()).unwrap_or_default();
+    let departed = sh.bootstrap.lock().as_mut().and_then(|c| c.departed().ok()).unwrap_or_default();
     let mut e = sh.engine.lock();
     for r in new {
         if departed.contains(&r) {
@@ -463,7 +463,7 @@ impl Runtime {
         let panicking = std::thread::panicking();
         if panicking {
             tracing::debug!("runtime dropped while panicking: flushing, then failing");
-        } else if let Some(Err(e)) = self.shared.client.lock().as_mut().map(Bootstrap::finalizing) {
+        } else if let Some(Err(e)) = self.shared.bootstrap.lock().as_mut().map(Bootstrap::finalizing) {
             tracing::warn!(error = %e, "could not tell the launcher that finalize began");
         }
         let deadline = Instant::now() + FINALIZE_FLUSH;
@@ -521,7 +521,7 @@ impl Runtime {
                 tracing::warn!(error = %e, "could not mark this rank finalized in the segment");
             }
         }
-        if let Some(c) = self.shared.client.lock().as_mut() {
+        if let Some(c) = self.shared.bootstrap.lock().as_mut() {
             c.finalized()?;
         }
         Ok(())
