@@ -109,6 +109,16 @@ fn lines_of(out: &str, rank: u32) -> Vec<String> {
     out.lines().filter_map(|l| l.trim_start().strip_prefix(&prefix).map(str::to_string)).collect()
 }
 
+/// Asserts that no segment of a Slurm-started job is left in `/dev/shm` (the host's
+/// lowest rank unlinks it once every local rank attached).
+fn assert_no_slurm_segments(mpi: &str) {
+    let left: Vec<String> = common::rt_segments()
+        .into_iter()
+        .filter(|n| n.starts_with("rt-slurm.pmix.") || n.starts_with("rt-pmi2-"))
+        .collect();
+    assert!(left.is_empty(), "--mpi={mpi}: segments left in /dev/shm: {left:?}");
+}
+
 fn text(o: &Output) -> (String, String) {
     (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
@@ -139,6 +149,7 @@ fn startup_and_ring(mpi: &str, started_by: &str) {
         assert!(lines_of(&out, r).is_empty(), "ring rank {r} printed {:?}", lines_of(&out, r));
     }
     assert!(!err.contains("error"), "srun --mpi={mpi} ring reported errors:\n{err}");
+    assert_no_slurm_segments(mpi);
 }
 
 /// The pid of the task of rank `rank` of the job tagged `tag` (its environment says
@@ -197,6 +208,7 @@ fn manager_worker_with_a_kill(mpi: &str) {
         let mine = lines_of(&out, r);
         assert!(mine.is_empty(), "worker {r} printed {mine:?}");
     }
+    assert_no_slurm_segments(mpi);
 }
 
 #[test]
