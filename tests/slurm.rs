@@ -11,7 +11,7 @@ mod common;
 use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Longest a job may take before the test kills it.
@@ -19,8 +19,24 @@ const JOB_LIMIT: Duration = Duration::from_secs(90);
 /// One srun job at a time (2 cores).
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Why Slurm cannot run jobs here, if it cannot.
+/// Why Slurm cannot run jobs here, if it cannot (asked once per test run: a `sinfo`
+/// without a controller takes seconds to give up).
 fn unavailable(mpi: &str) -> Option<String> {
+    static CLUSTER: OnceLock<Option<String>> = OnceLock::new();
+    if let Some(why) = CLUSTER.get_or_init(cluster_unavailable) {
+        return Some(why.clone());
+    }
+    match Command::new("srun").arg("--mpi=list").output() {
+        Err(e) => Some(format!("no srun ({e})")),
+        Ok(o) => {
+            let list = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+            (!list.lines().any(|l| l.trim() == mpi)).then(|| format!("srun has no --mpi={mpi} plugin"))
+        }
+    }
+}
+
+/// Why `sinfo` shows no node that can run jobs, if it does not.
+fn cluster_unavailable() -> Option<String> {
     let sinfo = match Command::new("sinfo").args(["-h", "-o", "%t"]).output() {
         Err(e) => return Some(format!("no sinfo ({e})")),
         Ok(o) => o,
@@ -32,13 +48,7 @@ fn unavailable(mpi: &str) -> Option<String> {
     if !states.lines().any(|s| matches!(s.trim().trim_end_matches(['*', '~', '#']), "idle" | "mix" | "alloc")) {
         return Some(format!("no responding node (sinfo states: {:?})", states.trim()));
     }
-    match Command::new("srun").arg("--mpi=list").output() {
-        Err(e) => Some(format!("no srun ({e})")),
-        Ok(o) => {
-            let list = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-            (!list.lines().any(|l| l.trim() == mpi)).then(|| format!("srun has no --mpi={mpi} plugin"))
-        }
-    }
+    None
 }
 
 macro_rules! require_slurm {
@@ -91,12 +101,18 @@ fn wait_limited(mut child: Child, limit: Duration, what: &str) -> Output {
 /// `srun -n N --mpi=MPI --label -K0 PROGRAM ARGS`, tagged with `tag` in the tasks'
 /// environment (so a test can find its tasks' processes).
 fn srun(mpi: &str, n: u32, program: &Path, args: &[&str], tag: &str) -> Child {
+    srun_env(mpi, n, program, args, tag, &[])
+}
+
+/// [`srun`] with extra environment for the tasks (srun passes its own on).
+fn srun_env(mpi: &str, n: u32, program: &Path, args: &[&str], tag: &str, env: &[(&str, &str)]) -> Child {
     Command::new("srun")
         .args(["-n", &n.to_string(), &format!("--mpi={mpi}"), "--label", "--kill-on-bad-exit=0"])
         .arg("--overcommit")
         .arg(program)
         .args(args)
         .env("RT_SLURM_TEST_TAG", tag)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -150,6 +166,25 @@ fn startup_and_ring(mpi: &str, started_by: &str) {
     }
     assert!(!err.contains("error"), "srun --mpi={mpi} ring reported errors:\n{err}");
     assert_no_slurm_segments(mpi);
+    // Every rank over libfabric (tcp on loopback): the endpoint addresses go through the
+    // bootstrap's exchange (PMI-2: in hex).
+    let fabric = [("RT_TRANSPORT", "fabric")];
+    let o = wait_limited(srun_env(mpi, 4, &common::example("ring"), &["3"], &tag, &fabric), JOB_LIMIT, "ring");
+    let (out, err) = text(&o);
+    assert!(
+        o.status.success(),
+        "srun --mpi={mpi} ring over the fabric: {:?}\nstdout:\n{out}\nstderr:\n{err}",
+        o.status
+    );
+    let rank0 = lines_of(&out, 0);
+    assert!(
+        rank0.iter().any(|l| l == "ring: 4 ranks, 3 lap(s), final token 18"),
+        "fabric ring rank 0: {rank0:?}\n{err}"
+    );
+    assert!(
+        rank0.iter().any(|l| l.contains("libfabric") && l.contains("to 4 of 4 ranks")),
+        "not over libfabric: {rank0:?}"
+    );
 }
 
 /// The pid of the task of rank `rank` of the job tagged `tag` (its environment says
