@@ -139,7 +139,10 @@ pub(crate) fn connect(found: Found, timeout: Duration) -> Result<Option<(JobInfo
             p.set_timeout(Some(BOOT_FENCE_TIMEOUT)).map_err(pmi_err("PMI-2"))?;
             let (rank, size) = (p.rank(), p.size());
             let node = hostname();
-            let mapping = p.job_attr("PMI_process_mapping").map_err(pmi_err("PMI-2 process mapping"))?;
+            let mapping = p.job_attr("PMI_process_mapping").unwrap_or_else(|e| {
+                tracing::debug!(error = %e, "PMI-2 server refused PMI_process_mapping");
+                None
+            });
             let (local_rank, local_size) = match mapping.as_deref().map(|m| pmi2::wire::node_of_ranks(m, size)) {
                 Some(Ok(nodes)) => {
                     let mine = nodes[rank as usize];
