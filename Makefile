@@ -31,7 +31,7 @@ test: deps
 FUZZ_CASES ?= 1000000
 fuzz: deps
 	RT_FUZZ_CASES=$(FUZZ_CASES) $(CARGO) test --release -p runthrough-engine -p runthrough-ft -p runthrough-launch \
-		-p runthrough-shm -p runthrough --lib fuzz_ -- --nocapture --test-threads=1
+		-p runthrough-shm -p runthrough-pmix -p runthrough --lib fuzz_ -- --nocapture --test-threads=1
 	RT_FUZZ_CASES=$(FUZZ_CASES) $(CARGO) test --release -p runthrough-engine --test untrusted fuzz_ -- --nocapture
 ## The full start-up fault sweep (R31, tests/startup.rs): --kill and --stop every 20 ms
 ## over start-up, victim 0 and non-0, shm / fabric tcp at 4 and 8 ranks and 3 netns

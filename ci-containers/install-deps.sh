@@ -9,6 +9,7 @@ pkgs=(
   libfabric-dev      # fabric/ bindgen headers + libfabric.so (1.17 on Debian 12)
   libfabric-bin      # fi_info / fi_pingpong, the raw-libfabric reference
   libhwloc-dev       # hwloc2 crate: NUMA placement of shm rings
+  libpmix-dev        # pmix/ bindgen headers (libpmix.so.2 is loaded at run time, under PMIx only)
   libclang-dev       # bindgen
   clang
   iproute2           # ip netns for multi-host tests

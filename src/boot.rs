@@ -1,6 +1,8 @@
 //! Bringing up the transports of one process: binding, the bootstrap exchange through
-//! the launcher, the shared-memory segment, the libfabric endpoint and the engine (see
-//! [`crate::runtime`] for the sequence and its guarantees).
+//! the launcher (or a PMIx / PMI-2 server: [`crate::bootstrap`]), the shared-memory
+//! segment, the libfabric endpoint and the engine (see [`crate::runtime`] for the
+//! sequence and its guarantees). Entries are published as `NAME` of this rank and read
+//! as `NAME` of rank `r` (under rtrun the key `NAME/r`).
 //!
 //! Transport choice (DESIGN §2, issue 3 item 4): `RT_TRANSPORT` = `auto` (default: shared
 //! memory to ranks on this host, libfabric to the others), `shm` (shared memory only; one
@@ -52,6 +54,8 @@ use runthrough_engine::transport::{shm::ShmTransport, AnyTransport};
 use runthrough_engine::{Engine, Rank};
 use runthrough_launch::client::Client;
 use runthrough_launch::env::{JobEnv, RT_FABRIC_ADDR, RT_FABRIC_IFACE};
+
+use crate::bootstrap::{launch_err as kv_err, Bootstrap, JobInfo};
 use runthrough_launch::net::{self, IfAddr};
 use runthrough_shm::numa::Topology;
 use runthrough_shm::pin::{self, BindPolicy};
@@ -187,7 +191,7 @@ fn probe_cma(x: &mut Exchange, me: u32, local: &[bool], pids: &[i32]) -> Result<
         return Ok(false);
     }
     for r in (0..local.len() as u32).filter(|&r| r != me && local[r as usize]) {
-        let v = x.get(&format!("probe/{r}"))?;
+        let v = x.get("probe", r)?;
         let addr = peer_entry::probe_addr(r, &v)?;
         let mut word = [0u8; 8];
         match runthrough_shm::cma::read(pids[r as usize], addr, &mut word) {
@@ -205,20 +209,22 @@ fn probe_cma(x: &mut Exchange, me: u32, local: &[bool], pids: &[i32]) -> Result<
 #[derive(Debug)]
 pub(crate) struct Booted {
     pub(crate) engine: Engine,
-    pub(crate) client: Client,
+    pub(crate) bootstrap: Bootstrap,
     pub(crate) liveness: Liveness,
     pub(crate) about: String,
     /// Ranks out of the job at the last start-up fence (failed during start-up, R31):
     /// the same list at every rank.
     pub(crate) out: Vec<u32>,
-    /// The start-up heartbeat; stopped once `init` is done.
-    pub(crate) heartbeat: Heartbeat,
+    /// The start-up heartbeat (rtrun only); stopped once `init` is done.
+    pub(crate) heartbeat: Option<Heartbeat>,
 }
 
-/// The start-up exchange with the launcher (R31): the connection, and which ranks are
-/// out of the job (exited or excluded), as the last fault-tolerant fence said.
+/// The start-up exchange with the bootstrap service (R31): the connection, this rank,
+/// and which ranks are out of the job (exited or excluded), as the last fault-tolerant
+/// fence said (never any without rtrun: see [`crate::bootstrap`]).
 struct Exchange {
-    client: Client,
+    bs: Bootstrap,
+    me: u32,
     out: Vec<bool>,
 }
 
@@ -226,7 +232,7 @@ impl Exchange {
     /// A fault-tolerant fence: completes over the ranks not out; afterwards `out` is the
     /// launcher's list at that fence, the same at every rank.
     fn fence(&mut self) -> Result<(), Error> {
-        for r in self.client.join(BOOT_TIMEOUT).map_err(kv_err("bootstrap fence"))? {
+        for r in self.bs.fence(BOOT_TIMEOUT)? {
             if let Some(o) = self.out.get_mut(r as usize) {
                 *o = true;
             }
@@ -238,21 +244,14 @@ impl Exchange {
         self.out[r as usize]
     }
 
-    fn get(&mut self, key: &str) -> Result<Vec<u8>, Error> {
-        self.client.get(key, BOOT_TIMEOUT).map_err(kv_err("bootstrap get"))
+    /// Rank `r`'s entry `name` (`name/r`).
+    fn get(&mut self, name: &str, r: u32) -> Result<Vec<u8>, Error> {
+        self.bs.get(name, r, BOOT_TIMEOUT)
     }
 
-    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), Error> {
-        self.client.put(key, value).map_err(kv_err("bootstrap put"))
-    }
-}
-
-/// Maps a launcher-service error to [`Error::Init`]; a rank the launcher excluded stops
-/// here instead (R31: it never rejoins).
-fn kv_err(what: &'static str) -> impl FnOnce(runthrough_launch::Error) -> Error {
-    move |e| match e {
-        runthrough_launch::Error::Excluded => crate::runtime::excluded_exit("by the launcher, during start-up"),
-        e => Error::Init(format!("{what}: {e}")),
+    /// Publishes this rank's entry `name`.
+    fn put(&mut self, name: &str, value: &[u8]) -> Result<(), Error> {
+        self.bs.put(name, self.me, value)
     }
 }
 
@@ -309,8 +308,15 @@ impl Drop for Heartbeat {
     }
 }
 
-/// A rank started by `rtrun` (see [`crate::runtime`] for the sequence and R31).
-pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32, hb_period: Duration) -> Result<Booted, Error> {
+/// A rank started by `rtrun`, a PMIx or a PMI-2 server (see [`crate::runtime`] for the
+/// sequence and R31).
+pub(crate) fn boot(
+    env: &JobInfo,
+    bs: Bootstrap,
+    mut cfg: Config,
+    ring_bytes: u32,
+    hb_period: Duration,
+) -> Result<Booted, Error> {
     let mode = TransportMode::from_env()?;
     let one_host = env.local_size == env.size;
     if mode == TransportMode::Shm && !one_host {
@@ -336,18 +342,23 @@ pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32, hb_period: Du
         }
     };
     let mut about = Vec::new();
-    let client = Client::connect(env, BOOT_TIMEOUT).map_err(kv_err("bootstrap connect"))?;
-    let heartbeat = Heartbeat::start(env, hb_period)?;
-    let mut x = Exchange { client, out: vec![false; env.size as usize] };
+    if bs.rtrun_env().is_none() {
+        about.push(bs.describe());
+    }
+    let heartbeat = match bs.rtrun_env() {
+        Some(env) => Some(Heartbeat::start(env, hb_period)?),
+        None => None,
+    };
     let me = env.rank;
-    x.put(&format!("pid/{me}"), &std::process::id().to_le_bytes())?;
-    x.put(&format!("host/{me}"), env.node.as_bytes())?;
+    let mut x = Exchange { bs, me, out: vec![false; env.size as usize] };
+    x.put("pid", &std::process::id().to_le_bytes())?;
+    x.put("host", env.node.as_bytes())?;
     let probe = std::ptr::addr_of!(CMA_PROBE) as u64;
-    x.put(&format!("probe/{me}"), &probe.to_le_bytes())?;
+    x.put("probe", &probe.to_le_bytes())?;
     let mut fabric = match provider {
         Some(request) => {
             let t = open_fabric(env, request, one_host, &mut about)?;
-            x.put(&format!("fi/{me}"), &t.address().map_err(init_err("fabric address"))?)?;
+            x.put("fi", &t.address().map_err(init_err("fabric address"))?)?;
             Some(t)
         }
         None => None,
@@ -357,11 +368,7 @@ pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32, hb_period: Du
     let published = x.out.clone();
     let mut hosts = Vec::with_capacity(env.size as usize);
     for r in 0..env.size {
-        hosts.push(if published[r as usize] {
-            None
-        } else {
-            Some(peer_entry::host(r, &x.get(&format!("host/{r}"))?)?)
-        });
+        hosts.push(if published[r as usize] { None } else { Some(peer_entry::host(r, &x.get("host", r)?)?) });
     }
     // A rank that failed before publishing its host is reached like a remote one when
     // there is a fabric (never, as it is failed), else through the segment.
@@ -396,7 +403,7 @@ pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32, hb_period: Du
         }
         let mut pids = vec![0i32; env.size as usize];
         for r in (0..env.size).filter(|&r| !published[r as usize]) {
-            let v = x.get(&format!("pid/{r}"))?;
+            let v = x.get("pid", r)?;
             pids[r as usize] = peer_entry::pid(r, &v)?;
         }
         let watched: Vec<bool> = (0..env.size).map(|r| route[r as usize] == Route::Shm && !x.is_out(r)).collect();
@@ -405,13 +412,13 @@ pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32, hb_period: Du
         // rank probes, publishes its answer, and all combine all answers alike.
         let local: Vec<bool> = route.iter().map(|r| *r == Route::Shm).collect();
         let ok = probe_cma(&mut x, me, &watched, &pids)?;
-        x.put(&format!("cma/{me}"), &[u8::from(ok)])?;
+        x.put("cma", &[u8::from(ok)])?;
         // Fence 4: every local rank not out has published its answer.
         x.fence()?;
         let mut all = true;
         let answered: Vec<u32> = (0..env.size).filter(|&r| local[r as usize] && !x.is_out(r)).collect();
         for r in answered {
-            all &= peer_entry::cma_ok(r, &x.get(&format!("cma/{r}"))?)?;
+            all &= peer_entry::cma_ok(r, &x.get("cma", r)?)?;
         }
         let cma = all.then(|| pids.clone());
         let t = ShmTransport::new(&seg, Rank(me), pids).map_err(init_err("shm"))?;
@@ -422,7 +429,7 @@ pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32, hb_period: Du
     if let Some(t) = fabric.as_mut() {
         let mut addrs = Vec::with_capacity(env.size as usize);
         for r in 0..env.size {
-            addrs.push(if published[r as usize] { None } else { Some(x.get(&format!("fi/{r}"))?) });
+            addrs.push(if published[r as usize] { None } else { Some(x.get("fi", r)?) });
         }
         let known: Vec<Option<&[u8]>> = addrs.iter().map(Option::as_deref).collect();
         t.connect_known(&known).map_err(init_err("fabric address vector"))?;
@@ -452,7 +459,7 @@ pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32, hb_period: Du
         enable_shm_coll(&mut engine, seg, Rank(me), local, cma);
     }
     let out = (0..env.size).filter(|&r| x.is_out(r)).collect();
-    Ok(Booted { engine, client: x.client, liveness, about, out, heartbeat })
+    Ok(Booted { engine, bootstrap: x.bs, liveness, about, out, heartbeat })
 }
 
 /// Creates or opens this host's segment (fence 2 inside). Each host's creator is its
@@ -461,7 +468,7 @@ pub(crate) fn boot(env: &JobEnv, mut cfg: Config, ring_bytes: u32, hb_period: Du
 /// under `NAME.K`, and *every* rank of the job fences again (fences are job-wide, so all
 /// must count the same number): every rank takes the same decisions, from the same
 /// lists (R31). `hosts`: the host of every rank that published one.
-fn attach_segment(x: &mut Exchange, env: &JobEnv, hosts: &[Option<String>], layout: Layout) -> Result<Segment, Error> {
+fn attach_segment(x: &mut Exchange, env: &JobInfo, hosts: &[Option<String>], layout: Layout) -> Result<Segment, Error> {
     let me = env.rank;
     let leader_of =
         |x: &Exchange, h: &str| (0..env.size).find(|&r| hosts[r as usize].as_deref() == Some(h) && !x.is_out(r));
@@ -569,7 +576,7 @@ fn pin_interface(iface: &str) {
 /// Opens the libfabric endpoint of this rank: pinned to loopback when the job runs on one
 /// host, to this host's fabric address ([`fabric_address`]) otherwise.
 fn open_fabric(
-    env: &JobEnv,
+    env: &JobInfo,
     request: ProviderRequest,
     one_host: bool,
     about: &mut Vec<String>,

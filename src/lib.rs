@@ -89,6 +89,7 @@
 #![forbid(unsafe_code)]
 
 mod boot;
+mod bootstrap;
 pub mod coll;
 pub mod comm;
 pub mod group;

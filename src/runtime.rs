@@ -5,7 +5,10 @@
 //! creates the job's segment (0600, per-job name), everyone opens it and places its
 //! inbound rings on its NUMA node, and once all are attached rank 0 unlinks the name, so
 //! the segment disappears with the last process even after a crash (the launcher also
-//! unlinks it at exit). Without `rtrun` the process is a singleton world of size 1.
+//! unlinks it at exit). Under Slurm (`srun --mpi=pmix` or `--mpi=pmi2`) the same
+//! sequence runs over the PMIx or PMI-2 server's key-value exchange
+//! (`src/bootstrap.rs` picks the service from the environment; `docs/SLURM.md`).
+//! Without any of them the process is a singleton world of size 1.
 //!
 //! A failure during start-up returns [`Error::Init`] instead of aborting (R5).
 //!
@@ -49,11 +52,10 @@ use parking_lot::Mutex;
 use runthrough_engine::engine::{Config, OVERSUBSCRIBED_SPIN_POLLS};
 use runthrough_engine::{ContextId, Engine, Rank, Waiter};
 use runthrough_ft::{DEFAULT_HB_PERIOD, DEFAULT_HB_TIMEOUT};
-use runthrough_launch::client::Client;
-use runthrough_launch::env::JobEnv;
 use runthrough_shm::PeerWatch;
 
 use crate::boot::{self, Liveness};
+use crate::bootstrap::{self, Bootstrap, JobInfo};
 use crate::comm::{Comm, ErrorMode};
 use crate::{witness, Error};
 
@@ -79,8 +81,13 @@ pub(crate) const EXCLUDED_EXIT: i32 = 75;
 const WITNESS_CONNECT: Duration = Duration::from_secs(10);
 /// How often the progress thread asks the launcher which ranks exited (`RT_WATCH_MS`).
 const DEFAULT_WATCH: Duration = Duration::from_millis(10);
+/// Longest wait for the connection to the bootstrap service (rtrun's).
+const BOOT_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Longest an aborting rank waits for the launcher to kill the rest of its group.
 const ABORT_LINGER: Duration = Duration::from_secs(2);
+/// Longest an aborting rank waits for a PMIx or PMI-2 server (Slurm) to kill the job,
+/// this rank included (Slurm's kill goes through slurmctld and can take seconds).
+const SERVER_ABORT_WAIT: Duration = Duration::from_secs(10);
 /// Environment variable that stops the launcher's exit notices when `0`.
 const LAUNCHER_NOTICES_ENV: &str = "RT_LAUNCHER_NOTICES";
 /// Consecutive idle progress calls that end finalize's flush.
@@ -103,7 +110,8 @@ pub enum FatalScope {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) engine: Arc<Mutex<Engine>>,
-    client: Mutex<Option<Client>>,
+    /// The bootstrap service (rtrun, PMIx, PMI-2); none for a singleton.
+    bootstrap: Mutex<Option<Bootstrap>>,
     pub(crate) world_size: u32,
     /// This process's world rank.
     rank: u32,
@@ -141,10 +149,13 @@ impl Shared {
     /// within milliseconds) would take it for a failure and report an error, and an
     /// abort code, of its own (R3, R7).
     pub(crate) fn abort(&self, ranks: &[u32], code: i32) -> ! {
-        if let Some(c) = self.client.lock().as_mut() {
+        if let Some(c) = self.bootstrap.lock().as_mut() {
             match c.abort(ranks, code) {
                 Err(e) => tracing::warn!(error = %e, "launcher did not take the abort request"),
-                Ok(()) => {
+                // PMIx and PMI-2 abort the whole job and report no kills to wait for:
+                // wait to be killed with the others, so none takes this exit for a failure.
+                Ok(false) => std::thread::sleep(SERVER_ABORT_WAIT),
+                Ok(true) => {
                     let deadline = Instant::now() + ABORT_LINGER;
                     while Instant::now() < deadline {
                         let Ok(gone) = c.exited() else { break };
@@ -176,26 +187,33 @@ pub struct Runtime {
 
 /// Initialises this process and returns the runtime (R5: errors are returned).
 pub fn init() -> Result<Runtime, Error> {
-    let job = JobEnv::from_env().map_err(|e| Error::Init(format!("bad launcher environment: {e}")))?;
-    let cfg = engine_config(job.as_ref())?;
-    let local_size = job.as_ref().map_or(1, |j| j.local_size as usize);
+    let found = bootstrap::detect()?;
+    let job = bootstrap::connect(found, BOOT_CONNECT_TIMEOUT)?;
+    let cfg = engine_config(job.as_ref().map(|(j, _)| j))?;
+    let local_size = job.as_ref().map_or(1, |(j, _)| j.local_size as usize);
     let ring_bytes = env_num("RT_RING_BYTES", u64::from(DEFAULT_RING_BYTES))? as u32;
     let ft = ft_config(local_size)?;
     let hb_period = Duration::from_millis(env_num("RT_FT_PERIOD_MS", DEFAULT_HB_PERIOD.as_millis() as u64)?.max(1));
-    let (engine, client, liveness, size, rank, about, out, heartbeat) = match job {
+    // R32: under rtrun the launcher is the job's witness (its environment, for the
+    // witness thread's own connection).
+    let witness_env = match &job {
+        Some((_, Bootstrap::Rtrun { env, .. })) => Some(env.as_ref().clone()),
+        _ => None,
+    };
+    let (engine, bootstrap, liveness, size, rank, about, out, heartbeat) = match job {
         None => {
             let (engine, about) = boot::singleton(cfg, ring_bytes)?;
             (engine, None, Liveness::default(), 1, 0, about, Vec::new(), None)
         }
-        Some(ref env) => {
-            let b = boot::boot(env, cfg, ring_bytes, hb_period)?;
-            (b.engine, Some(b.client), b.liveness, env.size, env.rank, b.about, b.out, Some(b.heartbeat))
+        Some((env, bs)) => {
+            let b = boot::boot(&env, bs, cfg, ring_bytes, hb_period)?;
+            (b.engine, Some(b.bootstrap), b.liveness, env.size, env.rank, b.about, b.out, b.heartbeat)
         }
     };
     let Liveness { watch: peer_watch, departures } = liveness;
     let shared = Arc::new(Shared {
         engine: Arc::new(Mutex::new(engine)),
-        client: Mutex::new(client),
+        bootstrap: Mutex::new(bootstrap),
         world_size: size,
         rank,
         next_ctx: AtomicU32::new(2),
@@ -212,7 +230,7 @@ pub fn init() -> Result<Runtime, Error> {
     let world = Comm::new(shared.clone(), ContextId(0), group, rank, ErrorMode::ErrorsAreFatal);
     let watchdog = if size > 1 {
         // R32: under rtrun with the detector on, the launcher witnesses every verdict.
-        let witness = match (&job, &ft) {
+        let witness = match (&witness_env, &ft) {
             (Some(env), Some(_)) if witness::enabled() => {
                 Some(witness::spawn(Arc::downgrade(&shared), env, WITNESS_CONNECT)?)
             }
@@ -233,14 +251,15 @@ pub fn init() -> Result<Runtime, Error> {
     } else {
         None
     };
-    if let Some(mut hb) = heartbeat {
-        // Start-up is done: from now on the ring detector finds this rank if it hangs.
-        let started = shared.client.lock().as_mut().map(|c| c.started());
-        hb.stop();
-        match started {
-            Some(Err(runthrough_launch::Error::Excluded)) => excluded_exit("by the launcher, during start-up"),
-            Some(Err(e)) => return Err(Error::Init(format!("bootstrap: {e}"))),
-            _ => {}
+    if shared.bootstrap.lock().is_some() {
+        // Start-up is done: from now on the ring detector finds this rank if it hangs
+        // (a rank the launcher excluded stops inside `started`).
+        let started = shared.bootstrap.lock().as_mut().map(Bootstrap::started);
+        if let Some(mut hb) = heartbeat {
+            hb.stop();
+        }
+        if let Some(Err(e)) = started {
+            return Err(e);
         }
         if notices && size > 1 {
             // Ranks that failed after the last fence, known now rather than a tick later.
@@ -248,7 +267,7 @@ pub fn init() -> Result<Runtime, Error> {
         }
     }
     // Phase report for the launcher's end-of-job lines (`rtrun` says "after init").
-    if let Some(Err(e)) = shared.client.lock().as_mut().map(Client::initialized) {
+    if let Some(Err(e)) = shared.bootstrap.lock().as_mut().map(Bootstrap::initialized) {
         tracing::warn!(error = %e, "could not tell the launcher that init completed");
     }
     Ok(Runtime { shared, world, finalized: false, about, watchdog })
@@ -264,7 +283,7 @@ pub(crate) fn excluded_exit(how: &str) -> ! {
 /// Asks the launcher which ranks exited and applies what is new: a rank that finalized
 /// before exiting departed, the others failed.
 fn apply_launcher_notices(sh: &Shared) {
-    let exited = match sh.client.lock().as_mut().map(|c| c.exited()) {
+    let exited = match sh.bootstrap.lock().as_mut().map(|c| c.exited()) {
         Some(Ok(v)) => v,
         Some(Err(e)) => {
             tracing::debug!(error = %e, "launcher unreachable");
@@ -280,7 +299,7 @@ fn apply_launcher_notices(sh: &Shared) {
     if new.is_empty() {
         return;
     }
-    let departed = sh.client.lock().as_mut().and_then(|c| c.departed().ok()).unwrap_or_default();
+    let departed = sh.bootstrap.lock().as_mut().and_then(|c| c.departed().ok()).unwrap_or_default();
     let mut e = sh.engine.lock();
     for r in new {
         if departed.contains(&r) {
@@ -408,7 +427,7 @@ fn ft_config(local_ranks: usize) -> Result<Option<runthrough_ft::Config>, Error>
         .map_err(|e| Error::Init(format!("failure detector settings: {e}")))
 }
 
-fn engine_config(job: Option<&JobEnv>) -> Result<Config, Error> {
+fn engine_config(job: Option<&JobInfo>) -> Result<Config, Error> {
     let mut cfg = Config::default();
     if job.is_some_and(|j| j.local_size == j.size) {
         cfg.eager_limit = SHM_EAGER_LIMIT;
@@ -467,7 +486,7 @@ impl Runtime {
         let panicking = std::thread::panicking();
         if panicking {
             tracing::debug!("runtime dropped while panicking: flushing, then failing");
-        } else if let Some(Err(e)) = self.shared.client.lock().as_mut().map(Client::finalizing) {
+        } else if let Some(Err(e)) = self.shared.bootstrap.lock().as_mut().map(Bootstrap::finalizing) {
             tracing::warn!(error = %e, "could not tell the launcher that finalize began");
         }
         let deadline = Instant::now() + FINALIZE_FLUSH;
@@ -525,8 +544,8 @@ impl Runtime {
                 tracing::warn!(error = %e, "could not mark this rank finalized in the segment");
             }
         }
-        if let Some(c) = self.shared.client.lock().as_mut() {
-            c.finalized().map_err(|e| Error::Transport(format!("launcher: {e}")))?;
+        if let Some(c) = self.shared.bootstrap.lock().as_mut() {
+            c.finalized()?;
         }
         Ok(())
     }
