@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: deps build demo test lint fuzz bench compare clean startup-sweep
+.PHONY: deps build demo test lint fuzz bench compare clean startup-sweep cluster-test
 
 deps:
 	@bash ci-containers/install-deps.sh
@@ -39,6 +39,13 @@ fuzz: deps
 ## subsample (every 60 ms, rotating offset).
 startup-sweep: deps
 	RT_STARTUP_SWEEP=full $(CARGO) test --release --test startup -- --nocapture --test-threads=1
+
+## Everything on the container cluster (tests/cluster.rs with RT_CLUSTER_FULL=1: node
+## kill, the detector alone, pause, three partitions, five minutes of lossy traffic;
+## tests/cluster_slurm.rs: Slurm in the containers). `make test` runs the short part.
+cluster-test: deps
+	RT_CLUSTER_FULL=1 $(CARGO) test --release --test cluster -- --nocapture --test-threads=1
+	@if [ -f tests/cluster_slurm.rs ]; then RT_CLUSTER_FULL=1 $(CARGO) test --release --test cluster_slurm -- --nocapture --test-threads=1; fi
 
 lint: deps
 	$(CARGO) fmt --all -- --check

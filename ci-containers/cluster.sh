@@ -33,8 +33,9 @@ NETWORK=rt-cluster
 LABEL=org.runthrough.cluster
 MAX_NODES=16
 # What goes into the image: the runtime libraries of the project's binaries, Slurm and
-# munge, PMIx, and the tools the fault tests use inside a node (tc, ps, kill, ping).
-PACKAGES=adduser,libfabric1,libhwloc15,libpmix2,iproute2,procps,iputils-ping,python3,libnuma1,tini
+# munge, PMIx, and the tools the fault tests use inside a node (tc, iptables, ps, kill,
+# ping).
+PACKAGES=adduser,libfabric1,libhwloc15,libpmix2,iproute2,iptables,procps,iputils-ping,python3,libnuma1,tini
 PACKAGES_2="munge slurmd slurmctld slurm-client"
 RECIPE_HASH=$( (echo "$PACKAGES $PACKAGES_2"; echo bookworm-minbase-v2) | sha256sum | cut -c1-12)
 IMAGE=runthrough-node:$RECIPE_HASH
@@ -110,6 +111,8 @@ build_image() {
     || die "docker import failed"
   rm -rf --one-file-system "$root"
   trap - EXIT
+  # Images of older recipes are not kept.
+  docker images --format '{{.Repository}}:{{.Tag}}' runthrough-node | grep -vx "$IMAGE" | xargs -r docker rmi >/dev/null 2>&1 || true
   say "image $IMAGE built in $((SECONDS - t0)) s"
 }
 
@@ -124,7 +127,7 @@ ensure_network() {
     || die "docker network create $NETWORK failed"
 }
 
-CPUS=1
+CORES=1
 # Common options of every container: own hostname, address, PID namespace and /dev/shm
 # (1 GiB: the segment of 8 ranks with 1 MiB bulk buffers fits), the checkout read-only at
 # the same path (so `rtrun`'s program path means the same inside), NET_ADMIN for tc netem.
@@ -132,7 +135,7 @@ start_node() {
   local name=$1 ip=$2
   shift 2
   docker run -d --name "$name" --hostname "$name" --label "$LABEL=1" \
-    --network "$NETWORK" --ip "$ip" --shm-size 1g --cap-add NET_ADMIN --cpus "$CPUS" \
+    --network "$NETWORK" --ip "$ip" --shm-size 1g --cap-add NET_ADMIN -e RT_NODE_CORES="$CORES" \
     --init -v "$PROJECT:$PROJECT:ro" -w "$PROJECT" "${MOUNTS[@]}" \
     "$@" "$IMAGE" sleep infinity >/dev/null || die "docker run $name failed"
 }
@@ -147,12 +150,12 @@ up() {
     down >/dev/null
   fi
   ensure_network
-  # Each node gets its share of this machine's cores (RT_CLUSTER_CPUS to override), so a
-  # rank sees how many cores its node really has: the runtime scales its detector
-  # timeout and backs off its waits by that (2 ranks on a 0.67-core node are
-  # oversubscribed; with all 2 cores visible to every node they spin and starve each
-  # other, and the detector takes the starved for hung).
-  CPUS=${RT_CLUSTER_CPUS:-$(awk -v c="$(nproc)" -v n="$n" 'BEGIN { x = c / n; if (x < 0.1) x = 0.1; printf "%.2f", x }')}
+  # The nodes share this machine's cores: each is told its share (RT_NODE_CORES, at
+  # least 1; RT_CLUSTER_CORES to override), so its ranks scale the detector timeout and
+  # back off their waits as on a node that size. (A CPU quota, --cpus, would do the same
+  # but throttles a node for tens of milliseconds at a time: stalls the detector then
+  # has to sit out, doubling detection times.)
+  CORES=${RT_CLUSTER_CORES:-$(( ($(nproc) + n - 1) / n ))}
   local i
   local extra=()
   if [ "$slurm" = 1 ]; then

@@ -3,8 +3,9 @@
 //! pauses or cuts off a node (`docker kill`, `docker pause`, `docker network
 //! disconnect`) or slows the network (`tc netem`).
 //!
-//! `rtrun ... node_fault ROUNDS [PAUSE_MS]`: ROUNDS rounds (default 2000), PAUSE_MS
-//! milliseconds of sleep between rounds (default 1). In each round a rank sends its
+//! `rtrun ... node_fault ROUNDS [PAUSE_MS [SECS]]`: ROUNDS rounds (default 2000), PAUSE_MS
+//! milliseconds of sleep between rounds (default 1); with SECS, the ranks stop earlier
+//! once SECS seconds have passed, deciding together every 50 rounds (`agree`, R29). In each round a rank sends its
 //! round number to every peer it does not know failed and receives one from each; a
 //! receive that fails with `RankFailStop` marks the peer failed here, at the wall-clock
 //! time printed as `seen_us` (the test compares it with the time of the fault: the
@@ -35,6 +36,8 @@ fn main() -> Result<(), Error> {
     let mut args = std::env::args().skip(1);
     let rounds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(2000);
     let pause = Duration::from_millis(args.next().and_then(|a| a.parse().ok()).unwrap_or(1));
+    let secs: Option<f64> = args.next().and_then(|a| a.parse().ok());
+    let start = std::time::Instant::now();
     let rt = runthrough::init()?;
     let world = rt.world();
     world.set_error_mode(ErrorMode::ErrorsReturn);
@@ -47,7 +50,15 @@ fn main() -> Result<(), Error> {
     let mut next = vec![0u64; n];
     let mut seen_us = 0u128;
     let mut received = 0u64;
+    let mut done = rounds;
     for round in 0..rounds {
+        if let Some(secs) = secs.filter(|_| round % 50 == 0 && round > 0) {
+            let more = i32::from(start.elapsed().as_secs_f64() < secs);
+            if world.agree(more)? == 0 {
+                done = round;
+                break;
+            }
+        }
         let mut sends = Vec::with_capacity(n);
         let mut recvs = Vec::with_capacity(n);
         for p in (0..n).filter(|&p| p != me && !dead[p]) {
@@ -91,12 +102,12 @@ fn main() -> Result<(), Error> {
     }
     // Between survivors the streams are complete: every survivor sent `rounds` to me.
     for p in (0..n).filter(|p| *p != me && !agreed.contains(p)) {
-        if next[p] != rounds {
-            fail(me, &format!("from surviving rank {p}: {} of {rounds} messages", next[p]));
+        if next[p] != done {
+            fail(me, &format!("from surviving rank {p}: {} of {done} messages", next[p]));
         }
     }
     println!(
-        "node_fault: ok rank {me} rounds={rounds} failed={agreed:?} local={local:?} seen_us={seen_us} received={received}"
+        "node_fault: ok rank {me} rounds={done} failed={agreed:?} local={local:?} seen_us={seen_us} received={received}"
     );
     rt.finalize()
 }

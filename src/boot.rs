@@ -149,7 +149,7 @@ const COLL_BULK_TOTAL: usize = 32 << 20;
 /// copy that the cores cannot overlap) and at least 3 share the node, shrunk so that all
 /// of them take at most 32 MiB; none below 64 KiB.
 fn bulk_bytes(nranks: u32, local: usize) -> Result<u32, Error> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = crate::runtime::node_cores();
     let share = COLL_BULK_TOTAL / (nranks as usize * runthrough_shm::collarea::BULK_SLOTS).max(1);
     let auto = if local > cores && local >= 3 { COLL_BULK_MAX.min(share) / 4096 * 4096 } else { 0 };
     let auto = if auto < 64 * 1024 { 0 } else { auto };

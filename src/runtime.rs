@@ -418,7 +418,7 @@ fn ft_config(local_ranks: usize) -> Result<Option<runthrough_ft::Config>, Error>
     if std::env::var("RT_FT").is_ok_and(|v| v == "0") {
         return Ok(None);
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = node_cores();
     let factor = local_ranks.div_ceil(cores).max(1) as u64;
     let period = env_num("RT_FT_PERIOD_MS", DEFAULT_HB_PERIOD.as_millis() as u64)?;
     let timeout = env_num("RT_FT_TIMEOUT_MS", DEFAULT_HB_TIMEOUT.as_millis() as u64 * factor)?;
@@ -434,7 +434,7 @@ fn engine_config(job: Option<&JobInfo>) -> Result<Config, Error> {
     }
     cfg.eager_limit = env_num("RT_EAGER_LIMIT", cfg.eager_limit as u64)? as usize;
     cfg.rma_min = env_num("RT_CMA_MIN", cfg.rma_min as u64)? as usize;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = node_cores();
     let local = job.map_or(1, |j| j.local_size as usize);
     if local > cores {
         cfg.spin_polls = OVERSUBSCRIBED_SPIN_POLLS;
@@ -442,6 +442,18 @@ fn engine_config(job: Option<&JobInfo>) -> Result<Config, Error> {
     }
     cfg.spin_polls = env_num("RT_SPIN_POLLS", cfg.spin_polls.into())? as u32;
     Ok(cfg)
+}
+
+/// The cores this node's ranks share: `RT_NODE_CORES` when set (nodes that share one
+/// machine's cores, e.g. containers on one host: `cluster.sh` sets their share), else
+/// what the process may run on. It sets the oversubscription scaling of the detector
+/// timeout and whether waits back off early.
+pub(crate) fn node_cores() -> usize {
+    std::env::var("RT_NODE_CORES")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&c| c > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 fn env_num(var: &str, default: u64) -> Result<u64, Error> {

@@ -113,3 +113,37 @@ fn excluded_rank_gets_excluded_to_every_request_and_heartbeats_keep_ranks_unsile
     thread::sleep(silence + Duration::from_millis(50));
     assert!(server.silent_ranks(silence).is_empty());
 }
+
+/// The witness (R32): of two ranks that suspect each other, racing, exactly one claim is
+/// confirmed and the other claimant is told it is excluded; the loser is listed as
+/// exited, and a claim against a rank already out is confirmed again (idempotent).
+#[test]
+fn confirm_decides_contradicting_claims_exactly_once() {
+    let secret = "2e".repeat(32);
+    for round in 0..20 {
+        let server = Server::start(3, &secret).unwrap();
+        let mut a = Client::connect(&env(&server, 0, &secret), T).unwrap();
+        let mut b = Client::connect(&env(&server, 1, &secret), T).unwrap();
+        let mut c = Client::connect(&env(&server, 2, &secret), T).unwrap();
+        let go = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let g = go.clone();
+        let tb = thread::spawn(move || {
+            g.wait();
+            b.confirm(0, T)
+        });
+        go.wait();
+        let ra = a.confirm(1, T);
+        let rb = tb.join().unwrap();
+        let (winner, loser) = match (&ra, &rb) {
+            (Ok(()), Err(Error::Excluded)) => (0, 1),
+            (Err(Error::Excluded), Ok(())) => (1, 0),
+            other => panic!("round {round}: expected exactly one confirmation, got {other:?}"),
+        };
+        assert!(server.is_out(loser) && !server.is_out(winner), "round {round}");
+        assert_eq!(c.exited().unwrap(), vec![loser], "round {round}");
+        // A third rank's claim against the loser: confirmed (already out).
+        c.confirm(loser, T).unwrap();
+        // A claim against itself or outside the job is refused, not a crash.
+        assert!(c.confirm(2, T).is_err());
+    }
+}
