@@ -77,6 +77,12 @@ pub const SHM_EAGER_LIMIT: usize = 64 * 1024;
 const LOCK_TRIES: u32 = 64;
 /// Exit code of a rank that finds itself excluded (declared failed while hung).
 pub(crate) const EXCLUDED_EXIT: i32 = 75;
+/// Least default detector timeout when the job spans hosts: heartbeats then cross TCP
+/// (libfabric tcp/sockets), where one lost segment holds everything behind it for the
+/// retransmission timeout (Linux: at least 200 ms, doubling on each further loss of the
+/// same segment). With 1 % loss, 100 ms × oversubscription took a live rank for failed
+/// within a minute (tests/cluster.rs, `lossy_network_no_false_failure`).
+const MULTI_HOST_HB_TIMEOUT: Duration = Duration::from_millis(1000);
 /// How long the witness thread may take to connect to the launcher at init (R32).
 const WITNESS_CONNECT: Duration = Duration::from_secs(10);
 /// How often the progress thread asks the launcher which ranks exited (`RT_WATCH_MS`).
@@ -192,7 +198,8 @@ pub fn init() -> Result<Runtime, Error> {
     let cfg = engine_config(job.as_ref().map(|(j, _)| j))?;
     let local_size = job.as_ref().map_or(1, |(j, _)| j.local_size as usize);
     let ring_bytes = env_num("RT_RING_BYTES", u64::from(DEFAULT_RING_BYTES))? as u32;
-    let ft = ft_config(local_size)?;
+    let multi_host = job.as_ref().is_some_and(|(j, _)| j.local_size < j.size);
+    let ft = ft_config(local_size, multi_host)?;
     let hb_period = Duration::from_millis(env_num("RT_FT_PERIOD_MS", DEFAULT_HB_PERIOD.as_millis() as u64)?.max(1));
     // R32: under rtrun the launcher is the job's witness (its environment, for the
     // witness thread's own connection).
@@ -413,15 +420,20 @@ fn spawn_progress(
 ///
 /// When ranks outnumber cores the default timeout grows with the oversubscription
 /// factor (100 ms × ranks/cores): a process that waits its turn for a core is slow, not
-/// dead, and must not be excluded for it. An explicit timeout is taken as given.
-fn ft_config(local_ranks: usize) -> Result<Option<runthrough_ft::Config>, Error> {
+/// dead, and must not be excluded for it. Across hosts it is at least
+/// [`MULTI_HOST_HB_TIMEOUT`]. An explicit timeout is taken as given.
+fn ft_config(local_ranks: usize, multi_host: bool) -> Result<Option<runthrough_ft::Config>, Error> {
     if std::env::var("RT_FT").is_ok_and(|v| v == "0") {
         return Ok(None);
     }
     let cores = node_cores();
     let factor = local_ranks.div_ceil(cores).max(1) as u64;
     let period = env_num("RT_FT_PERIOD_MS", DEFAULT_HB_PERIOD.as_millis() as u64)?;
-    let timeout = env_num("RT_FT_TIMEOUT_MS", DEFAULT_HB_TIMEOUT.as_millis() as u64 * factor)?;
+    let mut default = DEFAULT_HB_TIMEOUT.as_millis() as u64 * factor;
+    if multi_host {
+        default = default.max(MULTI_HOST_HB_TIMEOUT.as_millis() as u64);
+    }
+    let timeout = env_num("RT_FT_TIMEOUT_MS", default)?;
     runthrough_ft::Config::new(Duration::from_millis(period), Duration::from_millis(timeout))
         .map(Some)
         .map_err(|e| Error::Init(format!("failure detector settings: {e}")))

@@ -27,10 +27,9 @@ use common::{example, ok, ok_failed, run_env, stderr, Run};
 const LIMIT: Duration = Duration::from_secs(120);
 const AGENT: &str = "docker exec {host}";
 const HOSTS: &str = "node1,node2,node3";
-/// The default detector timeout of a node here: 100 ms × (2 ranks / 1 core), the
-/// oversubscription scaling of `runtime::ft_config` (each node gets its share of this
-/// machine's 2 cores: `cluster.sh` gives it `--cpus 0.67`, seen as 1 core).
-const DELTA_MS: f64 = 200.0;
+/// The default detector timeout δ of a job across hosts (`runtime::ft_config`: at least
+/// 1 s, as TCP holds a lost segment's followers for its retransmission timeout).
+const DELTA_MS: f64 = 1000.0;
 /// When the fault lands, after the job starts (start-up takes about 1 s).
 const FAULT_AT: Duration = Duration::from_secs(3);
 
@@ -104,6 +103,24 @@ fn later(after: Duration, cmds: Vec<Vec<String>>) -> JoinHandle<(u128, u128)> {
 
 fn words(s: &str) -> Vec<String> {
     s.split_whitespace().map(str::to_owned).collect()
+}
+
+/// When the daemon did `action` (`pause`, `disconnect`) to a container, in µs since the
+/// epoch: the first such event in `[from, to]` (µs), from `docker events`.
+fn event_at(kind: &str, action: &str, from: u128, to: u128) -> u128 {
+    let secs = |us: u128| format!("{}.{:06}", us / 1_000_000, us % 1_000_000);
+    let o = Command::new("docker")
+        .args(["events", "--since", &secs(from), "--until", &secs(to + 1_000_000)])
+        .args(["--filter", &format!("type={kind}"), "--filter", &format!("event={action}")])
+        .args(["--format", "{{.TimeNano}}"])
+        .output()
+        .expect("docker events");
+    let ns: u128 = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {kind} {action} event: {o:?}"));
+    ns / 1000
 }
 
 /// When the container stopped (`State.FinishedAt`), in µs since the epoch.
@@ -187,7 +204,7 @@ fn node_kill_every_survivor_agrees_within_the_bound() {
     let Some(_c) = cluster() else { return };
     let kv = kv_addr();
     let fault = later(FAULT_AT, vec![words("kill node3")]);
-    let o = node_fault(&kv, &[], &["4000"]);
+    let o = node_fault(&kv, &[], &["5000"]);
     fault.join().unwrap();
     let out = ok_failed(&o, &[2, 5]);
     let ms = check_survivors(&out, &[0, 1, 3, 4], "[2, 5]", finished_at("node3"), DELTA_MS + 50.0);
@@ -207,11 +224,12 @@ fn partition_the_cut_off_node_stops_the_others_continue() {
     let cut = later(FAULT_AT, vec![words(&format!("network disconnect {net} node3"))]);
     let heal =
         later(FAULT_AT + Duration::from_secs(4), vec![words(&format!("network connect --ip 10.79.0.13 {net} node3"))]);
-    let o = node_fault(&kv, &[], &["5000"]);
-    let (_, cut_done) = cut.join().unwrap();
+    let o = node_fault(&kv, &[], &["6000"]);
+    let (t0, t1) = cut.join().unwrap();
     heal.join().unwrap();
     let out = ok_failed(&o, &[2, 5]);
-    let ms = check_survivors(&out, &[0, 1, 3, 4], "[2, 5]", cut_done, DELTA_MS + 50.0);
+    let at = event_at("network", "disconnect", t0, t1);
+    let ms = check_survivors(&out, &[0, 1, 3, 4], "[2, 5]", at, DELTA_MS + 50.0);
     println!("partition: detection after the cut (ms): {ms:.1?}");
     let err = stderr(&o);
     for r in [2, 5] {
@@ -236,10 +254,10 @@ fn node_kill_seen_by_the_ring_detector_alone() {
     let Some(_c) = cluster() else { return };
     let kv = kv_addr();
     let fault = later(FAULT_AT, vec![words("kill node2")]);
-    let o = node_fault(&kv, &[("RT_LAUNCHER_NOTICES", "0")], &["4000"]);
+    let o = node_fault(&kv, &[("RT_LAUNCHER_NOTICES", "0")], &["5000"]);
     fault.join().unwrap();
     let out = ok_failed(&o, &[1, 4]);
-    let ms = check_survivors(&out, &[0, 2, 3, 5], "[1, 4]", finished_at("node2"), DELTA_MS + 50.0 + 10.0);
+    let ms = check_survivors(&out, &[0, 2, 3, 5], "[1, 4]", finished_at("node2"), DELTA_MS + 50.0);
     println!("node kill, detector only: detection (ms): {ms:.1?}");
 }
 
@@ -254,12 +272,13 @@ fn pause_excluded_then_stops_on_unpause() {
     let Some(_c) = cluster() else { return };
     let kv = kv_addr();
     let pause = later(FAULT_AT, vec![words("pause node2")]);
-    let resume = later(FAULT_AT + Duration::from_secs(3), vec![words("unpause node2")]);
-    let o = node_fault(&kv, &[], &["5000"]);
-    let (_, paused) = pause.join().unwrap();
+    let resume = later(FAULT_AT + Duration::from_secs(4), vec![words("unpause node2")]);
+    let o = node_fault(&kv, &[], &["6000"]);
+    let (t0, t1) = pause.join().unwrap();
     resume.join().unwrap();
     let out = ok_failed(&o, &[1, 4]);
-    let ms = check_survivors(&out, &[0, 2, 3, 5], "[1, 4]", paused, DELTA_MS + 50.0);
+    let at = event_at("container", "pause", t0, t1);
+    let ms = check_survivors(&out, &[0, 2, 3, 5], "[1, 4]", at, DELTA_MS + 50.0);
     println!("pause: detection after the pause (ms): {ms:.1?}");
     for r in [1, 4] {
         assert!(!out.contains(&format!("[{r}] node_fault: ok")), "rank {r} rejoined\n{out}");
@@ -281,10 +300,12 @@ fn partition_the_launchers_side_continues_even_as_the_minority() {
         FAULT_AT,
         vec![words("network disconnect rt-cluster node2"), words("network disconnect rt-cluster node3")],
     );
-    let o = node_fault(&kv, &[], &["5000"]);
-    let (_, done) = cut.join().unwrap();
+    let o = node_fault(&kv, &[], &["6000"]);
+    let (t0, t1) = cut.join().unwrap();
     let out = ok_failed(&o, &[1, 2, 4, 5]);
-    let ms = check_survivors(&out, &[0, 3], "[1, 2, 4, 5]", done, DELTA_MS + 50.0 + 100.0);
+    // Measured from the first of the two cuts.
+    let at = event_at("network", "disconnect", t0, t1);
+    let ms = check_survivors(&out, &[0, 3], "[1, 2, 4, 5]", at, DELTA_MS + 50.0 + (t1 - t0) as f64 / 1000.0);
     println!("partition 1 vs 2 nodes: detection (ms): {ms:.1?}");
     for r in [1, 2, 4, 5] {
         assert!(!out.contains(&format!("[{r}] node_fault: ok")), "rank {r} continued\n{out}");
@@ -304,7 +325,7 @@ fn partition_healed_early_the_cut_off_ranks_still_stop() {
     let cut = later(FAULT_AT, vec![words("network disconnect rt-cluster node3")]);
     let heal =
         later(FAULT_AT + Duration::from_millis(600), vec![words("network connect --ip 10.79.0.13 rt-cluster node3")]);
-    let o = node_fault(&kv, &[("RT_WITNESS_TIMEOUT_MS", "20000")], &["5000"]);
+    let o = node_fault(&kv, &[("RT_WITNESS_TIMEOUT_MS", "20000")], &["6000"]);
     cut.join().unwrap();
     heal.join().unwrap();
     let out = ok_failed(&o, &[2, 5]);
