@@ -241,8 +241,10 @@ slurm_config() {
 # every node is idle.
 slurm_start() {
   local n=$1 c i
+  # Slurm's mpi/pmix plugin dlopens pmix2/lib/libpmix.so, which only libpmix-dev has.
   for c in slurmctl $(seq -f 'node%g' 1 "$n"); do
-    docker exec "$NAME$c" sh -c 'install -o munge -g munge -m 0400 /etc/munge/munge.key.src /etc/munge/munge.key &&
+    docker exec "$NAME$c" sh -c 'for d in /usr/lib/*/pmix2/lib; do ln -sf libpmix.so.2 "$d/libpmix.so"; done &&
+      install -o munge -g munge -m 0400 /etc/munge/munge.key.src /etc/munge/munge.key &&
       mkdir -p /run/munge /var/spool/slurmd /var/spool/slurmctld /var/log/slurm &&
       chown munge:munge /run/munge && chown slurm:slurm /var/spool/slurmctld /var/log/slurm &&
       runuser -u munge -- munged --force' || die "munged did not start on $NAME$c"
