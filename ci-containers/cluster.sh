@@ -205,6 +205,7 @@ down() {
     docker network rm "$NETWORK" >/dev/null
   fi
   rm -rf "$(slurm_dir)"
+  rmdir "$(dirname "$(slurm_dir)")" 2>/dev/null || true
   say "down (image $IMAGE kept)"
 }
 

@@ -371,11 +371,10 @@ fn step_survives_a_killed_node(mpi: &str) {
     let ended = killed.elapsed();
     let (out, err) = (String::from_utf8_lossy(&join_text(&out_lines)).into_owned(), join_text(&err_lines));
     let err = String::from_utf8_lossy(&err).into_owned();
-    let noticed = err_lines
-        .iter()
-        .find(|(_, l)| l.contains("Node failure on node3"))
-        .map(|(t, _)| *t)
-        .unwrap_or_else(|| panic!("--mpi={mpi}: srun never reported node3's failure\nstdout:\n{out}\nstderr:\n{err}"));
+    let noticed =
+        err_lines.iter().find(|(_, l)| l.contains("Node failure on node3")).map(|(t, _)| *t).unwrap_or_else(|| {
+            panic!("--mpi={mpi}: srun never reported node3's failure\nstdout:\n{out}\nstderr:\n{err}")
+        });
     assert!(!err.contains("CANCELLED"), "--mpi={mpi}: the step was cancelled\n{err}");
     assert!(status.success(), "--mpi={mpi}: srun {status:?}\nstdout:\n{out}\nstderr:\n{err}");
     let mut seen = Vec::new();
