@@ -21,6 +21,13 @@
 # change), the host side of the bridge is .1, node i is .(10+i), slurmctl is .2. The
 # network is `--internal`: nothing routes out of it.
 #
+# RT_CLUSTER_NAME=X (default empty) runs a second cluster beside the default one: the
+# container names get the prefix (Xnode1.., Xslurmctl), the network is rt-cluster-X, the
+# bridge rtc-X, the label org.runthrough.cluster.X and the Slurm state
+# /var/tmp/rt-cluster-X; host names stay node1..N and slurmctl (each container's
+# /etc/hosts names every node), so `--host node1,..` is the same and the agent is
+# `--launch-agent 'docker exec X{host}'`. Give it its own RT_CLUSTER_NET too.
+#
 # Exit codes: 0 done, 1 failed, 2 usage, 3 cannot run here (no docker, not root), with the
 # reason on stderr.
 set -euo pipefail
@@ -29,8 +36,12 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PROJECT=$(cd "$HERE/.." && pwd)
 PREFIX=${RT_CLUSTER_NET:-10.79.0}
 [[ "$PREFIX" =~ ^10\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || { echo "RT_CLUSTER_NET must look like 10.X.Y" >&2; exit 2; }
-NETWORK=rt-cluster
-LABEL=org.runthrough.cluster
+NAME=${RT_CLUSTER_NAME:-}
+[[ "$NAME" =~ ^[a-z0-9]{0,8}$ ]] || { echo "RT_CLUSTER_NAME must be at most 8 of [a-z0-9]" >&2; exit 2; }
+NETWORK=rt-cluster${NAME:+-$NAME}
+BRIDGE=rtc${NAME:+-$NAME}
+[ -n "$NAME" ] || BRIDGE=rtc0
+LABEL=org.runthrough.cluster${NAME:+.$NAME}
 MAX_NODES=16
 # What goes into the image: the runtime libraries of the project's binaries, Slurm and
 # munge, PMIx, and the tools the fault tests use inside a node (tc, iptables, ps, kill,
@@ -123,7 +134,7 @@ ensure_network() {
     return 0
   fi
   docker network create --driver bridge --internal --subnet "$PREFIX.0/24" --gateway "$PREFIX.1" \
-    --label "$LABEL=1" -o com.docker.network.bridge.name=rtc0 "$NETWORK" >/dev/null \
+    --label "$LABEL=1" -o com.docker.network.bridge.name="$BRIDGE" "$NETWORK" >/dev/null \
     || die "docker network create $NETWORK failed"
 }
 
@@ -134,7 +145,7 @@ CORES=1
 start_node() {
   local name=$1 ip=$2
   shift 2
-  docker run -d --name "$name" --hostname "$name" --label "$LABEL=1" \
+  docker run -d --name "$NAME$name" --hostname "$name" --label "$LABEL=1" \
     --network "$NETWORK" --ip "$ip" --shm-size 1g --cap-add NET_ADMIN -e RT_NODE_CORES="$CORES" \
     --init -v "$PROJECT:$PROJECT:ro" -w "$PROJECT" "${MOUNTS[@]}" \
     "$@" "$IMAGE" sleep infinity >/dev/null || die "docker run $name failed"
@@ -157,9 +168,12 @@ up() {
   # has to sit out, doubling detection times.)
   CORES=${RT_CLUSTER_CORES:-$(( ($(nproc) + n - 1) / n ))}
   local i
-  local extra=()
+  # Every container knows every host name (a prefixed cluster's containers are not
+  # found by host name in Docker's DNS).
+  local extra=(--add-host "slurmctl:$PREFIX.2")
+  for i in $(seq 1 "$n"); do extra+=(--add-host "node$i:$PREFIX.$((10 + i))"); done
   if [ "$slurm" = 1 ]; then
-    extra=(-v "$(slurm_dir):/etc/slurm:ro" -v "$(slurm_dir)/munge.key:/etc/munge/munge.key.src:ro")
+    extra+=(-v "$(slurm_dir):/etc/slurm:ro" -v "$(slurm_dir)/munge.key:/etc/munge/munge.key.src:ro")
     slurm_config "$n"
     start_node slurmctl "$PREFIX.2" "${extra[@]}"
   fi
@@ -176,7 +190,7 @@ up() {
 hint() {
   local n=$1 hosts
   hosts=$(seq -s, -f 'node%g' 1 "$n")
-  echo "  target/release/rtrun -n $((2 * n)) --host $hosts --launch-agent 'docker exec {host}' --kv-addr $PREFIX.1 target/release/examples/ring"
+  echo "  target/release/rtrun -n $((2 * n)) --host $hosts --launch-agent 'docker exec $NAME{host}' --kv-addr $PREFIX.1 target/release/examples/ring"
 }
 
 down() {
@@ -194,6 +208,7 @@ down() {
     docker network rm "$NETWORK" >/dev/null
   fi
   rm -rf "$(slurm_dir)"
+  rmdir "$(dirname "$(slurm_dir)")" 2>/dev/null || true
   say "down (image $IMAGE kept)"
 }
 
@@ -207,12 +222,12 @@ status() {
     return 0
   fi
   docker ps -a --filter "label=$LABEL" --format '{{.Names}}\t{{.Status}}' | sort -V
-  hint "$(echo "$list" | grep -c '^node')"
+  hint "$(echo "$list" | grep -c "^${NAME}node")"
 }
 
 # --- Slurm (slurmctld + munge in `slurmctl`, slurmd in each node) --------------------------
 
-slurm_dir() { echo "${RT_CLUSTER_STATE:-/var/tmp/rt-cluster}/slurm"; }
+slurm_dir() { echo "${RT_CLUSTER_STATE:-/var/tmp/rt-cluster${NAME:+-$NAME}}/slurm"; }
 
 slurm_config() {
   local n=$1 dir
@@ -221,36 +236,41 @@ slurm_config() {
   mkdir -p "$dir"
   dd if=/dev/urandom of="$dir/munge.key" bs=1024 count=1 status=none
   chmod 0400 "$dir/munge.key"
-  sed -e "s/@NODES@/node[1-$n]/g" -e "s/@CTL_ADDR@/$PREFIX.2/g" "$HERE/slurm.conf.in" >"$dir/slurm.conf"
-  cp "$HERE/cgroup.conf" "$dir/cgroup.conf"
+  # Each node has every core of this machine as far as Slurm sees (--cpus is a quota).
+  sed -e "s/@NODES@/node[1-$n]/g" -e "s/@CTL_ADDR@/$PREFIX.2/g" -e "s/@CPUS@/$(nproc)/g" \
+    "$HERE/slurm.conf.in" >"$dir/slurm.conf"
 }
 
 # Starts munged everywhere, slurmctld on slurmctl, slurmd on each node, and waits until
 # every node is idle.
 slurm_start() {
   local n=$1 c i
+  # Slurm's mpi/pmix plugin dlopens pmix2/lib/libpmix.so, which only libpmix-dev has.
   for c in slurmctl $(seq -f 'node%g' 1 "$n"); do
-    docker exec "$c" sh -c 'install -o munge -g munge -m 0400 /etc/munge/munge.key.src /etc/munge/munge.key &&
+    docker exec "$NAME$c" sh -c 'for d in /usr/lib/*/pmix2/lib; do ln -sf libpmix.so.2 "$d/libpmix.so"; done &&
+      install -o munge -g munge -m 0400 /etc/munge/munge.key.src /etc/munge/munge.key &&
       mkdir -p /run/munge /var/spool/slurmd /var/spool/slurmctld /var/log/slurm &&
       chown munge:munge /run/munge && chown slurm:slurm /var/spool/slurmctld /var/log/slurm &&
-      runuser -u munge -- munged --force' || die "munged did not start on $c"
+      runuser -u munge -- munged --force' || die "munged did not start on $NAME$c"
   done
-  docker exec slurmctl sh -c 'slurmctld -i >/var/log/slurm/ctld.out 2>&1' || die "slurmctld did not start"
+  docker exec "${NAME}slurmctl" sh -c 'slurmctld -i >/var/log/slurm/ctld.out 2>&1' || die "slurmctld did not start"
   for i in $(seq 1 "$n"); do
-    docker exec "node$i" sh -c 'slurmd -N $(hostname) >/var/log/slurm/slurmd.out 2>&1' || die "slurmd did not start on node$i"
+    docker exec "${NAME}node$i" sh -c 'slurmd -N $(hostname) >/var/log/slurm/slurmd.out 2>&1' \
+      || die "slurmd did not start on ${NAME}node$i"
   done
   local t0=$SECONDS
   while :; do
     local idle
-    idle=$(docker exec slurmctl sinfo -h -N -o '%N %t' 2>/dev/null | awk '$2=="idle"' | wc -l)
+    idle=$(docker exec "${NAME}slurmctl" sinfo -h -N -o '%N %t' 2>/dev/null | awk '$2=="idle"' | wc -l)
     [ "$idle" -ge "$n" ] && break
     if [ $((SECONDS - t0)) -gt 60 ]; then
-      docker exec slurmctl sinfo -N >&2 || true
+      docker exec "${NAME}slurmctl" sinfo -N >&2 || true
+      docker exec "${NAME}slurmctl" tail -20 /var/log/slurm/slurmctld.log >&2 || true
       die "Slurm nodes not idle after 60 s"
     fi
     sleep 1
   done
-  say "slurm: $n nodes idle (srun from any container, e.g. docker exec node1 srun -N $n ...)"
+  say "slurm: $n nodes idle in $((SECONDS - t0)) s (srun from any node, e.g. docker exec ${NAME}node1 srun -N $n ...)"
 }
 
 cmd=${1:-}
