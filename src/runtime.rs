@@ -120,7 +120,7 @@ pub(crate) struct Shared {
     bootstrap: Mutex<Option<Bootstrap>>,
     pub(crate) world_size: u32,
     /// This process's world rank.
-    rank: u32,
+    pub(crate) rank: u32,
     next_ctx: AtomicU32,
     job_fatal: AtomicBool,
     stop: AtomicBool,
@@ -239,7 +239,7 @@ pub fn init() -> Result<Runtime, Error> {
         // R32: under rtrun with the detector on, the launcher witnesses every verdict.
         let witness = match (&witness_env, &ft) {
             (Some(env), Some(_)) if witness::enabled() => {
-                Some(witness::spawn(Arc::downgrade(&shared), env, WITNESS_CONNECT)?)
+                Some(witness::spawn(Arc::downgrade(&shared), env, WITNESS_CONNECT, notices.then_some(watch))?)
             }
             _ => None,
         };
@@ -254,7 +254,10 @@ pub fn init() -> Result<Runtime, Error> {
                 e.fail_peer(Rank(r));
             }
         }
-        Some(spawn_progress(Arc::downgrade(&shared), tick, notices.then_some(watch), peer_watch, witness)?)
+        // With a witness, its thread also asks the launcher for exits (its own
+        // connection, bounded waits): the progress thread never blocks on the network.
+        let progress_watch = (notices && witness.is_none()).then_some(watch);
+        Some(spawn_progress(Arc::downgrade(&shared), tick, progress_watch, peer_watch, witness)?)
     } else {
         None
     };
@@ -298,6 +301,12 @@ fn apply_launcher_notices(sh: &Shared) {
         }
         None => return,
     };
+    apply_exits(sh, exited, || sh.bootstrap.lock().as_mut().and_then(|c| c.departed().ok()).unwrap_or_default());
+}
+
+/// Applies the launcher's list of exited ranks: a rank that finalized before exiting
+/// (in `departed()`, asked only when some exit is new) departed, the others failed.
+pub(crate) fn apply_exits(sh: &Shared, exited: Vec<u32>, departed: impl FnOnce() -> Vec<u32>) {
     let new: Vec<u32> = {
         let e = sh.engine.lock();
         let me = e.rank().0;
@@ -306,7 +315,7 @@ fn apply_launcher_notices(sh: &Shared) {
     if new.is_empty() {
         return;
     }
-    let departed = sh.bootstrap.lock().as_mut().and_then(|c| c.departed().ok()).unwrap_or_default();
+    let departed = departed();
     let mut e = sh.engine.lock();
     for r in new {
         if departed.contains(&r) {

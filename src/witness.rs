@@ -28,8 +28,8 @@
 //! `rtrun` too (then a partition can split the job: both sides continue).
 
 use std::io::Write;
-use std::sync::mpsc::{Receiver, Sender};
-use std::sync::{Arc, Weak};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::Weak;
 use std::task::Waker;
 use std::time::Duration;
 
@@ -51,7 +51,17 @@ pub(crate) fn enabled() -> bool {
 /// Starts the witness thread with its own connection to the launcher (made now, while
 /// the launcher is surely reachable) and returns where the progress thread hands it the
 /// engine's suspects.
-pub(crate) fn spawn(shared: Weak<Shared>, env: &JobEnv, connect: Duration) -> Result<Sender<Rank>, Error> {
+///
+/// Every `watch` (`None`: `RT_LAUNCHER_NOTICES=0`) the same thread asks the launcher which
+/// ranks exited, in place of the progress thread, which must never block on the network:
+/// behind a partition a request to the launcher waits for its timeout, and a progress
+/// thread stuck there would stop heartbeats and the detector alike.
+pub(crate) fn spawn(
+    shared: Weak<Shared>,
+    env: &JobEnv,
+    connect: Duration,
+    watch: Option<Duration>,
+) -> Result<Sender<Rank>, Error> {
     let timeout = std::env::var("RT_WITNESS_TIMEOUT_MS")
         .ok()
         .map(|v| {
@@ -65,24 +75,47 @@ pub(crate) fn spawn(shared: Weak<Shared>, env: &JobEnv, connect: Duration) -> Re
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("rt-witness".into())
-        .spawn(move || serve(&shared, client, &rx, timeout))
+        .spawn(move || serve(&shared, client, &rx, timeout, watch))
         .map_err(|e| Error::Init(format!("witness thread: {e}")))?;
     Ok(tx)
 }
 
-/// Asks the launcher about each suspect in turn; runs until the runtime is gone.
-fn serve(shared: &Weak<Shared>, mut client: Client, rx: &Receiver<Rank>, timeout: Duration) {
+/// Asks the launcher about each suspect in turn, and between suspects (every `watch`)
+/// which ranks exited; runs until the runtime is gone.
+fn serve(shared: &Weak<Shared>, mut client: Client, rx: &Receiver<Rank>, timeout: Duration, watch: Option<Duration>) {
     let mut wakers: Vec<Waker> = Vec::new();
-    while let Ok(suspect) = rx.recv() {
+    let idle = watch.unwrap_or(Duration::from_secs(3600));
+    let mut notices = watch.is_some();
+    loop {
+        let suspect = match rx.recv_timeout(idle) {
+            Ok(s) => s,
+            Err(RecvTimeoutError::Timeout) => {
+                let Some(sh) = shared.upgrade() else { return };
+                if notices {
+                    match client.exited_within(timeout) {
+                        Ok(exited) => {
+                            crate::runtime::apply_exits(&sh, exited, || {
+                                client.departed_within(timeout).unwrap_or_default()
+                            });
+                            wake(&sh, &mut wakers);
+                        }
+                        // Unreachable: a later suspicion finds out what that means.
+                        Err(e) => {
+                            tracing::debug!(error = %e, "launcher unreachable: no more exit notices");
+                            notices = false;
+                        }
+                    }
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
         let Some(sh) = shared.upgrade() else { return };
         match client.confirm(suspect.0, timeout) {
             Ok(()) => {
                 tracing::debug!(rank = suspect.0, "witness confirmed the suspicion");
-                let mut e = sh.engine.lock();
-                e.fail_peer(suspect);
-                e.take_wakers(&mut wakers);
-                drop(e);
-                wakers.drain(..).for_each(Waker::wake);
+                sh.engine.lock().fail_peer(suspect);
+                wake(&sh, &mut wakers);
             }
             Err(runthrough_launch::Error::Excluded) => {
                 excluded_exit("by the launcher: another rank's claim against it came first (R32)")
@@ -92,10 +125,16 @@ fn serve(shared: &Weak<Shared>, mut client: Client, rx: &Receiver<Rank>, timeout
     }
 }
 
+/// Wakes the futures whose requests completed (failed peers).
+fn wake(sh: &Shared, wakers: &mut Vec<Waker>) {
+    sh.engine.lock().take_wakers(wakers);
+    wakers.drain(..).for_each(Waker::wake);
+}
+
 /// This rank cannot reach the witness while it suspects a peer: it is on the side of a
 /// partition that must stop (R32).
-fn cut_off(sh: &Arc<Shared>, suspect: Rank, e: &runthrough_launch::Error) -> ! {
-    let me = sh.engine.lock().rank().0;
+fn cut_off(sh: &Shared, suspect: Rank, e: &runthrough_launch::Error) -> ! {
+    let me = sh.rank;
     let _ = writeln!(
         std::io::stderr(),
         "runthrough: rank {me} suspects rank {} but cannot reach the launcher (the job's witness: {e}); \

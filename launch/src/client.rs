@@ -178,7 +178,16 @@ impl Client {
     /// # Errors
     /// Transport errors.
     pub fn exited(&mut self) -> Result<Vec<u32>, Error> {
-        match self.call(&Request::Exited, DEFAULT_IO_TIMEOUT)? {
+        self.exited_within(DEFAULT_IO_TIMEOUT)
+    }
+
+    /// [`Client::exited`], waiting at most `wait` for the reply (a thread that must not
+    /// stall behind a partition; after a timeout the connection is broken for good).
+    ///
+    /// # Errors
+    /// Transport errors and timeouts.
+    pub fn exited_within(&mut self, wait: Duration) -> Result<Vec<u32>, Error> {
+        match self.call(&Request::Exited, wait)? {
             Response::Exited(v) => Ok(v),
             other => Err(unexpected(other)),
         }
@@ -190,7 +199,15 @@ impl Client {
     /// # Errors
     /// Transport errors.
     pub fn departed(&mut self) -> Result<Vec<u32>, Error> {
-        match self.call(&Request::Departed, DEFAULT_IO_TIMEOUT)? {
+        self.departed_within(DEFAULT_IO_TIMEOUT)
+    }
+
+    /// [`Client::departed`], waiting at most `wait` for the reply.
+    ///
+    /// # Errors
+    /// Transport errors and timeouts.
+    pub fn departed_within(&mut self, wait: Duration) -> Result<Vec<u32>, Error> {
+        match self.call(&Request::Departed, wait)? {
             Response::Exited(v) => Ok(v),
             other => Err(unexpected(other)),
         }
