@@ -29,8 +29,12 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PROJECT=$(cd "$HERE/.." && pwd)
 PREFIX=${RT_CLUSTER_NET:-10.79.0}
 [[ "$PREFIX" =~ ^10\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || { echo "RT_CLUSTER_NET must look like 10.X.Y" >&2; exit 2; }
-NETWORK=rt-cluster
+# RT_CLUSTER_NAME: a prefix of the container and network names, so that several clusters
+# share one docker daemon (hostnames stay node1..N). Empty (default): the names above.
+NAME=${RT_CLUSTER_NAME:-}
+NETWORK=${NAME}rt-cluster
 LABEL=org.runthrough.cluster
+LABEL_VALUE=${NAME:-1}
 MAX_NODES=16
 # What goes into the image: the runtime libraries of the project's binaries, Slurm and
 # munge, PMIx, and the tools the fault tests use inside a node (tc, ps, kill, ping).
@@ -113,14 +117,14 @@ build_image() {
   say "image $IMAGE built in $((SECONDS - t0)) s"
 }
 
-nodes() { docker ps -a --filter "label=$LABEL" --format '{{.Names}}' | sort -V; }
+nodes() { docker ps -a --filter "label=$LABEL=$LABEL_VALUE" --format '{{.Names}}' | sort -V; }
 
 ensure_network() {
   if docker network inspect "$NETWORK" >/dev/null 2>&1; then
     return 0
   fi
   docker network create --driver bridge --internal --subnet "$PREFIX.0/24" --gateway "$PREFIX.1" \
-    --label "$LABEL=1" -o com.docker.network.bridge.name=rtc0 "$NETWORK" >/dev/null \
+    --label "$LABEL=$LABEL_VALUE" -o com.docker.network.bridge.name="${NAME}rtc0" "$NETWORK" >/dev/null \
     || die "docker network create $NETWORK failed"
 }
 
@@ -131,7 +135,7 @@ CPUS=1
 start_node() {
   local name=$1 ip=$2
   shift 2
-  docker run -d --name "$name" --hostname "$name" --label "$LABEL=1" \
+  docker run -d --name "$NAME$name" --hostname "$name" --label "$LABEL=$LABEL_VALUE" \
     --network "$NETWORK" --ip "$ip" --shm-size 1g --cap-add NET_ADMIN --cpus "$CPUS" \
     --init -v "$PROJECT:$PROJECT:ro" -w "$PROJECT" "${MOUNTS[@]}" \
     "$@" "$IMAGE" sleep infinity >/dev/null || die "docker run $name failed"
@@ -203,8 +207,8 @@ status() {
     say "no nodes"
     return 0
   fi
-  docker ps -a --filter "label=$LABEL" --format '{{.Names}}\t{{.Status}}' | sort -V
-  hint "$(echo "$list" | grep -c '^node')"
+  docker ps -a --filter "label=$LABEL=$LABEL_VALUE" --format '{{.Names}}\t{{.Status}}' | sort -V
+  hint "$(echo "$list" | grep -c "^${NAME}node")"
 }
 
 # --- Slurm (slurmctld + munge in `slurmctl`, slurmd in each node) --------------------------
