@@ -24,6 +24,16 @@
  *
  * Only collectives before the failure; after it, everything goes point-to-point
  * between survivors and rank 0 (collectives on MPI_COMM_WORLD would fail).
+ *
+ * -x (external, bench/cluster_ft.sh): the failure comes from outside (a whole container
+ * node killed or cut off); nobody kills itself. After the warm-up every rank prints
+ * "ft_detect: rank R host H ready_us=T", then every rank but the victim waits in a
+ * receive from the victim (default N-1) and the victim in one from rank 0. A rank whose
+ * receive fails prints "ft_detect: rank R host H seen_us=T class=C" (CLOCK_REALTIME in
+ * microseconds, containers share the host's clock), then shrinks MPI_COMM_WORLD
+ * (MPIX_Comm_shrink) and does a barrier on the result to show the job goes on:
+ * "ft_detect: rank R host H shrink size=S rc=C us=T". Without an error within -d s:
+ * "ft_detect: rank R host H none". Each rank prints its own lines (no gathering).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -55,11 +65,13 @@ static int64_t now_ns(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: mpirun --with-ft ulfm -np N ft_detect [--mode kill|stop] [-v RANK] [-w MS] [-d S] [-h]\n"
+    fprintf(f, "usage: mpirun --with-ft ulfm -np N ft_detect [--mode kill|stop] [-v RANK] [-w MS] [-d S] [-x] [-h]\n"
                "  --mode kill|stop  the victim SIGKILLs (default) or SIGSTOPs itself\n"
                "  -v RANK           the victim (default N-1; not 0)\n"
                "  -w MS             the victim waits MS ms after the start barrier (default 50)\n"
                "  -d S              a survivor gives up after S s without an error (default 20)\n"
+               "  -x                external failure (whole node killed or cut off from outside):\n"
+               "                    every rank prints when its receive fails, then shrinks\n"
                "One failure per job: run repetitions as separate jobs (bench/ft_detect.sh).\n");
 }
 
@@ -75,15 +87,77 @@ static const char *setting_ms(const char *name, double dflt_s, char *buf, size_t
     return buf;
 }
 
+/* The -x mode (see the header): every rank for itself, one line per event. */
+static int run_external(int rank, int size, int victim, long deadline_s)
+{
+    char host[64] = "?";
+    gethostname(host, sizeof host - 1);
+    printf("ft_detect: rank %d host %s ready_us=%lld\n", rank, host, (long long)(now_ns() / 1000));
+    fflush(stdout);
+    int peer = rank == victim ? 0 : victim;
+    char never;
+    MPI_Request req;
+    MPI_Irecv(&never, 1, MPI_CHAR, peer, DATA_TAG, MPI_COMM_WORLD, &req);
+    int64_t give_up = now_ns() + (int64_t)deadline_s * 1000000000;
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            int64_t t = now_ns();
+            int cls = 0;
+            MPI_Error_class(rc, &cls);
+            printf("ft_detect: rank %d host %s seen_us=%lld class=%d\n", rank, host, (long long)(t / 1000), cls);
+            fflush(stdout);
+            break;
+        }
+        if (done) {
+            fprintf(stderr, "ft_detect: rank %d: a message arrived from rank %d\n", rank, peer);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        if (now_ns() > give_up) {
+            printf("ft_detect: rank %d host %s none\n", rank, host);
+            fflush(stdout);
+            MPI_Cancel(&req);
+            MPI_Request_free(&req);
+            alarm(3);
+            MPI_Finalize();
+            return 0;
+        }
+        struct timespec w = {0, 100000};
+        nanosleep(&w, NULL);
+    }
+    /* Show that the survivors go on: a shrunk world and a barrier on it (bounded). */
+    alarm((unsigned)deadline_s);
+    int sz = -1, rc = MPI_ERR_OTHER;
+#ifdef MPIX_ERR_PROC_FAILED
+    MPI_Comm shrunk;
+    rc = MPIX_Comm_shrink(MPI_COMM_WORLD, &shrunk);
+    if (rc == MPI_SUCCESS) {
+        MPI_Comm_size(shrunk, &sz);
+        rc = MPI_Barrier(shrunk);
+    }
+#endif
+    printf("ft_detect: rank %d host %s shrink size=%d rc=%d us=%lld\n", rank, host, sz, rc, (long long)(now_ns() / 1000));
+    fflush(stdout);
+    (void)size;
+    alarm(3);
+    MPI_Finalize();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int stop = 0;
+    int stop = 0, external = 0;
     long victim = -1, settle_ms = 50, deadline_s = 20;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
+        }
+        if (strcmp(a, "-x") == 0) {
+            external = 1;
+            continue;
         }
         if (i + 1 >= argc) {
             usage(stderr);
@@ -126,6 +200,9 @@ int main(int argc, char **argv)
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
     }
+
+    if (external)
+        return run_external(rank, size, (int)victim, deadline_s);
 
     if (rank == victim) {
         /* Keep calling MPI while waiting: without its (optional) thread, Open MPI's
