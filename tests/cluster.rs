@@ -28,8 +28,8 @@ const LIMIT: Duration = Duration::from_secs(120);
 const AGENT: &str = "docker exec {host}";
 const HOSTS: &str = "node1,node2,node3";
 /// The default detector timeout δ of a job across hosts (`runtime::ft_config`: at least
-/// 1 s, as TCP holds a lost segment's followers for its retransmission timeout).
-const DELTA_MS: f64 = 1000.0;
+/// 2 s, as TCP holds a lost segment's followers for its retransmission timeout).
+const DELTA_MS: f64 = 2000.0;
 /// When the fault lands, after the job starts (start-up takes about 1 s).
 const FAULT_AT: Duration = Duration::from_secs(3);
 
@@ -204,7 +204,7 @@ fn node_kill_every_survivor_agrees_within_the_bound() {
     let Some(_c) = cluster() else { return };
     let kv = kv_addr();
     let fault = later(FAULT_AT, vec![words("kill node3")]);
-    let o = node_fault(&kv, &[], &["5000"]);
+    let o = node_fault(&kv, &[], &["8000"]);
     fault.join().unwrap();
     let out = ok_failed(&o, &[2, 5]);
     let ms = check_survivors(&out, &[0, 1, 3, 4], "[2, 5]", finished_at("node3"), DELTA_MS + 50.0);
@@ -224,7 +224,7 @@ fn partition_the_cut_off_node_stops_the_others_continue() {
     let cut = later(FAULT_AT, vec![words(&format!("network disconnect {net} node3"))]);
     let heal =
         later(FAULT_AT + Duration::from_secs(4), vec![words(&format!("network connect --ip 10.79.0.13 {net} node3"))]);
-    let o = node_fault(&kv, &[], &["6000"]);
+    let o = node_fault(&kv, &[], &["9000"]);
     let (t0, t1) = cut.join().unwrap();
     heal.join().unwrap();
     let out = ok_failed(&o, &[2, 5]);
@@ -257,7 +257,7 @@ fn node_kill_seen_by_the_ring_detector_alone() {
     let Some(_c) = cluster() else { return };
     let kv = kv_addr();
     let fault = later(FAULT_AT, vec![words("kill node2")]);
-    let o = node_fault(&kv, &[("RT_LAUNCHER_NOTICES", "0")], &["5000"]);
+    let o = node_fault(&kv, &[("RT_LAUNCHER_NOTICES", "0")], &["8000"]);
     fault.join().unwrap();
     let out = ok_failed(&o, &[1, 4]);
     let ms = check_survivors(&out, &[0, 2, 3, 5], "[1, 4]", finished_at("node2"), DELTA_MS + 50.0);
@@ -275,8 +275,8 @@ fn pause_excluded_then_stops_on_unpause() {
     let Some(_c) = cluster() else { return };
     let kv = kv_addr();
     let pause = later(FAULT_AT, vec![words("pause node2")]);
-    let resume = later(FAULT_AT + Duration::from_secs(4), vec![words("unpause node2")]);
-    let o = node_fault(&kv, &[], &["6000"]);
+    let resume = later(FAULT_AT + Duration::from_secs(5), vec![words("unpause node2")]);
+    let o = node_fault(&kv, &[], &["9000"]);
     let (t0, t1) = pause.join().unwrap();
     resume.join().unwrap();
     let out = ok_failed(&o, &[1, 4]);
@@ -303,7 +303,7 @@ fn partition_the_launchers_side_continues_even_as_the_minority() {
         FAULT_AT,
         vec![words("network disconnect rt-cluster node2"), words("network disconnect rt-cluster node3")],
     );
-    let o = node_fault(&kv, &[], &["6000"]);
+    let o = node_fault(&kv, &[], &["9000"]);
     let (t0, t1) = cut.join().unwrap();
     let out = ok_failed(&o, &[1, 2, 4, 5]);
     // Measured from the first of the two cuts.
@@ -328,7 +328,7 @@ fn partition_healed_early_the_cut_off_ranks_still_stop() {
     let cut = later(FAULT_AT, vec![words("network disconnect rt-cluster node3")]);
     let heal =
         later(FAULT_AT + Duration::from_millis(600), vec![words("network connect --ip 10.79.0.13 rt-cluster node3")]);
-    let o = node_fault(&kv, &[("RT_WITNESS_TIMEOUT_MS", "20000")], &["6000"]);
+    let o = node_fault(&kv, &[("RT_WITNESS_TIMEOUT_MS", "20000")], &["9000"]);
     cut.join().unwrap();
     heal.join().unwrap();
     let out = ok_failed(&o, &[2, 5]);

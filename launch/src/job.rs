@@ -210,7 +210,7 @@ fn startup_timeout(opts: &Options, placement: &[Placement]) -> Duration {
     let cores = thread::available_parallelism().map_or(1, |n| n.get()) as u32;
     let busiest = placement.iter().map(|p| p.local_size).max().unwrap_or(1);
     let scaled = DEFAULT_STARTUP_TIMEOUT * busiest.div_ceil(cores).max(1);
-    // Across hosts the ranks' own default is at least 1 s (TCP retransmissions hold
+    // Across hosts the ranks' own default is at least 2 s (TCP retransmissions hold
     // heartbeats, runtime::ft_config); the start-up watch is no stricter.
     let hosts = placement.iter().map(|p| p.host).max().map_or(1, |h| h + 1);
     if hosts > 1 {
@@ -221,7 +221,7 @@ fn startup_timeout(opts: &Options, placement: &[Placement]) -> Duration {
 }
 
 /// Least start-up timeout of a job across hosts (the ranks' detector default there).
-const MULTI_HOST_STARTUP_TIMEOUT: Duration = Duration::from_millis(1000);
+const MULTI_HOST_STARTUP_TIMEOUT: Duration = Duration::from_millis(2000);
 
 /// The launcher's start-up watch (R31, module doc).
 ///
