@@ -163,9 +163,10 @@ up() {
   ensure_network
   # The nodes share this machine's cores: each is told its share (RT_NODE_CORES, at
   # least 1; RT_CLUSTER_CORES to override), so its ranks scale the detector timeout and
-  # back off their waits as on a node that size. (A CPU quota, --cpus, would do the same
-  # but throttles a node for tens of milliseconds at a time: stalls the detector then
-  # has to sit out, doubling detection times.)
+  # back off their waits as on a node that size. Without it every node sees all the
+  # cores, its ranks spin in their waits and starve the others' (a false failure in the
+  # first run here). A CPU quota (--cpus) would tell them too, but throttles a node in
+  # bursts of tens of milliseconds that no real node has.
   CORES=${RT_CLUSTER_CORES:-$(( ($(nproc) + n - 1) / n ))}
   local i
   # Every container knows every host name (a prefixed cluster's containers are not
@@ -202,11 +203,14 @@ down() {
     # shellcheck disable=SC2086
     docker unpause $list >/dev/null 2>&1 || true
     # shellcheck disable=SC2086
-    docker rm -f $list >/dev/null
+    docker rm -f $list >/dev/null 2>&1 || true
   fi
   if docker network inspect "$NETWORK" >/dev/null 2>&1; then
-    docker network rm "$NETWORK" >/dev/null
+    docker network rm "$NETWORK" >/dev/null 2>&1 || true
   fi
+  # Whatever raced with this (another `down`), nothing of this cluster may remain.
+  [ -z "$(nodes)" ] || die "containers left: $(nodes | tr '\n' ' ')"
+  ! docker network inspect "$NETWORK" >/dev/null 2>&1 || die "network $NETWORK left"
   rm -rf "$(slurm_dir)"
   rmdir "$(dirname "$(slurm_dir)")" 2>/dev/null || true
   say "down (image $IMAGE kept)"

@@ -28,8 +28,10 @@ const LIMIT: Duration = Duration::from_secs(120);
 const AGENT: &str = "docker exec {host}";
 const HOSTS: &str = "node1,node2,node3";
 /// The default detector timeout δ of a job across hosts (`runtime::ft_config`: at least
-/// 2 s, as TCP holds a lost segment's followers for its retransmission timeout).
+/// 2 s, as TCP holds a lost segment's followers for its retransmission timeout). These
+/// tests run with the default: `DEFAULT_FT` removes the harness's 0.5 s.
 const DELTA_MS: f64 = 2000.0;
+const DEFAULT_FT: (&str, &str) = ("RT_FT_TIMEOUT_MS", "");
 /// When the fault lands, after the job starts (start-up takes about 1 s).
 const FAULT_AT: Duration = Duration::from_secs(3);
 
@@ -149,7 +151,9 @@ fn node_fault(kv: &str, env: &[(&str, &str)], args: &[&str]) -> Run {
         prog.to_str().unwrap(),
     ];
     a.extend_from_slice(args);
-    run_env(&a, env, LIMIT)
+    let mut env = env.to_vec();
+    env.insert(0, DEFAULT_FT);
+    run_env(&a, &env, LIMIT)
 }
 
 /// One survivor's line: (agreed failed group, seen_us).
@@ -204,7 +208,7 @@ fn node_kill_every_survivor_agrees_within_the_bound() {
     let Some(_c) = cluster() else { return };
     let kv = kv_addr();
     let fault = later(FAULT_AT, vec![words("kill node3")]);
-    let o = node_fault(&kv, &[], &["8000"]);
+    let o = node_fault(&kv, &[], &["11000"]);
     fault.join().unwrap();
     let out = ok_failed(&o, &[2, 5]);
     let ms = check_survivors(&out, &[0, 1, 3, 4], "[2, 5]", finished_at("node3"), DELTA_MS + 50.0);
@@ -224,7 +228,7 @@ fn partition_the_cut_off_node_stops_the_others_continue() {
     let cut = later(FAULT_AT, vec![words(&format!("network disconnect {net} node3"))]);
     let heal =
         later(FAULT_AT + Duration::from_secs(4), vec![words(&format!("network connect --ip 10.79.0.13 {net} node3"))]);
-    let o = node_fault(&kv, &[], &["9000"]);
+    let o = node_fault(&kv, &[], &["12000"]);
     let (t0, t1) = cut.join().unwrap();
     heal.join().unwrap();
     let out = ok_failed(&o, &[2, 5]);
@@ -257,7 +261,7 @@ fn node_kill_seen_by_the_ring_detector_alone() {
     let Some(_c) = cluster() else { return };
     let kv = kv_addr();
     let fault = later(FAULT_AT, vec![words("kill node2")]);
-    let o = node_fault(&kv, &[("RT_LAUNCHER_NOTICES", "0")], &["8000"]);
+    let o = node_fault(&kv, &[("RT_LAUNCHER_NOTICES", "0")], &["11000"]);
     fault.join().unwrap();
     let out = ok_failed(&o, &[1, 4]);
     let ms = check_survivors(&out, &[0, 2, 3, 5], "[1, 4]", finished_at("node2"), DELTA_MS + 50.0);
@@ -275,8 +279,8 @@ fn pause_excluded_then_stops_on_unpause() {
     let Some(_c) = cluster() else { return };
     let kv = kv_addr();
     let pause = later(FAULT_AT, vec![words("pause node2")]);
-    let resume = later(FAULT_AT + Duration::from_secs(5), vec![words("unpause node2")]);
-    let o = node_fault(&kv, &[], &["9000"]);
+    let resume = later(FAULT_AT + Duration::from_secs(6), vec![words("unpause node2")]);
+    let o = node_fault(&kv, &[], &["12000"]);
     let (t0, t1) = pause.join().unwrap();
     resume.join().unwrap();
     let out = ok_failed(&o, &[1, 4]);
@@ -303,7 +307,7 @@ fn partition_the_launchers_side_continues_even_as_the_minority() {
         FAULT_AT,
         vec![words("network disconnect rt-cluster node2"), words("network disconnect rt-cluster node3")],
     );
-    let o = node_fault(&kv, &[], &["9000"]);
+    let o = node_fault(&kv, &[], &["12000"]);
     let (t0, t1) = cut.join().unwrap();
     let out = ok_failed(&o, &[1, 2, 4, 5]);
     // Measured from the first of the two cuts.
@@ -315,8 +319,9 @@ fn partition_the_launchers_side_continues_even_as_the_minority() {
     }
 }
 
-/// The partition heals before the cut-off ranks' witness timeout: they get `Excluded`
-/// from the launcher (their suspects were confirmed against them first) and stop.
+/// The partition heals after the others declared the cut-off ranks failed (δ) but before
+/// those ranks' own claims time out (20 s here): they get `Excluded` from the launcher
+/// (the claims against them came first), or a peer's notice, and stop.
 #[test]
 fn partition_healed_early_the_cut_off_ranks_still_stop() {
     if !full() {
@@ -327,8 +332,8 @@ fn partition_healed_early_the_cut_off_ranks_still_stop() {
     let kv = kv_addr();
     let cut = later(FAULT_AT, vec![words("network disconnect rt-cluster node3")]);
     let heal =
-        later(FAULT_AT + Duration::from_millis(600), vec![words("network connect --ip 10.79.0.13 rt-cluster node3")]);
-    let o = node_fault(&kv, &[("RT_WITNESS_TIMEOUT_MS", "20000")], &["9000"]);
+        later(FAULT_AT + Duration::from_secs(3), vec![words("network connect --ip 10.79.0.13 rt-cluster node3")]);
+    let o = node_fault(&kv, &[("RT_WITNESS_TIMEOUT_MS", "20000")], &["12000"]);
     cut.join().unwrap();
     heal.join().unwrap();
     let out = ok_failed(&o, &[2, 5]);
@@ -384,7 +389,7 @@ fn lossy_network_no_false_failure() {
             "1",
             &secs,
         ],
-        &[],
+        &[DEFAULT_FT],
         Duration::from_secs(secs.parse::<u64>().unwrap_or(300) + 120),
     );
     let out = ok(&o);

@@ -149,10 +149,15 @@ pub(crate) fn try_run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) 
         .stderr(Stdio::piped())
         .stdin(Stdio::null());
     // Test machines run other work too (CI, builds): a detector timeout of 0.5 s keeps a
-    // descheduled rank from being taken for a hung one. Tests may override it.
+    // descheduled rank from being taken for a hung one. Tests may override it, or remove
+    // it with an empty value (the runtime's default then applies).
     cmd.env("RT_FT_TIMEOUT_MS", "500");
     for (k, v) in env {
-        cmd.env(k, v);
+        if v.is_empty() {
+            cmd.env_remove(k);
+        } else {
+            cmd.env(k, v);
+        }
     }
     let mut child = cmd.spawn().expect("spawn rtrun");
     let start = Instant::now();
