@@ -81,8 +81,8 @@ pub(crate) const EXCLUDED_EXIT: i32 = 75;
 /// (libfabric tcp/sockets), where one lost segment holds everything behind it for the
 /// retransmission timeout (Linux: at least 200 ms, doubling on each further loss of the
 /// same segment: a segment lost three times arrives 1.4 s late). With 1 % of packets
-/// lost (tests/cluster.rs, `lossy_network_no_false_failure`), 200 ms took a live rank
-/// for failed within a minute and 1 s within five; 2 s outlasts three losses in a row.
+/// lost (tests/cluster.rs, `lossy_network_no_false_failure`), 0.5 s took a live rank for
+/// failed within five minutes, twice; 2 s outlasts three losses in a row.
 const MULTI_HOST_HB_TIMEOUT: Duration = Duration::from_millis(2000);
 /// How long the witness thread may take to connect to the launcher at init (R32).
 const WITNESS_CONNECT: Duration = Duration::from_secs(10);
