@@ -236,6 +236,15 @@ impl Comm {
         self.coll()
     }
 
+    /// [`Comm::coll`] for the byte-level collectives of [`crate::raw`].
+    pub(crate) fn coll_any(&self) -> Result<Coll<'_>, Error> {
+        self.coll()
+    }
+
+    pub(crate) fn coll_root(&self, root: usize) -> Result<u32, Error> {
+        self.root(root)
+    }
+
     fn root(&self, root: usize) -> Result<u32, Error> {
         if root < self.size() {
             Ok(root as u32)

@@ -299,7 +299,7 @@ impl Comm {
         self.inner.shared.waiter()
     }
 
-    fn pattern(&self, src: Source, tag: TagSel) -> Result<(Pattern, Option<Rank>), Error> {
+    pub(crate) fn pattern(&self, src: Source, tag: TagSel) -> Result<(Pattern, Option<Rank>), Error> {
         let (src, peer) = match src {
             Source::Any => (None, None),
             Source::Rank(r) => (Some(r as u32), Some(self.world_rank(r)?)),
@@ -314,7 +314,7 @@ impl Comm {
 
     /// The world rank of `dest` and the checked `tag` of a send (argument errors through
     /// the error mode, R4).
-    fn destination(&self, dest: usize, tag: i32) -> Result<(Rank, Tag), Error> {
+    pub(crate) fn destination(&self, dest: usize, tag: i32) -> Result<(Rank, Tag), Error> {
         let peer = self.check(self.world_rank(dest))?;
         Ok((peer, self.check(valid_tag(tag))?))
     }

@@ -94,6 +94,7 @@ pub mod coll;
 pub mod comm;
 pub mod group;
 mod peer_entry;
+pub mod raw;
 pub mod request;
 pub mod runtime;
 mod witness;

@@ -40,6 +40,15 @@
 #include <mpi.h>
 #if defined(OPEN_MPI) && OPEN_MPI
 #include <mpi-ext.h> /* MPIX_ERR_PROC_FAILED (ULFM) */
+#elif defined(MPI_ABI_VERSION) && defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+/* The MPI-5 standard ABI (mpicc_abi) with runthrough's abi/include on the path: its ULFM
+ * names. MPIX_Comm_shrink is weak: other implementations' libmpi_abi.so.1 (MPICH's) lack
+ * it, the binary still loads there and -x reports rc=MPI_ERR_UNSUPPORTED_OPERATION. */
+#include <mpi-ext.h>
+#pragma weak MPIX_Comm_shrink
+#define FT_WEAK_SHRINK 1
+#endif
 #endif
 #include <signal.h>
 #include <stdint.h>
@@ -131,7 +140,12 @@ static int run_external(int rank, int size, int victim, long deadline_s)
     int sz = -1, rc = MPI_ERR_OTHER;
 #ifdef MPIX_ERR_PROC_FAILED
     MPI_Comm shrunk;
-    rc = MPIX_Comm_shrink(MPI_COMM_WORLD, &shrunk);
+#ifdef FT_WEAK_SHRINK
+    if (&MPIX_Comm_shrink == NULL)
+        rc = MPI_ERR_UNSUPPORTED_OPERATION;
+    else
+#endif
+        rc = MPIX_Comm_shrink(MPI_COMM_WORLD, &shrunk);
     if (rc == MPI_SUCCESS) {
         MPI_Comm_size(shrunk, &sz);
         rc = MPI_Barrier(shrunk);

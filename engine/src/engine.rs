@@ -503,6 +503,16 @@ impl Engine {
         false
     }
 
+    /// Cancels `req` if it is a receive still waiting for a match (MPI_Cancel): then it
+    /// is freed and `true` returned; anything else is left as it is.
+    pub(crate) fn cancel_recv(&mut self, req: ReqId) -> bool {
+        let Some(r) = self.st.reqs.get(req) else { return false };
+        if r.outcome.is_none() && matches!(r.kind, Kind::Recv { phase: RecvPhase::AwaitingMatch, .. }) {
+            return self.release(req);
+        }
+        false
+    }
+
     /// Marks request `req` as owned by request scope `scope`.
     pub(crate) fn set_scope(&mut self, req: ReqId, scope: u32) {
         self.st.reqs.set_scope(req, scope);

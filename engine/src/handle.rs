@@ -685,6 +685,18 @@ impl<'a> Request<'a> {
     pub fn is_active(&self) -> bool {
         self.id.is_some()
     }
+
+    /// Cancels a receive that has not matched a message yet (MPI_Cancel): `true` when it
+    /// was cancelled (the handle is then finished), `false` when the operation matched or
+    /// is a send and must be completed as usual.
+    pub fn cancel(&mut self) -> bool {
+        let Some(id) = self.id else { return false };
+        let cancelled = self.eng.lock().cancel_recv(id);
+        if cancelled {
+            self.done();
+        }
+        cancelled
+    }
 }
 
 /// A request is a future of its outcome, executor-agnostic: polling never blocks (it

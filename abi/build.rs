@@ -1,0 +1,7 @@
+//! The shared library's soname is the standard ABI's library name, `libmpi_abi.so.1`, so a
+//! program linked against any implementation's `libmpi_abi.so.1` loads this one when it
+//! comes first on `LD_LIBRARY_PATH`.
+fn main() {
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libmpi_abi.so.1");
+    println!("cargo:rerun-if-changed=build.rs");
+}

@@ -1,0 +1,633 @@
+//! Collectives: every blocking one, their nonblocking and persistent forms, MPI_IN_PLACE.
+//!
+//! Data is moved as bytes: a contiguous datatype is used in place, any other layout is
+//! packed first and unpacked after. Nonblocking (and persistent) collectives run, in the
+//! order they were started, on one worker thread per communicator, which is MPI's
+//! ordering rule for collectives on a communicator; a blocking collective started while
+//! nonblocking ones are pending joins the same queue.
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::comm::{comm, CommObj};
+use crate::consts::*;
+use crate::dtype::{dtype, Dtype};
+use crate::err::raise_on;
+use crate::req::{Active, Job};
+use crate::types::{Handle, SendPtr};
+
+type Task = Box<dyn FnOnce() + Send>;
+
+/// The ordered runner of a communicator's nonblocking collectives.
+#[derive(Default)]
+pub(crate) struct Worker {
+    tx: Mutex<Option<mpsc::Sender<Task>>>,
+    pending: Arc<AtomicUsize>,
+}
+
+impl Worker {
+    /// Queues `f`; the returned job completes with its result.
+    pub(crate) fn submit(&self, f: impl FnOnce() -> c_int + Send + 'static) -> Arc<Job> {
+        let job = Arc::new(Job::default());
+        let j = job.clone();
+        let pending = self.pending.clone();
+        pending.fetch_add(1, Ordering::AcqRel);
+        let task: Task = Box::new(move || {
+            let rc = f();
+            j.rc.store(rc, Ordering::Release);
+            j.done.store(true, Ordering::Release);
+            pending.fetch_sub(1, Ordering::AcqRel);
+        });
+        let mut g = self.tx.lock();
+        if g.is_none() {
+            let (tx, rx) = mpsc::channel::<Task>();
+            std::thread::Builder::new()
+                .name("mpi-coll".into())
+                .spawn(move || {
+                    while let Ok(t) = rx.recv() {
+                        t();
+                    }
+                })
+                .expect("spawning the collective worker");
+            *g = Some(tx);
+        }
+        if let Some(tx) = g.as_ref() {
+            let _ = tx.send(task);
+        }
+        job
+    }
+
+    /// Whether nonblocking collectives are queued or running.
+    pub(crate) fn busy(&self) -> bool {
+        self.pending.load(Ordering::Acquire) > 0
+    }
+
+    /// Waits until every queued collective has run.
+    pub(crate) fn drain(&self) {
+        while self.busy() {
+            std::thread::yield_now();
+        }
+    }
+}
+
+type R = Result<(), c_int>;
+
+fn code(e: runthrough::Error) -> c_int {
+    crate::err::set_detail(e.to_string());
+    crate::err::code_of(&e)
+}
+
+/// The send data: the program's bytes in place, or packed.
+unsafe fn sbytes<'a>(buf: *const c_void, count: usize, t: &Dtype, keep: &'a mut Vec<u8>) -> &'a [u8] {
+    if t.contiguous() {
+        if count * t.size == 0 {
+            return &[];
+        }
+        // SAFETY: the program's buffer of `count` elements (MPI contract).
+        unsafe { std::slice::from_raw_parts(buf.cast(), count * t.size) }
+    } else {
+        // SAFETY: as above.
+        unsafe { crate::dtype::pack_into(buf.cast(), count, t, keep) };
+        keep
+    }
+}
+
+/// A receive area: the program's bytes in place, or a packed buffer unpacked by `finish`.
+struct RBuf {
+    ptr: *mut c_void,
+    count: usize,
+    t: Arc<Dtype>,
+    tmp: Option<Vec<u8>>,
+}
+
+impl RBuf {
+    unsafe fn new(ptr: *mut c_void, count: usize, t: &Arc<Dtype>, load: bool) -> Self {
+        let tmp = if t.contiguous() {
+            None
+        } else {
+            let mut v = Vec::new();
+            if load {
+                // SAFETY: the program's buffer (MPI contract).
+                unsafe { crate::dtype::pack_into(ptr.cast(), count, t, &mut v) };
+            } else {
+                v.resize(count * t.size, 0);
+            }
+            Some(v)
+        };
+        RBuf { ptr, count, t: t.clone(), tmp }
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        match &mut self.tmp {
+            Some(v) => v,
+            None if self.count * self.t.size == 0 => &mut [],
+            // SAFETY: the program's buffer of `count` elements (MPI contract).
+            None => unsafe { std::slice::from_raw_parts_mut(self.ptr.cast(), self.count * self.t.size) },
+        }
+    }
+
+    fn finish(self) {
+        if let Some(v) = &self.tmp {
+            // SAFETY: the program's buffer.
+            unsafe { crate::dtype::unpack_from(v, self.ptr.cast(), self.count, &self.t) };
+        }
+    }
+}
+
+fn is_in_place(p: *const c_void) -> bool {
+    p as usize == 1
+}
+
+fn root_ok(c: &CommObj, root: c_int) -> R {
+    if root < 0 || root as usize >= c.size() {
+        Err(MPI_ERR_ROOT)
+    } else {
+        Ok(())
+    }
+}
+
+/// Block `i` of a per-rank layout: elements `displ..displ+count` of `t` in packed bytes.
+unsafe fn counts(p: *const c_int, n: usize) -> Vec<usize> {
+    // SAFETY: arrays of n entries (MPI contract).
+    (0..n).map(|i| unsafe { *p.add(i) }.max(0) as usize).collect()
+}
+
+// ---- the operations, shared by the blocking, nonblocking and persistent forms --------
+
+/// The arguments of one collective (raw pointers kept as `SendPtr`).
+#[derive(Clone, Copy)]
+pub(crate) struct Args {
+    sbuf: SendPtr,
+    scount: usize,
+    stype: Handle,
+    rbuf: SendPtr,
+    rcount: usize,
+    rtype: Handle,
+    root: c_int,
+    op: Handle,
+    scounts: SendPtr,
+    sdispls: SendPtr,
+    rcounts: SendPtr,
+    rdispls: SendPtr,
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        let n = SendPtr(std::ptr::null_mut());
+        Args {
+            sbuf: n,
+            scount: 0,
+            stype: MPI_BYTE,
+            rbuf: n,
+            rcount: 0,
+            rtype: MPI_BYTE,
+            root: 0,
+            op: MPI_OP_NULL,
+            scounts: n,
+            sdispls: n,
+            rcounts: n,
+            rdispls: n,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Coll {
+    Barrier,
+    Bcast,
+    Reduce,
+    Allreduce,
+    Gather,
+    Gatherv,
+    Scatter,
+    Scatterv,
+    Allgather,
+    Allgatherv,
+    Alltoall,
+    Alltoallv,
+    ReduceScatter,
+    ReduceScatterBlock,
+    Scan,
+    Exscan,
+}
+
+fn ty(h: Handle) -> Result<Arc<Dtype>, c_int> {
+    crate::dtype::lookup(h).ok_or(MPI_ERR_TYPE)
+}
+
+/// Runs collective `k` with `a` on `c`.
+///
+/// # Safety
+/// The buffers and arrays in `a` are the program's, valid for the call (MPI contract).
+pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
+    let n = c.size();
+    let me = c.rank;
+    let cm = &c.comm;
+    let mut keep = Vec::new();
+    match k {
+        Coll::Barrier => cm.barrier().map_err(code),
+        Coll::Bcast => {
+            root_ok(c, a.root)?;
+            let t = ty(a.stype)?;
+            // SAFETY: the program's buffer.
+            let mut rb = unsafe { RBuf::new(a.sbuf.0, a.scount, &t, me == a.root as usize) };
+            cm.bcast(rb.bytes(), a.root as usize).map_err(code)?;
+            if me != a.root as usize {
+                rb.finish();
+            }
+            Ok(())
+        }
+        Coll::Reduce | Coll::Allreduce | Coll::Scan | Coll::Exscan => {
+            let t = ty(a.rtype)?;
+            let comb = crate::op::resolve(a.op, a.rtype, &t)?;
+            let root = if matches!(k, Coll::Reduce) { root_ok(c, a.root).map(|_| a.root as usize)? } else { 0 };
+            let is_root = matches!(k, Coll::Reduce) && me == root;
+            // The contribution, packed.
+            let mut input = Vec::new();
+            let src = if is_in_place(a.sbuf.0) { a.rbuf.0 as *const c_void } else { a.sbuf.0 as *const c_void };
+            // SAFETY: the program's buffer.
+            unsafe { crate::dtype::pack_into(src.cast(), a.rcount, &t, &mut input) };
+            let f = |acc: &mut [u8], inc: &[u8]| comb.apply(acc, inc);
+            let elem = comb.elem();
+            match k {
+                Coll::Reduce => {
+                    let mut out = if is_root { vec![0u8; input.len()] } else { Vec::new() };
+                    cm.reduce_bytes(&input, &mut out, elem, root, &f).map_err(code)?;
+                    if is_root {
+                        // SAFETY: the program's buffer.
+                        unsafe { crate::dtype::unpack_from(&out, a.rbuf.0.cast(), a.rcount, &t) };
+                    }
+                }
+                Coll::Allreduce => {
+                    cm.allreduce_bytes(&mut input, elem, &f).map_err(code)?;
+                    // SAFETY: the program's buffer.
+                    unsafe { crate::dtype::unpack_from(&input, a.rbuf.0.cast(), a.rcount, &t) };
+                }
+                Coll::Scan => {
+                    cm.scan_bytes(&mut input, &f).map_err(code)?;
+                    // SAFETY: the program's buffer.
+                    unsafe { crate::dtype::unpack_from(&input, a.rbuf.0.cast(), a.rcount, &t) };
+                }
+                _ => {
+                    if cm.exscan_bytes(&mut input, &f).map_err(code)? {
+                        // SAFETY: the program's buffer.
+                        unsafe { crate::dtype::unpack_from(&input, a.rbuf.0.cast(), a.rcount, &t) };
+                    }
+                }
+            }
+            Ok(())
+        }
+        Coll::ReduceScatter | Coll::ReduceScatterBlock => {
+            let t = ty(a.rtype)?;
+            let comb = crate::op::resolve(a.op, a.rtype, &t)?;
+            let cnt: Vec<usize> = if matches!(k, Coll::ReduceScatterBlock) {
+                vec![a.rcount; n]
+            } else {
+                // SAFETY: n counts.
+                unsafe { counts(a.rcounts.0.cast(), n) }
+            };
+            let total: usize = cnt.iter().sum();
+            let mut input = Vec::new();
+            let src = if is_in_place(a.sbuf.0) { a.rbuf.0 as *const c_void } else { a.sbuf.0 as *const c_void };
+            // SAFETY: the program's buffer of `total` elements.
+            unsafe { crate::dtype::pack_into(src.cast(), total, &t, &mut input) };
+            let f = |acc: &mut [u8], inc: &[u8]| comb.apply(acc, inc);
+            cm.allreduce_bytes(&mut input, comb.elem(), &f).map_err(code)?;
+            let start: usize = cnt[..me].iter().sum::<usize>() * t.size;
+            // SAFETY: the program's buffer of cnt[me] elements.
+            unsafe { crate::dtype::unpack_from(&input[start..start + cnt[me] * t.size], a.rbuf.0.cast(), cnt[me], &t) };
+            Ok(())
+        }
+        Coll::Gather | Coll::Allgather => {
+            let rt = ty(a.rtype)?;
+            let is_root = matches!(k, Coll::Allgather) || me == a.root as usize;
+            if matches!(k, Coll::Gather) {
+                root_ok(c, a.root)?;
+            }
+            let mine = if is_in_place(a.sbuf.0) {
+                // Own block already in the receive buffer.
+                // SAFETY: the program's receive buffer, block `me`.
+                let p = unsafe { a.rbuf.0.cast::<u8>().offset(me as isize * a.rcount as isize * rt.extent()) };
+                // SAFETY: as above.
+                unsafe { sbytes(p.cast(), a.rcount, &rt, &mut keep) }.to_vec()
+            } else {
+                let st = ty(a.stype)?;
+                // SAFETY: the program's send buffer.
+                unsafe { sbytes(a.sbuf.0, a.scount, &st, &mut keep) }.to_vec()
+            };
+            // SAFETY: the program's receive buffer of n blocks (at the root).
+            let mut rb = unsafe { RBuf::new(a.rbuf.0, if is_root { a.rcount * n } else { 0 }, &rt, false) };
+            let r = if matches!(k, Coll::Gather) {
+                cm.gather(&mine, rb.bytes(), a.root as usize)
+            } else {
+                cm.allgather(&mine, rb.bytes())
+            };
+            r.map_err(code)?;
+            if is_root {
+                rb.finish();
+            }
+            Ok(())
+        }
+        Coll::Scatter => {
+            root_ok(c, a.root)?;
+            let is_root = me == a.root as usize;
+            let st = ty(a.stype)?;
+            let send: Vec<u8> = if is_root {
+                // SAFETY: the program's send buffer of n blocks.
+                unsafe { sbytes(a.sbuf.0, a.scount * n, &st, &mut keep) }.to_vec()
+            } else {
+                Vec::new()
+            };
+            if is_root && is_in_place(a.rbuf.0) {
+                let mut scratch = vec![0u8; a.scount * st.size];
+                cm.scatter(&send, &mut scratch, a.root as usize).map_err(code)?;
+                return Ok(());
+            }
+            let rt = ty(a.rtype)?;
+            // SAFETY: the program's receive buffer.
+            let mut rb = unsafe { RBuf::new(a.rbuf.0, a.rcount, &rt, false) };
+            cm.scatter(&send, rb.bytes(), a.root as usize).map_err(code)?;
+            rb.finish();
+            Ok(())
+        }
+        Coll::Alltoall => {
+            let rt = ty(a.rtype)?;
+            let send: Vec<u8> = if is_in_place(a.sbuf.0) {
+                // SAFETY: the program's receive buffer holds the data.
+                unsafe { sbytes(a.rbuf.0, a.rcount * n, &rt, &mut keep) }.to_vec()
+            } else {
+                let st = ty(a.stype)?;
+                // SAFETY: the program's send buffer.
+                unsafe { sbytes(a.sbuf.0, a.scount * n, &st, &mut keep) }.to_vec()
+            };
+            // SAFETY: the program's receive buffer.
+            let mut rb = unsafe { RBuf::new(a.rbuf.0, a.rcount * n, &rt, false) };
+            cm.alltoall(&send, rb.bytes()).map_err(code)?;
+            rb.finish();
+            Ok(())
+        }
+        Coll::Gatherv | Coll::Allgatherv => {
+            let rt = ty(a.rtype)?;
+            let all = matches!(k, Coll::Allgatherv);
+            if !all {
+                root_ok(c, a.root)?;
+            }
+            let is_root = all || me == a.root as usize;
+            let (cnt, dsp) = if is_root {
+                // SAFETY: n counts and displacements (at the root / everywhere).
+                unsafe { (counts(a.rcounts.0.cast(), n), counts(a.rdispls.0.cast(), n)) }
+            } else {
+                (Vec::new(), Vec::new())
+            };
+            let mine: Vec<u8> = if is_in_place(a.sbuf.0) {
+                let (c_me, d_me) = (cnt.get(me).copied().unwrap_or(0), dsp.get(me).copied().unwrap_or(0));
+                // SAFETY: the program's receive buffer, own block.
+                let p = unsafe { a.rbuf.0.cast::<u8>().offset(d_me as isize * rt.extent()) };
+                // SAFETY: as above.
+                unsafe { sbytes(p.cast(), c_me, &rt, &mut keep) }.to_vec()
+            } else {
+                let st = ty(a.stype)?;
+                // SAFETY: the program's send buffer.
+                unsafe { sbytes(a.sbuf.0, a.scount, &st, &mut keep) }.to_vec()
+            };
+            // Packed receive area: block r at displ[r] * size.
+            let span = cnt.iter().zip(&dsp).map(|(c, d)| c + d).max().unwrap_or(0);
+            let mut area = vec![0u8; span * rt.size];
+            let bc: Vec<usize> = cnt.iter().map(|x| x * rt.size).collect();
+            let bd: Vec<usize> = dsp.iter().map(|x| x * rt.size).collect();
+            let r = if all {
+                cm.allgatherv(&mine, &mut area, &bc, &bd)
+            } else {
+                cm.gatherv(&mine, &mut area, &bc, &bd, a.root as usize)
+            };
+            r.map_err(code)?;
+            if is_root {
+                for i in 0..n {
+                    if is_in_place(a.sbuf.0) && i == me {
+                        continue;
+                    }
+                    // SAFETY: the program's receive buffer, block i.
+                    unsafe {
+                        let dst = a.rbuf.0.cast::<u8>().offset(dsp[i] as isize * rt.extent());
+                        crate::dtype::unpack_from(&area[bd[i]..bd[i] + bc[i]], dst, cnt[i], &rt);
+                    }
+                }
+            }
+            Ok(())
+        }
+        Coll::Scatterv => {
+            root_ok(c, a.root)?;
+            let is_root = me == a.root as usize;
+            let (mut send, mut bc, mut bd) = (Vec::new(), Vec::new(), Vec::new());
+            if is_root {
+                let st = ty(a.stype)?;
+                // SAFETY: n counts and displacements at the root.
+                let (cnt, dsp) = unsafe { (counts(a.scounts.0.cast(), n), counts(a.sdispls.0.cast(), n)) };
+                for i in 0..n {
+                    bd.push(send.len());
+                    bc.push(cnt[i] * st.size);
+                    // SAFETY: the program's send buffer, block i.
+                    unsafe {
+                        let p = a.sbuf.0.cast::<u8>().offset(dsp[i] as isize * st.extent());
+                        crate::dtype::pack_into(p, cnt[i], &st, &mut send);
+                    }
+                }
+            }
+            if is_root && is_in_place(a.rbuf.0) {
+                let mut scratch = vec![0u8; bc[me]];
+                cm.scatterv(&send, &bc, &bd, &mut scratch, a.root as usize).map_err(code)?;
+                return Ok(());
+            }
+            let rt = ty(a.rtype)?;
+            // SAFETY: the program's receive buffer.
+            let mut rb = unsafe { RBuf::new(a.rbuf.0, a.rcount, &rt, false) };
+            cm.scatterv(&send, &bc, &bd, rb.bytes(), a.root as usize).map_err(code)?;
+            rb.finish();
+            Ok(())
+        }
+        Coll::Alltoallv => {
+            let rt = ty(a.rtype)?;
+            let in_place = is_in_place(a.sbuf.0);
+            let st = if in_place { rt.clone() } else { ty(a.stype)? };
+            // SAFETY: n counts and displacements.
+            let (rc, rd) = unsafe { (counts(a.rcounts.0.cast(), n), counts(a.rdispls.0.cast(), n)) };
+            let (sc, sd) = if in_place {
+                (rc.clone(), rd.clone())
+            } else {
+                // SAFETY: as above.
+                unsafe { (counts(a.scounts.0.cast(), n), counts(a.sdispls.0.cast(), n)) }
+            };
+            let sbase = if in_place { a.rbuf.0 } else { a.sbuf.0 };
+            let (mut send, mut bsc, mut bsd) = (Vec::new(), Vec::new(), Vec::new());
+            for i in 0..n {
+                bsd.push(send.len());
+                bsc.push(sc[i] * st.size);
+                // SAFETY: the program's send buffer, block i.
+                unsafe {
+                    crate::dtype::pack_into(
+                        sbase.cast::<u8>().offset(sd[i] as isize * st.extent()),
+                        sc[i],
+                        &st,
+                        &mut send,
+                    )
+                };
+            }
+            let brc: Vec<usize> = rc.iter().map(|x| x * rt.size).collect();
+            let mut brd = Vec::with_capacity(n);
+            let mut off = 0;
+            for b in &brc {
+                brd.push(off);
+                off += b;
+            }
+            let mut area = vec![0u8; off];
+            cm.alltoallv(&send, &bsc, &bsd, &mut area, &brc, &brd).map_err(code)?;
+            for i in 0..n {
+                // SAFETY: the program's receive buffer, block i.
+                unsafe {
+                    let dst = a.rbuf.0.cast::<u8>().offset(rd[i] as isize * rt.extent());
+                    crate::dtype::unpack_from(&area[brd[i]..brd[i] + brc[i]], dst, rc[i], &rt);
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Blocking form: inline, or behind queued nonblocking collectives.
+unsafe fn blocking(comm: Handle, k: Coll, a: Args) -> c_int {
+    let c = comm!(comm);
+    let rc = if c.worker.busy() {
+        let c2 = c.clone();
+        // SAFETY: the program's buffers stay valid: this thread waits for the job.
+        let job = c.worker.submit(move || match unsafe { run(&c2, k, a) } {
+            Ok(()) => MPI_SUCCESS,
+            Err(e) => e,
+        });
+        while !job.done.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        job.rc.load(Ordering::Acquire)
+    } else {
+        // SAFETY: the program's buffers (MPI contract).
+        match unsafe { run(&c, k, a) } {
+            Ok(()) => MPI_SUCCESS,
+            Err(e) => e,
+        }
+    };
+    if rc != MPI_SUCCESS {
+        return raise_on(comm, rc);
+    }
+    MPI_SUCCESS
+}
+
+/// Starts `k` on the communicator's worker and returns the request's activity.
+pub(crate) fn start(c: &Arc<CommObj>, k: Coll, a: Args) -> Active {
+    let c2 = c.clone();
+    // SAFETY: the program keeps the buffers valid until the request completes (the
+    // nonblocking-call contract).
+    let job = c.worker.submit(move || match unsafe { run(&c2, k, a) } {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => e,
+    });
+    Active::Job(job)
+}
+
+unsafe fn nonblocking(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c_int {
+    let c = comm!(comm);
+    let act = start(&c, k, a);
+    // SAFETY: output argument.
+    unsafe { *request = crate::req::new_active(comm, act) };
+    MPI_SUCCESS
+}
+
+unsafe fn persistent(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c_int {
+    let c = comm!(comm);
+    let starter = Box::new(move || Ok(start(&c, k, a)));
+    // SAFETY: output argument.
+    unsafe { *request = crate::req::persistent(comm, starter) };
+    MPI_SUCCESS
+}
+
+fn p<T>(x: *const T) -> SendPtr {
+    SendPtr(x as *mut c_void)
+}
+
+fn check_types(hs: &[Handle]) -> R {
+    for &h in hs {
+        if crate::dtype::lookup(h).is_none() {
+            return Err(MPI_ERR_TYPE);
+        }
+    }
+    Ok(())
+}
+
+macro_rules! forms {
+    ($kind:ident, $block:ident, $nb:ident, $init:ident, ($($arg:ident : $t:ty),*), $args:expr, $types:expr) => {
+        pub(crate) unsafe fn $block($($arg: $t,)* comm: Handle) -> c_int {
+            if let Err(e) = check_types(&$types) { return raise_on(comm, e); }
+            // SAFETY: forwarded program arguments.
+            unsafe { blocking(comm, Coll::$kind, $args) }
+        }
+        pub(crate) unsafe fn $nb($($arg: $t,)* comm: Handle, request: *mut Handle) -> c_int {
+            if let Err(e) = check_types(&$types) { return raise_on(comm, e); }
+            // SAFETY: forwarded program arguments.
+            unsafe { nonblocking(comm, Coll::$kind, $args, request) }
+        }
+        pub(crate) unsafe fn $init($($arg: $t,)* comm: Handle, info: Handle, request: *mut Handle) -> c_int {
+            if let Err(e) = check_types(&$types) { return raise_on(comm, e); }
+            // SAFETY: forwarded program arguments.
+            unsafe { persistent(comm, Coll::$kind, $args, request) }
+        }
+    };
+}
+
+forms!(Barrier, MPI_Barrier, MPI_Ibarrier, MPI_Barrier_init, (), Args::default(), []);
+forms!(Bcast, MPI_Bcast, MPI_Ibcast, MPI_Bcast_init,
+    (buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int),
+    Args { sbuf: p(buffer), scount: count.max(0) as usize, stype: datatype, root, ..Args::default() }, [datatype]);
+forms!(Reduce, MPI_Reduce, MPI_Ireduce, MPI_Reduce_init,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int),
+    Args { sbuf: p(sendbuf), rbuf: p(recvbuf), rcount: count.max(0) as usize, rtype: datatype, op, root, ..Args::default() }, [datatype]);
+forms!(Allreduce, MPI_Allreduce, MPI_Iallreduce, MPI_Allreduce_init,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle),
+    Args { sbuf: p(sendbuf), rbuf: p(recvbuf), rcount: count.max(0) as usize, rtype: datatype, op, ..Args::default() }, [datatype]);
+forms!(Scan, MPI_Scan, MPI_Iscan, MPI_Scan_init,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle),
+    Args { sbuf: p(sendbuf), rbuf: p(recvbuf), rcount: count.max(0) as usize, rtype: datatype, op, ..Args::default() }, [datatype]);
+forms!(Exscan, MPI_Exscan, MPI_Iexscan, MPI_Exscan_init,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle),
+    Args { sbuf: p(sendbuf), rbuf: p(recvbuf), rcount: count.max(0) as usize, rtype: datatype, op, ..Args::default() }, [datatype]);
+forms!(ReduceScatterBlock, MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, MPI_Reduce_scatter_block_init,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle),
+    Args { sbuf: p(sendbuf), rbuf: p(recvbuf), rcount: recvcount.max(0) as usize, rtype: datatype, op, ..Args::default() }, [datatype]);
+forms!(ReduceScatter, MPI_Reduce_scatter, MPI_Ireduce_scatter, MPI_Reduce_scatter_init,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle),
+    Args { sbuf: p(sendbuf), rbuf: p(recvbuf), rcounts: p(recvcounts), rtype: datatype, op, ..Args::default() }, [datatype]);
+forms!(Gather, MPI_Gather, MPI_Igather, MPI_Gather_init,
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int),
+    Args { sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcount: recvcount.max(0) as usize, rtype: recvtype, root, ..Args::default() }, []);
+forms!(Allgather, MPI_Allgather, MPI_Iallgather, MPI_Allgather_init,
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle),
+    Args { sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcount: recvcount.max(0) as usize, rtype: recvtype, ..Args::default() }, []);
+forms!(Scatter, MPI_Scatter, MPI_Iscatter, MPI_Scatter_init,
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int),
+    Args { sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcount: recvcount.max(0) as usize, rtype: recvtype, root, ..Args::default() }, []);
+forms!(Alltoall, MPI_Alltoall, MPI_Ialltoall, MPI_Alltoall_init,
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle),
+    Args { sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcount: recvcount.max(0) as usize, rtype: recvtype, ..Args::default() }, []);
+forms!(Gatherv, MPI_Gatherv, MPI_Igatherv, MPI_Gatherv_init,
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int),
+    Args { sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcounts: p(recvcounts), rdispls: p(displs), rtype: recvtype, root, ..Args::default() }, []);
+forms!(Allgatherv, MPI_Allgatherv, MPI_Iallgatherv, MPI_Allgatherv_init,
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle),
+    Args { sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcounts: p(recvcounts), rdispls: p(displs), rtype: recvtype, ..Args::default() }, []);
+forms!(Scatterv, MPI_Scatterv, MPI_Iscatterv, MPI_Scatterv_init,
+    (sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int),
+    Args { sbuf: p(sendbuf), scounts: p(sendcounts), sdispls: p(displs), stype: sendtype, rbuf: p(recvbuf), rcount: recvcount.max(0) as usize, rtype: recvtype, root, ..Args::default() }, []);
+forms!(Alltoallv, MPI_Alltoallv, MPI_Ialltoallv, MPI_Alltoallv_init,
+    (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle),
+    Args { sbuf: p(sendbuf), scounts: p(sendcounts), sdispls: p(sdispls), stype: sendtype, rbuf: p(recvbuf), rcounts: p(recvcounts), rdispls: p(rdispls), rtype: recvtype, ..Args::default() }, []);

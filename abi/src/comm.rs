@@ -1,0 +1,542 @@
+//! Communicators, groups and attributes.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use runthrough::Comm;
+
+use crate::consts::*;
+use crate::err::raise_on;
+use crate::handles::{Kind, Table};
+use crate::types::{FnPtr, Handle};
+
+/// A communicator as the C layer sees it.
+pub(crate) struct CommObj {
+    pub(crate) comm: Comm,
+    /// World ranks of the members, by communicator rank.
+    pub(crate) world: Vec<u32>,
+    pub(crate) rank: usize,
+    pub(crate) errhandler: Mutex<Handle>,
+    pub(crate) attrs: Mutex<HashMap<c_int, *mut c_void>>,
+    pub(crate) name: Mutex<String>,
+    /// The ordered runner of this communicator's nonblocking collectives.
+    pub(crate) worker: crate::coll::Worker,
+    /// Failures acknowledged by MPIX_Comm_failure_ack (world ranks).
+    pub(crate) acked: Mutex<Vec<u32>>,
+}
+
+// SAFETY: the attribute values are opaque words the program stores and reads back; the
+// library never dereferences them (the copy/delete callbacks get them back as values).
+unsafe impl Send for CommObj {}
+// SAFETY: as above; every other field is Sync.
+unsafe impl Sync for CommObj {}
+
+impl CommObj {
+    pub(crate) fn new(comm: Comm, errhandler: Handle, name: &str) -> Arc<Self> {
+        comm.set_error_mode(runthrough::ErrorMode::ErrorsReturn);
+        let world: Vec<u32> = comm.group().world_ranks().into_iter().map(|r| r as u32).collect();
+        let rank = comm.rank();
+        Arc::new(CommObj {
+            comm,
+            world,
+            rank,
+            errhandler: Mutex::new(errhandler),
+            attrs: Mutex::new(HashMap::new()),
+            name: Mutex::new(name.to_string()),
+            worker: crate::coll::Worker::default(),
+            acked: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub(crate) fn size(&self) -> usize {
+        self.world.len()
+    }
+}
+
+pub(crate) static COMMS: Table<CommObj> = Table::new(Kind::Comm);
+
+/// The communicator of handle `h`, or the error class for a bad handle.
+pub(crate) fn lookup(h: Handle) -> Result<Arc<CommObj>, c_int> {
+    match h {
+        MPI_COMM_WORLD => crate::env::world().ok_or(MPI_ERR_COMM),
+        MPI_COMM_SELF => crate::env::self_comm().ok_or(MPI_ERR_COMM),
+        _ => COMMS.get(h).ok_or(MPI_ERR_COMM),
+    }
+}
+
+/// `let c = comm!(h);`: the communicator or return its error through MPI_COMM_WORLD.
+macro_rules! comm {
+    ($h:expr) => {
+        match crate::comm::lookup($h) {
+            Ok(c) => c,
+            Err(e) => return crate::err::raise_on(crate::consts::MPI_COMM_WORLD, e),
+        }
+    };
+}
+pub(crate) use comm;
+
+/// Registers a new communicator derived from `parent` (inheriting its error handler and
+/// copying its attributes as their copy callbacks say) and returns its handle.
+pub(crate) fn register_child(parent: &Arc<CommObj>, parent_h: Handle, c: Comm) -> Handle {
+    let obj = CommObj::new(c, *parent.errhandler.lock(), "");
+    let h = COMMS.insert(obj.clone());
+    copy_attrs(parent, parent_h, &obj, h);
+    h
+}
+
+/// Registers a new communicator that inherits nothing but the error handler (split,
+/// create, shrink).
+pub(crate) fn register_plain(parent: &Arc<CommObj>, c: Comm) -> Handle {
+    COMMS.insert(CommObj::new(c, *parent.errhandler.lock(), ""))
+}
+
+// ---------------------------------------------------------------------------------------
+// Attributes (keyvals shared by communicators and datatypes)
+
+type CopyFn = unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
+type DeleteFn = unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void) -> c_int;
+
+#[derive(Clone, Copy)]
+struct Keyval {
+    copy: usize,
+    delete: usize,
+    extra: *mut c_void,
+}
+// SAFETY: callbacks and the opaque extra-state word are only passed back to the program.
+unsafe impl Send for Keyval {}
+
+static KEYVALS: Mutex<Option<HashMap<c_int, Keyval>>> = Mutex::new(None);
+static NEXT_KEYVAL: AtomicUsize = AtomicUsize::new(1000);
+
+fn keyval(k: c_int) -> Option<Keyval> {
+    KEYVALS.lock().as_ref().and_then(|m| m.get(&k).copied())
+}
+
+fn copy_attrs(parent: &Arc<CommObj>, parent_h: Handle, child: &Arc<CommObj>, _child_h: Handle) {
+    let attrs: Vec<(c_int, *mut c_void)> = parent.attrs.lock().iter().map(|(k, v)| (*k, *v)).collect();
+    for (k, v) in attrs {
+        let Some(kv) = keyval(k) else { continue };
+        match kv.copy {
+            0 => {}
+            1 => {
+                child.attrs.lock().insert(k, v);
+            }
+            f => {
+                // SAFETY: an MPI_Comm_copy_attr_function registered with this keyval.
+                let f: CopyFn = unsafe { std::mem::transmute::<usize, CopyFn>(f) };
+                let mut out: *mut c_void = std::ptr::null_mut();
+                let mut flag: c_int = 0;
+                // SAFETY: called as MPI prescribes.
+                let rc = unsafe { f(parent_h, k, kv.extra, v, (&mut out as *mut *mut c_void).cast(), &mut flag) };
+                if rc == MPI_SUCCESS && flag != 0 {
+                    child.attrs.lock().insert(k, out);
+                }
+            }
+        }
+    }
+}
+
+/// Runs the delete callbacks of every attribute of `c` (communicator free).
+pub(crate) fn delete_attrs(c: &Arc<CommObj>, h: Handle) -> c_int {
+    let attrs: Vec<(c_int, *mut c_void)> = c.attrs.lock().drain().collect();
+    for (k, v) in attrs {
+        let rc = call_delete(h, k, v);
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+    }
+    MPI_SUCCESS
+}
+
+fn call_delete(h: Handle, k: c_int, v: *mut c_void) -> c_int {
+    let Some(kv) = keyval(k) else { return MPI_SUCCESS };
+    if kv.delete == 0 {
+        return MPI_SUCCESS;
+    }
+    // SAFETY: an MPI_Comm_delete_attr_function registered with this keyval.
+    let f: DeleteFn = unsafe { std::mem::transmute::<usize, DeleteFn>(kv.delete) };
+    // SAFETY: called as MPI prescribes.
+    unsafe { f(h, k, v, kv.extra) }
+}
+
+pub(crate) unsafe fn MPI_Comm_create_keyval(
+    comm_copy_attr_fn: FnPtr,
+    comm_delete_attr_fn: FnPtr,
+    comm_keyval: *mut c_int,
+    extra_state: *mut c_void,
+) -> c_int {
+    let k = NEXT_KEYVAL.fetch_add(1, Ordering::Relaxed) as c_int;
+    KEYVALS.lock().get_or_insert_with(HashMap::new).insert(
+        k,
+        Keyval { copy: comm_copy_attr_fn as usize, delete: comm_delete_attr_fn as usize, extra: extra_state },
+    );
+    // SAFETY: output argument.
+    unsafe { *comm_keyval = k };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int {
+    // SAFETY: in/out argument.
+    let k = unsafe { *comm_keyval };
+    if KEYVALS.lock().as_mut().and_then(|m| m.remove(&k)).is_none() {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_KEYVAL);
+    }
+    // SAFETY: in/out argument.
+    unsafe { *comm_keyval = MPI_KEYVAL_INVALID };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Type_create_keyval(
+    type_copy_attr_fn: FnPtr,
+    type_delete_attr_fn: FnPtr,
+    type_keyval: *mut c_int,
+    extra_state: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded arguments.
+    unsafe { MPI_Comm_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) }
+}
+
+pub(crate) unsafe fn MPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int {
+    // SAFETY: forwarded arguments.
+    unsafe { MPI_Comm_free_keyval(type_keyval) }
+}
+
+struct Predef(c_int);
+// SAFETY: immutable plain data exposed to C by address.
+unsafe impl Sync for Predef {}
+static ATTR_TAG_UB: Predef = Predef(runthrough::TAG_UB);
+static ATTR_IO: Predef = Predef(MPI_ANY_SOURCE);
+static ATTR_HOST: Predef = Predef(MPI_PROC_NULL);
+static ATTR_WTIME_GLOBAL: Predef = Predef(0);
+static ATTR_APPNUM: Predef = Predef(0);
+static mut ATTR_LASTUSED: c_int = 0;
+static mut ATTR_UNIVERSE: c_int = 0;
+
+pub(crate) unsafe fn MPI_Comm_get_attr(
+    comm: Handle,
+    comm_keyval: c_int,
+    attribute_val: *mut c_void,
+    flag: *mut c_int,
+) -> c_int {
+    let c = comm!(comm);
+    let out = attribute_val.cast::<*mut c_void>();
+    let predefined: Option<*const c_int> = match comm_keyval {
+        MPI_TAG_UB => Some(&ATTR_TAG_UB.0),
+        MPI_IO => Some(&ATTR_IO.0),
+        MPI_HOST => Some(&ATTR_HOST.0),
+        MPI_WTIME_IS_GLOBAL => Some(&ATTR_WTIME_GLOBAL.0),
+        MPI_APPNUM => Some(&ATTR_APPNUM.0),
+        MPI_LASTUSEDCODE => {
+            // SAFETY: written here only, under the guard of the single statement; a racing
+            // reader sees an old or new code, both valid.
+            unsafe { ATTR_LASTUSED = crate::err::last_used_code() };
+            Some(&raw const ATTR_LASTUSED)
+        }
+        MPI_UNIVERSE_SIZE => {
+            // SAFETY: as above.
+            unsafe { ATTR_UNIVERSE = crate::env::world().map_or(1, |w| w.size() as c_int) };
+            Some(&raw const ATTR_UNIVERSE)
+        }
+        _ => None,
+    };
+    if let Some(p) = predefined {
+        if comm_keyval == MPI_APPNUM || comm_keyval == MPI_HOST {
+            // Not provided by this implementation.
+            // SAFETY: output argument.
+            unsafe { *flag = 0 };
+            return MPI_SUCCESS;
+        }
+        // SAFETY: output arguments (the value is a pointer to the attribute's int).
+        unsafe {
+            *out = p as *mut c_void;
+            *flag = 1;
+        }
+        return MPI_SUCCESS;
+    }
+    if keyval(comm_keyval).is_none() {
+        return raise_on(comm, MPI_ERR_KEYVAL);
+    }
+    let v = c.attrs.lock().get(&comm_keyval).copied();
+    // SAFETY: output arguments.
+    unsafe {
+        match v {
+            Some(v) => {
+                *out = v;
+                *flag = 1;
+            }
+            None => *flag = 0,
+        }
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_set_attr(comm: Handle, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
+    let c = comm!(comm);
+    if keyval(comm_keyval).is_none() {
+        return raise_on(comm, MPI_ERR_KEYVAL);
+    }
+    let old = c.attrs.lock().insert(comm_keyval, attribute_val);
+    if let Some(old) = old {
+        let rc = call_delete(comm, comm_keyval, old);
+        if rc != MPI_SUCCESS {
+            return raise_on(comm, rc);
+        }
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_delete_attr(comm: Handle, comm_keyval: c_int) -> c_int {
+    let c = comm!(comm);
+    let old = c.attrs.lock().remove(&comm_keyval);
+    match old {
+        Some(v) => {
+            let rc = call_delete(comm, comm_keyval, v);
+            if rc != MPI_SUCCESS {
+                return raise_on(comm, rc);
+            }
+            MPI_SUCCESS
+        }
+        None => raise_on(comm, MPI_ERR_KEYVAL),
+    }
+}
+
+pub(crate) unsafe fn MPI_Attr_get(comm: Handle, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    // SAFETY: forwarded arguments.
+    unsafe { MPI_Comm_get_attr(comm, keyval, attribute_val, flag) }
+}
+
+pub(crate) unsafe fn MPI_Attr_put(comm: Handle, keyval: c_int, attribute_val: *mut c_void) -> c_int {
+    // SAFETY: forwarded arguments.
+    unsafe { MPI_Comm_set_attr(comm, keyval, attribute_val) }
+}
+
+pub(crate) unsafe fn MPI_Attr_delete(comm: Handle, keyval: c_int) -> c_int {
+    // SAFETY: forwarded arguments.
+    unsafe { MPI_Comm_delete_attr(comm, keyval) }
+}
+
+// ---------------------------------------------------------------------------------------
+// Communicators
+
+pub(crate) unsafe fn MPI_Comm_rank(comm: Handle, rank: *mut c_int) -> c_int {
+    let c = comm!(comm);
+    // SAFETY: output argument.
+    unsafe { *rank = c.rank as c_int };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_size(comm: Handle, size: *mut c_int) -> c_int {
+    let c = comm!(comm);
+    // SAFETY: output argument.
+    unsafe { *size = c.size() as c_int };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_test_inter(comm: Handle, flag: *mut c_int) -> c_int {
+    let _c = comm!(comm);
+    // SAFETY: output argument.
+    unsafe { *flag = 0 };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_dup(comm: Handle, newcomm: *mut Handle) -> c_int {
+    let c = comm!(comm);
+    c.worker.drain();
+    match c.comm.dup() {
+        Ok(d) => {
+            let h = register_child(&c, comm, d);
+            // SAFETY: output argument.
+            unsafe { *newcomm = h };
+            MPI_SUCCESS
+        }
+        Err(e) => crate::err::raise_error(comm, &e),
+    }
+}
+
+pub(crate) unsafe fn MPI_Comm_dup_with_info(comm: Handle, info: Handle, newcomm: *mut Handle) -> c_int {
+    // SAFETY: forwarded arguments.
+    unsafe { MPI_Comm_dup(comm, newcomm) }
+}
+
+pub(crate) unsafe fn MPI_Comm_idup(comm: Handle, newcomm: *mut Handle, request: *mut Handle) -> c_int {
+    // SAFETY: forwarded arguments.
+    let rc = unsafe { MPI_Comm_dup(comm, newcomm) };
+    if rc == MPI_SUCCESS {
+        // SAFETY: output argument.
+        unsafe { *request = crate::req::completed(comm, crate::types::MPI_Status::empty(), MPI_SUCCESS) };
+    }
+    rc
+}
+
+pub(crate) unsafe fn MPI_Comm_split(comm: Handle, color: c_int, key: c_int, newcomm: *mut Handle) -> c_int {
+    let c = comm!(comm);
+    if color < 0 && color != MPI_UNDEFINED {
+        return raise_on(comm, MPI_ERR_ARG);
+    }
+    c.worker.drain();
+    let color = if color == MPI_UNDEFINED { None } else { Some(color as u32) };
+    match c.comm.split(color, key) {
+        Ok(Some(s)) => {
+            // SAFETY: output argument.
+            unsafe { *newcomm = register_plain(&c, s) };
+            MPI_SUCCESS
+        }
+        Ok(None) => {
+            // SAFETY: output argument.
+            unsafe { *newcomm = MPI_COMM_NULL };
+            MPI_SUCCESS
+        }
+        Err(e) => crate::err::raise_error(comm, &e),
+    }
+}
+
+/// A number naming this node: the same for every process of the node (its host name).
+fn node_color() -> u32 {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let name = if rc == 0 { &buf[..buf.iter().position(|&b| b == 0).unwrap_or(buf.len())] } else { &b"?"[..] };
+    // FNV-1a, folded into 31 bits (split colors are non-negative ints).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in name {
+        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    ((h ^ (h >> 32)) & 0x7fff_ffff) as u32
+}
+
+pub(crate) unsafe fn MPI_Comm_split_type(
+    comm: Handle,
+    split_type: c_int,
+    key: c_int,
+    info: Handle,
+    newcomm: *mut Handle,
+) -> c_int {
+    let color = match split_type {
+        MPI_UNDEFINED => MPI_UNDEFINED,
+        MPI_COMM_TYPE_SHARED | MPI_COMM_TYPE_HW_UNGUIDED | MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED => {
+            node_color() as c_int
+        }
+        _ => return raise_on(comm, MPI_ERR_ARG),
+    };
+    // SAFETY: forwarded arguments.
+    unsafe { MPI_Comm_split(comm, color, key, newcomm) }
+}
+
+pub(crate) unsafe fn MPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) -> c_int {
+    let c = comm!(comm);
+    let g = match crate::group::lookup(group) {
+        Some(g) => g,
+        None => return raise_on(comm, MPI_ERR_GROUP),
+    };
+    // The group's members as ranks of `comm`.
+    let mut local = Vec::with_capacity(g.ranks.len());
+    for w in &g.ranks {
+        match c.world.iter().position(|x| x == w) {
+            Some(i) => local.push(i),
+            None => return raise_on(comm, MPI_ERR_GROUP),
+        }
+    }
+    c.worker.drain();
+    let rg = match c.comm.group().incl(&local) {
+        Ok(rg) => rg,
+        Err(e) => return crate::err::raise_error(comm, &e),
+    };
+    match c.comm.create(&rg) {
+        Ok(Some(n)) => {
+            // SAFETY: output argument.
+            unsafe { *newcomm = register_plain(&c, n) };
+            MPI_SUCCESS
+        }
+        Ok(None) => {
+            // SAFETY: output argument.
+            unsafe { *newcomm = MPI_COMM_NULL };
+            MPI_SUCCESS
+        }
+        Err(e) => crate::err::raise_error(comm, &e),
+    }
+}
+
+pub(crate) unsafe fn MPI_Comm_free(comm: *mut Handle) -> c_int {
+    // SAFETY: in/out argument.
+    let h = unsafe { *comm };
+    if h == MPI_COMM_WORLD || h == MPI_COMM_SELF || h == MPI_COMM_NULL {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM);
+    }
+    let Some(c) = COMMS.get(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM) };
+    c.worker.drain();
+    let rc = delete_attrs(&c, h);
+    COMMS.remove(h);
+    // SAFETY: in/out argument.
+    unsafe { *comm = MPI_COMM_NULL };
+    if rc != MPI_SUCCESS {
+        return raise_on(MPI_COMM_WORLD, rc);
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_disconnect(comm: *mut Handle) -> c_int {
+    // SAFETY: forwarded arguments.
+    unsafe { MPI_Comm_free(comm) }
+}
+
+pub(crate) unsafe fn MPI_Comm_compare(comm1: Handle, comm2: Handle, result: *mut c_int) -> c_int {
+    let a = comm!(comm1);
+    let b = comm!(comm2);
+    let r = if comm1 == comm2 {
+        MPI_IDENT
+    } else if a.world == b.world {
+        MPI_CONGRUENT
+    } else {
+        let mut x = a.world.clone();
+        let mut y = b.world.clone();
+        x.sort_unstable();
+        y.sort_unstable();
+        if x == y {
+            MPI_SIMILAR
+        } else {
+            MPI_UNEQUAL
+        }
+    };
+    // SAFETY: output argument.
+    unsafe { *result = r };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_group(comm: Handle, group: *mut Handle) -> c_int {
+    let c = comm!(comm);
+    // SAFETY: output argument.
+    unsafe { *group = crate::group::new_group(c.world.clone()) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_set_name(comm: Handle, comm_name: *const c_char) -> c_int {
+    let c = comm!(comm);
+    if comm_name.is_null() {
+        return raise_on(comm, MPI_ERR_ARG);
+    }
+    // SAFETY: NUL-terminated string (MPI contract).
+    *c.name.lock() = unsafe { std::ffi::CStr::from_ptr(comm_name) }.to_string_lossy().into_owned();
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_get_name(comm: Handle, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    let c = comm!(comm);
+    let name = c.name.lock().clone();
+    // SAFETY: MPI_MAX_OBJECT_NAME bytes (MPI contract).
+    unsafe { crate::err::put_string(&name, comm_name, MPI_MAX_OBJECT_NAME as usize, resultlen) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_set_info(comm: Handle, info: Handle) -> c_int {
+    let _c = comm!(comm);
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_get_info(comm: Handle, info_used: *mut Handle) -> c_int {
+    let _c = comm!(comm);
+    // SAFETY: forwarded output argument.
+    unsafe { crate::info::MPI_Info_create(info_used) }
+}

@@ -1,0 +1,924 @@
+//! Datatypes: the predefined ones, the derived constructors, sizes and extents, pack and
+//! unpack.
+//!
+//! A datatype is its type map flattened into byte segments of one element (offset from
+//! the element's start, length, leaf element size), merged where contiguous. Sends of a
+//! contiguous type go straight from the program's buffer; any other layout is packed into
+//! a temporary buffer first and unpacked on arrival.
+
+use std::ffi::{c_char, c_int};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+use crate::consts::*;
+use crate::err::{put_string, raise_on};
+use crate::handles::{Kind, Table};
+use crate::types::{Handle, MPI_Count, MPI_Status};
+
+/// What a reduction sees in one (packed) element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Basic {
+    I8,
+    U8,
+    I16,
+    U16,
+    I32,
+    U32,
+    I64,
+    U64,
+    I128,
+    F32,
+    F64,
+    Bool,
+    Byte,
+    CF32,
+    CF64,
+    /// `(value, index)` pairs for MINLOC/MAXLOC.
+    Pair(PairKind),
+    /// Data no predefined operation applies to (long double, half precision, wchar).
+    Opaque(usize),
+}
+
+/// The MINLOC/MAXLOC pair types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PairKind {
+    FloatInt,
+    DoubleInt,
+    LongInt,
+    TwoInt,
+    ShortInt,
+    TwoFloat,
+    TwoDouble,
+    LongDoubleInt,
+}
+
+impl Basic {
+    /// Bytes of one packed element.
+    pub(crate) fn size(self) -> usize {
+        use Basic::*;
+        match self {
+            I8 | U8 | Bool | Byte => 1,
+            I16 | U16 => 2,
+            I32 | U32 | F32 => 4,
+            I64 | U64 | F64 | CF32 => 8,
+            I128 | CF64 => 16,
+            Pair(p) => match p {
+                PairKind::FloatInt | PairKind::TwoInt | PairKind::TwoFloat => 8,
+                PairKind::DoubleInt | PairKind::LongInt => 12,
+                PairKind::ShortInt => 6,
+                PairKind::TwoDouble => 16,
+                PairKind::LongDoubleInt => 20,
+            },
+            Opaque(n) => n,
+        }
+    }
+}
+
+/// A run of data bytes in one element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Seg {
+    pub(crate) off: isize,
+    pub(crate) len: usize,
+    /// Size of the leaf elements in it (for MPI_Get_elements).
+    pub(crate) esize: usize,
+}
+
+/// A datatype.
+#[derive(Debug)]
+pub(crate) struct Dtype {
+    pub(crate) size: usize,
+    pub(crate) lb: isize,
+    pub(crate) ub: isize,
+    pub(crate) true_lb: isize,
+    pub(crate) true_ub: isize,
+    pub(crate) segs: Vec<Seg>,
+    /// The element every reduction works on, when the whole type is made of one.
+    pub(crate) basic: Option<Basic>,
+    /// Largest leaf alignment (struct extents are padded to it).
+    pub(crate) align: usize,
+    pub(crate) predefined: bool,
+    pub(crate) committed: AtomicBool,
+    pub(crate) name: Mutex<String>,
+    pub(crate) combiner: c_int,
+    pub(crate) ints: Vec<c_int>,
+    pub(crate) aints: Vec<isize>,
+    pub(crate) types: Vec<Handle>,
+}
+
+impl Dtype {
+    pub(crate) fn extent(&self) -> isize {
+        self.ub - self.lb
+    }
+
+    /// Whether `count` elements are `count * size` bytes from the buffer start.
+    pub(crate) fn contiguous(&self) -> bool {
+        self.size == 0
+            || (self.segs.len() == 1
+                && self.segs[0].off == 0
+                && self.segs[0].len == self.size
+                && self.extent() == self.size as isize)
+    }
+
+    fn leaf(name: &str, size: usize, basic: Basic) -> Dtype {
+        Dtype {
+            size,
+            lb: 0,
+            ub: size as isize,
+            true_lb: 0,
+            true_ub: size as isize,
+            segs: if size > 0 { vec![Seg { off: 0, len: size, esize: size }] } else { Vec::new() },
+            basic: Some(basic),
+            align: size.clamp(1, 16),
+            predefined: true,
+            committed: AtomicBool::new(true),
+            name: Mutex::new(name.to_string()),
+            combiner: MPI_COMBINER_NAMED,
+            ints: Vec::new(),
+            aints: Vec::new(),
+            types: Vec::new(),
+        }
+    }
+
+    /// A pair type: `a` bytes at 0, `b` bytes at `boff`, extent `ext`.
+    fn pair(name: &str, a: usize, boff: usize, b: usize, ext: usize, kind: PairKind) -> Dtype {
+        let segs = if boff == a {
+            vec![Seg { off: 0, len: a + b, esize: a.min(b) }]
+        } else {
+            vec![Seg { off: 0, len: a, esize: a }, Seg { off: boff as isize, len: b, esize: b }]
+        };
+        Dtype {
+            size: a + b,
+            lb: 0,
+            ub: ext as isize,
+            true_lb: 0,
+            true_ub: (boff + b) as isize,
+            segs,
+            basic: Some(Basic::Pair(kind)),
+            align: a.max(b).min(16),
+            ..Dtype::leaf(name, 0, Basic::Byte)
+        }
+    }
+}
+
+fn predefined_table() -> &'static Vec<Option<Arc<Dtype>>> {
+    static T: OnceLock<Vec<Option<Arc<Dtype>>>> = OnceLock::new();
+    T.get_or_init(|| {
+        use Basic::*;
+        let mut t: Vec<Option<Arc<Dtype>>> = vec![None; 0x100];
+        let mut put = |h: Handle, d: Dtype| t[h - 0x200] = Some(Arc::new(d));
+        let leaves: &[(Handle, &str, usize, Basic)] = &[
+            (MPI_AINT, "MPI_AINT", 8, I64),
+            (MPI_COUNT, "MPI_COUNT", 8, I64),
+            (MPI_OFFSET, "MPI_OFFSET", 8, I64),
+            (MPI_PACKED, "MPI_PACKED", 1, Byte),
+            (MPI_SHORT, "MPI_SHORT", 2, I16),
+            (MPI_INT, "MPI_INT", 4, I32),
+            (MPI_LONG, "MPI_LONG", 8, I64),
+            (MPI_LONG_LONG, "MPI_LONG_LONG", 8, I64),
+            (MPI_UNSIGNED_SHORT, "MPI_UNSIGNED_SHORT", 2, U16),
+            (MPI_UNSIGNED, "MPI_UNSIGNED", 4, U32),
+            (MPI_UNSIGNED_LONG, "MPI_UNSIGNED_LONG", 8, U64),
+            (MPI_UNSIGNED_LONG_LONG, "MPI_UNSIGNED_LONG_LONG", 8, U64),
+            (MPI_FLOAT, "MPI_FLOAT", 4, F32),
+            (MPI_C_FLOAT_COMPLEX, "MPI_C_FLOAT_COMPLEX", 8, CF32),
+            (MPI_CXX_FLOAT_COMPLEX, "MPI_CXX_FLOAT_COMPLEX", 8, CF32),
+            (MPI_DOUBLE, "MPI_DOUBLE", 8, F64),
+            (MPI_C_DOUBLE_COMPLEX, "MPI_C_DOUBLE_COMPLEX", 16, CF64),
+            (MPI_CXX_DOUBLE_COMPLEX, "MPI_CXX_DOUBLE_COMPLEX", 16, CF64),
+            (MPI_LOGICAL, "MPI_LOGICAL", 4, I32),
+            (MPI_INTEGER, "MPI_INTEGER", 4, I32),
+            (MPI_REAL, "MPI_REAL", 4, F32),
+            (MPI_COMPLEX, "MPI_COMPLEX", 8, CF32),
+            (MPI_DOUBLE_PRECISION, "MPI_DOUBLE_PRECISION", 8, F64),
+            (MPI_DOUBLE_COMPLEX, "MPI_DOUBLE_COMPLEX", 16, CF64),
+            (MPI_CHARACTER, "MPI_CHARACTER", 1, I8),
+            (MPI_LONG_DOUBLE, "MPI_LONG_DOUBLE", 16, Opaque(16)),
+            (MPI_C_LONG_DOUBLE_COMPLEX, "MPI_C_LONG_DOUBLE_COMPLEX", 32, Opaque(32)),
+            (MPI_CXX_LONG_DOUBLE_COMPLEX, "MPI_CXX_LONG_DOUBLE_COMPLEX", 32, Opaque(32)),
+            (MPI_C_BOOL, "MPI_C_BOOL", 1, Bool),
+            (MPI_CXX_BOOL, "MPI_CXX_BOOL", 1, Bool),
+            (MPI_WCHAR, "MPI_WCHAR", 4, Opaque(4)),
+            (MPI_INT8_T, "MPI_INT8_T", 1, I8),
+            (MPI_UINT8_T, "MPI_UINT8_T", 1, U8),
+            (MPI_CHAR, "MPI_CHAR", 1, I8),
+            (MPI_SIGNED_CHAR, "MPI_SIGNED_CHAR", 1, I8),
+            (MPI_UNSIGNED_CHAR, "MPI_UNSIGNED_CHAR", 1, U8),
+            (MPI_BYTE, "MPI_BYTE", 1, Byte),
+            (MPI_INT16_T, "MPI_INT16_T", 2, I16),
+            (MPI_UINT16_T, "MPI_UINT16_T", 2, U16),
+            (MPI_INT32_T, "MPI_INT32_T", 4, I32),
+            (MPI_UINT32_T, "MPI_UINT32_T", 4, U32),
+            (MPI_INT64_T, "MPI_INT64_T", 8, I64),
+            (MPI_UINT64_T, "MPI_UINT64_T", 8, U64),
+            (MPI_LOGICAL1, "MPI_LOGICAL1", 1, I8),
+            (MPI_INTEGER1, "MPI_INTEGER1", 1, I8),
+            (MPI_LOGICAL2, "MPI_LOGICAL2", 2, I16),
+            (MPI_INTEGER2, "MPI_INTEGER2", 2, I16),
+            (MPI_REAL2, "MPI_REAL2", 2, Opaque(2)),
+            (MPI_LOGICAL4, "MPI_LOGICAL4", 4, I32),
+            (MPI_INTEGER4, "MPI_INTEGER4", 4, I32),
+            (MPI_REAL4, "MPI_REAL4", 4, F32),
+            (MPI_COMPLEX4, "MPI_COMPLEX4", 4, Opaque(4)),
+            (MPI_LOGICAL8, "MPI_LOGICAL8", 8, I64),
+            (MPI_INTEGER8, "MPI_INTEGER8", 8, I64),
+            (MPI_REAL8, "MPI_REAL8", 8, F64),
+            (MPI_COMPLEX8, "MPI_COMPLEX8", 8, CF32),
+            (MPI_LOGICAL16, "MPI_LOGICAL16", 16, Opaque(16)),
+            (MPI_INTEGER16, "MPI_INTEGER16", 16, I128),
+            (MPI_REAL16, "MPI_REAL16", 16, Opaque(16)),
+            (MPI_COMPLEX16, "MPI_COMPLEX16", 16, CF64),
+            (MPI_COMPLEX32, "MPI_COMPLEX32", 32, Opaque(32)),
+        ];
+        for &(h, n, s, b) in leaves {
+            let mut d = Dtype::leaf(n, s, b);
+            if matches!(b, CF32 | CF64) {
+                d.align = s / 2;
+                d.segs[0].esize = s;
+            }
+            put(h, d);
+        }
+        put(MPI_FLOAT_INT, Dtype::pair("MPI_FLOAT_INT", 4, 4, 4, 8, PairKind::FloatInt));
+        put(MPI_DOUBLE_INT, Dtype::pair("MPI_DOUBLE_INT", 8, 8, 4, 16, PairKind::DoubleInt));
+        put(MPI_LONG_INT, Dtype::pair("MPI_LONG_INT", 8, 8, 4, 16, PairKind::LongInt));
+        put(MPI_2INT, Dtype::pair("MPI_2INT", 4, 4, 4, 8, PairKind::TwoInt));
+        put(MPI_SHORT_INT, Dtype::pair("MPI_SHORT_INT", 2, 4, 4, 8, PairKind::ShortInt));
+        put(MPI_LONG_DOUBLE_INT, Dtype::pair("MPI_LONG_DOUBLE_INT", 16, 16, 4, 32, PairKind::LongDoubleInt));
+        put(MPI_2REAL, Dtype::pair("MPI_2REAL", 4, 4, 4, 8, PairKind::TwoFloat));
+        put(MPI_2DOUBLE_PRECISION, Dtype::pair("MPI_2DOUBLE_PRECISION", 8, 8, 8, 16, PairKind::TwoDouble));
+        put(MPI_2INTEGER, Dtype::pair("MPI_2INTEGER", 4, 4, 4, 8, PairKind::TwoInt));
+        t
+    })
+}
+
+pub(crate) static TYPES: Table<Dtype> = Table::new(Kind::Datatype);
+
+/// The datatype of handle `h`.
+pub(crate) fn lookup(h: Handle) -> Option<Arc<Dtype>> {
+    if (0x200..0x300).contains(&h) {
+        return predefined_table()[h - 0x200].clone();
+    }
+    TYPES.get(h)
+}
+
+macro_rules! dtype {
+    ($h:expr) => {
+        match crate::dtype::lookup($h) {
+            Some(d) => d,
+            None => return crate::err::raise_on(crate::consts::MPI_COMM_WORLD, crate::consts::MPI_ERR_TYPE),
+        }
+    };
+}
+pub(crate) use dtype;
+
+/// Appends `s` to `segs`, merging it with the last one when they touch.
+fn push_seg(segs: &mut Vec<Seg>, s: Seg) {
+    if s.len == 0 {
+        return;
+    }
+    if let Some(last) = segs.last_mut() {
+        if last.off + last.len as isize == s.off && last.esize == s.esize {
+            last.len += s.len;
+            return;
+        }
+    }
+    segs.push(s);
+}
+
+/// The general constructor: blocks of `count[i]` elements of `types[i]` at byte
+/// displacement `displs[i]` (struct; every other constructor is a special case).
+fn build(blocks: &[(usize, isize, Arc<Dtype>)], is_struct: bool) -> Dtype {
+    let mut segs = Vec::new();
+    let mut size = 0usize;
+    let (mut lb, mut ub) = (isize::MAX, isize::MIN);
+    let (mut tlb, mut tub) = (isize::MAX, isize::MIN);
+    let mut basic: Option<Option<Basic>> = None;
+    let mut align = 1;
+    for (n, d, t) in blocks {
+        if *n == 0 {
+            continue;
+        }
+        let ext = t.extent();
+        for j in 0..*n as isize {
+            let base = d + j * ext;
+            for s in &t.segs {
+                push_seg(&mut segs, Seg { off: base + s.off, len: s.len, esize: s.esize });
+            }
+        }
+        size += n * t.size;
+        lb = lb.min(d + t.lb);
+        ub = ub.max(d + t.lb + *n as isize * ext);
+        if t.size > 0 {
+            tlb = tlb.min(d + t.true_lb);
+            tub = tub.max(d + (*n as isize - 1) * ext + t.true_ub);
+        }
+        basic = Some(match basic {
+            None => t.basic,
+            Some(b) if b == t.basic => b,
+            Some(_) => None,
+        });
+        align = align.max(t.align);
+    }
+    if lb == isize::MAX {
+        (lb, ub) = (0, 0);
+    }
+    if tlb == isize::MAX {
+        (tlb, tub) = (0, 0);
+    }
+    if is_struct {
+        // Pad the extent to the largest alignment, as C pads a struct.
+        let ext = ub - lb;
+        let a = align as isize;
+        if ext % a != 0 {
+            ub += a - ext % a;
+        }
+    }
+    Dtype {
+        size,
+        lb,
+        ub,
+        true_lb: tlb,
+        true_ub: tub,
+        segs,
+        basic: basic.flatten(),
+        align,
+        predefined: false,
+        committed: AtomicBool::new(false),
+        name: Mutex::new(String::new()),
+        combiner: 0,
+        ints: Vec::new(),
+        aints: Vec::new(),
+        types: Vec::new(),
+    }
+}
+
+unsafe fn new_type(
+    mut d: Dtype,
+    combiner: c_int,
+    ints: Vec<c_int>,
+    aints: Vec<isize>,
+    types: Vec<Handle>,
+    out: *mut Handle,
+) -> c_int {
+    d.combiner = combiner;
+    d.ints = ints;
+    d.aints = aints;
+    d.types = types;
+    // SAFETY: output argument.
+    unsafe { *out = TYPES.insert(Arc::new(d)) };
+    MPI_SUCCESS
+}
+
+/// Reads `n` values of a C array (empty for a null pointer).
+pub(crate) unsafe fn slice<'a, T>(p: *const T, n: c_int) -> &'a [T] {
+    if p.is_null() || n <= 0 {
+        &[]
+    } else {
+        // SAFETY: an array of n values (MPI contract).
+        unsafe { std::slice::from_raw_parts(p, n as usize) }
+    }
+}
+
+pub(crate) unsafe fn MPI_Type_contiguous(count: c_int, oldtype: Handle, newtype: *mut Handle) -> c_int {
+    let t = dtype!(oldtype);
+    if count < 0 {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
+    }
+    let d = build(&[(count as usize, 0, t)], false);
+    // SAFETY: output argument.
+    unsafe { new_type(d, MPI_COMBINER_CONTIGUOUS, vec![count], vec![], vec![oldtype], newtype) }
+}
+
+pub(crate) unsafe fn MPI_Type_vector(
+    count: c_int,
+    blocklength: c_int,
+    stride: c_int,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    let t = dtype!(oldtype);
+    if count < 0 || blocklength < 0 {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
+    }
+    let ext = t.extent();
+    let blocks: Vec<_> =
+        (0..count as isize).map(|i| (blocklength as usize, i * stride as isize * ext, t.clone())).collect();
+    let d = build(&blocks, false);
+    // SAFETY: output argument.
+    unsafe { new_type(d, MPI_COMBINER_VECTOR, vec![count, blocklength, stride], vec![], vec![oldtype], newtype) }
+}
+
+pub(crate) unsafe fn MPI_Type_create_hvector(
+    count: c_int,
+    blocklength: c_int,
+    stride: isize,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    let t = dtype!(oldtype);
+    if count < 0 || blocklength < 0 {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
+    }
+    let blocks: Vec<_> = (0..count as isize).map(|i| (blocklength as usize, i * stride, t.clone())).collect();
+    let d = build(&blocks, false);
+    // SAFETY: output argument.
+    unsafe { new_type(d, MPI_COMBINER_HVECTOR, vec![count, blocklength], vec![stride], vec![oldtype], newtype) }
+}
+
+pub(crate) unsafe fn MPI_Type_indexed(
+    count: c_int,
+    array_of_blocklengths: *const c_int,
+    array_of_displacements: *const c_int,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    let t = dtype!(oldtype);
+    // SAFETY: arrays of count entries (MPI contract).
+    let (bl, dp) = unsafe { (slice(array_of_blocklengths, count), slice(array_of_displacements, count)) };
+    if bl.iter().any(|&b| b < 0) || count < 0 {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
+    }
+    let ext = t.extent();
+    let blocks: Vec<_> = bl.iter().zip(dp).map(|(&b, &d)| (b as usize, d as isize * ext, t.clone())).collect();
+    let d = build(&blocks, false);
+    let mut ints = vec![count];
+    ints.extend_from_slice(bl);
+    ints.extend_from_slice(dp);
+    // SAFETY: output argument.
+    unsafe { new_type(d, MPI_COMBINER_INDEXED, ints, vec![], vec![oldtype], newtype) }
+}
+
+pub(crate) unsafe fn MPI_Type_create_hindexed(
+    count: c_int,
+    array_of_blocklengths: *const c_int,
+    array_of_displacements: *const isize,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    let t = dtype!(oldtype);
+    // SAFETY: arrays of count entries.
+    let (bl, dp) = unsafe { (slice(array_of_blocklengths, count), slice(array_of_displacements, count)) };
+    if bl.iter().any(|&b| b < 0) || count < 0 {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
+    }
+    let blocks: Vec<_> = bl.iter().zip(dp).map(|(&b, &d)| (b as usize, d, t.clone())).collect();
+    let d = build(&blocks, false);
+    let mut ints = vec![count];
+    ints.extend_from_slice(bl);
+    // SAFETY: output argument.
+    unsafe { new_type(d, MPI_COMBINER_HINDEXED, ints, dp.to_vec(), vec![oldtype], newtype) }
+}
+
+pub(crate) unsafe fn MPI_Type_create_indexed_block(
+    count: c_int,
+    blocklength: c_int,
+    array_of_displacements: *const c_int,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    let t = dtype!(oldtype);
+    // SAFETY: array of count entries.
+    let dp = unsafe { slice(array_of_displacements, count) };
+    if blocklength < 0 || count < 0 {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
+    }
+    let ext = t.extent();
+    let blocks: Vec<_> = dp.iter().map(|&d| (blocklength as usize, d as isize * ext, t.clone())).collect();
+    let d = build(&blocks, false);
+    let mut ints = vec![count, blocklength];
+    ints.extend_from_slice(dp);
+    // SAFETY: output argument.
+    unsafe { new_type(d, MPI_COMBINER_INDEXED_BLOCK, ints, vec![], vec![oldtype], newtype) }
+}
+
+pub(crate) unsafe fn MPI_Type_create_hindexed_block(
+    count: c_int,
+    blocklength: c_int,
+    array_of_displacements: *const isize,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    let t = dtype!(oldtype);
+    // SAFETY: array of count entries.
+    let dp = unsafe { slice(array_of_displacements, count) };
+    if blocklength < 0 || count < 0 {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
+    }
+    let blocks: Vec<_> = dp.iter().map(|&d| (blocklength as usize, d, t.clone())).collect();
+    let d = build(&blocks, false);
+    // SAFETY: output argument.
+    unsafe { new_type(d, MPI_COMBINER_HINDEXED_BLOCK, vec![count, blocklength], dp.to_vec(), vec![oldtype], newtype) }
+}
+
+pub(crate) unsafe fn MPI_Type_create_struct(
+    count: c_int,
+    array_of_blocklengths: *const c_int,
+    array_of_displacements: *const isize,
+    array_of_types: *const Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    // SAFETY: arrays of count entries.
+    let (bl, dp, ty) = unsafe {
+        (slice(array_of_blocklengths, count), slice(array_of_displacements, count), slice(array_of_types, count))
+    };
+    if bl.iter().any(|&b| b < 0) || count < 0 {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
+    }
+    let mut blocks = Vec::with_capacity(ty.len());
+    for ((&b, &d), &t) in bl.iter().zip(dp).zip(ty) {
+        blocks.push((b as usize, d, dtype!(t)));
+    }
+    let d = build(&blocks, true);
+    let mut ints = vec![count];
+    ints.extend_from_slice(bl);
+    // SAFETY: output argument.
+    unsafe { new_type(d, MPI_COMBINER_STRUCT, ints, dp.to_vec(), ty.to_vec(), newtype) }
+}
+
+pub(crate) unsafe fn MPI_Type_create_resized(oldtype: Handle, lb: isize, extent: isize, newtype: *mut Handle) -> c_int {
+    let t = dtype!(oldtype);
+    let mut d = build(&[(1, 0, t)], false);
+    d.lb = lb;
+    d.ub = lb + extent;
+    // SAFETY: output argument.
+    unsafe { new_type(d, MPI_COMBINER_RESIZED, vec![], vec![lb, extent], vec![oldtype], newtype) }
+}
+
+pub(crate) unsafe fn MPI_Type_dup(oldtype: Handle, newtype: *mut Handle) -> c_int {
+    let t = dtype!(oldtype);
+    let mut d = build(&[(1, 0, t.clone())], false);
+    (d.lb, d.ub, d.true_lb, d.true_ub) = (t.lb, t.ub, t.true_lb, t.true_ub);
+    d.committed.store(t.committed.load(Ordering::Relaxed), Ordering::Relaxed);
+    // SAFETY: output argument.
+    unsafe { new_type(d, MPI_COMBINER_DUP, vec![], vec![], vec![oldtype], newtype) }
+}
+
+pub(crate) unsafe fn MPI_Type_commit(datatype: *mut Handle) -> c_int {
+    // SAFETY: in/out argument.
+    let t = dtype!(unsafe { *datatype });
+    t.committed.store(true, Ordering::Relaxed);
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Type_free(datatype: *mut Handle) -> c_int {
+    // SAFETY: in/out argument.
+    let h = unsafe { *datatype };
+    if TYPES.remove(h).is_none() {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_TYPE);
+    }
+    // SAFETY: in/out argument.
+    unsafe { *datatype = MPI_DATATYPE_NULL };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Type_size(datatype: Handle, size: *mut c_int) -> c_int {
+    let t = dtype!(datatype);
+    // SAFETY: output argument.
+    unsafe { *size = if t.size > c_int::MAX as usize { MPI_UNDEFINED } else { t.size as c_int } };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Type_size_c(datatype: Handle, size: *mut MPI_Count) -> c_int {
+    let t = dtype!(datatype);
+    // SAFETY: output argument.
+    unsafe { *size = t.size as MPI_Count };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Type_size_x(datatype: Handle, size: *mut MPI_Count) -> c_int {
+    // SAFETY: forwarded arguments.
+    unsafe { MPI_Type_size_c(datatype, size) }
+}
+
+pub(crate) unsafe fn MPI_Type_get_extent(datatype: Handle, lb: *mut isize, extent: *mut isize) -> c_int {
+    let t = dtype!(datatype);
+    // SAFETY: output arguments.
+    unsafe {
+        *lb = t.lb;
+        *extent = t.extent();
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Type_get_extent_c(datatype: Handle, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
+    let t = dtype!(datatype);
+    // SAFETY: output arguments.
+    unsafe {
+        *lb = t.lb as MPI_Count;
+        *extent = t.extent() as MPI_Count;
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Type_get_extent_x(datatype: Handle, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
+    // SAFETY: forwarded arguments.
+    unsafe { MPI_Type_get_extent_c(datatype, lb, extent) }
+}
+
+pub(crate) unsafe fn MPI_Type_get_true_extent(datatype: Handle, true_lb: *mut isize, true_extent: *mut isize) -> c_int {
+    let t = dtype!(datatype);
+    // SAFETY: output arguments.
+    unsafe {
+        *true_lb = t.true_lb;
+        *true_extent = t.true_ub - t.true_lb;
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Type_get_true_extent_c(
+    datatype: Handle,
+    true_lb: *mut MPI_Count,
+    true_extent: *mut MPI_Count,
+) -> c_int {
+    let t = dtype!(datatype);
+    // SAFETY: output arguments.
+    unsafe {
+        *true_lb = t.true_lb as MPI_Count;
+        *true_extent = (t.true_ub - t.true_lb) as MPI_Count;
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Type_get_true_extent_x(
+    datatype: Handle,
+    true_lb: *mut MPI_Count,
+    true_extent: *mut MPI_Count,
+) -> c_int {
+    // SAFETY: forwarded arguments.
+    unsafe { MPI_Type_get_true_extent_c(datatype, true_lb, true_extent) }
+}
+
+pub(crate) unsafe fn MPI_Type_set_name(datatype: Handle, type_name: *const c_char) -> c_int {
+    let t = dtype!(datatype);
+    if type_name.is_null() {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    // SAFETY: C string.
+    *t.name.lock() = unsafe { std::ffi::CStr::from_ptr(type_name) }.to_string_lossy().into_owned();
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Type_get_name(datatype: Handle, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    let t = dtype!(datatype);
+    let n = t.name.lock().clone();
+    // SAFETY: MPI_MAX_OBJECT_NAME bytes.
+    unsafe { put_string(&n, type_name, MPI_MAX_OBJECT_NAME as usize, resultlen) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Type_get_envelope(
+    datatype: Handle,
+    num_integers: *mut c_int,
+    num_addresses: *mut c_int,
+    num_datatypes: *mut c_int,
+    combiner: *mut c_int,
+) -> c_int {
+    let t = dtype!(datatype);
+    // SAFETY: output arguments.
+    unsafe {
+        *num_integers = t.ints.len() as c_int;
+        *num_addresses = t.aints.len() as c_int;
+        *num_datatypes = t.types.len() as c_int;
+        *combiner = t.combiner;
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Type_get_contents(
+    datatype: Handle,
+    max_integers: c_int,
+    max_addresses: c_int,
+    max_datatypes: c_int,
+    array_of_integers: *mut c_int,
+    array_of_addresses: *mut isize,
+    array_of_datatypes: *mut Handle,
+) -> c_int {
+    let t = dtype!(datatype);
+    if t.predefined {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_TYPE);
+    }
+    if (max_integers as usize) < t.ints.len()
+        || (max_addresses as usize) < t.aints.len()
+        || (max_datatypes as usize) < t.types.len()
+    {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    // SAFETY: arrays of the given sizes (MPI contract), checked above.
+    unsafe {
+        std::ptr::copy_nonoverlapping(t.ints.as_ptr(), array_of_integers, t.ints.len());
+        std::ptr::copy_nonoverlapping(t.aints.as_ptr(), array_of_addresses, t.aints.len());
+        for (i, &h) in t.types.iter().enumerate() {
+            // Derived types come back as new handles to the same type (MPI 5, 5.1.13).
+            let out = if (0x200..0x300).contains(&h) {
+                h
+            } else {
+                match TYPES.get(h) {
+                    Some(d) => TYPES.insert(d),
+                    None => h,
+                }
+            };
+            *array_of_datatypes.add(i) = out;
+        }
+    }
+    MPI_SUCCESS
+}
+
+// ---------------------------------------------------------------------------------------
+// Pack and unpack
+
+/// Copies `count` elements of `t` at `buf` into `out` (appended), packed.
+///
+/// # Safety
+/// `buf` holds `count` elements of `t` (the program's buffer).
+pub(crate) unsafe fn pack_into(buf: *const u8, count: usize, t: &Dtype, out: &mut Vec<u8>) {
+    out.reserve(count * t.size);
+    let ext = t.extent();
+    for i in 0..count as isize {
+        for s in &t.segs {
+            // SAFETY: inside the program's buffer (function contract).
+            let src = unsafe { std::slice::from_raw_parts(buf.offset(i * ext + s.off), s.len) };
+            out.extend_from_slice(src);
+        }
+    }
+}
+
+/// Copies packed bytes `src` into `count` elements of `t` at `buf`, stopping when `src`
+/// runs out.
+///
+/// # Safety
+/// `buf` holds `count` elements of `t`.
+pub(crate) unsafe fn unpack_from(src: &[u8], buf: *mut u8, count: usize, t: &Dtype) {
+    let ext = t.extent();
+    let mut pos = 0;
+    for i in 0..count as isize {
+        for s in &t.segs {
+            if pos >= src.len() {
+                return;
+            }
+            let n = s.len.min(src.len() - pos);
+            // SAFETY: inside the program's buffer (function contract); `n` bytes of src.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().add(pos), buf.offset(i * ext + s.off), n) };
+            pos += n;
+        }
+    }
+}
+
+/// The number of leaf elements in `bytes` packed bytes of `t`.
+pub(crate) fn elements(t: &Dtype, bytes: i64) -> i64 {
+    if t.size == 0 {
+        return 0;
+    }
+    let per: i64 = t.segs.iter().map(|s| (s.len / s.esize.max(1)) as i64).sum();
+    let whole = bytes / t.size as i64;
+    let mut rest = bytes % t.size as i64;
+    let mut n = whole * per;
+    for s in &t.segs {
+        if rest <= 0 {
+            break;
+        }
+        let take = rest.min(s.len as i64);
+        n += take / s.esize.max(1) as i64;
+        rest -= take;
+    }
+    n
+}
+
+pub(crate) unsafe fn MPI_Pack(
+    inbuf: *const std::ffi::c_void,
+    incount: c_int,
+    datatype: Handle,
+    outbuf: *mut std::ffi::c_void,
+    outsize: c_int,
+    position: *mut c_int,
+    comm: Handle,
+) -> c_int {
+    let t = dtype!(datatype);
+    // SAFETY: in/out argument.
+    let pos = unsafe { *position } as usize;
+    let need = incount.max(0) as usize * t.size;
+    if pos + need > outsize.max(0) as usize {
+        return raise_on(comm, MPI_ERR_TRUNCATE);
+    }
+    let mut tmp = Vec::new();
+    // SAFETY: the program's buffers (MPI contract); room checked above.
+    unsafe {
+        pack_into(inbuf.cast(), incount.max(0) as usize, &t, &mut tmp);
+        std::ptr::copy_nonoverlapping(tmp.as_ptr(), outbuf.cast::<u8>().add(pos), tmp.len());
+        *position = (pos + tmp.len()) as c_int;
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Unpack(
+    inbuf: *const std::ffi::c_void,
+    insize: c_int,
+    position: *mut c_int,
+    outbuf: *mut std::ffi::c_void,
+    outcount: c_int,
+    datatype: Handle,
+    comm: Handle,
+) -> c_int {
+    let t = dtype!(datatype);
+    // SAFETY: in/out argument.
+    let pos = unsafe { *position } as usize;
+    let need = outcount.max(0) as usize * t.size;
+    if pos + need > insize.max(0) as usize {
+        return raise_on(comm, MPI_ERR_TRUNCATE);
+    }
+    // SAFETY: the program's buffers (MPI contract); size checked above.
+    unsafe {
+        let src = std::slice::from_raw_parts(inbuf.cast::<u8>().add(pos), need);
+        unpack_from(src, outbuf.cast(), outcount.max(0) as usize, &t);
+        *position = (pos + need) as c_int;
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Pack_size(incount: c_int, datatype: Handle, comm: Handle, size: *mut c_int) -> c_int {
+    let t = dtype!(datatype);
+    // SAFETY: output argument.
+    unsafe { *size = (incount.max(0) as usize * t.size) as c_int };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Get_count(status: *const MPI_Status, datatype: Handle, count: *mut c_int) -> c_int {
+    let t = dtype!(datatype);
+    // SAFETY: the program's status.
+    let bytes = unsafe { (*status).bytes() };
+    let c = if t.size == 0 {
+        0
+    } else if bytes % t.size as i64 != 0 {
+        MPI_UNDEFINED
+    } else {
+        (bytes / t.size as i64) as c_int
+    };
+    // SAFETY: output argument.
+    unsafe { *count = c };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Get_count_c(status: *const MPI_Status, datatype: Handle, count: *mut MPI_Count) -> c_int {
+    let t = dtype!(datatype);
+    // SAFETY: the program's status.
+    let bytes = unsafe { (*status).bytes() };
+    let c = if t.size == 0 {
+        0
+    } else if bytes % t.size as i64 != 0 {
+        MPI_UNDEFINED as MPI_Count
+    } else {
+        bytes / t.size as i64
+    };
+    // SAFETY: output argument.
+    unsafe { *count = c };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Get_elements(status: *const MPI_Status, datatype: Handle, count: *mut c_int) -> c_int {
+    let t = dtype!(datatype);
+    // SAFETY: the program's status.
+    let bytes = unsafe { (*status).bytes() };
+    // SAFETY: output argument.
+    unsafe { *count = elements(&t, bytes) as c_int };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Get_elements_c(status: *const MPI_Status, datatype: Handle, count: *mut MPI_Count) -> c_int {
+    let t = dtype!(datatype);
+    // SAFETY: the program's status.
+    let bytes = unsafe { (*status).bytes() };
+    // SAFETY: output argument.
+    unsafe { *count = elements(&t, bytes) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Get_elements_x(status: *const MPI_Status, datatype: Handle, count: *mut MPI_Count) -> c_int {
+    // SAFETY: forwarded arguments.
+    unsafe { MPI_Get_elements_c(status, datatype, count) }
+}
+
+pub(crate) unsafe fn MPI_Status_set_elements(status: *mut MPI_Status, datatype: Handle, count: c_int) -> c_int {
+    let t = dtype!(datatype);
+    // SAFETY: the program's status.
+    unsafe { (*status).set_bytes(count as i64 * t.size as i64) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Status_set_elements_c(status: *mut MPI_Status, datatype: Handle, count: MPI_Count) -> c_int {
+    let t = dtype!(datatype);
+    // SAFETY: the program's status.
+    unsafe { (*status).set_bytes(count * t.size as i64) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) -> c_int {
+    // SAFETY: the program's status.
+    unsafe { (*status).set_cancelled(flag != 0) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) -> c_int {
+    // SAFETY: the program's status; output argument.
+    unsafe { *flag = (*status).cancelled() as c_int };
+    MPI_SUCCESS
+}

@@ -1,0 +1,378 @@
+//! Error handlers, error classes, codes and strings (MPI 5, chapter 9).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use runthrough::{Class, Error};
+
+use crate::consts::*;
+use crate::handles::{Kind, Table};
+use crate::types::{FnPtr, Handle};
+
+/// A communicator error handler function (`MPI_Comm_errhandler_function`; the trailing
+/// varargs are never passed).
+pub(crate) type CommErrFn = unsafe extern "C" fn(*mut Handle, *mut c_int);
+
+/// A user error handler.
+#[derive(Debug)]
+pub(crate) struct UserErrhandler {
+    pub(crate) f: CommErrFn,
+}
+
+pub(crate) static ERRHANDLERS: Table<UserErrhandler> = Table::new(Kind::Errhandler);
+
+thread_local! {
+    static DETAIL: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Remembers a message for the next error raised on this thread (printed by the fatal
+/// handlers).
+pub(crate) fn set_detail(msg: String) {
+    DETAIL.with(|d| *d.borrow_mut() = Some(msg));
+}
+
+/// User-added error classes, codes and strings (MPI_Add_error_*).
+#[derive(Debug, Default)]
+struct Added {
+    last: c_int,
+    class_of: HashMap<c_int, c_int>,
+    strings: HashMap<c_int, String>,
+}
+
+static ADDED: Mutex<Option<Added>> = Mutex::new(None);
+
+/// The first value MPI_Add_error_class hands out.
+const FIRST_ADDED: c_int = 200;
+
+/// The last error code in use (the MPI_LASTUSEDCODE attribute).
+pub(crate) fn last_used_code() -> c_int {
+    ADDED.lock().as_ref().map_or(FIRST_ADDED - 1, |a| a.last.max(FIRST_ADDED - 1))
+}
+
+/// The MPI error class of a runthrough error.
+pub(crate) fn code_of(e: &Error) -> c_int {
+    match e {
+        Error::Propagated(list) => {
+            // R27: the first signalled code when it is a valid MPI code, else MPI_ERR_OTHER.
+            let c = list.first().map(|&(_, c)| c).unwrap_or(MPI_ERR_OTHER);
+            if c > 0 && c <= MPI_ERR_LASTCODE {
+                c
+            } else {
+                MPI_ERR_OTHER
+            }
+        }
+        Error::CommCorrupted => MPIX_ERR_REVOKED,
+        _ => match e.class() {
+            Class::Truncate => MPI_ERR_TRUNCATE,
+            Class::Rank => MPI_ERR_RANK,
+            Class::Tag => MPI_ERR_TAG,
+            Class::Arg => MPI_ERR_ARG,
+            Class::InStatus => MPIX_ERR_PROC_FAILED,
+            Class::Other => MPI_ERR_OTHER,
+            Class::Intern => MPI_ERR_INTERN,
+            Class::Unsupported => MPI_ERR_UNSUPPORTED_OPERATION,
+            Class::RankFailStop | Class::ProcFailed => MPIX_ERR_PROC_FAILED,
+            Class::ProcFailedPending => MPIX_ERR_PROC_FAILED_PENDING,
+            Class::Revoked => MPIX_ERR_REVOKED,
+            _ => MPI_ERR_OTHER,
+        },
+    }
+}
+
+/// Raises runthrough error `e` on communicator handle `comm` (through its handler).
+pub(crate) fn raise_error(comm: Handle, e: &Error) -> c_int {
+    set_detail(e.to_string());
+    raise_on(comm, code_of(e))
+}
+
+/// Invokes the error handler of communicator `comm` for `code` and returns what the
+/// call returns (the code, unless the handler aborts).
+pub(crate) fn raise_on(comm: Handle, code: c_int) -> c_int {
+    if code == MPI_SUCCESS {
+        return code;
+    }
+    let (eh, obj) = match crate::comm::lookup(comm) {
+        Ok(c) => {
+            let eh = *c.errhandler.lock();
+            (eh, Some(c))
+        }
+        // Before MPI_Init or after a bad handle: MPI_COMM_WORLD's handler or fatal.
+        Err(_) => match crate::comm::lookup(MPI_COMM_WORLD) {
+            Ok(c) => {
+                let eh = *c.errhandler.lock();
+                (eh, Some(c))
+            }
+            Err(_) => (MPI_ERRORS_ARE_FATAL, None),
+        },
+    };
+    let detail = DETAIL.with(|d| d.borrow_mut().take());
+    match eh {
+        MPI_ERRORS_RETURN => code,
+        MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT => {
+            let what = detail.unwrap_or_else(|| class_string(error_class(code)).to_string());
+            eprintln!(
+                "runthrough libmpi_abi: {} failed: {} (error class {}); {}",
+                crate::guard::current(),
+                what,
+                error_class(code),
+                if eh == MPI_ERRORS_ABORT { "aborting the communicator's group" } else { "aborting the job" }
+            );
+            match obj {
+                Some(c) if eh == MPI_ERRORS_ABORT => c.comm.abort(code.max(1)),
+                _ => match crate::env::world() {
+                    Some(w) => w.comm.abort(code.max(1)),
+                    None => std::process::exit(code.clamp(1, 255)),
+                },
+            }
+        }
+        h => {
+            if let Some(u) = ERRHANDLERS.get(h) {
+                let mut handle = comm;
+                let mut c = code;
+                // SAFETY: a user handler registered by MPI_Comm_create_errhandler, called
+                // as MPI prescribes with pointers to a communicator handle and a code.
+                unsafe { (u.f)(&mut handle, &mut c) };
+            }
+            code
+        }
+    }
+}
+
+/// The class of an error code.
+pub(crate) fn error_class(code: c_int) -> c_int {
+    if let Some(a) = ADDED.lock().as_ref() {
+        if let Some(&c) = a.class_of.get(&code) {
+            return c;
+        }
+    }
+    code
+}
+
+fn class_string(class: c_int) -> &'static str {
+    match class {
+        MPI_SUCCESS => "no error",
+        MPI_ERR_BUFFER => "invalid buffer pointer",
+        MPI_ERR_COUNT => "invalid count argument",
+        MPI_ERR_TYPE => "invalid datatype",
+        MPI_ERR_TAG => "invalid tag",
+        MPI_ERR_COMM => "invalid communicator",
+        MPI_ERR_RANK => "invalid rank",
+        MPI_ERR_REQUEST => "invalid request",
+        MPI_ERR_ROOT => "invalid root",
+        MPI_ERR_GROUP => "invalid group",
+        MPI_ERR_OP => "invalid reduction operation",
+        MPI_ERR_TOPOLOGY => "invalid topology",
+        MPI_ERR_DIMS => "invalid dimension argument",
+        MPI_ERR_ARG => "invalid argument",
+        MPI_ERR_UNKNOWN => "unknown error",
+        MPI_ERR_TRUNCATE => "message truncated",
+        MPI_ERR_OTHER => "other error",
+        MPI_ERR_INTERN => "internal error",
+        MPI_ERR_PENDING => "pending request",
+        MPI_ERR_IN_STATUS => "error code is in status",
+        MPI_ERR_INFO_KEY => "invalid info key",
+        MPI_ERR_INFO_NOKEY => "info key not defined",
+        MPI_ERR_INFO_VALUE => "invalid info value",
+        MPI_ERR_INFO => "invalid info object",
+        MPI_ERR_KEYVAL => "invalid attribute key",
+        MPI_ERR_NO_MEM => "out of memory",
+        MPI_ERR_NOT_SAME => "arguments differ between processes",
+        MPI_ERR_UNSUPPORTED_OPERATION => "operation not supported",
+        MPI_ERR_VALUE_TOO_LARGE => "value too large",
+        MPI_ERR_ERRHANDLER => "invalid error handler",
+        MPI_ERR_ABI => "ABI mismatch",
+        MPIX_ERR_PROC_FAILED => "process failure (MPIX_ERR_PROC_FAILED)",
+        MPIX_ERR_PROC_FAILED_PENDING => "process failure, request pending (MPIX_ERR_PROC_FAILED_PENDING)",
+        MPIX_ERR_REVOKED => "communicator revoked (MPIX_ERR_REVOKED)",
+        c if (1..=MPI_ERR_ABI).contains(&c) => "MPI error",
+        _ => "unknown error code",
+    }
+}
+
+/// Whether `code` is a valid error code or class.
+fn valid_code(code: c_int) -> bool {
+    (0..=MPI_ERR_ABI).contains(&code)
+        || (MPIX_ERR_PROC_FAILED..=MPIX_ERR_REVOKED).contains(&code)
+        || ADDED.lock().as_ref().is_some_and(|a| a.class_of.contains_key(&code))
+}
+
+/// Copies `s` into the C buffer `dst` (NUL-terminated, at most `max - 1` bytes) and
+/// stores its length in `len`.
+///
+/// # Safety
+/// `dst` has room for `max` bytes; `len` is writable or null.
+pub(crate) unsafe fn put_string(s: &str, dst: *mut c_char, max: usize, len: *mut c_int) {
+    let n = s.len().min(max.saturating_sub(1));
+    if !dst.is_null() && max > 0 {
+        // SAFETY: room for `max` bytes (function contract); n + 1 <= max.
+        unsafe {
+            std::ptr::copy_nonoverlapping(s.as_ptr(), dst.cast::<u8>(), n);
+            *dst.add(n) = 0;
+        }
+    }
+    if !len.is_null() {
+        // SAFETY: writable (function contract).
+        unsafe { *len = n as c_int };
+    }
+}
+
+pub(crate) unsafe fn MPI_Error_class(errorcode: c_int, errorclass: *mut c_int) -> c_int {
+    if !valid_code(errorcode) {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    // SAFETY: output argument (MPI contract).
+    unsafe { *errorclass = error_class(errorcode) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
+    if !valid_code(errorcode) {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    let added = ADDED.lock().as_ref().and_then(|a| a.strings.get(&errorcode).cloned());
+    let s = added.unwrap_or_else(|| {
+        if error_class(errorcode) != errorcode {
+            String::new()
+        } else {
+            class_string(errorcode).to_string()
+        }
+    });
+    // SAFETY: MPI_MAX_ERROR_STRING bytes (MPI contract).
+    unsafe { put_string(&s, string, MPI_MAX_ERROR_STRING as usize, resultlen) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Add_error_class(errorclass: *mut c_int) -> c_int {
+    let mut g = ADDED.lock();
+    let a = g.get_or_insert_with(Added::default);
+    a.last = a.last.max(FIRST_ADDED - 1) + 1;
+    a.class_of.insert(a.last, a.last);
+    // SAFETY: output argument.
+    unsafe { *errorclass = a.last };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) -> c_int {
+    if !valid_code(errorclass) || error_class(errorclass) != errorclass {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    let mut g = ADDED.lock();
+    let a = g.get_or_insert_with(Added::default);
+    a.last = a.last.max(FIRST_ADDED - 1) + 1;
+    a.class_of.insert(a.last, errorclass);
+    // SAFETY: output argument.
+    unsafe { *errorcode = a.last };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Add_error_string(errorcode: c_int, string: *const c_char) -> c_int {
+    let mut g = ADDED.lock();
+    let a = g.get_or_insert_with(Added::default);
+    if !a.class_of.contains_key(&errorcode) || string.is_null() {
+        return {
+            drop(g);
+            raise_on(MPI_COMM_WORLD, MPI_ERR_ARG)
+        };
+    }
+    // SAFETY: a NUL-terminated C string (MPI contract).
+    let s = unsafe { std::ffi::CStr::from_ptr(string) }.to_string_lossy().into_owned();
+    a.strings.insert(errorcode, s);
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Remove_error_class(errorclass: c_int) -> c_int {
+    remove_added(errorclass)
+}
+
+pub(crate) unsafe fn MPI_Remove_error_code(errorcode: c_int) -> c_int {
+    remove_added(errorcode)
+}
+
+pub(crate) unsafe fn MPI_Remove_error_string(errorcode: c_int) -> c_int {
+    let mut g = ADDED.lock();
+    match g.as_mut() {
+        Some(a) if a.class_of.contains_key(&errorcode) => {
+            a.strings.remove(&errorcode);
+            MPI_SUCCESS
+        }
+        _ => {
+            drop(g);
+            raise_on(MPI_COMM_WORLD, MPI_ERR_ARG)
+        }
+    }
+}
+
+fn remove_added(code: c_int) -> c_int {
+    let mut g = ADDED.lock();
+    let removed = g.as_mut().is_some_and(|a| {
+        a.strings.remove(&code);
+        a.class_of.remove(&code).is_some()
+    });
+    drop(g);
+    if removed {
+        MPI_SUCCESS
+    } else {
+        raise_on(MPI_COMM_WORLD, MPI_ERR_ARG)
+    }
+}
+
+fn valid_errhandler(h: Handle) -> bool {
+    matches!(h, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT | MPI_ERRORS_RETURN) || ERRHANDLERS.get(h).is_some()
+}
+
+pub(crate) unsafe fn MPI_Comm_create_errhandler(comm_errhandler_fn: FnPtr, errhandler: *mut Handle) -> c_int {
+    if comm_errhandler_fn.is_null() {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    // SAFETY: the program passes an MPI_Comm_errhandler_function (MPI contract).
+    let f: CommErrFn = unsafe { std::mem::transmute::<FnPtr, CommErrFn>(comm_errhandler_fn) };
+    // SAFETY: output argument.
+    unsafe { *errhandler = ERRHANDLERS.insert(Arc::new(UserErrhandler { f })) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_set_errhandler(comm: Handle, errhandler: Handle) -> c_int {
+    let c = match crate::comm::lookup(comm) {
+        Ok(c) => c,
+        Err(e) => return raise_on(MPI_COMM_WORLD, e),
+    };
+    if !valid_errhandler(errhandler) {
+        return raise_on(comm, MPI_ERR_ARG);
+    }
+    *c.errhandler.lock() = errhandler;
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_get_errhandler(comm: Handle, errhandler: *mut Handle) -> c_int {
+    let c = match crate::comm::lookup(comm) {
+        Ok(c) => c,
+        Err(e) => return raise_on(MPI_COMM_WORLD, e),
+    };
+    // SAFETY: output argument.
+    unsafe { *errhandler = *c.errhandler.lock() };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_call_errhandler(comm: Handle, errorcode: c_int) -> c_int {
+    if crate::comm::lookup(comm).is_err() {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM);
+    }
+    raise_on(comm, errorcode);
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Errhandler_free(errhandler: *mut Handle) -> c_int {
+    // SAFETY: in/out argument.
+    let h = unsafe { *errhandler };
+    if matches!(h, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT | MPI_ERRORS_RETURN) {
+        // Freeing a predefined handler is allowed and does nothing to it.
+    } else if ERRHANDLERS.remove(h).is_none() {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    // SAFETY: in/out argument.
+    unsafe { *errhandler = MPI_ERRHANDLER_NULL };
+    MPI_SUCCESS
+}

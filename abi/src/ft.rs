@@ -1,0 +1,168 @@
+//! Fault tolerance through the ABI: ULFM's calls with Open MPI 5's MPIX_ names and the
+//! run-through stabilization calls of seeds/000 (declared in `abi/include/mpi-ext.h`).
+
+use std::ffi::c_int;
+use std::sync::atomic::Ordering;
+
+use crate::comm::comm;
+use crate::consts::*;
+use crate::err::{raise_error, raise_on};
+use crate::group::new_group;
+use crate::req::Active;
+use crate::types::{Handle, MPI_Status, SendPtr};
+
+fn group_of(g: &runthrough::Group) -> Handle {
+    new_group(g.world_ranks().into_iter().map(|r| r as u32).collect())
+}
+
+pub(crate) unsafe fn MPIX_Comm_revoke(comm: Handle) -> c_int {
+    let c = comm!(comm);
+    c.comm.revoke();
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPIX_Comm_is_revoked(comm: Handle, flag: *mut c_int) -> c_int {
+    let c = comm!(comm);
+    // SAFETY: output argument.
+    unsafe { *flag = c.comm.is_revoked() as c_int };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPIX_Comm_shrink(comm: Handle, newcomm: *mut Handle) -> c_int {
+    let c = comm!(comm);
+    c.worker.drain();
+    match c.comm.shrink() {
+        Ok(s) => {
+            // SAFETY: output argument.
+            unsafe { *newcomm = crate::comm::register_plain(&c, s) };
+            MPI_SUCCESS
+        }
+        Err(e) => raise_error(comm, &e),
+    }
+}
+
+pub(crate) unsafe fn MPIX_Comm_agree(comm: Handle, flag: *mut c_int) -> c_int {
+    let c = comm!(comm);
+    c.worker.drain();
+    // SAFETY: in/out argument.
+    match c.comm.agree(unsafe { *flag }) {
+        Ok(v) => {
+            // SAFETY: in/out argument.
+            unsafe { *flag = v };
+            MPI_SUCCESS
+        }
+        Err(e) => raise_error(comm, &e),
+    }
+}
+
+pub(crate) unsafe fn MPIX_Comm_iagree(comm: Handle, flag: *mut c_int, request: *mut Handle) -> c_int {
+    let c = comm!(comm);
+    let f = SendPtr(flag.cast());
+    let c2 = c.clone();
+    let job = c.worker.submit(move || {
+        let f = f;
+        // SAFETY: the program keeps `flag` valid until the request completes.
+        match c2.comm.agree(unsafe { *f.0.cast::<c_int>() }) {
+            Ok(v) => {
+                // SAFETY: as above.
+                unsafe { *f.0.cast::<c_int>() = v };
+                MPI_SUCCESS
+            }
+            Err(e) => crate::err::code_of(&c2.comm.check_error(e)),
+        }
+    });
+    // SAFETY: output argument.
+    unsafe { *request = crate::req::new_active(comm, Active::Job(job)) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPIX_Comm_get_failed(comm: Handle, failedgrp: *mut Handle) -> c_int {
+    let c = comm!(comm);
+    // SAFETY: output argument.
+    unsafe { *failedgrp = group_of(&c.comm.get_failed()) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPIX_Comm_ack_failed(comm: Handle, num_to_ack: c_int, num_acked: *mut c_int) -> c_int {
+    let c = comm!(comm);
+    let n = c.comm.ack_failed(num_to_ack.max(0) as usize);
+    // SAFETY: output argument.
+    unsafe { *num_acked = n as c_int };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPIX_Comm_failure_ack(comm: Handle) -> c_int {
+    let c = comm!(comm);
+    let failed = c.comm.get_failed();
+    c.comm.ack_failed(failed.size());
+    *c.acked.lock() = failed.world_ranks().into_iter().map(|r| r as u32).collect();
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPIX_Comm_failure_get_acked(comm: Handle, failedgrp: *mut Handle) -> c_int {
+    let c = comm!(comm);
+    // SAFETY: output argument.
+    unsafe { *failedgrp = new_group(c.acked.lock().clone()) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPIX_Comm_validate(comm: Handle, failed: *mut Handle) -> c_int {
+    let c = comm!(comm);
+    c.worker.drain();
+    match c.comm.validate() {
+        Ok(g) => {
+            // SAFETY: output argument.
+            unsafe { *failed = group_of(&g) };
+            MPI_SUCCESS
+        }
+        Err(e) => raise_error(comm, &e),
+    }
+}
+
+pub(crate) unsafe fn MPIX_Icomm_validate(comm: Handle, failed: *mut Handle, request: *mut Handle) -> c_int {
+    let c = comm!(comm);
+    let out = SendPtr(failed.cast());
+    let c2 = c.clone();
+    let job = c.worker.submit(move || {
+        let out = out;
+        match c2.comm.validate() {
+            Ok(g) => {
+                // SAFETY: the program keeps `failed` valid until the request completes.
+                unsafe { *out.0.cast::<Handle>() = group_of(&g) };
+                MPI_SUCCESS
+            }
+            Err(e) => crate::err::code_of(&c2.comm.check_error(e)),
+        }
+    });
+    // SAFETY: output argument.
+    unsafe { *request = crate::req::new_active(comm, Active::Job(job)) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPIX_Comm_group_failed(comm: Handle, failed: *mut Handle) -> c_int {
+    let c = comm!(comm);
+    // SAFETY: output argument.
+    unsafe { *failed = group_of(&c.comm.group_failed()) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPIX_Comm_reenable_any_source(comm: Handle, failed: *mut Handle) -> c_int {
+    let c = comm!(comm);
+    // SAFETY: output argument.
+    unsafe { *failed = group_of(&c.comm.reenable_any_source()) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPIX_Comm_collectives_enabled(comm: Handle, active: *mut c_int) -> c_int {
+    let c = comm!(comm);
+    // SAFETY: output argument.
+    unsafe { *active = c.comm.collectives_enabled() as c_int };
+    MPI_SUCCESS
+}
+
+/// Unused import guard (the status type appears in the generated signatures only).
+#[allow(dead_code)]
+fn _unused(_: MPI_Status) {
+    let _ = Ordering::Relaxed;
+    let _ = raise_on;
+}

@@ -1,0 +1,57 @@
+//! No panic crosses into C: every exported function runs inside [`call`], which turns a
+//! panic into `MPI_ERR_INTERN` (after printing it), and records the function's name for
+//! error messages.
+
+use std::cell::Cell;
+use std::ffi::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::consts::*;
+use crate::types::Handle;
+
+thread_local! {
+    static CURRENT: Cell<&'static str> = const { Cell::new("MPI") };
+}
+
+/// The MPI function this thread is in (for error messages).
+pub(crate) fn current() -> &'static str {
+    CURRENT.with(|c| c.get())
+}
+
+/// Runs the implementation of `name`, catching a panic.
+pub(crate) fn call(name: &'static str, f: impl FnOnce() -> c_int) -> c_int {
+    let outer = CURRENT.with(|c| c.replace(name));
+    let r = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        eprintln!("runthrough libmpi_abi: internal error in {name}: {msg}");
+        MPI_ERR_INTERN
+    });
+    CURRENT.with(|c| c.set(outer));
+    r
+}
+
+/// [`call`] for the few functions that return a value, not an error code (a panic gives
+/// the type's default).
+pub(crate) fn call_value<T: Default>(name: &'static str, f: impl FnOnce() -> T) -> T {
+    let outer = CURRENT.with(|c| c.replace(name));
+    let r = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        eprintln!("runthrough libmpi_abi: internal error in {name}");
+        T::default()
+    });
+    CURRENT.with(|c| c.set(outer));
+    r
+}
+
+/// The body of every function runthrough does not implement: `MPI_ERR_UNSUPPORTED_OPERATION`
+/// through the error handler of `comm` (or of MPI_COMM_WORLD), with a message naming it.
+pub(crate) fn unsupported(name: &'static str, comm: Handle) -> c_int {
+    call(name, || {
+        crate::err::set_detail(format!("{name} is not supported by runthrough's libmpi_abi.so.1"));
+        let comm = if crate::comm::lookup(comm).is_ok() { comm } else { MPI_COMM_WORLD };
+        crate::err::raise_on(comm, MPI_ERR_UNSUPPORTED_OPERATION)
+    })
+}

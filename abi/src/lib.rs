@@ -1,0 +1,49 @@
+//! `libmpi_abi.so.1`: the MPI-5 standard ABI over runthrough.
+//!
+//! Programs compiled once against the standard header `mpi_abi.h` (MPICH's `mpicc_abi`,
+//! mpi4py built with `MPI4PY_BUILD_MPIABI=1`) run on runthrough by putting this library
+//! first on `LD_LIBRARY_PATH`. Handle values and constants are the header's (generated
+//! into `consts.rs` by `gen.py`); every function of the header is exported under its
+//! `MPI_` and `PMPI_` names (`exports.rs`, generated), either implemented here or
+//! returning `MPI_ERR_UNSUPPORTED_OPERATION` through the error handler with a message
+//! naming it. The ULFM and run-through extensions are in `abi/include/mpi-ext.h`.
+//!
+//! This crate is the C boundary: `unsafe` is confined to reading and writing the
+//! program's arguments, each block with its `SAFETY:` note, and no panic crosses into C
+//! (`guard.rs`). See `docs/ABI.md`.
+#![allow(non_snake_case, clippy::missing_safety_doc, clippy::too_many_arguments, unreachable_pub)]
+
+mod coll;
+mod comm;
+#[rustfmt::skip]
+mod consts;
+mod dtype;
+mod env;
+mod err;
+#[allow(missing_docs)]
+#[rustfmt::skip]
+mod exports;
+mod ft;
+mod group;
+mod guard;
+mod handles;
+mod info;
+mod op;
+mod p2p;
+mod req;
+pub mod types;
+
+/// Every implementation, under its MPI name, for `exports.rs`.
+mod imp {
+    pub(crate) use crate::coll::*;
+    pub(crate) use crate::comm::*;
+    pub(crate) use crate::dtype::*;
+    pub(crate) use crate::env::*;
+    pub(crate) use crate::err::*;
+    pub(crate) use crate::ft::*;
+    pub(crate) use crate::group::*;
+    pub(crate) use crate::info::*;
+    pub(crate) use crate::op::*;
+    pub(crate) use crate::p2p::*;
+    pub(crate) use crate::req::*;
+}

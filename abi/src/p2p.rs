@@ -1,0 +1,882 @@
+//! Point-to-point: every send mode, receives, probes, matched probes, sendrecv.
+//!
+//! Synchronous and ready sends are standard sends (allowed for ready mode; for
+//! synchronous mode the send may complete before the receive is posted when the message
+//! fits the eager limit: a documented deviation, docs/ABI.md). Buffered sends complete
+//! locally: the data is copied and sent in the background.
+
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use runthrough::{Source, TagSel};
+
+use crate::comm::{comm, CommObj};
+use crate::consts::*;
+use crate::dtype::{dtype, Dtype};
+use crate::err::raise_on;
+use crate::req::{Active, Unpack};
+use crate::types::{Handle, MPI_Status, SendPtr};
+
+fn to_source(c: &CommObj, src: c_int) -> Result<Source, c_int> {
+    match src {
+        MPI_ANY_SOURCE => Ok(Source::Any),
+        s if s >= 0 && (s as usize) < c.size() => Ok(Source::Rank(s as usize)),
+        _ => Err(MPI_ERR_RANK),
+    }
+}
+
+fn tag_sel(tag: c_int) -> Result<TagSel, c_int> {
+    match tag {
+        MPI_ANY_TAG => Ok(TagSel::Any),
+        t if (0..=runthrough::TAG_UB).contains(&t) => Ok(TagSel::Tag(t)),
+        _ => Err(MPI_ERR_TAG),
+    }
+}
+
+/// Starts a send of `count` elements of `t` at `buf` to `dest`.
+///
+/// # Safety
+/// The program's buffer stays valid until the request completes.
+pub(crate) unsafe fn start_send(
+    c: &Arc<CommObj>,
+    buf: *const c_void,
+    count: usize,
+    t: &Dtype,
+    dest: c_int,
+    tag: c_int,
+) -> Result<Active, c_int> {
+    if dest == MPI_PROC_NULL {
+        return Ok(Active::Done { status: MPI_Status::empty(), err: MPI_SUCCESS });
+    }
+    if dest < 0 || dest as usize >= c.size() {
+        return Err(MPI_ERR_RANK);
+    }
+    let target = c.comm.send_target(dest as usize, tag).map_err(|e| crate::err::code_of(&e))?;
+    let eng = c.comm.engine().clone();
+    let (bytes, tmp): (&'static [u8], Option<Vec<u8>>) = if t.contiguous() {
+        let n = count * t.size;
+        if n == 0 {
+            (&[], None)
+        } else {
+            // SAFETY: the program's buffer, valid until completion (function contract).
+            (unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), n) }, None)
+        }
+    } else {
+        let mut v = Vec::new();
+        // SAFETY: the program's buffer of `count` elements.
+        unsafe { crate::dtype::pack_into(buf.cast(), count, t, &mut v) };
+        // SAFETY: the Vec's heap block does not move when the Vec is moved into the
+        // request, which drops the engine request before it.
+        let s = unsafe { std::slice::from_raw_parts(v.as_ptr(), v.len()) };
+        (s, Some(v))
+    };
+    // SAFETY: `eng` is kept in the request next to `raw` (dropped after it); `bytes` is
+    // valid until the request completes (see above).
+    let raw = unsafe {
+        let e: &'static Mutex<runthrough_engine::Engine> = &*Arc::as_ptr(&eng);
+        runthrough_engine::isend_unscoped(e, target.ctx, target.me, target.dest, target.peer, target.tag, bytes)
+    };
+    Ok(Active::P2p { raw, unpack: None, _tmp: tmp, comm: c.clone(), _eng: eng })
+}
+
+/// Starts a receive of up to `count` elements of `t` into `buf` from `src`.
+///
+/// # Safety
+/// The program's buffer stays valid until the request completes.
+pub(crate) unsafe fn start_recv(
+    c: &Arc<CommObj>,
+    buf: *mut c_void,
+    count: usize,
+    t: &Arc<Dtype>,
+    src: c_int,
+    tag: c_int,
+) -> Result<Active, c_int> {
+    if src == MPI_PROC_NULL {
+        return Ok(Active::Done { status: MPI_Status::empty(), err: MPI_SUCCESS });
+    }
+    let s = to_source(c, src)?;
+    let tg = tag_sel(tag)?;
+    let (pattern, peer) = c.comm.recv_pattern(s, tg).map_err(|e| crate::err::code_of(&e))?;
+    let eng = c.comm.engine().clone();
+    let n = count * t.size;
+    let (bytes, unpack): (&'static mut [u8], Option<Unpack>) = if t.contiguous() {
+        if n == 0 {
+            (&mut [], None)
+        } else {
+            // SAFETY: the program's buffer, valid until completion (function contract).
+            (unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), n) }, None)
+        }
+    } else {
+        let mut u = Unpack { tmp: vec![0u8; n], buf: SendPtr(buf), count, t: t.clone() };
+        // SAFETY: the Vec's heap block stays put inside the request, which drops the
+        // engine request first.
+        let s = unsafe { std::slice::from_raw_parts_mut(u.tmp.as_mut_ptr(), n) };
+        (s, Some(u))
+    };
+    // SAFETY: as in `start_send`.
+    let raw = unsafe {
+        let e: &'static Mutex<runthrough_engine::Engine> = &*Arc::as_ptr(&eng);
+        runthrough_engine::irecv_unscoped(e, pattern, peer, bytes)
+    };
+    Ok(Active::P2p { raw, unpack, _tmp: None, comm: c.clone(), _eng: eng })
+}
+
+/// Waits for `a` inline (blocking calls) and applies the error handler of `comm`.
+unsafe fn wait_inline(comm: Handle, a: Active, status: *mut MPI_Status) -> c_int {
+    let h = crate::req::new_active(comm, a);
+    let mut h = h;
+    // SAFETY: a request handle just created; forwarded status.
+    unsafe { crate::req::MPI_Wait(&mut h, status) }
+}
+
+macro_rules! start_or_raise {
+    ($comm:expr, $e:expr) => {
+        match $e {
+            Ok(a) => a,
+            Err(code) => return raise_on($comm, code),
+        }
+    };
+}
+
+unsafe fn send_common(
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> c_int {
+    let c = comm!(comm);
+    let t = dtype!(datatype);
+    if count < 0 {
+        return raise_on(comm, MPI_ERR_COUNT);
+    }
+    // SAFETY: the program's buffer (MPI contract); a blocking call.
+    let a = start_or_raise!(comm, unsafe { start_send(&c, buf, count as usize, &t, dest, tag) });
+    // SAFETY: as above.
+    unsafe { wait_inline(comm, a, std::ptr::null_mut()) }
+}
+
+unsafe fn isend_common(
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    let c = comm!(comm);
+    let t = dtype!(datatype);
+    if count < 0 {
+        return raise_on(comm, MPI_ERR_COUNT);
+    }
+    // SAFETY: the program's buffer stays valid until completion (MPI contract).
+    let a = start_or_raise!(comm, unsafe { start_send(&c, buf, count as usize, &t, dest, tag) });
+    // SAFETY: output argument.
+    unsafe { *request = crate::req::new_active(comm, a) };
+    MPI_SUCCESS
+}
+
+unsafe fn recv_common(
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    src: c_int,
+    tag: c_int,
+    comm: Handle,
+    status: *mut MPI_Status,
+) -> c_int {
+    let c = comm!(comm);
+    let t = dtype!(datatype);
+    if count < 0 {
+        return raise_on(comm, MPI_ERR_COUNT);
+    }
+    // SAFETY: the program's buffer; a blocking call.
+    let a = start_or_raise!(comm, unsafe { start_recv(&c, buf, count as usize, &t, src, tag) });
+    // SAFETY: as above.
+    unsafe { wait_inline(comm, a, status) }
+}
+
+unsafe fn irecv_common(
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    src: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    let c = comm!(comm);
+    let t = dtype!(datatype);
+    if count < 0 {
+        return raise_on(comm, MPI_ERR_COUNT);
+    }
+    // SAFETY: the program's buffer stays valid until completion (MPI contract).
+    let a = start_or_raise!(comm, unsafe { start_recv(&c, buf, count as usize, &t, src, tag) });
+    // SAFETY: output argument.
+    unsafe { *request = crate::req::new_active(comm, a) };
+    MPI_SUCCESS
+}
+
+// Buffered sends: the data is copied and sent by a background request.
+static BSEND: Mutex<Option<(usize, usize)>> = Mutex::new(None);
+static BSEND_PENDING: Mutex<Vec<Handle>> = Mutex::new(Vec::new());
+
+unsafe fn bsend_common(
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> c_int {
+    let c = comm!(comm);
+    let t = dtype!(datatype);
+    if count < 0 {
+        return raise_on(comm, MPI_ERR_COUNT);
+    }
+    let mut copy = Vec::new();
+    // SAFETY: the program's buffer of `count` elements.
+    unsafe { crate::dtype::pack_into(buf.cast(), count as usize, &t, &mut copy) };
+    let bytes = crate::dtype::lookup(MPI_BYTE).expect("MPI_BYTE is predefined");
+    let n = copy.len();
+    let leaked = Box::leak(copy.into_boxed_slice());
+    let ptr = leaked.as_ptr();
+    // SAFETY: the copy is leaked for the request's lifetime (reclaimed at detach/finalize
+    // is not attempted: buffered data is small and MPI_Buffer_detach waits for it).
+    let a = start_or_raise!(comm, unsafe { start_send(&c, ptr.cast(), n, &bytes, dest, tag) });
+    BSEND_PENDING.lock().push(crate::req::new_active(comm, a));
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Send(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { send_common(buf, count as i64, datatype, dest, tag, comm) }
+}
+pub(crate) unsafe fn MPI_Send_c(
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { send_common(buf, count, datatype, dest, tag, comm) }
+}
+pub(crate) unsafe fn MPI_Ssend(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { send_common(buf, count as i64, datatype, dest, tag, comm) }
+}
+pub(crate) unsafe fn MPI_Ssend_c(
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { send_common(buf, count, datatype, dest, tag, comm) }
+}
+pub(crate) unsafe fn MPI_Rsend(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { send_common(buf, count as i64, datatype, dest, tag, comm) }
+}
+pub(crate) unsafe fn MPI_Rsend_c(
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { send_common(buf, count, datatype, dest, tag, comm) }
+}
+pub(crate) unsafe fn MPI_Bsend(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { bsend_common(buf, count as i64, datatype, dest, tag, comm) }
+}
+pub(crate) unsafe fn MPI_Bsend_c(
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { bsend_common(buf, count, datatype, dest, tag, comm) }
+}
+
+pub(crate) unsafe fn MPI_Isend(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { isend_common(buf, count as i64, datatype, dest, tag, comm, request) }
+}
+pub(crate) unsafe fn MPI_Isend_c(
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { isend_common(buf, count, datatype, dest, tag, comm, request) }
+}
+pub(crate) unsafe fn MPI_Issend(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { isend_common(buf, count as i64, datatype, dest, tag, comm, request) }
+}
+pub(crate) unsafe fn MPI_Issend_c(
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { isend_common(buf, count, datatype, dest, tag, comm, request) }
+}
+pub(crate) unsafe fn MPI_Irsend(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { isend_common(buf, count as i64, datatype, dest, tag, comm, request) }
+}
+pub(crate) unsafe fn MPI_Irsend_c(
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { isend_common(buf, count, datatype, dest, tag, comm, request) }
+}
+pub(crate) unsafe fn MPI_Ibsend(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    let rc = unsafe { bsend_common(buf, count as i64, datatype, dest, tag, comm) };
+    if rc == MPI_SUCCESS {
+        // SAFETY: output argument.
+        unsafe { *request = crate::req::completed(comm, MPI_Status::empty(), MPI_SUCCESS) };
+    }
+    rc
+}
+
+pub(crate) unsafe fn MPI_Recv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    status: *mut MPI_Status,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { recv_common(buf, count as i64, datatype, source, tag, comm, status) }
+}
+pub(crate) unsafe fn MPI_Recv_c(
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    status: *mut MPI_Status,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { recv_common(buf, count, datatype, source, tag, comm, status) }
+}
+pub(crate) unsafe fn MPI_Irecv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { irecv_common(buf, count as i64, datatype, source, tag, comm, request) }
+}
+pub(crate) unsafe fn MPI_Irecv_c(
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { irecv_common(buf, count, datatype, source, tag, comm, request) }
+}
+
+pub(crate) unsafe fn MPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
+    *BSEND.lock() = Some((buffer as usize, size.max(0) as usize));
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
+    // Buffered sends complete before detach returns (MPI 5, 3.6.1).
+    let pending: Vec<Handle> = std::mem::take(&mut *BSEND_PENDING.lock());
+    for mut h in pending {
+        // SAFETY: the library's own requests.
+        unsafe { crate::req::MPI_Wait(&mut h, std::ptr::null_mut()) };
+    }
+    let old = BSEND.lock().take().unwrap_or((0, 0));
+    // SAFETY: output arguments (the address goes to a `void **`).
+    unsafe {
+        *buffer_addr.cast::<usize>() = old.0;
+        *size = old.1 as c_int;
+    }
+    MPI_SUCCESS
+}
+
+// Persistent point-to-point.
+
+unsafe fn send_init(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    let c = comm!(comm);
+    let t = dtype!(datatype);
+    if count < 0 {
+        return raise_on(comm, MPI_ERR_COUNT);
+    }
+    let p = SendPtr(buf as *mut c_void);
+    let start = Box::new(move || {
+        let p = p;
+        // SAFETY: the program keeps the buffer valid while the request is active.
+        unsafe { start_send(&c, p.0, count as usize, &t, dest, tag) }
+    });
+    // SAFETY: output argument.
+    unsafe { *request = crate::req::persistent(comm, start) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Send_init(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { send_init(buf, count, datatype, dest, tag, comm, request) }
+}
+pub(crate) unsafe fn MPI_Ssend_init(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { send_init(buf, count, datatype, dest, tag, comm, request) }
+}
+pub(crate) unsafe fn MPI_Rsend_init(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { send_init(buf, count, datatype, dest, tag, comm, request) }
+}
+pub(crate) unsafe fn MPI_Bsend_init(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { send_init(buf, count, datatype, dest, tag, comm, request) }
+}
+
+pub(crate) unsafe fn MPI_Recv_init(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    let c = comm!(comm);
+    let t = dtype!(datatype);
+    if count < 0 {
+        return raise_on(comm, MPI_ERR_COUNT);
+    }
+    let p = SendPtr(buf);
+    let start = Box::new(move || {
+        let p = p;
+        // SAFETY: the program keeps the buffer valid while the request is active.
+        unsafe { start_recv(&c, p.0, count as usize, &t, source, tag) }
+    });
+    // SAFETY: output argument.
+    unsafe { *request = crate::req::persistent(comm, start) };
+    MPI_SUCCESS
+}
+
+// Probes.
+
+unsafe fn probe_common(
+    c: &Arc<CommObj>,
+    comm: Handle,
+    source: c_int,
+    tag: c_int,
+    block: bool,
+) -> Result<Option<MPI_Status>, c_int> {
+    if source == MPI_PROC_NULL {
+        return Ok(Some(MPI_Status::empty()));
+    }
+    let s = to_source(c, source).map_err(|e| raise_on(comm, e))?;
+    let tg = tag_sel(tag).map_err(|e| raise_on(comm, e))?;
+    let r = if block { c.comm.probe(s, tg).map(Some) } else { c.comm.iprobe(s, tg) };
+    match r {
+        Ok(Some(st)) => Ok(Some(MPI_Status::new(st.source as c_int, st.tag, st.len))),
+        Ok(None) => Ok(None),
+        Err(e) => Err(crate::err::raise_error(comm, &e)),
+    }
+}
+
+pub(crate) unsafe fn MPI_Probe(source: c_int, tag: c_int, comm: Handle, status: *mut MPI_Status) -> c_int {
+    let c = comm!(comm);
+    // SAFETY: forwarded.
+    match unsafe { probe_common(&c, comm, source, tag, true) } {
+        Ok(st) => {
+            // SAFETY: output argument.
+            unsafe { crate::types::put_status(status, st.unwrap_or_else(MPI_Status::empty)) };
+            MPI_SUCCESS
+        }
+        Err(e) => e,
+    }
+}
+
+pub(crate) unsafe fn MPI_Iprobe(
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+) -> c_int {
+    let c = comm!(comm);
+    // SAFETY: forwarded.
+    match unsafe { probe_common(&c, comm, source, tag, false) } {
+        Ok(st) => {
+            // SAFETY: output arguments.
+            unsafe {
+                *flag = st.is_some() as c_int;
+                if let Some(st) = st {
+                    crate::types::put_status(status, st);
+                }
+            }
+            MPI_SUCCESS
+        }
+        Err(e) => e,
+    }
+}
+
+/// A matched message (MPI_Mprobe): received into the library's buffer at match time.
+pub(crate) struct Message {
+    data: Vec<u8>,
+    status: MPI_Status,
+    comm: Handle,
+}
+
+pub(crate) static MESSAGES: crate::handles::Table<Mutex<Option<Message>>> =
+    crate::handles::Table::new(crate::handles::Kind::Message);
+
+unsafe fn mprobe_common(
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    message: *mut Handle,
+    status: *mut MPI_Status,
+    block: bool,
+) -> Result<bool, c_int> {
+    let c = crate::comm::lookup(comm).map_err(|e| raise_on(MPI_COMM_WORLD, e))?;
+    if source == MPI_PROC_NULL {
+        // SAFETY: output arguments.
+        unsafe {
+            *message = MPI_MESSAGE_NO_PROC;
+            crate::types::put_status(status, MPI_Status::empty());
+        }
+        return Ok(true);
+    }
+    // SAFETY: forwarded.
+    let Some(st) = (unsafe { probe_common(&c, comm, source, tag, block) })? else { return Ok(false) };
+    // Take exactly that message now (same source and tag: the first such message is the
+    // probed one, messages between a pair are not overtaken).
+    let mut data = vec![0u8; st.bytes() as usize];
+    let byte = crate::dtype::lookup(MPI_BYTE).expect("MPI_BYTE is predefined");
+    // SAFETY: the library's own buffer, waited for before it is used.
+    let a = unsafe { start_recv(&c, data.as_mut_ptr().cast(), data.len(), &byte, st.MPI_SOURCE, st.MPI_TAG) }
+        .map_err(|e| raise_on(comm, e))?;
+    let mut got = MPI_Status::default();
+    // SAFETY: as above.
+    let rc = unsafe { wait_inline(comm, a, &mut got) };
+    if rc != MPI_SUCCESS {
+        return Err(rc);
+    }
+    data.truncate(got.bytes() as usize);
+    let h = MESSAGES.insert(Arc::new(Mutex::new(Some(Message { data, status: got, comm }))));
+    // SAFETY: output arguments.
+    unsafe {
+        *message = h;
+        crate::types::put_status(status, got);
+    }
+    Ok(true)
+}
+
+pub(crate) unsafe fn MPI_Mprobe(
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    message: *mut Handle,
+    status: *mut MPI_Status,
+) -> c_int {
+    // SAFETY: forwarded.
+    match unsafe { mprobe_common(source, tag, comm, message, status, true) } {
+        Ok(_) => MPI_SUCCESS,
+        Err(e) => e,
+    }
+}
+
+pub(crate) unsafe fn MPI_Improbe(
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    flag: *mut c_int,
+    message: *mut Handle,
+    status: *mut MPI_Status,
+) -> c_int {
+    // SAFETY: forwarded.
+    match unsafe { mprobe_common(source, tag, comm, message, status, false) } {
+        Ok(f) => {
+            // SAFETY: output argument.
+            unsafe { *flag = f as c_int };
+            MPI_SUCCESS
+        }
+        Err(e) => e,
+    }
+}
+
+unsafe fn mrecv(
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    message: *mut Handle,
+) -> Result<MPI_Status, (Handle, c_int)> {
+    // SAFETY: in/out argument.
+    let h = unsafe { *message };
+    if h == MPI_MESSAGE_NO_PROC {
+        // SAFETY: in/out argument.
+        unsafe { *message = MPI_MESSAGE_NULL };
+        return Ok(MPI_Status::empty());
+    }
+    let t = crate::dtype::lookup(datatype).ok_or((MPI_COMM_WORLD, MPI_ERR_TYPE))?;
+    let m = MESSAGES.remove(h).and_then(|m| m.lock().take()).ok_or((MPI_COMM_WORLD, MPI_ERR_REQUEST))?;
+    // SAFETY: in/out argument.
+    unsafe { *message = MPI_MESSAGE_NULL };
+    let room = count.max(0) as usize * t.size;
+    let n = m.data.len().min(room);
+    // SAFETY: the program's buffer of `count` elements (MPI contract).
+    unsafe { crate::dtype::unpack_from(&m.data[..n], buf.cast(), count.max(0) as usize, &t) };
+    if m.data.len() > room {
+        return Err((m.comm, MPI_ERR_TRUNCATE));
+    }
+    Ok(m.status)
+}
+
+pub(crate) unsafe fn MPI_Mrecv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    message: *mut Handle,
+    status: *mut MPI_Status,
+) -> c_int {
+    // SAFETY: forwarded.
+    match unsafe { mrecv(buf, count as i64, datatype, message) } {
+        Ok(st) => {
+            // SAFETY: output argument.
+            unsafe { crate::types::put_status(status, st) };
+            MPI_SUCCESS
+        }
+        Err((c, e)) => raise_on(c, e),
+    }
+}
+
+pub(crate) unsafe fn MPI_Imrecv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    message: *mut Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    let (st, err, comm) = match unsafe { mrecv(buf, count as i64, datatype, message) } {
+        Ok(st) => (st, MPI_SUCCESS, MPI_COMM_WORLD),
+        Err((c, e)) => (MPI_Status::empty(), e, c),
+    };
+    // SAFETY: output argument.
+    unsafe { *request = crate::req::completed(comm, st, err) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Sendrecv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    source: c_int,
+    recvtag: c_int,
+    comm: Handle,
+    status: *mut MPI_Status,
+) -> c_int {
+    let c = comm!(comm);
+    let st = dtype!(sendtype);
+    let rt = dtype!(recvtype);
+    if sendcount < 0 || recvcount < 0 {
+        return raise_on(comm, MPI_ERR_COUNT);
+    }
+    // SAFETY: the program's buffers; both requests are completed before returning.
+    let r = start_or_raise!(comm, unsafe { start_recv(&c, recvbuf, recvcount as usize, &rt, source, recvtag) });
+    // SAFETY: as above.
+    let s = start_or_raise!(comm, unsafe { start_send(&c, sendbuf, sendcount as usize, &st, dest, sendtag) });
+    let mut reqs = [crate::req::new_active(comm, r), crate::req::new_active(comm, s)];
+    let mut sts = [MPI_Status::default(); 2];
+    let saved = std::mem::replace(&mut *c.errhandler.lock(), MPI_ERRORS_RETURN);
+    // SAFETY: the library's own requests.
+    let rc = unsafe { crate::req::MPI_Waitall(2, reqs.as_mut_ptr(), sts.as_mut_ptr()) };
+    *c.errhandler.lock() = saved;
+    // SAFETY: output argument.
+    unsafe { crate::types::put_status(status, sts[0]) };
+    if rc != MPI_SUCCESS {
+        let err = if sts[0].MPI_ERROR != MPI_SUCCESS { sts[0].MPI_ERROR } else { sts[1].MPI_ERROR };
+        return raise_on(comm, err);
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Sendrecv_replace(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: Handle,
+    status: *mut MPI_Status,
+) -> c_int {
+    let t = dtype!(datatype);
+    let mut copy = Vec::new();
+    // SAFETY: the program's buffer of `count` elements.
+    unsafe { crate::dtype::pack_into(buf.cast(), count.max(0) as usize, &t, &mut copy) };
+    let n = copy.len() as c_int;
+    // SAFETY: `copy` outlives the call; the receive goes to the program's buffer.
+    unsafe {
+        MPI_Sendrecv(
+            copy.as_ptr().cast(),
+            n,
+            MPI_BYTE,
+            dest,
+            sendtag,
+            buf,
+            count,
+            datatype,
+            source,
+            recvtag,
+            comm,
+            status,
+        )
+    }
+}

@@ -1,0 +1,687 @@
+//! Requests: the table behind `MPI_Request`, completion (wait/test any/some/all),
+//! cancel, free, persistent requests.
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use runthrough_engine::{Engine, Waiter};
+
+use crate::comm::CommObj;
+use crate::consts::*;
+use crate::dtype::Dtype;
+use crate::err::raise_on;
+use crate::handles::USER_BASE;
+use crate::types::{Handle, MPI_Status, SendPtr};
+
+/// A received message to unpack into the program's buffer at completion.
+pub(crate) struct Unpack {
+    pub(crate) tmp: Vec<u8>,
+    pub(crate) buf: SendPtr,
+    pub(crate) count: usize,
+    pub(crate) t: Arc<Dtype>,
+}
+
+/// The outcome slot of an operation run by a communicator's collective worker.
+#[derive(Debug, Default)]
+pub(crate) struct Job {
+    pub(crate) done: AtomicBool,
+    pub(crate) rc: AtomicI32,
+    pub(crate) status: Mutex<Option<MPI_Status>>,
+}
+
+/// One operation in flight.
+pub(crate) enum Active {
+    /// A point-to-point operation on the engine. Field order matters: `raw` borrows the
+    /// buffers in `tmp`/`unpack` and the engine in `_eng`, so it is dropped first.
+    P2p {
+        raw: runthrough_engine::Request<'static>,
+        unpack: Option<Unpack>,
+        _tmp: Option<Vec<u8>>,
+        comm: Arc<CommObj>,
+        _eng: Arc<Mutex<Engine>>,
+    },
+    /// Complete at start (MPI_PROC_NULL, buffered sends, operations done inline).
+    Done { status: MPI_Status, err: c_int },
+    /// Run by a collective worker (nonblocking collectives, iagree, ivalidate).
+    Job(Arc<Job>),
+}
+
+/// What a persistent request starts each time.
+pub(crate) type Starter = Box<dyn Fn() -> Result<Active, c_int> + Send>;
+
+/// A request.
+pub(crate) struct Req {
+    pub(crate) comm: Handle,
+    pub(crate) active: Option<Active>,
+    pub(crate) persistent: Option<Starter>,
+    /// Set by MPI_Cancel on a receive that had not matched.
+    pub(crate) cancelled: bool,
+    /// Set by MPI_Request_free on an active request: drop it once complete.
+    pub(crate) freed: bool,
+}
+
+// SAFETY: the raw pointers inside (unpack destinations, engine buffers) belong to the
+// program, which keeps them valid until completion whichever thread completes it (the
+// MPI contract for nonblocking calls under MPI_THREAD_MULTIPLE).
+unsafe impl Send for Req {}
+
+/// The request table: requests are taken out while they are completed, so no lock is
+/// held while waiting.
+static REQS: Mutex<(Vec<Option<Box<Req>>>, Vec<usize>)> = Mutex::new((Vec::new(), Vec::new()));
+
+const KIND: usize = crate::handles::Kind::Request as usize;
+
+fn handle_of(i: usize) -> Handle {
+    USER_BASE + 16 * i + KIND
+}
+
+fn index_of(h: Handle) -> Option<usize> {
+    (h >= USER_BASE && (h - USER_BASE) % 16 == KIND).then(|| (h - USER_BASE) / 16)
+}
+
+/// Stores a request and returns its handle.
+pub(crate) fn insert(r: Req) -> Handle {
+    let mut g = REQS.lock();
+    let b = Box::new(r);
+    let i = match g.1.pop() {
+        Some(i) => {
+            g.0[i] = Some(b);
+            i
+        }
+        None => {
+            g.0.push(Some(b));
+            g.0.len() - 1
+        }
+    };
+    handle_of(i)
+}
+
+/// A new request for `active` on communicator `comm`.
+pub(crate) fn new_active(comm: Handle, active: Active) -> Handle {
+    insert(Req { comm, active: Some(active), persistent: None, cancelled: false, freed: false })
+}
+
+/// A request already complete with `status` and `err`.
+pub(crate) fn completed(comm: Handle, status: MPI_Status, err: c_int) -> Handle {
+    new_active(comm, Active::Done { status, err })
+}
+
+fn take(h: Handle) -> Option<Box<Req>> {
+    let i = index_of(h)?;
+    REQS.lock().0.get_mut(i)?.take()
+}
+
+fn put_back(h: Handle, r: Box<Req>) {
+    if let Some(i) = index_of(h) {
+        if let Some(s) = REQS.lock().0.get_mut(i) {
+            *s = Some(r);
+        }
+    }
+}
+
+fn release(h: Handle) {
+    if let Some(i) = index_of(h) {
+        let mut g = REQS.lock();
+        if let Some(s) = g.0.get_mut(i) {
+            *s = None;
+            g.1.push(i);
+        }
+    }
+}
+
+/// The outcome of an operation: its status and error class (MPI_SUCCESS or not).
+type Outcome = (MPI_Status, c_int);
+
+/// Polls `a`; its outcome once complete.
+fn poll(a: &mut Active, cancelled: bool) -> Option<Outcome> {
+    match a {
+        Active::Done { status, err } => Some((*status, *err)),
+        Active::Job(j) => {
+            if !j.done.load(Ordering::Acquire) {
+                return None;
+            }
+            let st = j.status.lock().unwrap_or_else(MPI_Status::empty);
+            Some((st, j.rc.load(Ordering::Acquire)))
+        }
+        Active::P2p { raw, unpack, comm, .. } => {
+            if cancelled {
+                let mut st = MPI_Status::empty();
+                st.set_cancelled(true);
+                return Some((st, MPI_SUCCESS));
+            }
+            if !raw.is_active() {
+                return Some((MPI_Status::empty(), MPI_SUCCESS));
+            }
+            match raw.test() {
+                Ok(None) => None,
+                Ok(Some(s)) => {
+                    if let Some(u) = unpack.take() {
+                        // SAFETY: the program's receive buffer, valid until completion.
+                        unsafe {
+                            crate::dtype::unpack_from(&u.tmp[..s.len.min(u.tmp.len())], u.buf.0.cast(), u.count, &u.t)
+                        };
+                    }
+                    Some((MPI_Status::new(s.source as c_int, s.tag, s.len), MPI_SUCCESS))
+                }
+                Err(e) => {
+                    let e = comm.comm.check_error(e);
+                    crate::err::set_detail(e.to_string());
+                    let mut st = MPI_Status::empty();
+                    st.MPI_SOURCE = match &e {
+                        runthrough::Error::RankFailStop { rank } | runthrough::Error::InStatus { rank } => {
+                            comm.world.iter().position(|&w| w == *rank).map_or(MPI_PROC_NULL, |i| i as c_int)
+                        }
+                        _ => MPI_PROC_NULL,
+                    };
+                    Some((st, crate::err::code_of(&e)))
+                }
+            }
+        }
+    }
+}
+
+/// Finishes request `h` (taken out as `r`) after its operation completed: frees it, or
+/// marks a persistent one inactive.
+fn finish(h: Handle, mut r: Box<Req>) {
+    r.active = None;
+    r.cancelled = false;
+    if r.persistent.is_some() && !r.freed {
+        put_back(h, r);
+    } else {
+        release(h);
+    }
+}
+
+/// Spin-then-yield waiting between polls (ranks are oversubscribed).
+fn waiter() -> Waiter {
+    Waiter::new(200)
+}
+
+unsafe fn store(status: *mut MPI_Status, st: MPI_Status) {
+    // SAFETY: forwarded output argument.
+    unsafe { crate::types::put_status(status, st) }
+}
+
+pub(crate) unsafe fn MPI_Wait(request: *mut Handle, status: *mut MPI_Status) -> c_int {
+    // SAFETY: in/out argument.
+    let h = unsafe { *request };
+    if h == MPI_REQUEST_NULL {
+        // SAFETY: output argument.
+        unsafe { store(status, MPI_Status::empty()) };
+        return MPI_SUCCESS;
+    }
+    let Some(mut r) = take(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_REQUEST) };
+    let Some(a) = r.active.as_mut() else {
+        // An inactive persistent request.
+        put_back(h, r);
+        // SAFETY: output argument.
+        unsafe { store(status, MPI_Status::empty()) };
+        return MPI_SUCCESS;
+    };
+    let mut w = waiter();
+    let (st, err) = loop {
+        if let Some(o) = poll(a, r.cancelled) {
+            break o;
+        }
+        w.snooze();
+    };
+    let comm = r.comm;
+    let persistent = r.persistent.is_some();
+    finish(h, r);
+    if !persistent {
+        // SAFETY: in/out argument.
+        unsafe { *request = MPI_REQUEST_NULL };
+    }
+    // SAFETY: output argument.
+    unsafe { store(status, st) };
+    if err != MPI_SUCCESS {
+        return raise_on(comm, err);
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Test(request: *mut Handle, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    // SAFETY: in/out argument.
+    let h = unsafe { *request };
+    if h == MPI_REQUEST_NULL {
+        // SAFETY: output arguments.
+        unsafe {
+            *flag = 1;
+            store(status, MPI_Status::empty());
+        }
+        return MPI_SUCCESS;
+    }
+    let Some(mut r) = take(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_REQUEST) };
+    let Some(a) = r.active.as_mut() else {
+        put_back(h, r);
+        // SAFETY: output arguments.
+        unsafe {
+            *flag = 1;
+            store(status, MPI_Status::empty());
+        }
+        return MPI_SUCCESS;
+    };
+    match poll(a, r.cancelled) {
+        None => {
+            put_back(h, r);
+            // SAFETY: output argument.
+            unsafe { *flag = 0 };
+            MPI_SUCCESS
+        }
+        Some((st, err)) => {
+            let comm = r.comm;
+            let persistent = r.persistent.is_some();
+            finish(h, r);
+            // SAFETY: in/out and output arguments.
+            unsafe {
+                if !persistent {
+                    *request = MPI_REQUEST_NULL;
+                }
+                *flag = 1;
+                store(status, st);
+            }
+            if err != MPI_SUCCESS {
+                return raise_on(comm, err);
+            }
+            MPI_SUCCESS
+        }
+    }
+}
+
+/// Tests request `reqs[i]` once: `Some(outcome)` if it completed (then it is finished and
+/// the handle updated), `None` if pending; inactive and null requests give `Some` with
+/// `inactive = true`.
+unsafe fn test_one(reqs: *mut Handle, i: usize) -> Result<Option<(Outcome, bool, Handle)>, c_int> {
+    // SAFETY: array entry (MPI contract).
+    let h = unsafe { *reqs.add(i) };
+    if h == MPI_REQUEST_NULL {
+        return Ok(Some(((MPI_Status::empty(), MPI_SUCCESS), true, MPI_COMM_WORLD)));
+    }
+    let Some(mut r) = take(h) else { return Err(MPI_ERR_REQUEST) };
+    let Some(a) = r.active.as_mut() else {
+        put_back(h, r);
+        return Ok(Some(((MPI_Status::empty(), MPI_SUCCESS), true, MPI_COMM_WORLD)));
+    };
+    match poll(a, r.cancelled) {
+        None => {
+            put_back(h, r);
+            Ok(None)
+        }
+        Some(o) => {
+            let comm = r.comm;
+            let persistent = r.persistent.is_some();
+            finish(h, r);
+            if !persistent {
+                // SAFETY: array entry.
+                unsafe { *reqs.add(i) = MPI_REQUEST_NULL };
+            }
+            Ok(Some((o, false, comm)))
+        }
+    }
+}
+
+unsafe fn status_at(statuses: *mut MPI_Status, i: usize) -> *mut MPI_Status {
+    if statuses.is_null() {
+        std::ptr::null_mut()
+    } else {
+        // SAFETY: array of the program's size (MPI contract).
+        unsafe { statuses.add(i) }
+    }
+}
+
+pub(crate) unsafe fn MPI_Waitall(
+    count: c_int,
+    array_of_requests: *mut Handle,
+    array_of_statuses: *mut MPI_Status,
+) -> c_int {
+    let n = count.max(0) as usize;
+    let mut done = vec![false; n];
+    let mut left = n;
+    let mut any_err = false;
+    let mut first_comm = MPI_COMM_WORLD;
+    let mut w = waiter();
+    while left > 0 {
+        let mut progressed = false;
+        for i in 0..n {
+            if done[i] {
+                continue;
+            }
+            // SAFETY: the program's arrays of `count` entries.
+            match unsafe { test_one(array_of_requests, i) } {
+                Err(e) => return raise_on(MPI_COMM_WORLD, e),
+                Ok(None) => {}
+                Ok(Some(((mut st, err), inactive, comm))) => {
+                    done[i] = true;
+                    left -= 1;
+                    progressed = true;
+                    if err != MPI_SUCCESS && !inactive {
+                        if !any_err {
+                            first_comm = comm;
+                        }
+                        any_err = true;
+                    }
+                    st.MPI_ERROR = err;
+                    // SAFETY: status array entry or ignored.
+                    unsafe { store(status_at(array_of_statuses, i), st) };
+                }
+            }
+        }
+        if left > 0 && !progressed {
+            w.snooze();
+        }
+    }
+    if any_err {
+        return raise_on(first_comm, MPI_ERR_IN_STATUS);
+    }
+    if !array_of_statuses.is_null() {
+        for i in 0..n {
+            // SAFETY: status array entry.
+            unsafe { (*array_of_statuses.add(i)).MPI_ERROR = MPI_SUCCESS };
+        }
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Testall(
+    count: c_int,
+    array_of_requests: *mut Handle,
+    flag: *mut c_int,
+    array_of_statuses: *mut MPI_Status,
+) -> c_int {
+    // All or nothing: check completion first without finishing anything.
+    let n = count.max(0) as usize;
+    let mut all = true;
+    for i in 0..n {
+        // SAFETY: array entry.
+        let h = unsafe { *array_of_requests.add(i) };
+        if h == MPI_REQUEST_NULL {
+            continue;
+        }
+        let Some(mut r) = take(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_REQUEST) };
+        let complete = match r.active.as_mut() {
+            None => true,
+            Some(Active::P2p { raw, .. }) => r.cancelled || !raw.is_active() || raw.is_complete(),
+            Some(Active::Done { .. }) => true,
+            Some(Active::Job(j)) => j.done.load(Ordering::Acquire),
+        };
+        put_back(h, r);
+        if !complete {
+            all = false;
+        }
+    }
+    // SAFETY: output argument.
+    unsafe { *flag = all as c_int };
+    if !all {
+        return MPI_SUCCESS;
+    }
+    // SAFETY: forwarded arguments.
+    unsafe { MPI_Waitall(count, array_of_requests, array_of_statuses) }
+}
+
+/// Waits (or, with `block` false, tests once) for any request; `Some(index)`.
+unsafe fn any(count: c_int, reqs: *mut Handle, status: *mut MPI_Status, block: bool) -> Result<Option<usize>, c_int> {
+    let n = count.max(0) as usize;
+    let mut w = waiter();
+    loop {
+        let mut active = 0;
+        for i in 0..n {
+            // SAFETY: array entry.
+            let h = unsafe { *reqs.add(i) };
+            if h == MPI_REQUEST_NULL {
+                continue;
+            }
+            // SAFETY: forwarded array.
+            match unsafe { test_one(reqs, i) }? {
+                None => active += 1,
+                Some((_, true, _)) => {}
+                Some(((st, err), false, comm)) => {
+                    // SAFETY: output argument.
+                    unsafe { store(status, st) };
+                    if err != MPI_SUCCESS {
+                        return Err(raise_on(comm, err));
+                    }
+                    return Ok(Some(i));
+                }
+            }
+        }
+        if active == 0 {
+            // SAFETY: output argument.
+            unsafe { store(status, MPI_Status::empty()) };
+            return Ok(None);
+        }
+        if !block {
+            return Err(-1);
+        }
+        w.snooze();
+    }
+}
+
+pub(crate) unsafe fn MPI_Waitany(
+    count: c_int,
+    array_of_requests: *mut Handle,
+    index: *mut c_int,
+    status: *mut MPI_Status,
+) -> c_int {
+    // SAFETY: forwarded arguments.
+    match unsafe { any(count, array_of_requests, status, true) } {
+        // SAFETY: output argument.
+        Ok(i) => unsafe {
+            *index = i.map_or(MPI_UNDEFINED, |i| i as c_int);
+            MPI_SUCCESS
+        },
+        Err(e) => e,
+    }
+}
+
+pub(crate) unsafe fn MPI_Testany(
+    count: c_int,
+    array_of_requests: *mut Handle,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+) -> c_int {
+    // SAFETY: forwarded arguments.
+    match unsafe { any(count, array_of_requests, status, false) } {
+        // SAFETY: output arguments.
+        Ok(i) => unsafe {
+            *index = i.map_or(MPI_UNDEFINED, |i| i as c_int);
+            *flag = 1;
+            MPI_SUCCESS
+        },
+        // SAFETY: output arguments.
+        Err(-1) => unsafe {
+            *index = MPI_UNDEFINED;
+            *flag = 0;
+            MPI_SUCCESS
+        },
+        Err(e) => e,
+    }
+}
+
+unsafe fn some(
+    incount: c_int,
+    reqs: *mut Handle,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+    block: bool,
+) -> c_int {
+    let n = incount.max(0) as usize;
+    let mut w = waiter();
+    loop {
+        let mut active = 0;
+        let mut got = 0usize;
+        let mut err_comm = None;
+        for i in 0..n {
+            // SAFETY: array entry.
+            if unsafe { *reqs.add(i) } == MPI_REQUEST_NULL {
+                continue;
+            }
+            // SAFETY: forwarded array.
+            match unsafe { test_one(reqs, i) } {
+                Err(e) => return raise_on(MPI_COMM_WORLD, e),
+                Ok(None) => active += 1,
+                Ok(Some((_, true, _))) => {}
+                Ok(Some(((mut st, err), false, comm))) => {
+                    st.MPI_ERROR = err;
+                    if err != MPI_SUCCESS && err_comm.is_none() {
+                        err_comm = Some(comm);
+                    }
+                    // SAFETY: output arrays of incount entries.
+                    unsafe {
+                        *indices.add(got) = i as c_int;
+                        store(status_at(statuses, got), st);
+                    }
+                    got += 1;
+                }
+            }
+        }
+        if got > 0 || active == 0 || !block {
+            // SAFETY: output argument.
+            unsafe { *outcount = if got == 0 && active == 0 { MPI_UNDEFINED } else { got as c_int } };
+            if let Some(c) = err_comm {
+                return raise_on(c, MPI_ERR_IN_STATUS);
+            }
+            return MPI_SUCCESS;
+        }
+        w.snooze();
+    }
+}
+
+pub(crate) unsafe fn MPI_Waitsome(
+    incount: c_int,
+    array_of_requests: *mut Handle,
+    outcount: *mut c_int,
+    array_of_indices: *mut c_int,
+    array_of_statuses: *mut MPI_Status,
+) -> c_int {
+    // SAFETY: forwarded arguments.
+    unsafe { some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, true) }
+}
+
+pub(crate) unsafe fn MPI_Testsome(
+    incount: c_int,
+    array_of_requests: *mut Handle,
+    outcount: *mut c_int,
+    array_of_indices: *mut c_int,
+    array_of_statuses: *mut MPI_Status,
+) -> c_int {
+    // SAFETY: forwarded arguments.
+    unsafe { some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, false) }
+}
+
+pub(crate) unsafe fn MPI_Request_get_status(request: Handle, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    if request == MPI_REQUEST_NULL {
+        // SAFETY: output arguments.
+        unsafe {
+            *flag = 1;
+            store(status, MPI_Status::empty());
+        }
+        return MPI_SUCCESS;
+    }
+    let Some(mut r) = take(request) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_REQUEST) };
+    let cancelled = r.cancelled;
+    let pending = match r.active.as_mut() {
+        Some(Active::P2p { raw, .. }) => !cancelled && raw.is_active() && !raw.is_complete(),
+        _ => false,
+    };
+    let out = match r.active.as_mut() {
+        None => Some((MPI_Status::empty(), MPI_SUCCESS)),
+        _ if pending => None,
+        // Complete: the outcome is computed now and kept (Done) for the later wait.
+        Some(a) => poll(a, cancelled),
+    };
+    if let (Some((st, err)), Some(_)) = (out, r.active.as_ref()) {
+        r.active = Some(Active::Done { status: st, err });
+        r.cancelled = false;
+    }
+    put_back(request, r);
+    // SAFETY: output arguments.
+    unsafe {
+        *flag = out.is_some() as c_int;
+        if let Some((st, _)) = out {
+            store(status, st);
+        }
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Cancel(request: *mut Handle) -> c_int {
+    // SAFETY: in argument.
+    let h = unsafe { *request };
+    let Some(mut r) = take(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_REQUEST) };
+    if let Some(Active::P2p { raw, unpack, .. }) = r.active.as_mut() {
+        if raw.cancel() {
+            unpack.take();
+            r.cancelled = true;
+        }
+    }
+    put_back(h, r);
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Request_free(request: *mut Handle) -> c_int {
+    // SAFETY: in/out argument.
+    let h = unsafe { *request };
+    let Some(mut r) = take(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_REQUEST) };
+    match r.active.take() {
+        None => release(h),
+        Some(a) => {
+            // Completes in the background: a detached thread waits for it (the engine
+            // still reads or writes the program's buffer until then).
+            r.freed = true;
+            let mut a = a;
+            let cancelled = r.cancelled;
+            std::thread::spawn(move || {
+                let mut w = waiter();
+                while poll(&mut a, cancelled).is_none() {
+                    w.snooze();
+                }
+            });
+            release(h);
+        }
+    }
+    // SAFETY: in/out argument.
+    unsafe { *request = MPI_REQUEST_NULL };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Start(request: *mut Handle) -> c_int {
+    // SAFETY: in argument.
+    let h = unsafe { *request };
+    let Some(mut r) = take(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_REQUEST) };
+    let comm = r.comm;
+    let rc = match (&r.persistent, &r.active) {
+        (Some(start), None) => match start() {
+            Ok(a) => {
+                r.active = Some(a);
+                MPI_SUCCESS
+            }
+            Err(e) => e,
+        },
+        _ => MPI_ERR_REQUEST,
+    };
+    put_back(h, r);
+    if rc != MPI_SUCCESS {
+        return raise_on(comm, rc);
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Startall(count: c_int, array_of_requests: *mut Handle) -> c_int {
+    for i in 0..count.max(0) as usize {
+        // SAFETY: array entry.
+        let rc = unsafe { MPI_Start(array_of_requests.add(i)) };
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+    }
+    MPI_SUCCESS
+}
+
+/// A persistent request on `comm` that runs `start` at each MPI_Start.
+pub(crate) fn persistent(comm: Handle, start: Starter) -> Handle {
+    insert(Req { comm, active: None, persistent: Some(start), cancelled: false, freed: false })
+}

@@ -1,0 +1,113 @@
+//! Byte-level entry points for the MPI standard ABI (`abi/`, `libmpi_abi.so.1`).
+//!
+//! A C program hands the library raw pointers and promises, as the MPI standard makes it
+//! promise, that a buffer stays valid until its request completes. That promise cannot be
+//! expressed to the borrow checker, so the C layer starts such requests itself with the
+//! engine's `unsafe` unscoped calls; this crate stays free of `unsafe` and only hands it
+//! what those calls need (the engine, a checked destination, a matching pattern).
+//! Reductions here take the element size explicitly because the C layer works on bytes
+//! of any datatype.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use runthrough_engine::matching::Pattern;
+use runthrough_engine::{ContextId, Engine, Rank, Tag};
+
+use crate::comm::{Source, TagSel};
+use crate::{Comm, Error};
+
+/// Where a send goes, checked: what the engine needs to start it.
+#[derive(Debug, Clone, Copy)]
+pub struct SendTarget {
+    /// The communicator's point-to-point context.
+    pub ctx: ContextId,
+    /// The sender's rank in the communicator.
+    pub me: u32,
+    /// The destination's rank in the communicator.
+    pub dest: u32,
+    /// The destination's world rank.
+    pub peer: Rank,
+    /// The checked tag.
+    pub tag: Tag,
+}
+
+impl Comm {
+    /// The engine this communicator runs on (for requests on memory only the caller can
+    /// vouch for: `runthrough_engine::isend_unscoped` and `irecv_unscoped`).
+    pub fn engine(&self) -> &Arc<Mutex<Engine>> {
+        &self.inner.shared.engine
+    }
+
+    /// Checks `dest` and `tag` of a send (errors as the safe sends report them, without
+    /// applying the error mode).
+    pub fn send_target(&self, dest: usize, tag: i32) -> Result<SendTarget, Error> {
+        let peer = self.world_rank(dest)?;
+        let tag = if (0..=runthrough_engine::TAG_UB).contains(&tag) {
+            Tag(tag)
+        } else {
+            return Err(Error::InvalidTag { tag });
+        };
+        Ok(SendTarget { ctx: self.inner.ctx, me: self.rank() as u32, dest: dest as u32, peer, tag })
+    }
+
+    /// The matching pattern of a receive from `src` with `tag`, and the source's world
+    /// rank when it is not a wildcard.
+    pub fn recv_pattern(&self, src: Source, tag: TagSel) -> Result<(Pattern, Option<Rank>), Error> {
+        self.pattern(src, tag)
+    }
+
+    /// Reduces `send` (elements of `elem` bytes) over the live members into `recv` at
+    /// `root` with `f(acc, incoming)`; `recv` matters at the root only.
+    pub fn reduce_bytes(
+        &self,
+        send: &[u8],
+        recv: &mut [u8],
+        elem: usize,
+        root: usize,
+        f: &dyn Fn(&mut [u8], &[u8]),
+    ) -> Result<(), Error> {
+        let r = (|| {
+            let root = self.coll_root(root)?;
+            let mut acc = send.to_vec();
+            self.coll_any()?.reduce(root, &mut acc, elem.max(1), f)?;
+            if self.rank() == root as usize {
+                if recv.len() != acc.len() {
+                    return Err(Error::InvalidArg("reduce: receive and send lengths differ"));
+                }
+                recv.copy_from_slice(&acc);
+            }
+            Ok(())
+        })();
+        self.check(r)
+    }
+
+    /// Allreduce in place on `buf` (elements of `elem` bytes) with `f(acc, incoming)`.
+    pub fn allreduce_bytes(&self, buf: &mut [u8], elem: usize, f: &dyn Fn(&mut [u8], &[u8])) -> Result<(), Error> {
+        let r = self.coll_any().and_then(|c| c.allreduce(buf, elem.max(1), f));
+        self.check(r)
+    }
+
+    /// Inclusive scan in place on `buf` with `f(acc, incoming)`.
+    pub fn scan_bytes(&self, buf: &mut [u8], f: &dyn Fn(&mut [u8], &[u8])) -> Result<(), Error> {
+        let r = self.coll_any().and_then(|c| c.scan(buf, f));
+        self.check(r)
+    }
+
+    /// Exclusive scan in place on `buf`; `false` on the first live member (its `buf` is
+    /// then undefined).
+    pub fn exscan_bytes(&self, buf: &mut [u8], f: &dyn Fn(&mut [u8], &[u8])) -> Result<bool, Error> {
+        let r = self.coll_any().and_then(|c| c.exscan(buf, f));
+        self.check(r)
+    }
+
+    /// Applies this communicator's error mode to `e` as its own operations do (the C
+    /// layer keeps every communicator in `ErrorsReturn` and runs MPI's handlers itself,
+    /// so this maps a failure to the communicator-level error, R28/R29).
+    pub fn check_error(&self, e: Error) -> Error {
+        match self.check::<()>(Err(e)) {
+            Err(e) => e,
+            Ok(()) => unreachable!("check never turns an error into success"),
+        }
+    }
+}
