@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: deps build demo test lint fuzz bench compare clean startup-sweep cluster-test
+.PHONY: deps build demo test lint fuzz bench compare clean startup-sweep cluster-test abi abi-test compare-abi
 
 deps:
 	@bash ci-containers/install-deps.sh
@@ -46,6 +46,23 @@ startup-sweep: deps
 cluster-test: deps
 	RT_CLUSTER_FULL=1 $(CARGO) test --release --test cluster -- --nocapture --test-threads=1
 	@if [ -f tests/cluster_slurm.rs ]; then RT_CLUSTER_FULL=1 $(CARGO) test --release --test cluster_slurm -- --nocapture --test-threads=1; fi
+
+## libmpi_abi.so.1, the MPI-5 standard ABI (abi/): C and Python MPI programs built against
+## mpi_abi.h run on runthrough with LD_LIBRARY_PATH=target/release/abi-lib (docs/ABI.md).
+abi: deps
+	$(CARGO) build --release -p runthrough-abi -p runthrough-launch
+	mkdir -p target/release/abi-lib
+	cp target/release/libmpi_abi.so target/release/abi-lib/libmpi_abi.so.1
+
+## The ABI checks in release mode (tests/abi.rs; `make test` runs them too), then mpi4py's
+## own test suite built against the standard ABI, on runthrough and on MPICH's library.
+abi-test: abi
+	$(CARGO) test --release --test abi
+	@if [ -x abi/mpi4py/build.sh ]; then bash abi/mpi4py/build.sh && bash abi/mpi4py/run.sh --compare; fi
+
+## The same C binaries (built once with MPICH's mpicc_abi) on MPICH and on runthrough.
+compare-abi: abi
+	bash bench/compare_abi.sh
 
 lint: deps
 	$(CARGO) fmt --all -- --check

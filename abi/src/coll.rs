@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 
 use crate::comm::{comm, CommObj};
 use crate::consts::*;
-use crate::dtype::{dtype, Dtype};
+use crate::dtype::Dtype;
 use crate::err::raise_on;
 use crate::req::{Active, Job};
 use crate::types::{Handle, SendPtr};
@@ -577,7 +577,7 @@ macro_rules! forms {
             // SAFETY: forwarded program arguments.
             unsafe { nonblocking(comm, Coll::$kind, $args, request) }
         }
-        pub(crate) unsafe fn $init($($arg: $t,)* comm: Handle, info: Handle, request: *mut Handle) -> c_int {
+        pub(crate) unsafe fn $init($($arg: $t,)* comm: Handle, _info: Handle, request: *mut Handle) -> c_int {
             if let Err(e) = check_types(&$types) { return raise_on(comm, e); }
             // SAFETY: forwarded program arguments.
             unsafe { persistent(comm, Coll::$kind, $args, request) }

@@ -233,12 +233,12 @@ pub(crate) unsafe fn MPI_Comm_get_attr(
             // SAFETY: written here only, under the guard of the single statement; a racing
             // reader sees an old or new code, both valid.
             unsafe { ATTR_LASTUSED = crate::err::last_used_code() };
-            Some(&raw const ATTR_LASTUSED)
+            Some(std::ptr::addr_of!(ATTR_LASTUSED))
         }
         MPI_UNIVERSE_SIZE => {
             // SAFETY: as above.
             unsafe { ATTR_UNIVERSE = crate::env::world().map_or(1, |w| w.size() as c_int) };
-            Some(&raw const ATTR_UNIVERSE)
+            Some(std::ptr::addr_of!(ATTR_UNIVERSE))
         }
         _ => None,
     };

@@ -77,7 +77,6 @@ pub(crate) fn code_of(e: &Error) -> c_int {
             Class::RankFailStop | Class::ProcFailed => MPIX_ERR_PROC_FAILED,
             Class::ProcFailedPending => MPIX_ERR_PROC_FAILED_PENDING,
             Class::Revoked => MPIX_ERR_REVOKED,
-            _ => MPI_ERR_OTHER,
         },
     }
 }

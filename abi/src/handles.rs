@@ -28,11 +28,14 @@ pub(crate) enum Kind {
     Message = 8,
 }
 
+/// The live objects by index, and the free indices.
+type Slots<T> = (Vec<Option<Arc<T>>>, Vec<usize>);
+
 /// One kind's objects.
 #[derive(Debug)]
 pub(crate) struct Table<T> {
     kind: Kind,
-    slots: RwLock<(Vec<Option<Arc<T>>>, Vec<usize>)>,
+    slots: RwLock<Slots<T>>,
 }
 
 impl<T> Table<T> {

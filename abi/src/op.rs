@@ -70,14 +70,6 @@ impl Combine {
         }
     }
 
-    /// Whether the operation is commutative.
-    pub(crate) fn commutative(&self) -> bool {
-        match self {
-            Combine::Predefined(..) => true,
-            Combine::User(u, ..) => u.commute,
-        }
-    }
-
     /// `acc = incoming op acc`, element by element (MPI's `inoutvec = invec op inoutvec`).
     pub(crate) fn apply(&self, acc: &mut [u8], incoming: &[u8]) {
         match self {

@@ -69,7 +69,10 @@ unsafe impl Send for Req {}
 
 /// The request table: requests are taken out while they are completed, so no lock is
 /// held while waiting.
-static REQS: Mutex<(Vec<Option<Box<Req>>>, Vec<usize>)> = Mutex::new((Vec::new(), Vec::new()));
+/// Requests by index, and the free indices.
+type Slab = (Vec<Option<Box<Req>>>, Vec<usize>);
+
+static REQS: Mutex<Slab> = Mutex::new((Vec::new(), Vec::new()));
 
 const KIND: usize = crate::handles::Kind::Request as usize;
 

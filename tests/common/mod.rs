@@ -233,3 +233,46 @@ pub(crate) fn rt_segments() -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// The directory holding `libmpi_abi.so.1` (the standard-ABI library of `abi/`), built
+/// once per test run with the tests' profile and copied under its soname.
+pub(crate) fn abi_lib() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            cargo_build(&["-p", "runthrough-abi"]);
+            let dir = bin_dir().join("abi-lib");
+            std::fs::create_dir_all(&dir).expect("abi-lib dir");
+            std::fs::copy(bin_dir().join("libmpi_abi.so"), dir.join("libmpi_abi.so.1")).expect("copy libmpi_abi.so");
+            dir
+        })
+        .clone()
+}
+
+/// Compiles the C program `src` (relative to the checkout) against the standard ABI header
+/// in `abi/include` and [`abi_lib`]; returns the binary.
+pub(crate) fn abi_program(src: &str) -> PathBuf {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let lib = abi_lib();
+    let out_dir = bin_dir().join("abi-c");
+    std::fs::create_dir_all(&out_dir).expect("abi-c dir");
+    let name = std::path::Path::new(src).file_stem().and_then(|s| s.to_str()).expect("source name");
+    let out = out_dir.join(name);
+    let st = Command::new("gcc")
+        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-I"])
+        .arg(root.join("abi/include"))
+        .arg("-I")
+        .arg(root.join("bench/c"))
+        .arg("-o")
+        .arg(&out)
+        .arg(root.join(src))
+        .arg("-L")
+        .arg(&lib)
+        .arg("-l:libmpi_abi.so.1")
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "gcc {src} failed");
+    out
+}

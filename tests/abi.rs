@@ -1,0 +1,168 @@
+//! The MPI-5 standard ABI library (`abi/`, `libmpi_abi.so.1`): every function of the
+//! header exported, the generated code current, C programs built against `mpi_abi.h`
+//! only running under `rtrun` at 1, 2 and 4 ranks, and fault tolerance through the ABI
+//! (the seeds' examples 17.5–17.8, a manager/worker and ULFM's shrink, with real kills).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every function name declared in the two headers (`int MPI_x(`, `double MPI_Wtime(`...).
+fn header_functions() -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for h in ["abi/include/mpi_abi.h", "abi/include/mpi-ext.h"] {
+        let text = std::fs::read_to_string(root().join(h)).expect("header");
+        for line in text.lines() {
+            let Some((head, _)) = line.split_once('(') else { continue };
+            if line.starts_with("typedef") || line.starts_with('#') {
+                continue;
+            }
+            let Some(name) = head.split_whitespace().last() else { continue };
+            if name.starts_with("MPI_")
+                || name.starts_with("PMPI_")
+                || name.starts_with("MPIX_")
+                || name.starts_with("PMPIX_")
+            {
+                names.insert(name.to_string());
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn exports_every_function_of_the_header() {
+    let lib = abi_lib().join("libmpi_abi.so.1");
+    let out = Command::new("nm").args(["-D", "--defined-only"]).arg(&lib).output().expect("run nm");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let exported: BTreeSet<&str> = text.lines().filter_map(|l| l.split_whitespace().nth(2)).collect();
+    let wanted = header_functions();
+    assert!(wanted.len() > 1300, "parsed only {} functions from the headers", wanted.len());
+    let missing: Vec<&String> = wanted.iter().filter(|n| !exported.contains(n.as_str())).collect();
+    assert!(missing.is_empty(), "not exported: {missing:?}");
+    let soname = Command::new("readelf").arg("-d").arg(&lib).output().expect("run readelf");
+    assert!(String::from_utf8_lossy(&soname.stdout).contains("Library soname: [libmpi_abi.so.1]"));
+}
+
+#[test]
+fn generated_exports_and_constants_match_the_headers() {
+    let st = Command::new("python3").arg(root().join("abi/gen.py")).arg("--check").status().expect("run gen.py");
+    assert!(st.success(), "abi/src/exports.rs or consts.rs is stale: run python3 abi/gen.py");
+}
+
+fn lib_env() -> String {
+    abi_lib().to_string_lossy().into_owned()
+}
+
+/// Runs `rtrun ARGS` with the ABI library first on the library path.
+fn run_abi(args: &[&str], limit: Duration) -> Run {
+    let lib = lib_env();
+    run_env(args, &[("LD_LIBRARY_PATH", lib.as_str())], limit)
+}
+
+#[test]
+fn abi_check_passes_at_1_2_and_4_ranks() {
+    let prog = abi_program("abi/c/abi_check.c");
+    for n in [1u32, 2, 4] {
+        let ns = n.to_string();
+        let o = run_abi(&["-n", &ns, prog.to_str().unwrap()], Duration::from_secs(60));
+        let out = ok(&o);
+        for r in 0..n {
+            assert!(out.contains(&format!("abi_check: rank {r} ok (")), "n={n} rank {r}:\n{out}");
+        }
+        assert!(!out.contains("FAILED"), "{out}");
+    }
+}
+
+#[test]
+fn osu_programs_through_the_abi_at_2_ranks() {
+    let pt2pt = abi_program("bench/c/osu_pt2pt.c");
+    let coll = abi_program("bench/c/osu_coll.c");
+    let o = run_abi(
+        &["-n", "2", pt2pt.to_str().unwrap(), "latency", "-m", "1:65536", "-i", "200"],
+        Duration::from_secs(60),
+    );
+    let out = ok(&o);
+    let rows: Vec<(usize, f64)> = out
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(rows.first().map(|r| r.0), Some(1), "{out}");
+    assert_eq!(rows.last().map(|r| r.0), Some(65536), "{out}");
+    assert!(rows.iter().all(|r| r.1 > 0.0), "{out}");
+    for c in ["allreduce", "bcast", "alltoall", "barrier"] {
+        let o = run_abi(&["-n", "2", coll.to_str().unwrap(), c, "-m", "8:4096", "-i", "50"], Duration::from_secs(60));
+        let out = ok(&o);
+        assert!(out.lines().any(|l| !l.starts_with('#') && !l.trim().is_empty()), "{c}: {out}");
+    }
+}
+
+#[test]
+fn seeds_examples_in_c_survive_kills_through_the_abi() {
+    // 17.6: a barrier loop; rank 2 dies before barrier 10.
+    let p = abi_program("abi/c/ex17_6_barrier.c");
+    let o = run_abi(&["-n", "4", p.to_str().unwrap(), "2", "20"], Duration::from_secs(60));
+    let out = ok_failed(&o, &[2]);
+    for r in [0, 1, 3] {
+        assert!(out.contains(&format!("barrier_recovery: rank {r} done 20 iterations, failed [2]")), "{out}");
+        assert!(out.contains(&format!("ex17_6_barrier: rank {r} ok")), "{out}");
+    }
+    // 17.7: broadcast blocks redone after a failure.
+    let p = abi_program("abi/c/ex17_7_bcast.c");
+    let o = run_abi(&["-n", "4", p.to_str().unwrap(), "2"], Duration::from_secs(60));
+    let out = ok_failed(&o, &[2]);
+    for r in [0, 1, 3] {
+        assert!(out.contains(&format!("ex17_7_bcast: rank {r} ok")), "{out}");
+    }
+    // 17.8: exscan with the first live rank standing in for rank 0.
+    let p = abi_program("abi/c/ex17_8_exscan.c");
+    let o = run_abi(&["-n", "5", p.to_str().unwrap(), "2"], Duration::from_secs(60));
+    let out = ok_failed(&o, &[2]);
+    for r in [0, 1, 3, 4] {
+        assert!(out.contains(&format!("ex17_8_exscan: rank {r} ok")), "{out}");
+    }
+    // 17.5: wildcard receives re-enabled from several threads.
+    let p = abi_program("abi/c/ex17_5_reenable.c");
+    let o = run_abi(&["-n", "5", p.to_str().unwrap(), "3", "300", "-k", "2@60"], Duration::from_secs(60));
+    let out = ok_failed(&o, &[2]);
+    assert!(out.contains("reenable_threads: ok threads=3") && out.contains("failed=[2]"), "{out}");
+}
+
+#[test]
+fn c_manager_worker_and_ulfm_shrink_survive_kills_through_the_abi() {
+    let p = abi_program("abi/c/manager_worker.c");
+    let o = run_abi(&["-n", "6", p.to_str().unwrap(), "500", "-k", "2@20", "-k", "4@40"], Duration::from_secs(60));
+    let out = ok_failed(&o, &[2, 4]);
+    assert!(out.contains("total 5208312500 (correct)"), "{out}");
+    assert!(out.contains("failed ranks [2, 4]"), "{out}");
+    for r in [1, 3, 5] {
+        assert!(out.contains(&format!("manager_worker: rank {r} ok")), "{out}");
+    }
+    // ULFM: a rank killed from outside; every survivor's receive fails with
+    // MPIX_ERR_PROC_FAILED (101), then MPIX_Comm_shrink gives the three survivors.
+    let p = abi_program("bench/c/ft_detect.c");
+    let o = run_abi(&["-n", "4", "--kill", "3@1500ms", p.to_str().unwrap(), "-x", "-d", "15"], Duration::from_secs(60));
+    let out = ok_failed(&o, &[3]);
+    for r in 0..3 {
+        assert!(out.contains(&format!("ft_detect: rank {r} host")) && out.contains("class=101"), "{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(&format!("ft_detect: rank {r} host")) && l.contains("shrink size=3 rc=0")),
+            "rank {r}: {out}"
+        );
+    }
+}
