@@ -18,7 +18,7 @@ use crate::consts::*;
 use crate::dtype::Dtype;
 use crate::err::raise_on;
 use crate::req::{Active, Job};
-use crate::types::{Handle, SendPtr};
+use crate::types::{Handle, MPI_Aint, MPI_Count, SendPtr};
 
 type Task = Box<dyn FnOnce() + Send>;
 
@@ -150,10 +150,16 @@ fn root_ok(c: &CommObj, root: c_int) -> R {
     }
 }
 
-/// Block `i` of a per-rank layout: elements `displ..displ+count` of `t` in packed bytes.
-unsafe fn counts(p: *const c_int, n: usize) -> Vec<usize> {
-    // SAFETY: arrays of n entries (MPI contract).
-    (0..n).map(|i| unsafe { *p.add(i) }.max(0) as usize).collect()
+/// `n` counts or displacements from a C array of `int` or, for the `_c` forms, of 64-bit
+/// `MPI_Count`/`MPI_Aint`.
+unsafe fn counts(p: *mut c_void, n: usize, wide: bool) -> Vec<usize> {
+    if wide {
+        // SAFETY: an array of n 64-bit entries (MPI contract).
+        (0..n).map(|i| unsafe { *p.cast::<i64>().add(i) }.max(0) as usize).collect()
+    } else {
+        // SAFETY: an array of n ints (MPI contract).
+        (0..n).map(|i| unsafe { *p.cast::<c_int>().add(i) }.max(0) as usize).collect()
+    }
 }
 
 // ---- the operations, shared by the blocking, nonblocking and persistent forms --------
@@ -173,6 +179,9 @@ pub(crate) struct Args {
     sdispls: SendPtr,
     rcounts: SendPtr,
     rdispls: SendPtr,
+    /// The count and displacement arrays are `MPI_Count`/`MPI_Aint` (the `_c` forms),
+    /// not `int`.
+    wide: bool,
 }
 
 impl Default for Args {
@@ -191,6 +200,7 @@ impl Default for Args {
             sdispls: n,
             rcounts: n,
             rdispls: n,
+            wide: false,
         }
     }
 }
@@ -288,7 +298,7 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
                 vec![a.rcount; n]
             } else {
                 // SAFETY: n counts.
-                unsafe { counts(a.rcounts.0.cast(), n) }
+                unsafe { counts(a.rcounts.0, n, a.wide) }
             };
             let total: usize = cnt.iter().sum();
             let mut input = Vec::new();
@@ -379,7 +389,7 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
             let is_root = all || me == a.root as usize;
             let (cnt, dsp) = if is_root {
                 // SAFETY: n counts and displacements (at the root / everywhere).
-                unsafe { (counts(a.rcounts.0.cast(), n), counts(a.rdispls.0.cast(), n)) }
+                unsafe { (counts(a.rcounts.0, n, a.wide), counts(a.rdispls.0, n, a.wide)) }
             } else {
                 (Vec::new(), Vec::new())
             };
@@ -426,7 +436,7 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
             if is_root {
                 let st = ty(a.stype)?;
                 // SAFETY: n counts and displacements at the root.
-                let (cnt, dsp) = unsafe { (counts(a.scounts.0.cast(), n), counts(a.sdispls.0.cast(), n)) };
+                let (cnt, dsp) = unsafe { (counts(a.scounts.0, n, a.wide), counts(a.sdispls.0, n, a.wide)) };
                 for i in 0..n {
                     bd.push(send.len());
                     bc.push(cnt[i] * st.size);
@@ -454,12 +464,12 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
             let in_place = is_in_place(a.sbuf.0);
             let st = if in_place { rt.clone() } else { ty(a.stype)? };
             // SAFETY: n counts and displacements.
-            let (rc, rd) = unsafe { (counts(a.rcounts.0.cast(), n), counts(a.rdispls.0.cast(), n)) };
+            let (rc, rd) = unsafe { (counts(a.rcounts.0, n, a.wide), counts(a.rdispls.0, n, a.wide)) };
             let (sc, sd) = if in_place {
                 (rc.clone(), rd.clone())
             } else {
                 // SAFETY: as above.
-                unsafe { (counts(a.scounts.0.cast(), n), counts(a.sdispls.0.cast(), n)) }
+                unsafe { (counts(a.scounts.0, n, a.wide), counts(a.sdispls.0, n, a.wide)) }
             };
             let sbase = if in_place { a.rbuf.0 } else { a.sbuf.0 };
             let (mut send, mut bsc, mut bsd) = (Vec::new(), Vec::new(), Vec::new());
@@ -631,3 +641,50 @@ forms!(Scatterv, MPI_Scatterv, MPI_Iscatterv, MPI_Scatterv_init,
 forms!(Alltoallv, MPI_Alltoallv, MPI_Ialltoallv, MPI_Alltoallv_init,
     (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle),
     Args { sbuf: p(sendbuf), scounts: p(sendcounts), sdispls: p(sdispls), stype: sendtype, rbuf: p(recvbuf), rcounts: p(recvcounts), rdispls: p(rdispls), rtype: recvtype, ..Args::default() }, []);
+
+// The large-count forms: MPI_Count counts, MPI_Aint displacements.
+forms!(Bcast, MPI_Bcast_c, MPI_Ibcast_c, MPI_Bcast_init_c,
+    (buffer: *mut c_void, count: MPI_Count, datatype: Handle, root: c_int),
+    Args { wide: true, sbuf: p(buffer), scount: count.max(0) as usize, stype: datatype, root, ..Args::default() }, [datatype]);
+forms!(Reduce, MPI_Reduce_c, MPI_Ireduce_c, MPI_Reduce_init_c,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, root: c_int),
+    Args { wide: true, sbuf: p(sendbuf), rbuf: p(recvbuf), rcount: count.max(0) as usize, rtype: datatype, op, root, ..Args::default() }, [datatype]);
+forms!(Allreduce, MPI_Allreduce_c, MPI_Iallreduce_c, MPI_Allreduce_init_c,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle),
+    Args { wide: true, sbuf: p(sendbuf), rbuf: p(recvbuf), rcount: count.max(0) as usize, rtype: datatype, op, ..Args::default() }, [datatype]);
+forms!(Scan, MPI_Scan_c, MPI_Iscan_c, MPI_Scan_init_c,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle),
+    Args { wide: true, sbuf: p(sendbuf), rbuf: p(recvbuf), rcount: count.max(0) as usize, rtype: datatype, op, ..Args::default() }, [datatype]);
+forms!(Exscan, MPI_Exscan_c, MPI_Iexscan_c, MPI_Exscan_init_c,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle),
+    Args { wide: true, sbuf: p(sendbuf), rbuf: p(recvbuf), rcount: count.max(0) as usize, rtype: datatype, op, ..Args::default() }, [datatype]);
+forms!(ReduceScatterBlock, MPI_Reduce_scatter_block_c, MPI_Ireduce_scatter_block_c, MPI_Reduce_scatter_block_init_c,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: Handle, op: Handle),
+    Args { wide: true, sbuf: p(sendbuf), rbuf: p(recvbuf), rcount: recvcount.max(0) as usize, rtype: datatype, op, ..Args::default() }, [datatype]);
+forms!(ReduceScatter, MPI_Reduce_scatter_c, MPI_Ireduce_scatter_c, MPI_Reduce_scatter_init_c,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: Handle, op: Handle),
+    Args { wide: true, sbuf: p(sendbuf), rbuf: p(recvbuf), rcounts: p(recvcounts), rtype: datatype, op, ..Args::default() }, [datatype]);
+forms!(Gather, MPI_Gather_c, MPI_Igather_c, MPI_Gather_init_c,
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int),
+    Args { wide: true, sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcount: recvcount.max(0) as usize, rtype: recvtype, root, ..Args::default() }, []);
+forms!(Allgather, MPI_Allgather_c, MPI_Iallgather_c, MPI_Allgather_init_c,
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle),
+    Args { wide: true, sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcount: recvcount.max(0) as usize, rtype: recvtype, ..Args::default() }, []);
+forms!(Scatter, MPI_Scatter_c, MPI_Iscatter_c, MPI_Scatter_init_c,
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int),
+    Args { wide: true, sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcount: recvcount.max(0) as usize, rtype: recvtype, root, ..Args::default() }, []);
+forms!(Alltoall, MPI_Alltoall_c, MPI_Ialltoall_c, MPI_Alltoall_init_c,
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle),
+    Args { wide: true, sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcount: recvcount.max(0) as usize, rtype: recvtype, ..Args::default() }, []);
+forms!(Gatherv, MPI_Gatherv_c, MPI_Igatherv_c, MPI_Gatherv_init_c,
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, root: c_int),
+    Args { wide: true, sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcounts: p(recvcounts), rdispls: p(displs), rtype: recvtype, root, ..Args::default() }, []);
+forms!(Allgatherv, MPI_Allgatherv_c, MPI_Iallgatherv_c, MPI_Allgatherv_init_c,
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle),
+    Args { wide: true, sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcounts: p(recvcounts), rdispls: p(displs), rtype: recvtype, ..Args::default() }, []);
+forms!(Scatterv, MPI_Scatterv_c, MPI_Iscatterv_c, MPI_Scatterv_init_c,
+    (sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int),
+    Args { wide: true, sbuf: p(sendbuf), scounts: p(sendcounts), sdispls: p(displs), stype: sendtype, rbuf: p(recvbuf), rcount: recvcount.max(0) as usize, rtype: recvtype, root, ..Args::default() }, []);
+forms!(Alltoallv, MPI_Alltoallv_c, MPI_Ialltoallv_c, MPI_Alltoallv_init_c,
+    (sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: Handle),
+    Args { wide: true, sbuf: p(sendbuf), scounts: p(sendcounts), sdispls: p(sdispls), stype: sendtype, rbuf: p(recvbuf), rcounts: p(recvcounts), rdispls: p(rdispls), rtype: recvtype, ..Args::default() }, []);

@@ -922,3 +922,63 @@ pub(crate) unsafe fn MPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_
     unsafe { *flag = (*status).cancelled() as c_int };
     MPI_SUCCESS
 }
+
+pub(crate) unsafe fn MPI_Status_set_elements_x(status: *mut MPI_Status, datatype: Handle, count: MPI_Count) -> c_int {
+    // SAFETY: forwarded arguments.
+    unsafe { MPI_Status_set_elements_c(status, datatype, count) }
+}
+
+pub(crate) unsafe fn MPI_Status_set_source(status: *mut MPI_Status, source: c_int) -> c_int {
+    // SAFETY: the program's status.
+    unsafe { (*status).MPI_SOURCE = source };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Status_set_tag(status: *mut MPI_Status, tag: c_int) -> c_int {
+    // SAFETY: the program's status.
+    unsafe { (*status).MPI_TAG = tag };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Status_set_error(status: *mut MPI_Status, error: c_int) -> c_int {
+    // SAFETY: the program's status.
+    unsafe { (*status).MPI_ERROR = error };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Status_get_source(status: *const MPI_Status, source: *mut c_int) -> c_int {
+    // SAFETY: the program's status; output argument.
+    unsafe { *source = (*status).MPI_SOURCE };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Status_get_tag(status: *const MPI_Status, tag: *mut c_int) -> c_int {
+    // SAFETY: the program's status; output argument.
+    unsafe { *tag = (*status).MPI_TAG };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Status_get_error(status: *const MPI_Status, error: *mut c_int) -> c_int {
+    // SAFETY: the program's status; output argument.
+    unsafe { *error = (*status).MPI_ERROR };
+    MPI_SUCCESS
+}
+
+/// The predefined pair type of `(value, index)` (MPI 4.1 `MPI_Type_get_value_index`).
+pub(crate) unsafe fn MPI_Type_get_value_index(value_type: Handle, index_type: Handle, pair_type: *mut Handle) -> c_int {
+    let t = match (value_type, index_type) {
+        (MPI_FLOAT, MPI_INT) => MPI_FLOAT_INT,
+        (MPI_DOUBLE, MPI_INT) => MPI_DOUBLE_INT,
+        (MPI_LONG, MPI_INT) => MPI_LONG_INT,
+        (MPI_INT, MPI_INT) => MPI_2INT,
+        (MPI_SHORT, MPI_INT) => MPI_SHORT_INT,
+        (MPI_LONG_DOUBLE, MPI_INT) => MPI_LONG_DOUBLE_INT,
+        (MPI_REAL, MPI_REAL) => MPI_2REAL,
+        (MPI_DOUBLE_PRECISION, MPI_DOUBLE_PRECISION) => MPI_2DOUBLE_PRECISION,
+        (MPI_INTEGER, MPI_INTEGER) => MPI_2INTEGER,
+        _ => MPI_DATATYPE_NULL,
+    };
+    // SAFETY: output argument.
+    unsafe { *pair_type = t };
+    MPI_SUCCESS
+}

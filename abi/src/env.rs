@@ -190,6 +190,11 @@ pub(crate) unsafe fn MPI_Abi_get_info(info: *mut Handle) -> c_int {
     MPI_SUCCESS
 }
 
+pub(crate) unsafe fn MPI_Get_hw_resource_info(hw_info: *mut Handle) -> c_int {
+    // SAFETY: output argument.
+    unsafe { crate::info::MPI_Info_create(hw_info) }
+}
+
 pub(crate) unsafe fn MPI_Abi_get_fortran_info(info: *mut Handle) -> c_int {
     // SAFETY: output argument.
     unsafe { crate::info::MPI_Info_create(info) }

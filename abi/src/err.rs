@@ -44,8 +44,9 @@ struct Added {
 
 static ADDED: Mutex<Option<Added>> = Mutex::new(None);
 
-/// The first value MPI_Add_error_class hands out.
-const FIRST_ADDED: c_int = 200;
+/// The first value MPI_Add_error_class hands out (above MPI_ERR_LASTCODE, as MPI 5 9.5
+/// requires of the classes and codes a program adds).
+const FIRST_ADDED: c_int = MPI_ERR_LASTCODE + 1;
 
 /// The last error code in use (the MPI_LASTUSEDCODE attribute).
 pub(crate) fn last_used_code() -> c_int {
@@ -127,12 +128,23 @@ pub(crate) fn raise_on(comm: Handle, code: c_int) -> c_int {
                 },
             }
         }
+        h => invoke(h, comm, code),
+    }
+}
+
+/// Runs error handler `eh` for `code` on object `obj` (a communicator, file or session
+/// handle) where it does not abort: a user handler is called, `MPI_ERRORS_RETURN` does
+/// nothing; the fatal handlers go through the world communicator. Returns `code`.
+pub(crate) fn invoke(eh: Handle, obj: Handle, code: c_int) -> c_int {
+    match eh {
+        MPI_ERRORS_RETURN => code,
+        MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT => raise_on(MPI_COMM_WORLD, code),
         h => {
             if let Some(u) = ERRHANDLERS.get(h) {
-                let mut handle = comm;
+                let mut handle = obj;
                 let mut c = code;
-                // SAFETY: a user handler registered by MPI_Comm_create_errhandler, called
-                // as MPI prescribes with pointers to a communicator handle and a code.
+                // SAFETY: a user handler registered by MPI_*_create_errhandler, called as
+                // MPI prescribes with pointers to the object's handle and a code.
                 unsafe { (u.f)(&mut handle, &mut c) };
             }
             code
@@ -232,13 +244,9 @@ pub(crate) unsafe fn MPI_Error_string(errorcode: c_int, string: *mut c_char, res
         return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
     }
     let added = ADDED.lock().as_ref().and_then(|a| a.strings.get(&errorcode).cloned());
-    let s = added.unwrap_or_else(|| {
-        if error_class(errorcode) != errorcode {
-            String::new()
-        } else {
-            class_string(errorcode).to_string()
-        }
-    });
+    let is_added = ADDED.lock().as_ref().is_some_and(|a| a.class_of.contains_key(&errorcode));
+    // An added class or code has the empty string until MPI_Add_error_string sets one.
+    let s = added.unwrap_or_else(|| if is_added { String::new() } else { class_string(errorcode).to_string() });
     // SAFETY: MPI_MAX_ERROR_STRING bytes (MPI contract).
     unsafe { put_string(&s, string, MPI_MAX_ERROR_STRING as usize, resultlen) };
     MPI_SUCCESS

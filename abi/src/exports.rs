@@ -314,11 +314,11 @@ pub unsafe extern "C" fn PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Allgather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Allgather_c", comm)
+    crate::guard::call("MPI_Allgather_c", || unsafe { crate::imp::MPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Allgather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Allgather_c", comm)
+    crate::guard::call("MPI_Allgather_c", || unsafe { crate::imp::MPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) })
 }
 
 #[no_mangle]
@@ -332,11 +332,11 @@ pub unsafe extern "C" fn PMPI_Allgather_init(sendbuf: *const c_void, sendcount: 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Allgather_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Allgather_init_c", comm)
+    crate::guard::call("MPI_Allgather_init_c", || unsafe { crate::imp::MPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Allgather_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Allgather_init_c", comm)
+    crate::guard::call("MPI_Allgather_init_c", || unsafe { crate::imp::MPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) })
 }
 
 #[no_mangle]
@@ -350,11 +350,11 @@ pub unsafe extern "C" fn PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_in
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Allgatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Allgatherv_c", comm)
+    crate::guard::call("MPI_Allgatherv_c", || unsafe { crate::imp::MPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Allgatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Allgatherv_c", comm)
+    crate::guard::call("MPI_Allgatherv_c", || unsafe { crate::imp::MPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) })
 }
 
 #[no_mangle]
@@ -368,11 +368,11 @@ pub unsafe extern "C" fn PMPI_Allgatherv_init(sendbuf: *const c_void, sendcount:
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Allgatherv_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Allgatherv_init_c", comm)
+    crate::guard::call("MPI_Allgatherv_init_c", || unsafe { crate::imp::MPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Allgatherv_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Allgatherv_init_c", comm)
+    crate::guard::call("MPI_Allgatherv_init_c", || unsafe { crate::imp::MPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) })
 }
 
 #[no_mangle]
@@ -395,11 +395,11 @@ pub unsafe extern "C" fn PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Allreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Allreduce_c", comm)
+    crate::guard::call("MPI_Allreduce_c", || unsafe { crate::imp::MPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Allreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Allreduce_c", comm)
+    crate::guard::call("MPI_Allreduce_c", || unsafe { crate::imp::MPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm) })
 }
 
 #[no_mangle]
@@ -413,11 +413,11 @@ pub unsafe extern "C" fn PMPI_Allreduce_init(sendbuf: *const c_void, recvbuf: *m
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Allreduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Allreduce_init_c", comm)
+    crate::guard::call("MPI_Allreduce_init_c", || unsafe { crate::imp::MPI_Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Allreduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Allreduce_init_c", comm)
+    crate::guard::call("MPI_Allreduce_init_c", || unsafe { crate::imp::MPI_Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request) })
 }
 
 #[no_mangle]
@@ -431,11 +431,11 @@ pub unsafe extern "C" fn PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int,
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoall_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Alltoall_c", comm)
+    crate::guard::call("MPI_Alltoall_c", || unsafe { crate::imp::MPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoall_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Alltoall_c", comm)
+    crate::guard::call("MPI_Alltoall_c", || unsafe { crate::imp::MPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) })
 }
 
 #[no_mangle]
@@ -449,11 +449,11 @@ pub unsafe extern "C" fn PMPI_Alltoall_init(sendbuf: *const c_void, sendcount: c
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoall_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Alltoall_init_c", comm)
+    crate::guard::call("MPI_Alltoall_init_c", || unsafe { crate::imp::MPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoall_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Alltoall_init_c", comm)
+    crate::guard::call("MPI_Alltoall_init_c", || unsafe { crate::imp::MPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) })
 }
 
 #[no_mangle]
@@ -467,11 +467,11 @@ pub unsafe extern "C" fn PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *con
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoallv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Alltoallv_c", comm)
+    crate::guard::call("MPI_Alltoallv_c", || unsafe { crate::imp::MPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoallv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Alltoallv_c", comm)
+    crate::guard::call("MPI_Alltoallv_c", || unsafe { crate::imp::MPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) })
 }
 
 #[no_mangle]
@@ -485,11 +485,11 @@ pub unsafe extern "C" fn PMPI_Alltoallv_init(sendbuf: *const c_void, sendcounts:
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Alltoallv_init_c", comm)
+    crate::guard::call("MPI_Alltoallv_init_c", || unsafe { crate::imp::MPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Alltoallv_init_c", comm)
+    crate::guard::call("MPI_Alltoallv_init_c", || unsafe { crate::imp::MPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) })
 }
 
 #[no_mangle]
@@ -584,11 +584,11 @@ pub unsafe extern "C" fn PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype:
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Bcast_c(buffer: *mut c_void, count: MPI_Count, datatype: Handle, root: c_int, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Bcast_c", comm)
+    crate::guard::call("MPI_Bcast_c", || unsafe { crate::imp::MPI_Bcast_c(buffer, count, datatype, root, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Bcast_c(buffer: *mut c_void, count: MPI_Count, datatype: Handle, root: c_int, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Bcast_c", comm)
+    crate::guard::call("MPI_Bcast_c", || unsafe { crate::imp::MPI_Bcast_c(buffer, count, datatype, root, comm) })
 }
 
 #[no_mangle]
@@ -602,11 +602,11 @@ pub unsafe extern "C" fn PMPI_Bcast_init(buffer: *mut c_void, count: c_int, data
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Bcast_init_c(buffer: *mut c_void, count: MPI_Count, datatype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Bcast_init_c", comm)
+    crate::guard::call("MPI_Bcast_init_c", || unsafe { crate::imp::MPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Bcast_init_c(buffer: *mut c_void, count: MPI_Count, datatype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Bcast_init_c", comm)
+    crate::guard::call("MPI_Bcast_init_c", || unsafe { crate::imp::MPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request) })
 }
 
 #[no_mangle]
@@ -638,11 +638,11 @@ pub unsafe extern "C" fn PMPI_Bsend_init(buf: *const c_void, count: c_int, datat
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Bsend_init_c(buf: *const c_void, count: MPI_Count, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Bsend_init_c", comm)
+    crate::guard::call("MPI_Bsend_init_c", || unsafe { crate::imp::MPI_Bsend_init_c(buf, count, datatype, dest, tag, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Bsend_init_c(buf: *const c_void, count: MPI_Count, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Bsend_init_c", comm)
+    crate::guard::call("MPI_Bsend_init_c", || unsafe { crate::imp::MPI_Bsend_init_c(buf, count, datatype, dest, tag, comm, request) })
 }
 
 #[no_mangle]
@@ -656,11 +656,11 @@ pub unsafe extern "C" fn PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) ->
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Buffer_attach_c(buffer: *mut c_void, size: MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Buffer_attach_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Buffer_attach_c", || unsafe { crate::imp::MPI_Buffer_attach_c(buffer, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Buffer_attach_c(buffer: *mut c_void, size: MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Buffer_attach_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Buffer_attach_c", || unsafe { crate::imp::MPI_Buffer_attach_c(buffer, size) })
 }
 
 #[no_mangle]
@@ -674,20 +674,20 @@ pub unsafe extern "C" fn PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Buffer_detach_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Buffer_detach_c", || unsafe { crate::imp::MPI_Buffer_detach_c(buffer_addr, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Buffer_detach_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Buffer_detach_c", || unsafe { crate::imp::MPI_Buffer_detach_c(buffer_addr, size) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Buffer_flush() -> c_int {
-    crate::guard::unsupported("MPI_Buffer_flush", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Buffer_flush", || unsafe { crate::imp::MPI_Buffer_flush() })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Buffer_flush() -> c_int {
-    crate::guard::unsupported("MPI_Buffer_flush", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Buffer_flush", || unsafe { crate::imp::MPI_Buffer_flush() })
 }
 
 #[no_mangle]
@@ -800,20 +800,20 @@ pub unsafe extern "C" fn PMPI_Comm_accept(port_name: *const c_char, info: Handle
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_attach_buffer(comm: Handle, buffer: *mut c_void, size: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Comm_attach_buffer", comm)
+    crate::guard::call("MPI_Comm_attach_buffer", || unsafe { crate::imp::MPI_Comm_attach_buffer(comm, buffer, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_attach_buffer(comm: Handle, buffer: *mut c_void, size: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Comm_attach_buffer", comm)
+    crate::guard::call("MPI_Comm_attach_buffer", || unsafe { crate::imp::MPI_Comm_attach_buffer(comm, buffer, size) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_attach_buffer_c(comm: Handle, buffer: *mut c_void, size: MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Comm_attach_buffer_c", comm)
+    crate::guard::call("MPI_Comm_attach_buffer_c", || unsafe { crate::imp::MPI_Comm_attach_buffer_c(comm, buffer, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_attach_buffer_c(comm: Handle, buffer: *mut c_void, size: MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Comm_attach_buffer_c", comm)
+    crate::guard::call("MPI_Comm_attach_buffer_c", || unsafe { crate::imp::MPI_Comm_attach_buffer_c(comm, buffer, size) })
 }
 
 #[no_mangle]
@@ -863,11 +863,11 @@ pub unsafe extern "C" fn PMPI_Comm_create_errhandler(comm_errhandler_fn: FnPtr, 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create_from_group(group: Handle, stringtag: *const c_char, info: Handle, errhandler: Handle, newcomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_create_from_group", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Comm_create_from_group", || unsafe { crate::imp::MPI_Comm_create_from_group(group, stringtag, info, errhandler, newcomm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create_from_group(group: Handle, stringtag: *const c_char, info: Handle, errhandler: Handle, newcomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_create_from_group", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Comm_create_from_group", || unsafe { crate::imp::MPI_Comm_create_from_group(group, stringtag, info, errhandler, newcomm) })
 }
 
 #[no_mangle]
@@ -899,20 +899,20 @@ pub unsafe extern "C" fn PMPI_Comm_delete_attr(comm: Handle, comm_keyval: c_int)
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_detach_buffer(comm: Handle, buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Comm_detach_buffer", comm)
+    crate::guard::call("MPI_Comm_detach_buffer", || unsafe { crate::imp::MPI_Comm_detach_buffer(comm, buffer_addr, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_detach_buffer(comm: Handle, buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Comm_detach_buffer", comm)
+    crate::guard::call("MPI_Comm_detach_buffer", || unsafe { crate::imp::MPI_Comm_detach_buffer(comm, buffer_addr, size) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_detach_buffer_c(comm: Handle, buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Comm_detach_buffer_c", comm)
+    crate::guard::call("MPI_Comm_detach_buffer_c", || unsafe { crate::imp::MPI_Comm_detach_buffer_c(comm, buffer_addr, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_detach_buffer_c(comm: Handle, buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Comm_detach_buffer_c", comm)
+    crate::guard::call("MPI_Comm_detach_buffer_c", || unsafe { crate::imp::MPI_Comm_detach_buffer_c(comm, buffer_addr, size) })
 }
 
 #[no_mangle]
@@ -944,11 +944,11 @@ pub unsafe extern "C" fn PMPI_Comm_dup_with_info(comm: Handle, info: Handle, new
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_flush_buffer(comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_flush_buffer", comm)
+    crate::guard::call("MPI_Comm_flush_buffer", || unsafe { crate::imp::MPI_Comm_flush_buffer(comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_flush_buffer(comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_flush_buffer", comm)
+    crate::guard::call("MPI_Comm_flush_buffer", || unsafe { crate::imp::MPI_Comm_flush_buffer(comm) })
 }
 
 #[no_mangle]
@@ -1016,11 +1016,11 @@ pub unsafe extern "C" fn PMPI_Comm_get_name(comm: Handle, comm_name: *mut c_char
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_parent(parent: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_get_parent", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Comm_get_parent", || unsafe { crate::imp::MPI_Comm_get_parent(parent) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_get_parent(parent: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_get_parent", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Comm_get_parent", || unsafe { crate::imp::MPI_Comm_get_parent(parent) })
 }
 
 #[no_mangle]
@@ -1043,20 +1043,20 @@ pub unsafe extern "C" fn PMPI_Comm_idup(comm: Handle, newcomm: *mut Handle, requ
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_idup_with_info(comm: Handle, info: Handle, newcomm: *mut Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_idup_with_info", comm)
+    crate::guard::call("MPI_Comm_idup_with_info", || unsafe { crate::imp::MPI_Comm_idup_with_info(comm, info, newcomm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_idup_with_info(comm: Handle, info: Handle, newcomm: *mut Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_idup_with_info", comm)
+    crate::guard::call("MPI_Comm_idup_with_info", || unsafe { crate::imp::MPI_Comm_idup_with_info(comm, info, newcomm, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_iflush_buffer(comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_iflush_buffer", comm)
+    crate::guard::call("MPI_Comm_iflush_buffer", || unsafe { crate::imp::MPI_Comm_iflush_buffer(comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_iflush_buffer(comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_iflush_buffer", comm)
+    crate::guard::call("MPI_Comm_iflush_buffer", || unsafe { crate::imp::MPI_Comm_iflush_buffer(comm, request) })
 }
 
 #[no_mangle]
@@ -1079,20 +1079,20 @@ pub unsafe extern "C" fn PMPI_Comm_rank(comm: Handle, rank: *mut c_int) -> c_int
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_remote_group(comm: Handle, group: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_remote_group", comm)
+    crate::guard::call("MPI_Comm_remote_group", || unsafe { crate::imp::MPI_Comm_remote_group(comm, group) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_remote_group(comm: Handle, group: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_remote_group", comm)
+    crate::guard::call("MPI_Comm_remote_group", || unsafe { crate::imp::MPI_Comm_remote_group(comm, group) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_remote_size(comm: Handle, size: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Comm_remote_size", comm)
+    crate::guard::call("MPI_Comm_remote_size", || unsafe { crate::imp::MPI_Comm_remote_size(comm, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_remote_size(comm: Handle, size: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Comm_remote_size", comm)
+    crate::guard::call("MPI_Comm_remote_size", || unsafe { crate::imp::MPI_Comm_remote_size(comm, size) })
 }
 
 #[no_mangle]
@@ -1205,11 +1205,11 @@ pub unsafe extern "C" fn PMPI_Compare_and_swap(origin_addr: *const c_void, compa
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Dims_create", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Dims_create", || unsafe { crate::imp::MPI_Dims_create(nnodes, ndims, dims) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Dims_create", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Dims_create", || unsafe { crate::imp::MPI_Dims_create(nnodes, ndims, dims) })
 }
 
 #[no_mangle]
@@ -1304,11 +1304,11 @@ pub unsafe extern "C" fn PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_voi
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Exscan_c", comm)
+    crate::guard::call("MPI_Exscan_c", || unsafe { crate::imp::MPI_Exscan_c(sendbuf, recvbuf, count, datatype, op, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Exscan_c", comm)
+    crate::guard::call("MPI_Exscan_c", || unsafe { crate::imp::MPI_Exscan_c(sendbuf, recvbuf, count, datatype, op, comm) })
 }
 
 #[no_mangle]
@@ -1322,11 +1322,11 @@ pub unsafe extern "C" fn PMPI_Exscan_init(sendbuf: *const c_void, recvbuf: *mut 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Exscan_init_c", comm)
+    crate::guard::call("MPI_Exscan_init_c", || unsafe { crate::imp::MPI_Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Exscan_init_c", comm)
+    crate::guard::call("MPI_Exscan_init_c", || unsafe { crate::imp::MPI_Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request) })
 }
 
 #[no_mangle]
@@ -1340,29 +1340,29 @@ pub unsafe extern "C" fn PMPI_Fetch_and_op(origin_addr: *const c_void, result_ad
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_call_errhandler(fh: Handle, errorcode: c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_call_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_call_errhandler", || unsafe { crate::imp::MPI_File_call_errhandler(fh, errorcode) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_call_errhandler(fh: Handle, errorcode: c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_call_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_call_errhandler", || unsafe { crate::imp::MPI_File_call_errhandler(fh, errorcode) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_close(fh: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_close", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_close", || unsafe { crate::imp::MPI_File_close(fh) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_close(fh: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_close", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_close", || unsafe { crate::imp::MPI_File_close(fh) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_create_errhandler(file_errhandler_fn: FnPtr, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_create_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_create_errhandler", || unsafe { crate::imp::MPI_File_create_errhandler(file_errhandler_fn, errhandler) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_create_errhandler(file_errhandler_fn: FnPtr, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_create_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_create_errhandler", || unsafe { crate::imp::MPI_File_create_errhandler(file_errhandler_fn, errhandler) })
 }
 
 #[no_mangle]
@@ -1412,11 +1412,11 @@ pub unsafe extern "C" fn PMPI_File_get_byte_offset(fh: Handle, offset: MPI_Offse
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_errhandler(file: Handle, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_get_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_errhandler", || unsafe { crate::imp::MPI_File_get_errhandler(file, errhandler) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_errhandler(file: Handle, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_get_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_errhandler", || unsafe { crate::imp::MPI_File_get_errhandler(file, errhandler) })
 }
 
 #[no_mangle]
@@ -1673,11 +1673,11 @@ pub unsafe extern "C" fn PMPI_File_iwrite_shared_c(fh: Handle, buf: *const c_voi
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_open(comm: Handle, filename: *const c_char, amode: c_int, info: Handle, fh: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_open", comm)
+    crate::guard::call("MPI_File_open", || unsafe { crate::imp::MPI_File_open(comm, filename, amode, info, fh) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_open(comm: Handle, filename: *const c_char, amode: c_int, info: Handle, fh: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_open", comm)
+    crate::guard::call("MPI_File_open", || unsafe { crate::imp::MPI_File_open(comm, filename, amode, info, fh) })
 }
 
 #[no_mangle]
@@ -1907,11 +1907,11 @@ pub unsafe extern "C" fn PMPI_File_set_atomicity(fh: Handle, flag: c_int) -> c_i
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_errhandler(file: Handle, errhandler: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_set_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_set_errhandler", || unsafe { crate::imp::MPI_File_set_errhandler(file, errhandler) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_errhandler(file: Handle, errhandler: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_set_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_set_errhandler", || unsafe { crate::imp::MPI_File_set_errhandler(file, errhandler) })
 }
 
 #[no_mangle]
@@ -2186,11 +2186,11 @@ pub unsafe extern "C" fn PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, s
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Gather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Gather_c", comm)
+    crate::guard::call("MPI_Gather_c", || unsafe { crate::imp::MPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Gather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Gather_c", comm)
+    crate::guard::call("MPI_Gather_c", || unsafe { crate::imp::MPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) })
 }
 
 #[no_mangle]
@@ -2204,11 +2204,11 @@ pub unsafe extern "C" fn PMPI_Gather_init(sendbuf: *const c_void, sendcount: c_i
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Gather_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Gather_init_c", comm)
+    crate::guard::call("MPI_Gather_init_c", || unsafe { crate::imp::MPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Gather_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Gather_init_c", comm)
+    crate::guard::call("MPI_Gather_init_c", || unsafe { crate::imp::MPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) })
 }
 
 #[no_mangle]
@@ -2222,11 +2222,11 @@ pub unsafe extern "C" fn PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Gatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, root: c_int, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Gatherv_c", comm)
+    crate::guard::call("MPI_Gatherv_c", || unsafe { crate::imp::MPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Gatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, root: c_int, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Gatherv_c", comm)
+    crate::guard::call("MPI_Gatherv_c", || unsafe { crate::imp::MPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) })
 }
 
 #[no_mangle]
@@ -2240,11 +2240,11 @@ pub unsafe extern "C" fn PMPI_Gatherv_init(sendbuf: *const c_void, sendcount: c_
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Gatherv_init_c", comm)
+    crate::guard::call("MPI_Gatherv_init_c", || unsafe { crate::imp::MPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Gatherv_init_c", comm)
+    crate::guard::call("MPI_Gatherv_init_c", || unsafe { crate::imp::MPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request) })
 }
 
 #[no_mangle]
@@ -2339,11 +2339,11 @@ pub unsafe extern "C" fn PMPI_Get_elements_x(status: *const MPI_Status, datatype
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_hw_resource_info(hw_info: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get_hw_resource_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Get_hw_resource_info", || unsafe { crate::imp::MPI_Get_hw_resource_info(hw_info) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_hw_resource_info(hw_info: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get_hw_resource_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Get_hw_resource_info", || unsafe { crate::imp::MPI_Get_hw_resource_info(hw_info) })
 }
 
 #[no_mangle]
@@ -2483,11 +2483,11 @@ pub unsafe extern "C" fn PMPI_Group_free(group: *mut Handle) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_from_session_pset(session: Handle, pset_name: *const c_char, newgroup: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Group_from_session_pset", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Group_from_session_pset", || unsafe { crate::imp::MPI_Group_from_session_pset(session, pset_name, newgroup) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_from_session_pset(session: Handle, pset_name: *const c_char, newgroup: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Group_from_session_pset", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Group_from_session_pset", || unsafe { crate::imp::MPI_Group_from_session_pset(session, pset_name, newgroup) })
 }
 
 #[no_mangle]
@@ -2591,11 +2591,11 @@ pub unsafe extern "C" fn PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_in
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iallgather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Iallgather_c", comm)
+    crate::guard::call("MPI_Iallgather_c", || unsafe { crate::imp::MPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iallgather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Iallgather_c", comm)
+    crate::guard::call("MPI_Iallgather_c", || unsafe { crate::imp::MPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) })
 }
 
 #[no_mangle]
@@ -2609,11 +2609,11 @@ pub unsafe extern "C" fn PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_i
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iallgatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Iallgatherv_c", comm)
+    crate::guard::call("MPI_Iallgatherv_c", || unsafe { crate::imp::MPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iallgatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Iallgatherv_c", comm)
+    crate::guard::call("MPI_Iallgatherv_c", || unsafe { crate::imp::MPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) })
 }
 
 #[no_mangle]
@@ -2627,11 +2627,11 @@ pub unsafe extern "C" fn PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Iallreduce_c", comm)
+    crate::guard::call("MPI_Iallreduce_c", || unsafe { crate::imp::MPI_Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Iallreduce_c", comm)
+    crate::guard::call("MPI_Iallreduce_c", || unsafe { crate::imp::MPI_Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request) })
 }
 
 #[no_mangle]
@@ -2645,11 +2645,11 @@ pub unsafe extern "C" fn PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ialltoall_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ialltoall_c", comm)
+    crate::guard::call("MPI_Ialltoall_c", || unsafe { crate::imp::MPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ialltoall_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ialltoall_c", comm)
+    crate::guard::call("MPI_Ialltoall_c", || unsafe { crate::imp::MPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) })
 }
 
 #[no_mangle]
@@ -2663,11 +2663,11 @@ pub unsafe extern "C" fn PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *co
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ialltoallv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ialltoallv_c", comm)
+    crate::guard::call("MPI_Ialltoallv_c", || unsafe { crate::imp::MPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ialltoallv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ialltoallv_c", comm)
+    crate::guard::call("MPI_Ialltoallv_c", || unsafe { crate::imp::MPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) })
 }
 
 #[no_mangle]
@@ -2708,11 +2708,11 @@ pub unsafe extern "C" fn PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ibcast_c(buffer: *mut c_void, count: MPI_Count, datatype: Handle, root: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ibcast_c", comm)
+    crate::guard::call("MPI_Ibcast_c", || unsafe { crate::imp::MPI_Ibcast_c(buffer, count, datatype, root, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ibcast_c(buffer: *mut c_void, count: MPI_Count, datatype: Handle, root: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ibcast_c", comm)
+    crate::guard::call("MPI_Ibcast_c", || unsafe { crate::imp::MPI_Ibcast_c(buffer, count, datatype, root, comm, request) })
 }
 
 #[no_mangle]
@@ -2726,11 +2726,11 @@ pub unsafe extern "C" fn PMPI_Ibsend(buf: *const c_void, count: c_int, datatype:
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ibsend_c(buf: *const c_void, count: MPI_Count, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ibsend_c", comm)
+    crate::guard::call("MPI_Ibsend_c", || unsafe { crate::imp::MPI_Ibsend_c(buf, count, datatype, dest, tag, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ibsend_c(buf: *const c_void, count: MPI_Count, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ibsend_c", comm)
+    crate::guard::call("MPI_Ibsend_c", || unsafe { crate::imp::MPI_Ibsend_c(buf, count, datatype, dest, tag, comm, request) })
 }
 
 #[no_mangle]
@@ -2744,11 +2744,11 @@ pub unsafe extern "C" fn PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_vo
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Iexscan_c", comm)
+    crate::guard::call("MPI_Iexscan_c", || unsafe { crate::imp::MPI_Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Iexscan_c", comm)
+    crate::guard::call("MPI_Iexscan_c", || unsafe { crate::imp::MPI_Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request) })
 }
 
 #[no_mangle]
@@ -2762,11 +2762,11 @@ pub unsafe extern "C" fn PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Igather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Igather_c", comm)
+    crate::guard::call("MPI_Igather_c", || unsafe { crate::imp::MPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Igather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Igather_c", comm)
+    crate::guard::call("MPI_Igather_c", || unsafe { crate::imp::MPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) })
 }
 
 #[no_mangle]
@@ -2780,11 +2780,11 @@ pub unsafe extern "C" fn PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int,
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Igatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Igatherv_c", comm)
+    crate::guard::call("MPI_Igatherv_c", || unsafe { crate::imp::MPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Igatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Igatherv_c", comm)
+    crate::guard::call("MPI_Igatherv_c", || unsafe { crate::imp::MPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) })
 }
 
 #[no_mangle]
@@ -2807,11 +2807,11 @@ pub unsafe extern "C" fn PMPI_Imrecv(buf: *mut c_void, count: c_int, datatype: H
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Imrecv_c(buf: *mut c_void, count: MPI_Count, datatype: Handle, message: *mut Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Imrecv_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Imrecv_c", || unsafe { crate::imp::MPI_Imrecv_c(buf, count, datatype, message, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Imrecv_c(buf: *mut c_void, count: MPI_Count, datatype: Handle, message: *mut Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Imrecv_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Imrecv_c", || unsafe { crate::imp::MPI_Imrecv_c(buf, count, datatype, message, request) })
 }
 
 #[no_mangle]
@@ -3113,11 +3113,11 @@ pub unsafe extern "C" fn PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_vo
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, root: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ireduce_c", comm)
+    crate::guard::call("MPI_Ireduce_c", || unsafe { crate::imp::MPI_Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, root: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ireduce_c", comm)
+    crate::guard::call("MPI_Ireduce_c", || unsafe { crate::imp::MPI_Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request) })
 }
 
 #[no_mangle]
@@ -3140,20 +3140,20 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recv
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ireduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ireduce_scatter_block_c", comm)
+    crate::guard::call("MPI_Ireduce_scatter_block_c", || unsafe { crate::imp::MPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ireduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ireduce_scatter_block_c", comm)
+    crate::guard::call("MPI_Ireduce_scatter_block_c", || unsafe { crate::imp::MPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ireduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ireduce_scatter_c", comm)
+    crate::guard::call("MPI_Ireduce_scatter_c", || unsafe { crate::imp::MPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ireduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ireduce_scatter_c", comm)
+    crate::guard::call("MPI_Ireduce_scatter_c", || unsafe { crate::imp::MPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) })
 }
 
 #[no_mangle]
@@ -3194,11 +3194,11 @@ pub unsafe extern "C" fn PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Iscan_c", comm)
+    crate::guard::call("MPI_Iscan_c", || unsafe { crate::imp::MPI_Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Iscan_c", comm)
+    crate::guard::call("MPI_Iscan_c", || unsafe { crate::imp::MPI_Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request) })
 }
 
 #[no_mangle]
@@ -3212,11 +3212,11 @@ pub unsafe extern "C" fn PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int,
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iscatter_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Iscatter_c", comm)
+    crate::guard::call("MPI_Iscatter_c", || unsafe { crate::imp::MPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iscatter_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Iscatter_c", comm)
+    crate::guard::call("MPI_Iscatter_c", || unsafe { crate::imp::MPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) })
 }
 
 #[no_mangle]
@@ -3230,11 +3230,11 @@ pub unsafe extern "C" fn PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *con
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iscatterv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Iscatterv_c", comm)
+    crate::guard::call("MPI_Iscatterv_c", || unsafe { crate::imp::MPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iscatterv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Iscatterv_c", comm)
+    crate::guard::call("MPI_Iscatterv_c", || unsafe { crate::imp::MPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) })
 }
 
 #[no_mangle]
@@ -3257,38 +3257,38 @@ pub unsafe extern "C" fn PMPI_Isend_c(buf: *const c_void, count: MPI_Count, data
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Isendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Isendrecv", comm)
+    crate::guard::call("MPI_Isendrecv", || unsafe { crate::imp::MPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Isendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Isendrecv", comm)
+    crate::guard::call("MPI_Isendrecv", || unsafe { crate::imp::MPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Isendrecv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Isendrecv_c", comm)
+    crate::guard::call("MPI_Isendrecv_c", || unsafe { crate::imp::MPI_Isendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Isendrecv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Isendrecv_c", comm)
+    crate::guard::call("MPI_Isendrecv_c", || unsafe { crate::imp::MPI_Isendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Isendrecv_replace(buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Isendrecv_replace", comm)
+    crate::guard::call("MPI_Isendrecv_replace", || unsafe { crate::imp::MPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Isendrecv_replace", comm)
+    crate::guard::call("MPI_Isendrecv_replace", || unsafe { crate::imp::MPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Isendrecv_replace_c(buf: *mut c_void, count: MPI_Count, datatype: Handle, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Isendrecv_replace_c", comm)
+    crate::guard::call("MPI_Isendrecv_replace_c", || unsafe { crate::imp::MPI_Isendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Isendrecv_replace_c(buf: *mut c_void, count: MPI_Count, datatype: Handle, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Isendrecv_replace_c", comm)
+    crate::guard::call("MPI_Isendrecv_replace_c", || unsafe { crate::imp::MPI_Isendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, request) })
 }
 
 #[no_mangle]
@@ -3374,11 +3374,11 @@ pub unsafe extern "C" fn PMPI_Mrecv(buf: *mut c_void, count: c_int, datatype: Ha
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Mrecv_c(buf: *mut c_void, count: MPI_Count, datatype: Handle, message: *mut Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_Mrecv_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Mrecv_c", || unsafe { crate::imp::MPI_Mrecv_c(buf, count, datatype, message, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Mrecv_c(buf: *mut c_void, count: MPI_Count, datatype: Handle, message: *mut Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_Mrecv_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Mrecv_c", || unsafe { crate::imp::MPI_Mrecv_c(buf, count, datatype, message, status) })
 }
 
 #[no_mangle]
@@ -3581,11 +3581,11 @@ pub unsafe extern "C" fn PMPI_Op_create(user_fn: FnPtr, commute: c_int, op: *mut
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Op_create_c(user_fn: FnPtr, commute: c_int, op: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Op_create_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Op_create_c", || unsafe { crate::imp::MPI_Op_create_c(user_fn, commute, op) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Op_create_c(user_fn: FnPtr, commute: c_int, op: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Op_create_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Op_create_c", || unsafe { crate::imp::MPI_Op_create_c(user_fn, commute, op) })
 }
 
 #[no_mangle]
@@ -3635,11 +3635,11 @@ pub unsafe extern "C" fn PMPI_Pack(inbuf: *const c_void, incount: c_int, datatyp
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_c(inbuf: *const c_void, incount: MPI_Count, datatype: Handle, outbuf: *mut c_void, outsize: MPI_Count, position: *mut MPI_Count, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Pack_c", comm)
+    crate::guard::call("MPI_Pack_c", || unsafe { crate::imp::MPI_Pack_c(inbuf, incount, datatype, outbuf, outsize, position, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_c(inbuf: *const c_void, incount: MPI_Count, datatype: Handle, outbuf: *mut c_void, outsize: MPI_Count, position: *mut MPI_Count, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Pack_c", comm)
+    crate::guard::call("MPI_Pack_c", || unsafe { crate::imp::MPI_Pack_c(inbuf, incount, datatype, outbuf, outsize, position, comm) })
 }
 
 #[no_mangle]
@@ -3689,11 +3689,11 @@ pub unsafe extern "C" fn PMPI_Pack_size(incount: c_int, datatype: Handle, comm: 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_size_c(incount: MPI_Count, datatype: Handle, comm: Handle, size: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Pack_size_c", comm)
+    crate::guard::call("MPI_Pack_size_c", || unsafe { crate::imp::MPI_Pack_size_c(incount, datatype, comm, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_size_c(incount: MPI_Count, datatype: Handle, comm: Handle, size: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Pack_size_c", comm)
+    crate::guard::call("MPI_Pack_size_c", || unsafe { crate::imp::MPI_Pack_size_c(incount, datatype, comm, size) })
 }
 
 #[no_mangle]
@@ -3851,11 +3851,11 @@ pub unsafe extern "C" fn PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Recv_init_c(buf: *mut c_void, count: MPI_Count, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Recv_init_c", comm)
+    crate::guard::call("MPI_Recv_init_c", || unsafe { crate::imp::MPI_Recv_init_c(buf, count, datatype, source, tag, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Recv_init_c(buf: *mut c_void, count: MPI_Count, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Recv_init_c", comm)
+    crate::guard::call("MPI_Recv_init_c", || unsafe { crate::imp::MPI_Recv_init_c(buf, count, datatype, source, tag, comm, request) })
 }
 
 #[no_mangle]
@@ -3869,11 +3869,11 @@ pub unsafe extern "C" fn PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_voi
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, root: c_int, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Reduce_c", comm)
+    crate::guard::call("MPI_Reduce_c", || unsafe { crate::imp::MPI_Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, root: c_int, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Reduce_c", comm)
+    crate::guard::call("MPI_Reduce_c", || unsafe { crate::imp::MPI_Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm) })
 }
 
 #[no_mangle]
@@ -3887,11 +3887,11 @@ pub unsafe extern "C" fn PMPI_Reduce_init(sendbuf: *const c_void, recvbuf: *mut 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, root: c_int, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Reduce_init_c", comm)
+    crate::guard::call("MPI_Reduce_init_c", || unsafe { crate::imp::MPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, root: c_int, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Reduce_init_c", comm)
+    crate::guard::call("MPI_Reduce_init_c", || unsafe { crate::imp::MPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info, request) })
 }
 
 #[no_mangle]
@@ -3905,11 +3905,11 @@ pub unsafe extern "C" fn PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Reduce_local_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Reduce_local_c", || unsafe { crate::imp::MPI_Reduce_local_c(inbuf, inoutbuf, count, datatype, op) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Reduce_local_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Reduce_local_c", || unsafe { crate::imp::MPI_Reduce_local_c(inbuf, inoutbuf, count, datatype, op) })
 }
 
 #[no_mangle]
@@ -3932,11 +3932,11 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvb
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: Handle, op: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Reduce_scatter_block_c", comm)
+    crate::guard::call("MPI_Reduce_scatter_block_c", || unsafe { crate::imp::MPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: Handle, op: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Reduce_scatter_block_c", comm)
+    crate::guard::call("MPI_Reduce_scatter_block_c", || unsafe { crate::imp::MPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm) })
 }
 
 #[no_mangle]
@@ -3950,20 +3950,20 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_block_init(sendbuf: *const c_void, 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_scatter_block_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Reduce_scatter_block_init_c", comm)
+    crate::guard::call("MPI_Reduce_scatter_block_init_c", || unsafe { crate::imp::MPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter_block_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Reduce_scatter_block_init_c", comm)
+    crate::guard::call("MPI_Reduce_scatter_block_init_c", || unsafe { crate::imp::MPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: Handle, op: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Reduce_scatter_c", comm)
+    crate::guard::call("MPI_Reduce_scatter_c", || unsafe { crate::imp::MPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: Handle, op: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Reduce_scatter_c", comm)
+    crate::guard::call("MPI_Reduce_scatter_c", || unsafe { crate::imp::MPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm) })
 }
 
 #[no_mangle]
@@ -3977,11 +3977,11 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_init(sendbuf: *const c_void, recvbu
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_scatter_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Reduce_scatter_init_c", comm)
+    crate::guard::call("MPI_Reduce_scatter_init_c", || unsafe { crate::imp::MPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Reduce_scatter_init_c", comm)
+    crate::guard::call("MPI_Reduce_scatter_init_c", || unsafe { crate::imp::MPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request) })
 }
 
 #[no_mangle]
@@ -4058,29 +4058,29 @@ pub unsafe extern "C" fn PMPI_Request_get_status(request: Handle, flag: *mut c_i
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Request_get_status_all(count: c_int, array_of_requests: *const Handle, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_Request_get_status_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Request_get_status_all", || unsafe { crate::imp::MPI_Request_get_status_all(count, array_of_requests, flag, array_of_statuses) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Request_get_status_all(count: c_int, array_of_requests: *const Handle, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_Request_get_status_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Request_get_status_all", || unsafe { crate::imp::MPI_Request_get_status_all(count, array_of_requests, flag, array_of_statuses) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Request_get_status_any(count: c_int, array_of_requests: *const Handle, indx: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_Request_get_status_any", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Request_get_status_any", || unsafe { crate::imp::MPI_Request_get_status_any(count, array_of_requests, indx, flag, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Request_get_status_any(count: c_int, array_of_requests: *const Handle, indx: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_Request_get_status_any", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Request_get_status_any", || unsafe { crate::imp::MPI_Request_get_status_any(count, array_of_requests, indx, flag, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Request_get_status_some(incount: c_int, array_of_requests: *const Handle, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_Request_get_status_some", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Request_get_status_some", || unsafe { crate::imp::MPI_Request_get_status_some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Request_get_status_some(incount: c_int, array_of_requests: *const Handle, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_Request_get_status_some", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Request_get_status_some", || unsafe { crate::imp::MPI_Request_get_status_some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) })
 }
 
 #[no_mangle]
@@ -4175,11 +4175,11 @@ pub unsafe extern "C" fn PMPI_Rsend_init(buf: *const c_void, count: c_int, datat
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rsend_init_c(buf: *const c_void, count: MPI_Count, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rsend_init_c", comm)
+    crate::guard::call("MPI_Rsend_init_c", || unsafe { crate::imp::MPI_Rsend_init_c(buf, count, datatype, dest, tag, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rsend_init_c(buf: *const c_void, count: MPI_Count, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rsend_init_c", comm)
+    crate::guard::call("MPI_Rsend_init_c", || unsafe { crate::imp::MPI_Rsend_init_c(buf, count, datatype, dest, tag, comm, request) })
 }
 
 #[no_mangle]
@@ -4193,11 +4193,11 @@ pub unsafe extern "C" fn PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void,
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Scan_c", comm)
+    crate::guard::call("MPI_Scan_c", || unsafe { crate::imp::MPI_Scan_c(sendbuf, recvbuf, count, datatype, op, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Scan_c", comm)
+    crate::guard::call("MPI_Scan_c", || unsafe { crate::imp::MPI_Scan_c(sendbuf, recvbuf, count, datatype, op, comm) })
 }
 
 #[no_mangle]
@@ -4211,11 +4211,11 @@ pub unsafe extern "C" fn PMPI_Scan_init(sendbuf: *const c_void, recvbuf: *mut c_
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Scan_init_c", comm)
+    crate::guard::call("MPI_Scan_init_c", || unsafe { crate::imp::MPI_Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Scan_init_c", comm)
+    crate::guard::call("MPI_Scan_init_c", || unsafe { crate::imp::MPI_Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request) })
 }
 
 #[no_mangle]
@@ -4229,11 +4229,11 @@ pub unsafe extern "C" fn PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scatter_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Scatter_c", comm)
+    crate::guard::call("MPI_Scatter_c", || unsafe { crate::imp::MPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scatter_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Scatter_c", comm)
+    crate::guard::call("MPI_Scatter_c", || unsafe { crate::imp::MPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) })
 }
 
 #[no_mangle]
@@ -4247,11 +4247,11 @@ pub unsafe extern "C" fn PMPI_Scatter_init(sendbuf: *const c_void, sendcount: c_
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scatter_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Scatter_init_c", comm)
+    crate::guard::call("MPI_Scatter_init_c", || unsafe { crate::imp::MPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scatter_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Scatter_init_c", comm)
+    crate::guard::call("MPI_Scatter_init_c", || unsafe { crate::imp::MPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) })
 }
 
 #[no_mangle]
@@ -4265,11 +4265,11 @@ pub unsafe extern "C" fn PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *cons
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scatterv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Scatterv_c", comm)
+    crate::guard::call("MPI_Scatterv_c", || unsafe { crate::imp::MPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scatterv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Scatterv_c", comm)
+    crate::guard::call("MPI_Scatterv_c", || unsafe { crate::imp::MPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) })
 }
 
 #[no_mangle]
@@ -4283,11 +4283,11 @@ pub unsafe extern "C" fn PMPI_Scatterv_init(sendbuf: *const c_void, sendcounts: 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Scatterv_init_c", comm)
+    crate::guard::call("MPI_Scatterv_init_c", || unsafe { crate::imp::MPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Scatterv_init_c", comm)
+    crate::guard::call("MPI_Scatterv_init_c", || unsafe { crate::imp::MPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) })
 }
 
 #[no_mangle]
@@ -4319,11 +4319,11 @@ pub unsafe extern "C" fn PMPI_Send_init(buf: *const c_void, count: c_int, dataty
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Send_init_c(buf: *const c_void, count: MPI_Count, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Send_init_c", comm)
+    crate::guard::call("MPI_Send_init_c", || unsafe { crate::imp::MPI_Send_init_c(buf, count, datatype, dest, tag, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Send_init_c(buf: *const c_void, count: MPI_Count, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Send_init_c", comm)
+    crate::guard::call("MPI_Send_init_c", || unsafe { crate::imp::MPI_Send_init_c(buf, count, datatype, dest, tag, comm, request) })
 }
 
 #[no_mangle]
@@ -4337,11 +4337,11 @@ pub unsafe extern "C" fn PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int,
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Sendrecv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_Sendrecv_c", comm)
+    crate::guard::call("MPI_Sendrecv_c", || unsafe { crate::imp::MPI_Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Sendrecv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_Sendrecv_c", comm)
+    crate::guard::call("MPI_Sendrecv_c", || unsafe { crate::imp::MPI_Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) })
 }
 
 #[no_mangle]
@@ -4355,11 +4355,11 @@ pub unsafe extern "C" fn PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, d
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Sendrecv_replace_c(buf: *mut c_void, count: MPI_Count, datatype: Handle, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_Sendrecv_replace_c", comm)
+    crate::guard::call("MPI_Sendrecv_replace_c", || unsafe { crate::imp::MPI_Sendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Sendrecv_replace_c(buf: *mut c_void, count: MPI_Count, datatype: Handle, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_Sendrecv_replace_c", comm)
+    crate::guard::call("MPI_Sendrecv_replace_c", || unsafe { crate::imp::MPI_Sendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, status) })
 }
 
 #[no_mangle]
@@ -4382,20 +4382,20 @@ pub unsafe extern "C" fn PMPI_Session_attach_buffer_c(session: Handle, buffer: *
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_call_errhandler(session: Handle, errorcode: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Session_call_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_call_errhandler", || unsafe { crate::imp::MPI_Session_call_errhandler(session, errorcode) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_call_errhandler(session: Handle, errorcode: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Session_call_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_call_errhandler", || unsafe { crate::imp::MPI_Session_call_errhandler(session, errorcode) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_create_errhandler(session_errhandler_fn: FnPtr, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_create_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_create_errhandler", || unsafe { crate::imp::MPI_Session_create_errhandler(session_errhandler_fn, errhandler) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_create_errhandler(session_errhandler_fn: FnPtr, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_create_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_create_errhandler", || unsafe { crate::imp::MPI_Session_create_errhandler(session_errhandler_fn, errhandler) })
 }
 
 #[no_mangle]
@@ -4418,11 +4418,11 @@ pub unsafe extern "C" fn PMPI_Session_detach_buffer_c(session: Handle, buffer_ad
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_finalize(session: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_finalize", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_finalize", || unsafe { crate::imp::MPI_Session_finalize(session) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_finalize(session: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_finalize", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_finalize", || unsafe { crate::imp::MPI_Session_finalize(session) })
 }
 
 #[no_mangle]
@@ -4445,47 +4445,47 @@ pub unsafe extern "C" fn PMPI_Session_fromint(session: c_int) -> Handle {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_get_errhandler(session: Handle, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_get_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_get_errhandler", || unsafe { crate::imp::MPI_Session_get_errhandler(session, errhandler) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_get_errhandler(session: Handle, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_get_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_get_errhandler", || unsafe { crate::imp::MPI_Session_get_errhandler(session, errhandler) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_get_info(session: Handle, info_used: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_get_info", || unsafe { crate::imp::MPI_Session_get_info(session, info_used) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_get_info(session: Handle, info_used: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_get_info", || unsafe { crate::imp::MPI_Session_get_info(session, info_used) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_get_nth_pset(session: Handle, info: Handle, n: c_int, pset_len: *mut c_int, pset_name: *mut c_char) -> c_int {
-    crate::guard::unsupported("MPI_Session_get_nth_pset", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_get_nth_pset", || unsafe { crate::imp::MPI_Session_get_nth_pset(session, info, n, pset_len, pset_name) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_get_nth_pset(session: Handle, info: Handle, n: c_int, pset_len: *mut c_int, pset_name: *mut c_char) -> c_int {
-    crate::guard::unsupported("MPI_Session_get_nth_pset", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_get_nth_pset", || unsafe { crate::imp::MPI_Session_get_nth_pset(session, info, n, pset_len, pset_name) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_get_num_psets(session: Handle, info: Handle, npset_names: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Session_get_num_psets", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_get_num_psets", || unsafe { crate::imp::MPI_Session_get_num_psets(session, info, npset_names) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_get_num_psets(session: Handle, info: Handle, npset_names: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Session_get_num_psets", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_get_num_psets", || unsafe { crate::imp::MPI_Session_get_num_psets(session, info, npset_names) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_get_pset_info(session: Handle, pset_name: *const c_char, info: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_get_pset_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_get_pset_info", || unsafe { crate::imp::MPI_Session_get_pset_info(session, pset_name, info) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_get_pset_info(session: Handle, pset_name: *const c_char, info: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_get_pset_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_get_pset_info", || unsafe { crate::imp::MPI_Session_get_pset_info(session, pset_name, info) })
 }
 
 #[no_mangle]
@@ -4499,20 +4499,20 @@ pub unsafe extern "C" fn PMPI_Session_iflush_buffer(session: Handle, request: *m
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_init(info: Handle, errhandler: Handle, session: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_init", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_init", || unsafe { crate::imp::MPI_Session_init(info, errhandler, session) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_init(info: Handle, errhandler: Handle, session: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_init", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_init", || unsafe { crate::imp::MPI_Session_init(info, errhandler, session) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_set_errhandler(session: Handle, errhandler: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_set_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_set_errhandler", || unsafe { crate::imp::MPI_Session_set_errhandler(session, errhandler) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_set_errhandler(session: Handle, errhandler: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_set_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_set_errhandler", || unsafe { crate::imp::MPI_Session_set_errhandler(session, errhandler) })
 }
 
 #[no_mangle]
@@ -4553,11 +4553,11 @@ pub unsafe extern "C" fn PMPI_Ssend_init(buf: *const c_void, count: c_int, datat
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ssend_init_c(buf: *const c_void, count: MPI_Count, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ssend_init_c", comm)
+    crate::guard::call("MPI_Ssend_init_c", || unsafe { crate::imp::MPI_Ssend_init_c(buf, count, datatype, dest, tag, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ssend_init_c(buf: *const c_void, count: MPI_Count, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ssend_init_c", comm)
+    crate::guard::call("MPI_Ssend_init_c", || unsafe { crate::imp::MPI_Ssend_init_c(buf, count, datatype, dest, tag, comm, request) })
 }
 
 #[no_mangle]
@@ -4580,29 +4580,29 @@ pub unsafe extern "C" fn PMPI_Startall(count: c_int, array_of_requests: *mut Han
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Status_get_error(status: *const MPI_Status, error: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Status_get_error", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Status_get_error", || unsafe { crate::imp::MPI_Status_get_error(status, error) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Status_get_error(status: *const MPI_Status, error: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Status_get_error", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Status_get_error", || unsafe { crate::imp::MPI_Status_get_error(status, error) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Status_get_source(status: *const MPI_Status, source: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Status_get_source", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Status_get_source", || unsafe { crate::imp::MPI_Status_get_source(status, source) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Status_get_source(status: *const MPI_Status, source: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Status_get_source", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Status_get_source", || unsafe { crate::imp::MPI_Status_get_source(status, source) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Status_get_tag(status: *const MPI_Status, tag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Status_get_tag", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Status_get_tag", || unsafe { crate::imp::MPI_Status_get_tag(status, tag) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Status_get_tag(status: *const MPI_Status, tag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Status_get_tag", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Status_get_tag", || unsafe { crate::imp::MPI_Status_get_tag(status, tag) })
 }
 
 #[no_mangle]
@@ -4634,38 +4634,38 @@ pub unsafe extern "C" fn PMPI_Status_set_elements_c(status: *mut MPI_Status, dat
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Status_set_elements_x(status: *mut MPI_Status, datatype: Handle, count: MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Status_set_elements_x", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Status_set_elements_x", || unsafe { crate::imp::MPI_Status_set_elements_x(status, datatype, count) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Status_set_elements_x(status: *mut MPI_Status, datatype: Handle, count: MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Status_set_elements_x", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Status_set_elements_x", || unsafe { crate::imp::MPI_Status_set_elements_x(status, datatype, count) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Status_set_error(status: *mut MPI_Status, error: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Status_set_error", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Status_set_error", || unsafe { crate::imp::MPI_Status_set_error(status, error) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Status_set_error(status: *mut MPI_Status, error: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Status_set_error", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Status_set_error", || unsafe { crate::imp::MPI_Status_set_error(status, error) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Status_set_source(status: *mut MPI_Status, source: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Status_set_source", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Status_set_source", || unsafe { crate::imp::MPI_Status_set_source(status, source) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Status_set_source(status: *mut MPI_Status, source: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Status_set_source", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Status_set_source", || unsafe { crate::imp::MPI_Status_set_source(status, source) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Status_set_tag(status: *mut MPI_Status, tag: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Status_set_tag", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Status_set_tag", || unsafe { crate::imp::MPI_Status_set_tag(status, tag) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Status_set_tag(status: *mut MPI_Status, tag: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Status_set_tag", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Status_set_tag", || unsafe { crate::imp::MPI_Status_set_tag(status, tag) })
 }
 
 #[no_mangle]
@@ -5174,11 +5174,11 @@ pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut H
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Topo_test(comm: Handle, status: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Topo_test", comm)
+    crate::guard::call("MPI_Topo_test", || unsafe { crate::imp::MPI_Topo_test(comm, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Topo_test(comm: Handle, status: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Topo_test", comm)
+    crate::guard::call("MPI_Topo_test", || unsafe { crate::imp::MPI_Topo_test(comm, status) })
 }
 
 #[no_mangle]
@@ -5201,11 +5201,11 @@ pub unsafe extern "C" fn PMPI_Type_contiguous(count: c_int, oldtype: Handle, new
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_contiguous_c(count: MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_contiguous_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_contiguous_c", || unsafe { crate::imp::MPI_Type_contiguous_c(count, oldtype, newtype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_contiguous_c(count: MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_contiguous_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_contiguous_c", || unsafe { crate::imp::MPI_Type_contiguous_c(count, oldtype, newtype) })
 }
 
 #[no_mangle]
@@ -5273,20 +5273,20 @@ pub unsafe extern "C" fn PMPI_Type_create_hindexed_block(count: c_int, blockleng
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_hindexed_block_c(count: MPI_Count, blocklength: MPI_Count, array_of_displacements: *const MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_hindexed_block_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_hindexed_block_c", || unsafe { crate::imp::MPI_Type_create_hindexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_hindexed_block_c(count: MPI_Count, blocklength: MPI_Count, array_of_displacements: *const MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_hindexed_block_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_hindexed_block_c", || unsafe { crate::imp::MPI_Type_create_hindexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_hindexed_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_hindexed_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_hindexed_c", || unsafe { crate::imp::MPI_Type_create_hindexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_hindexed_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_hindexed_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_hindexed_c", || unsafe { crate::imp::MPI_Type_create_hindexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) })
 }
 
 #[no_mangle]
@@ -5300,11 +5300,11 @@ pub unsafe extern "C" fn PMPI_Type_create_hvector(count: c_int, blocklength: c_i
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_hvector_c(count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_hvector_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_hvector_c", || unsafe { crate::imp::MPI_Type_create_hvector_c(count, blocklength, stride, oldtype, newtype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_hvector_c(count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_hvector_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_hvector_c", || unsafe { crate::imp::MPI_Type_create_hvector_c(count, blocklength, stride, oldtype, newtype) })
 }
 
 #[no_mangle]
@@ -5318,11 +5318,11 @@ pub unsafe extern "C" fn PMPI_Type_create_indexed_block(count: c_int, blocklengt
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_indexed_block_c(count: MPI_Count, blocklength: MPI_Count, array_of_displacements: *const MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_indexed_block_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_indexed_block_c", || unsafe { crate::imp::MPI_Type_create_indexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_indexed_block_c(count: MPI_Count, blocklength: MPI_Count, array_of_displacements: *const MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_indexed_block_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_indexed_block_c", || unsafe { crate::imp::MPI_Type_create_indexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype) })
 }
 
 #[no_mangle]
@@ -5345,11 +5345,11 @@ pub unsafe extern "C" fn PMPI_Type_create_resized(oldtype: Handle, lb: MPI_Aint,
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_resized_c(oldtype: Handle, lb: MPI_Count, extent: MPI_Count, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_resized_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_resized_c", || unsafe { crate::imp::MPI_Type_create_resized_c(oldtype, lb, extent, newtype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_resized_c(oldtype: Handle, lb: MPI_Count, extent: MPI_Count, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_resized_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_resized_c", || unsafe { crate::imp::MPI_Type_create_resized_c(oldtype, lb, extent, newtype) })
 }
 
 #[no_mangle]
@@ -5363,11 +5363,11 @@ pub unsafe extern "C" fn PMPI_Type_create_struct(count: c_int, array_of_blocklen
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_struct_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, array_of_types: *const Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_struct_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_struct_c", || unsafe { crate::imp::MPI_Type_create_struct_c(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_struct_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, array_of_types: *const Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_struct_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_struct_c", || unsafe { crate::imp::MPI_Type_create_struct_c(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype) })
 }
 
 #[no_mangle]
@@ -5453,11 +5453,11 @@ pub unsafe extern "C" fn PMPI_Type_get_contents(datatype: Handle, max_integers: 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_contents_c(datatype: Handle, max_integers: MPI_Count, max_addresses: MPI_Count, max_large_counts: MPI_Count, max_datatypes: MPI_Count, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_large_counts: *mut MPI_Count, array_of_datatypes: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_get_contents_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_get_contents_c", || unsafe { crate::imp::MPI_Type_get_contents_c(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_contents_c(datatype: Handle, max_integers: MPI_Count, max_addresses: MPI_Count, max_large_counts: MPI_Count, max_datatypes: MPI_Count, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_large_counts: *mut MPI_Count, array_of_datatypes: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_get_contents_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_get_contents_c", || unsafe { crate::imp::MPI_Type_get_contents_c(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes) })
 }
 
 #[no_mangle]
@@ -5471,11 +5471,11 @@ pub unsafe extern "C" fn PMPI_Type_get_envelope(datatype: Handle, num_integers: 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_envelope_c(datatype: Handle, num_integers: *mut MPI_Count, num_addresses: *mut MPI_Count, num_large_counts: *mut MPI_Count, num_datatypes: *mut MPI_Count, combiner: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Type_get_envelope_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_get_envelope_c", || unsafe { crate::imp::MPI_Type_get_envelope_c(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_envelope_c(datatype: Handle, num_integers: *mut MPI_Count, num_addresses: *mut MPI_Count, num_large_counts: *mut MPI_Count, num_datatypes: *mut MPI_Count, combiner: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Type_get_envelope_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_get_envelope_c", || unsafe { crate::imp::MPI_Type_get_envelope_c(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner) })
 }
 
 #[no_mangle]
@@ -5543,11 +5543,11 @@ pub unsafe extern "C" fn PMPI_Type_get_true_extent_x(datatype: Handle, true_lb: 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_value_index(value_type: Handle, index_type: Handle, pair_type: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_get_value_index", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_get_value_index", || unsafe { crate::imp::MPI_Type_get_value_index(value_type, index_type, pair_type) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_value_index(value_type: Handle, index_type: Handle, pair_type: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_get_value_index", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_get_value_index", || unsafe { crate::imp::MPI_Type_get_value_index(value_type, index_type, pair_type) })
 }
 
 #[no_mangle]
@@ -5561,20 +5561,20 @@ pub unsafe extern "C" fn PMPI_Type_indexed(count: c_int, array_of_blocklengths: 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_indexed_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_indexed_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_indexed_c", || unsafe { crate::imp::MPI_Type_indexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_indexed_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_indexed_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_indexed_c", || unsafe { crate::imp::MPI_Type_indexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_match_size(typeclass: c_int, size: c_int, datatype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_match_size", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_match_size", || unsafe { crate::imp::MPI_Type_match_size(typeclass, size, datatype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_match_size(typeclass: c_int, size: c_int, datatype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_match_size", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_match_size", || unsafe { crate::imp::MPI_Type_match_size(typeclass, size, datatype) })
 }
 
 #[no_mangle]
@@ -5642,11 +5642,11 @@ pub unsafe extern "C" fn PMPI_Type_vector(count: c_int, blocklength: c_int, stri
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_vector_c(count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_vector_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_vector_c", || unsafe { crate::imp::MPI_Type_vector_c(count, blocklength, stride, oldtype, newtype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_vector_c(count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_vector_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_vector_c", || unsafe { crate::imp::MPI_Type_vector_c(count, blocklength, stride, oldtype, newtype) })
 }
 
 #[no_mangle]
@@ -5660,11 +5660,11 @@ pub unsafe extern "C" fn PMPI_Unpack(inbuf: *const c_void, insize: c_int, positi
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpack_c(inbuf: *const c_void, insize: MPI_Count, position: *mut MPI_Count, outbuf: *mut c_void, outcount: MPI_Count, datatype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Unpack_c", comm)
+    crate::guard::call("MPI_Unpack_c", || unsafe { crate::imp::MPI_Unpack_c(inbuf, insize, position, outbuf, outcount, datatype, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpack_c(inbuf: *const c_void, insize: MPI_Count, position: *mut MPI_Count, outbuf: *mut c_void, outcount: MPI_Count, datatype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Unpack_c", comm)
+    crate::guard::call("MPI_Unpack_c", || unsafe { crate::imp::MPI_Unpack_c(inbuf, insize, position, outbuf, outcount, datatype, comm) })
 }
 
 #[no_mangle]

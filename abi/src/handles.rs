@@ -26,6 +26,8 @@ pub(crate) enum Kind {
     Errhandler = 6,
     Info = 7,
     Message = 8,
+    Session = 9,
+    File = 10,
 }
 
 /// The live objects by index, and the free indices.

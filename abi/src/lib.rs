@@ -36,6 +36,7 @@ mod group;
 mod guard;
 mod handles;
 mod info;
+mod more;
 mod op;
 mod p2p;
 mod req;
@@ -51,6 +52,7 @@ mod imp {
     pub(crate) use crate::ft::*;
     pub(crate) use crate::group::*;
     pub(crate) use crate::info::*;
+    pub(crate) use crate::more::*;
     pub(crate) use crate::op::*;
     pub(crate) use crate::p2p::*;
     pub(crate) use crate::req::*;

@@ -8,15 +8,42 @@ use crate::consts::*;
 use crate::dtype::{Basic, Dtype, PairKind};
 use crate::err::raise_on;
 use crate::handles::{Kind, Table};
-use crate::types::{FnPtr, Handle};
+use crate::types::{FnPtr, Handle, MPI_Count};
 
 type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut Handle);
+type UserFnC = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut MPI_Count, *mut Handle);
+
+/// A user function: `MPI_User_function` or the large-count `MPI_User_function_c`.
+#[derive(Debug, Clone, Copy)]
+enum UserFunc {
+    Int(UserFn),
+    Large(UserFnC),
+}
 
 /// A user operation.
 #[derive(Debug)]
 pub(crate) struct UserOp {
-    f: UserFn,
+    f: UserFunc,
     commute: bool,
+}
+
+impl UserOp {
+    /// Calls the function on `n` elements.
+    unsafe fn call(&self, inv: *mut c_void, inout: *mut c_void, n: usize, dt: &mut Handle) {
+        // SAFETY: the program's operation on `n` elements of `dt` (MPI contract).
+        unsafe {
+            match self.f {
+                UserFunc::Int(f) => {
+                    let mut len = n as c_int;
+                    f(inv, inout, &mut len, dt)
+                }
+                UserFunc::Large(f) => {
+                    let mut len = n as MPI_Count;
+                    f(inv, inout, &mut len, dt)
+                }
+            }
+        }
+    }
 }
 
 pub(crate) static OPS: Table<UserOp> = Table::new(Kind::Op);
@@ -195,13 +222,12 @@ fn predefined(op: c_int, b: Basic, acc: &mut [u8], inc: &[u8]) {
 fn user(u: &UserOp, h: Handle, t: &Dtype, acc: &mut [u8], inc: &[u8]) {
     let size = t.size.max(1);
     let n = acc.len() / size;
-    let mut len = n as c_int;
     let mut dt = h;
     if t.contiguous() {
         // Packed is the program's own layout.
         let mut input = inc.to_vec();
         // SAFETY: the program's operation on `n` elements of `dt` (MPI contract).
-        unsafe { (u.f)(input.as_mut_ptr().cast(), acc.as_mut_ptr().cast(), &mut len, &mut dt) };
+        unsafe { u.call(input.as_mut_ptr().cast(), acc.as_mut_ptr().cast(), n, &mut dt) };
         return;
     }
     // Unpack both into native layout, combine, pack back.
@@ -213,7 +239,7 @@ fn user(u: &UserOp, h: Handle, t: &Dtype, acc: &mut [u8], inc: &[u8]) {
     unsafe {
         crate::dtype::unpack_from(acc, a.as_mut_ptr().add(shift), n, t);
         crate::dtype::unpack_from(inc, b.as_mut_ptr().add(shift), n, t);
-        (u.f)(b.as_mut_ptr().add(shift).cast(), a.as_mut_ptr().add(shift).cast(), &mut len, &mut dt);
+        u.call(b.as_mut_ptr().add(shift).cast(), a.as_mut_ptr().add(shift).cast(), n, &mut dt);
         let mut out = Vec::with_capacity(acc.len());
         crate::dtype::pack_into(a.as_ptr().add(shift), n, t, &mut out);
         acc.copy_from_slice(&out);
@@ -227,7 +253,18 @@ pub(crate) unsafe fn MPI_Op_create(user_fn: FnPtr, commute: c_int, op: *mut Hand
     // SAFETY: the program passes an MPI_User_function (MPI contract).
     let f: UserFn = unsafe { std::mem::transmute::<FnPtr, UserFn>(user_fn) };
     // SAFETY: output argument.
-    unsafe { *op = OPS.insert(Arc::new(UserOp { f, commute: commute != 0 })) };
+    unsafe { *op = OPS.insert(Arc::new(UserOp { f: UserFunc::Int(f), commute: commute != 0 })) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Op_create_c(user_fn: FnPtr, commute: c_int, op: *mut Handle) -> c_int {
+    if user_fn.is_null() {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    // SAFETY: the program passes an MPI_User_function_c (MPI contract).
+    let f: UserFnC = unsafe { std::mem::transmute::<FnPtr, UserFnC>(user_fn) };
+    // SAFETY: output argument.
+    unsafe { *op = OPS.insert(Arc::new(UserOp { f: UserFunc::Large(f), commute: commute != 0 })) };
     MPI_SUCCESS
 }
 

@@ -47,7 +47,9 @@ pub(crate) unsafe fn start_send(
     tag: c_int,
 ) -> Result<Active, c_int> {
     if dest == MPI_PROC_NULL {
-        return Ok(Active::Done { status: MPI_Status::empty(), err: MPI_SUCCESS });
+        // Even with no peer, a revoked communicator fails the call (ULFM).
+        let err = if c.comm.is_revoked() { MPIX_ERR_REVOKED } else { MPI_SUCCESS };
+        return Ok(Active::Done { status: MPI_Status::empty(), err });
     }
     if dest < 0 || dest as usize >= c.size() {
         return Err(MPI_ERR_RANK);
@@ -93,7 +95,8 @@ pub(crate) unsafe fn start_recv(
     tag: c_int,
 ) -> Result<Active, c_int> {
     if src == MPI_PROC_NULL {
-        return Ok(Active::Done { status: MPI_Status::empty(), err: MPI_SUCCESS });
+        let err = if c.comm.is_revoked() { MPIX_ERR_REVOKED } else { MPI_SUCCESS };
+        return Ok(Active::Done { status: MPI_Status::empty(), err });
     }
     let s = to_source(c, src)?;
     let tg = tag_sel(tag)?;
@@ -484,13 +487,18 @@ pub(crate) unsafe fn MPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_in
     MPI_SUCCESS
 }
 
-pub(crate) unsafe fn MPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
-    // Buffered sends complete before detach returns (MPI 5, 3.6.1).
+/// Completes every buffered send started so far.
+pub(crate) fn flush_buffered() {
     let pending: Vec<Handle> = std::mem::take(&mut *BSEND_PENDING.lock());
     for mut h in pending {
         // SAFETY: the library's own requests.
         unsafe { crate::req::MPI_Wait(&mut h, std::ptr::null_mut()) };
     }
+}
+
+pub(crate) unsafe fn MPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
+    // Buffered sends complete before detach returns (MPI 5, 3.6.1).
+    flush_buffered();
     let old = BSEND.lock().take().unwrap_or((0, 0));
     // SAFETY: output arguments (the address goes to a `void **`).
     unsafe {
@@ -879,4 +887,63 @@ pub(crate) unsafe fn MPI_Sendrecv_replace(
             status,
         )
     }
+}
+
+pub(crate) unsafe fn MPI_Isendrecv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    source: c_int,
+    recvtag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    let c = comm!(comm);
+    let st = dtype!(sendtype);
+    let rt = dtype!(recvtype);
+    if sendcount < 0 || recvcount < 0 {
+        return raise_on(comm, MPI_ERR_COUNT);
+    }
+    // SAFETY: the program keeps both buffers valid until the request completes.
+    let r = start_or_raise!(comm, unsafe { start_recv(&c, recvbuf, recvcount as usize, &rt, source, recvtag) });
+    // SAFETY: as above.
+    let s = start_or_raise!(comm, unsafe { start_send(&c, sendbuf, sendcount as usize, &st, dest, sendtag) });
+    // SAFETY: output argument.
+    unsafe { *request = crate::req::new_active(comm, Active::Group(vec![r, s], vec![None, None], None)) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Isendrecv_replace(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    let c = comm!(comm);
+    let t = dtype!(datatype);
+    if count < 0 {
+        return raise_on(comm, MPI_ERR_COUNT);
+    }
+    let mut copy = Vec::new();
+    // SAFETY: the program's buffer of `count` elements.
+    unsafe { crate::dtype::pack_into(buf.cast(), count as usize, &t, &mut copy) };
+    let byte = crate::dtype::lookup(MPI_BYTE).expect("MPI_BYTE is predefined");
+    // SAFETY: the program keeps `buf` valid until completion; the send reads `copy`,
+    // whose heap block moves into the request with it and is dropped after it.
+    let r = start_or_raise!(comm, unsafe { start_recv(&c, buf, count as usize, &t, source, recvtag) });
+    // SAFETY: as above.
+    let s = start_or_raise!(comm, unsafe { start_send(&c, copy.as_ptr().cast(), copy.len(), &byte, dest, sendtag) });
+    // SAFETY: output argument.
+    unsafe { *request = crate::req::new_active(comm, Active::Group(vec![r, s], vec![None, None], Some(copy))) };
+    MPI_SUCCESS
 }

@@ -46,6 +46,10 @@ pub(crate) enum Active {
     Done { status: MPI_Status, err: c_int },
     /// Run by a collective worker (nonblocking collectives, iagree, ivalidate).
     Job(Arc<Job>),
+    /// Several operations completing as one (MPI_Isendrecv): the status is the first's,
+    /// the error the first one's that failed. The buffer (a copy the sends read) is
+    /// dropped after them.
+    Group(Vec<Active>, Vec<Option<Outcome>>, #[allow(dead_code)] Option<Vec<u8>>),
 }
 
 /// What a persistent request starts each time.
@@ -135,11 +139,25 @@ fn release(h: Handle) {
 }
 
 /// The outcome of an operation: its status and error class (MPI_SUCCESS or not).
-type Outcome = (MPI_Status, c_int);
+pub(crate) type Outcome = (MPI_Status, c_int);
 
 /// Polls `a`; its outcome once complete.
 fn poll(a: &mut Active, cancelled: bool) -> Option<Outcome> {
     match a {
+        Active::Group(parts, done, _) => {
+            for (p, d) in parts.iter_mut().zip(done.iter_mut()) {
+                if d.is_none() {
+                    *d = poll(p, false);
+                }
+            }
+            if done.iter().any(|d| d.is_none()) {
+                return None;
+            }
+            let outs: Vec<Outcome> = done.iter().flatten().copied().collect();
+            let st = outs.first().map_or_else(MPI_Status::empty, |o| o.0);
+            let err = outs.iter().map(|o| o.1).find(|&e| e != MPI_SUCCESS).unwrap_or(MPI_SUCCESS);
+            Some((st, err))
+        }
         Active::Done { status, err } => Some((*status, *err)),
         Active::Job(j) => {
             if !j.done.load(Ordering::Acquire) {
@@ -408,6 +426,13 @@ pub(crate) unsafe fn MPI_Testall(
             Some(Active::P2p { raw, .. }) => r.cancelled || !raw.is_active() || raw.is_complete(),
             Some(Active::Done { .. }) => true,
             Some(Active::Job(j)) => j.done.load(Ordering::Acquire),
+            Some(g @ Active::Group(..)) => {
+                let r = poll(g, false);
+                if let Some((status, err)) = r {
+                    *g = Active::Done { status, err };
+                }
+                r.is_some()
+            }
         };
         put_back(h, r);
         if !complete {

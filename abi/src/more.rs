@@ -1,0 +1,980 @@
+//! The large-count (`_c`) forms of point-to-point, datatype, pack and operation calls,
+//! and the smaller families: sessions (the two predefined process sets), files (opened
+//! and closed with their error handlers, no I/O), topology queries, request status
+//! queries, communicator buffers.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::consts::*;
+use crate::err::{put_string, raise_on};
+use crate::handles::{Kind, Table};
+use crate::types::{FnPtr, Handle, MPI_Aint, MPI_Count, MPI_Status};
+
+fn small(n: MPI_Count) -> Result<c_int, c_int> {
+    c_int::try_from(n).map_err(|_| MPI_ERR_COUNT)
+}
+
+macro_rules! small {
+    ($n:expr) => {
+        match small($n) {
+            Ok(v) => v,
+            Err(e) => return raise_on(MPI_COMM_WORLD, e),
+        }
+    };
+}
+
+/// `n` entries of a C array of 64-bit values as `T`.
+unsafe fn wide<T: TryFrom<i64>>(p: *const i64, n: MPI_Count) -> Result<Vec<T>, c_int> {
+    // SAFETY: forwarded array (MPI contract).
+    unsafe { crate::dtype::slice(p, small(n)?) }.iter().map(|&v| T::try_from(v).map_err(|_| MPI_ERR_COUNT)).collect()
+}
+
+macro_rules! wide {
+    ($p:expr, $n:expr) => {
+        // SAFETY: the program's array of $n entries.
+        match unsafe { wide($p, $n) } {
+            Ok(v) => v,
+            Err(e) => return raise_on(MPI_COMM_WORLD, e),
+        }
+    };
+}
+
+// ---- point-to-point ------------------------------------------------------------------
+
+pub(crate) unsafe fn MPI_Send_init_c(
+    buf: *const c_void,
+    count: MPI_Count,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::p2p::MPI_Send_init(buf, small!(count), datatype, dest, tag, comm, request) }
+}
+pub(crate) unsafe fn MPI_Ssend_init_c(
+    buf: *const c_void,
+    count: MPI_Count,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::p2p::MPI_Send_init(buf, small!(count), datatype, dest, tag, comm, request) }
+}
+pub(crate) unsafe fn MPI_Rsend_init_c(
+    buf: *const c_void,
+    count: MPI_Count,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::p2p::MPI_Send_init(buf, small!(count), datatype, dest, tag, comm, request) }
+}
+pub(crate) unsafe fn MPI_Bsend_init_c(
+    buf: *const c_void,
+    count: MPI_Count,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::p2p::MPI_Send_init(buf, small!(count), datatype, dest, tag, comm, request) }
+}
+pub(crate) unsafe fn MPI_Recv_init_c(
+    buf: *mut c_void,
+    count: MPI_Count,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::p2p::MPI_Recv_init(buf, small!(count), datatype, source, tag, comm, request) }
+}
+pub(crate) unsafe fn MPI_Ibsend_c(
+    buf: *const c_void,
+    count: MPI_Count,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::p2p::MPI_Ibsend(buf, small!(count), datatype, dest, tag, comm, request) }
+}
+pub(crate) unsafe fn MPI_Mrecv_c(
+    buf: *mut c_void,
+    count: MPI_Count,
+    datatype: Handle,
+    message: *mut Handle,
+    status: *mut MPI_Status,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::p2p::MPI_Mrecv(buf, small!(count), datatype, message, status) }
+}
+pub(crate) unsafe fn MPI_Imrecv_c(
+    buf: *mut c_void,
+    count: MPI_Count,
+    datatype: Handle,
+    message: *mut Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::p2p::MPI_Imrecv(buf, small!(count), datatype, message, request) }
+}
+pub(crate) unsafe fn MPI_Sendrecv_c(
+    sendbuf: *const c_void,
+    sendcount: MPI_Count,
+    sendtype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: MPI_Count,
+    recvtype: Handle,
+    source: c_int,
+    recvtag: c_int,
+    comm: Handle,
+    status: *mut MPI_Status,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe {
+        crate::p2p::MPI_Sendrecv(
+            sendbuf,
+            small!(sendcount),
+            sendtype,
+            dest,
+            sendtag,
+            recvbuf,
+            small!(recvcount),
+            recvtype,
+            source,
+            recvtag,
+            comm,
+            status,
+        )
+    }
+}
+pub(crate) unsafe fn MPI_Sendrecv_replace_c(
+    buf: *mut c_void,
+    count: MPI_Count,
+    datatype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: Handle,
+    status: *mut MPI_Status,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe {
+        crate::p2p::MPI_Sendrecv_replace(buf, small!(count), datatype, dest, sendtag, source, recvtag, comm, status)
+    }
+}
+
+pub(crate) unsafe fn MPI_Isendrecv_c(
+    sendbuf: *const c_void,
+    sendcount: MPI_Count,
+    sendtype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: MPI_Count,
+    recvtype: Handle,
+    source: c_int,
+    recvtag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe {
+        crate::p2p::MPI_Isendrecv(
+            sendbuf,
+            small!(sendcount),
+            sendtype,
+            dest,
+            sendtag,
+            recvbuf,
+            small!(recvcount),
+            recvtype,
+            source,
+            recvtag,
+            comm,
+            request,
+        )
+    }
+}
+pub(crate) unsafe fn MPI_Isendrecv_replace_c(
+    buf: *mut c_void,
+    count: MPI_Count,
+    datatype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe {
+        crate::p2p::MPI_Isendrecv_replace(buf, small!(count), datatype, dest, sendtag, source, recvtag, comm, request)
+    }
+}
+
+// ---- buffers for buffered sends (the size is recorded; sends never run out of it) ----
+
+pub(crate) unsafe fn MPI_Buffer_attach_c(buffer: *mut c_void, size: MPI_Count) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::p2p::MPI_Buffer_attach(buffer, small!(size)) }
+}
+pub(crate) unsafe fn MPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
+    let mut s: c_int = 0;
+    // SAFETY: forwarded; output argument.
+    unsafe {
+        let rc = crate::p2p::MPI_Buffer_detach(buffer_addr, &mut s);
+        *size = s as MPI_Count;
+        rc
+    }
+}
+pub(crate) unsafe fn MPI_Comm_attach_buffer(comm: Handle, buffer: *mut c_void, size: c_int) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::p2p::MPI_Buffer_attach(buffer, size) }
+}
+pub(crate) unsafe fn MPI_Comm_attach_buffer_c(comm: Handle, buffer: *mut c_void, size: MPI_Count) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::p2p::MPI_Buffer_attach(buffer, small!(size)) }
+}
+pub(crate) unsafe fn MPI_Comm_detach_buffer(comm: Handle, buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::p2p::MPI_Buffer_detach(buffer_addr, size) }
+}
+pub(crate) unsafe fn MPI_Comm_detach_buffer_c(comm: Handle, buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { MPI_Buffer_detach_c(buffer_addr, size) }
+}
+pub(crate) unsafe fn MPI_Comm_flush_buffer(comm: Handle) -> c_int {
+    crate::p2p::flush_buffered();
+    MPI_SUCCESS
+}
+pub(crate) unsafe fn MPI_Comm_iflush_buffer(comm: Handle, request: *mut Handle) -> c_int {
+    crate::p2p::flush_buffered();
+    // SAFETY: output argument.
+    unsafe { *request = crate::req::completed(comm, MPI_Status::empty(), MPI_SUCCESS) };
+    MPI_SUCCESS
+}
+pub(crate) unsafe fn MPI_Buffer_flush() -> c_int {
+    crate::p2p::flush_buffered();
+    MPI_SUCCESS
+}
+
+// ---- datatypes -----------------------------------------------------------------------
+
+pub(crate) unsafe fn MPI_Type_contiguous_c(count: MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::dtype::MPI_Type_contiguous(small!(count), oldtype, newtype) }
+}
+pub(crate) unsafe fn MPI_Type_vector_c(
+    count: MPI_Count,
+    blocklength: MPI_Count,
+    stride: MPI_Count,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::dtype::MPI_Type_vector(small!(count), small!(blocklength), small!(stride), oldtype, newtype) }
+}
+pub(crate) unsafe fn MPI_Type_create_hvector_c(
+    count: MPI_Count,
+    blocklength: MPI_Count,
+    stride: MPI_Count,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe {
+        crate::dtype::MPI_Type_create_hvector(small!(count), small!(blocklength), stride as isize, oldtype, newtype)
+    }
+}
+pub(crate) unsafe fn MPI_Type_indexed_c(
+    count: MPI_Count,
+    array_of_blocklengths: *const MPI_Count,
+    array_of_displacements: *const MPI_Count,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    let bl: Vec<c_int> = wide!(array_of_blocklengths, count);
+    let dp: Vec<c_int> = wide!(array_of_displacements, count);
+    // SAFETY: forwarded.
+    unsafe { crate::dtype::MPI_Type_indexed(small!(count), bl.as_ptr(), dp.as_ptr(), oldtype, newtype) }
+}
+pub(crate) unsafe fn MPI_Type_create_hindexed_c(
+    count: MPI_Count,
+    array_of_blocklengths: *const MPI_Count,
+    array_of_displacements: *const MPI_Count,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    let bl: Vec<c_int> = wide!(array_of_blocklengths, count);
+    let dp: Vec<isize> = wide!(array_of_displacements, count);
+    // SAFETY: forwarded.
+    unsafe { crate::dtype::MPI_Type_create_hindexed(small!(count), bl.as_ptr(), dp.as_ptr(), oldtype, newtype) }
+}
+pub(crate) unsafe fn MPI_Type_create_indexed_block_c(
+    count: MPI_Count,
+    blocklength: MPI_Count,
+    array_of_displacements: *const MPI_Count,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    let dp: Vec<c_int> = wide!(array_of_displacements, count);
+    // SAFETY: forwarded.
+    unsafe {
+        crate::dtype::MPI_Type_create_indexed_block(small!(count), small!(blocklength), dp.as_ptr(), oldtype, newtype)
+    }
+}
+pub(crate) unsafe fn MPI_Type_create_hindexed_block_c(
+    count: MPI_Count,
+    blocklength: MPI_Count,
+    array_of_displacements: *const MPI_Count,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    let dp: Vec<isize> = wide!(array_of_displacements, count);
+    // SAFETY: forwarded.
+    unsafe {
+        crate::dtype::MPI_Type_create_hindexed_block(small!(count), small!(blocklength), dp.as_ptr(), oldtype, newtype)
+    }
+}
+pub(crate) unsafe fn MPI_Type_create_struct_c(
+    count: MPI_Count,
+    array_of_blocklengths: *const MPI_Count,
+    array_of_displacements: *const MPI_Count,
+    array_of_types: *const Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    let bl: Vec<c_int> = wide!(array_of_blocklengths, count);
+    let dp: Vec<isize> = wide!(array_of_displacements, count);
+    // SAFETY: forwarded.
+    unsafe { crate::dtype::MPI_Type_create_struct(small!(count), bl.as_ptr(), dp.as_ptr(), array_of_types, newtype) }
+}
+pub(crate) unsafe fn MPI_Type_create_resized_c(
+    oldtype: Handle,
+    lb: MPI_Count,
+    extent: MPI_Count,
+    newtype: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::dtype::MPI_Type_create_resized(oldtype, lb as isize, extent as isize, newtype) }
+}
+pub(crate) unsafe fn MPI_Type_get_envelope_c(
+    datatype: Handle,
+    num_integers: *mut MPI_Count,
+    num_addresses: *mut MPI_Count,
+    num_large_counts: *mut MPI_Count,
+    num_datatypes: *mut MPI_Count,
+    combiner: *mut c_int,
+) -> c_int {
+    let (mut i, mut a, mut d) = (0, 0, 0);
+    // SAFETY: forwarded; output arguments.
+    unsafe {
+        let rc = crate::dtype::MPI_Type_get_envelope(datatype, &mut i, &mut a, &mut d, combiner);
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+        *num_integers = i as MPI_Count;
+        *num_addresses = a as MPI_Count;
+        *num_large_counts = 0;
+        *num_datatypes = d as MPI_Count;
+    }
+    MPI_SUCCESS
+}
+pub(crate) unsafe fn MPI_Type_get_contents_c(
+    datatype: Handle,
+    max_integers: MPI_Count,
+    max_addresses: MPI_Count,
+    max_large_counts: MPI_Count,
+    max_datatypes: MPI_Count,
+    array_of_integers: *mut c_int,
+    array_of_addresses: *mut MPI_Aint,
+    array_of_large_counts: *mut MPI_Count,
+    array_of_datatypes: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe {
+        crate::dtype::MPI_Type_get_contents(
+            datatype,
+            small!(max_integers),
+            small!(max_addresses),
+            small!(max_datatypes),
+            array_of_integers,
+            array_of_addresses,
+            array_of_datatypes,
+        )
+    }
+}
+
+pub(crate) unsafe fn MPI_Type_match_size(typeclass: c_int, size: c_int, datatype: *mut Handle) -> c_int {
+    let t = match (typeclass, size) {
+        (MPI_TYPECLASS_INTEGER, 1) => MPI_INTEGER1,
+        (MPI_TYPECLASS_INTEGER, 2) => MPI_INTEGER2,
+        (MPI_TYPECLASS_INTEGER, 4) => MPI_INTEGER4,
+        (MPI_TYPECLASS_INTEGER, 8) => MPI_INTEGER8,
+        (MPI_TYPECLASS_INTEGER, 16) => MPI_INTEGER16,
+        (MPI_TYPECLASS_REAL, 2) => MPI_REAL2,
+        (MPI_TYPECLASS_REAL, 4) => MPI_REAL4,
+        (MPI_TYPECLASS_REAL, 8) => MPI_REAL8,
+        (MPI_TYPECLASS_REAL, 16) => MPI_REAL16,
+        (MPI_TYPECLASS_COMPLEX, 4) => MPI_COMPLEX4,
+        (MPI_TYPECLASS_COMPLEX, 8) => MPI_COMPLEX8,
+        (MPI_TYPECLASS_COMPLEX, 16) => MPI_COMPLEX16,
+        (MPI_TYPECLASS_COMPLEX, 32) => MPI_COMPLEX32,
+        _ => return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG),
+    };
+    // SAFETY: output argument.
+    unsafe { *datatype = t };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Pack_c(
+    inbuf: *const c_void,
+    incount: MPI_Count,
+    datatype: Handle,
+    outbuf: *mut c_void,
+    outsize: MPI_Count,
+    position: *mut MPI_Count,
+    comm: Handle,
+) -> c_int {
+    // SAFETY: in/out argument.
+    let mut pos = small!(unsafe { *position });
+    // SAFETY: forwarded.
+    let rc =
+        unsafe { crate::dtype::MPI_Pack(inbuf, small!(incount), datatype, outbuf, small!(outsize), &mut pos, comm) };
+    // SAFETY: in/out argument.
+    unsafe { *position = pos as MPI_Count };
+    rc
+}
+pub(crate) unsafe fn MPI_Unpack_c(
+    inbuf: *const c_void,
+    insize: MPI_Count,
+    position: *mut MPI_Count,
+    outbuf: *mut c_void,
+    outcount: MPI_Count,
+    datatype: Handle,
+    comm: Handle,
+) -> c_int {
+    // SAFETY: in/out argument.
+    let mut pos = small!(unsafe { *position });
+    // SAFETY: forwarded.
+    let rc =
+        unsafe { crate::dtype::MPI_Unpack(inbuf, small!(insize), &mut pos, outbuf, small!(outcount), datatype, comm) };
+    // SAFETY: in/out argument.
+    unsafe { *position = pos as MPI_Count };
+    rc
+}
+pub(crate) unsafe fn MPI_Pack_size_c(
+    incount: MPI_Count,
+    datatype: Handle,
+    comm: Handle,
+    size: *mut MPI_Count,
+) -> c_int {
+    let t = crate::dtype::dtype!(datatype);
+    // SAFETY: output argument.
+    unsafe { *size = incount.max(0) * t.size as MPI_Count };
+    MPI_SUCCESS
+}
+pub(crate) unsafe fn MPI_Reduce_local_c(
+    inbuf: *const c_void,
+    inoutbuf: *mut c_void,
+    count: MPI_Count,
+    datatype: Handle,
+    op: Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::op::MPI_Reduce_local(inbuf, inoutbuf, small!(count), datatype, op) }
+}
+
+// ---- topology and process-model queries ----------------------------------------------
+
+pub(crate) unsafe fn MPI_Topo_test(comm: Handle, status: *mut c_int) -> c_int {
+    let _c = crate::comm::comm!(comm);
+    // SAFETY: output argument.
+    unsafe { *status = MPI_UNDEFINED };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_get_parent(parent: *mut Handle) -> c_int {
+    // SAFETY: output argument.
+    unsafe { *parent = MPI_COMM_NULL };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
+    if nnodes < 0 || ndims < 0 {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    let n = ndims as usize;
+    // SAFETY: the program's array of ndims entries.
+    let d = unsafe { std::slice::from_raw_parts_mut(dims, n) };
+    let fixed: i64 = d.iter().filter(|&&x| x > 0).map(|&x| x as i64).product();
+    if d.iter().any(|&x| x < 0) || (fixed > 0 && nnodes as i64 % fixed != 0) {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_DIMS);
+    }
+    let free: Vec<usize> = (0..n).filter(|&i| d[i] == 0).collect();
+    if free.is_empty() {
+        return if fixed == nnodes as i64 { MPI_SUCCESS } else { raise_on(MPI_COMM_WORLD, MPI_ERR_DIMS) };
+    }
+    // Spread the prime factors of what is left, largest first, over the free
+    // dimensions (as balanced as possible, non-increasing).
+    let mut rest = (nnodes as i64 / fixed.max(1)) as u64;
+    let mut factors = Vec::new();
+    let mut f = 2;
+    while rest > 1 {
+        while rest % f == 0 {
+            factors.push(f);
+            rest /= f;
+        }
+        f += 1;
+    }
+    factors.sort_unstable_by(|a, b| b.cmp(a));
+    let mut vals = vec![1u64; free.len()];
+    for p in factors {
+        let i = (0..vals.len()).min_by_key(|&i| vals[i]).unwrap_or(0);
+        vals[i] *= p;
+    }
+    vals.sort_unstable_by(|a, b| b.cmp(a));
+    for (k, &i) in free.iter().enumerate() {
+        d[i] = vals[k] as c_int;
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_remote_size(comm: Handle, size: *mut c_int) -> c_int {
+    let _c = crate::comm::comm!(comm);
+    // Only intracommunicators exist here.
+    raise_on(comm, MPI_ERR_COMM)
+}
+
+pub(crate) unsafe fn MPI_Comm_remote_group(comm: Handle, group: *mut Handle) -> c_int {
+    let _c = crate::comm::comm!(comm);
+    raise_on(comm, MPI_ERR_COMM)
+}
+
+pub(crate) unsafe fn MPI_Comm_idup_with_info(
+    comm: Handle,
+    info: Handle,
+    newcomm: *mut Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::comm::MPI_Comm_idup(comm, newcomm, request) }
+}
+
+// ---- request status queries ----------------------------------------------------------
+
+pub(crate) unsafe fn MPI_Request_get_status_all(
+    count: c_int,
+    array_of_requests: *const Handle,
+    flag: *mut c_int,
+    array_of_statuses: *mut MPI_Status,
+) -> c_int {
+    let n = count.max(0) as usize;
+    let mut all = true;
+    let mut sts = vec![MPI_Status::empty(); n];
+    for i in 0..n {
+        let mut f = 0;
+        // SAFETY: the program's array of `count` requests.
+        let rc = unsafe { crate::req::MPI_Request_get_status(*array_of_requests.add(i), &mut f, &mut sts[i]) };
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+        all &= f != 0;
+    }
+    // SAFETY: output arguments.
+    unsafe {
+        *flag = all as c_int;
+        if all && !array_of_statuses.is_null() {
+            std::ptr::copy_nonoverlapping(sts.as_ptr(), array_of_statuses, n);
+        }
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Request_get_status_any(
+    count: c_int,
+    array_of_requests: *const Handle,
+    indx: *mut c_int,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+) -> c_int {
+    let mut active = false;
+    for i in 0..count.max(0) as usize {
+        // SAFETY: the program's array of `count` requests.
+        let h = unsafe { *array_of_requests.add(i) };
+        if h == MPI_REQUEST_NULL {
+            continue;
+        }
+        active = true;
+        let mut f = 0;
+        let mut st = MPI_Status::empty();
+        // SAFETY: the library's own outputs.
+        let rc = unsafe { crate::req::MPI_Request_get_status(h, &mut f, &mut st) };
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+        if f != 0 {
+            // SAFETY: output arguments.
+            unsafe {
+                *indx = i as c_int;
+                *flag = 1;
+                crate::types::put_status(status, st);
+            }
+            return MPI_SUCCESS;
+        }
+    }
+    // SAFETY: output arguments.
+    unsafe {
+        *indx = MPI_UNDEFINED;
+        *flag = (!active) as c_int;
+        if !active {
+            crate::types::put_status(status, MPI_Status::empty());
+        }
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Request_get_status_some(
+    incount: c_int,
+    array_of_requests: *const Handle,
+    outcount: *mut c_int,
+    array_of_indices: *mut c_int,
+    array_of_statuses: *mut MPI_Status,
+) -> c_int {
+    let mut got = 0usize;
+    let mut active = false;
+    for i in 0..incount.max(0) as usize {
+        // SAFETY: the program's array of `incount` requests.
+        let h = unsafe { *array_of_requests.add(i) };
+        if h == MPI_REQUEST_NULL {
+            continue;
+        }
+        active = true;
+        let mut f = 0;
+        let mut st = MPI_Status::empty();
+        // SAFETY: the library's own outputs.
+        let rc = unsafe { crate::req::MPI_Request_get_status(h, &mut f, &mut st) };
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+        if f != 0 {
+            // SAFETY: output arrays of incount entries.
+            unsafe {
+                *array_of_indices.add(got) = i as c_int;
+                if !array_of_statuses.is_null() {
+                    *array_of_statuses.add(got) = st;
+                }
+            }
+            got += 1;
+        }
+    }
+    // SAFETY: output argument.
+    unsafe { *outcount = if active { got as c_int } else { MPI_UNDEFINED } };
+    MPI_SUCCESS
+}
+
+// ---- sessions: the predefined process sets mpi://WORLD and mpi://SELF -----------------
+
+/// A session: its error handler.
+#[derive(Debug)]
+pub(crate) struct SessionObj {
+    errhandler: Mutex<Handle>,
+}
+
+pub(crate) static SESSIONS: Table<SessionObj> = Table::new(Kind::Session);
+
+const PSETS: [&str; 2] = ["mpi://WORLD", "mpi://SELF"];
+
+macro_rules! session {
+    ($h:expr) => {
+        match SESSIONS.get($h) {
+            Some(s) => s,
+            None => return raise_on(MPI_COMM_WORLD, MPI_ERR_SESSION),
+        }
+    };
+}
+
+pub(crate) unsafe fn MPI_Session_init(info: Handle, errhandler: Handle, session: *mut Handle) -> c_int {
+    if crate::env::world().is_none() {
+        // Sessions here ride on the world model: MPI_Init first.
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_UNSUPPORTED_OPERATION);
+    }
+    // SAFETY: output argument.
+    unsafe { *session = SESSIONS.insert(Arc::new(SessionObj { errhandler: Mutex::new(errhandler) })) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Session_finalize(session: *mut Handle) -> c_int {
+    // SAFETY: in/out argument.
+    if SESSIONS.remove(unsafe { *session }).is_none() {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_SESSION);
+    }
+    // SAFETY: in/out argument.
+    unsafe { *session = MPI_SESSION_NULL };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Session_get_num_psets(session: Handle, info: Handle, npset_names: *mut c_int) -> c_int {
+    let _s = session!(session);
+    // SAFETY: output argument.
+    unsafe { *npset_names = PSETS.len() as c_int };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Session_get_nth_pset(
+    session: Handle,
+    info: Handle,
+    n: c_int,
+    pset_len: *mut c_int,
+    pset_name: *mut c_char,
+) -> c_int {
+    let _s = session!(session);
+    let Some(name) = PSETS.get(n.max(0) as usize).filter(|_| n >= 0) else {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    };
+    // SAFETY: in/out length; a buffer of that many bytes when it is positive.
+    unsafe {
+        if *pset_len > 0 {
+            put_string(name, pset_name, *pset_len as usize, std::ptr::null_mut());
+        }
+        *pset_len = name.len() as c_int + 1;
+    }
+    MPI_SUCCESS
+}
+
+fn pset_ranks(name: &str) -> Option<Vec<u32>> {
+    let w = crate::env::world()?;
+    match name {
+        "mpi://WORLD" => Some(w.world.clone()),
+        "mpi://SELF" => Some(vec![w.world[w.rank]]),
+        _ => None,
+    }
+}
+
+pub(crate) unsafe fn MPI_Group_from_session_pset(
+    session: Handle,
+    pset_name: *const c_char,
+    newgroup: *mut Handle,
+) -> c_int {
+    let _s = session!(session);
+    // SAFETY: C string.
+    let name = unsafe { CStr::from_ptr(pset_name) }.to_string_lossy().into_owned();
+    match pset_ranks(&name) {
+        Some(r) => {
+            // SAFETY: output argument.
+            unsafe { *newgroup = crate::group::new_group(r) };
+            MPI_SUCCESS
+        }
+        None => raise_on(MPI_COMM_WORLD, MPI_ERR_ARG),
+    }
+}
+
+pub(crate) unsafe fn MPI_Session_get_pset_info(session: Handle, pset_name: *const c_char, info: *mut Handle) -> c_int {
+    let _s = session!(session);
+    // SAFETY: C string.
+    let name = unsafe { CStr::from_ptr(pset_name) }.to_string_lossy().into_owned();
+    let Some(r) = pset_ranks(&name) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG) };
+    // SAFETY: output argument, then the library's own info.
+    unsafe {
+        crate::info::MPI_Info_create(info);
+        let k = c"mpi_size";
+        let v = std::ffi::CString::new(r.len().to_string()).unwrap_or_default();
+        crate::info::MPI_Info_set(*info, k.as_ptr(), v.as_ptr());
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Session_get_info(session: Handle, info_used: *mut Handle) -> c_int {
+    let _s = session!(session);
+    // SAFETY: output argument.
+    unsafe { crate::info::MPI_Info_create(info_used) }
+}
+
+pub(crate) unsafe fn MPI_Session_create_errhandler(session_errhandler_fn: FnPtr, errhandler: *mut Handle) -> c_int {
+    // SAFETY: forwarded (the same handler type, called with the object's handle).
+    unsafe { crate::err::MPI_Comm_create_errhandler(session_errhandler_fn, errhandler) }
+}
+
+pub(crate) unsafe fn MPI_Session_set_errhandler(session: Handle, errhandler: Handle) -> c_int {
+    let s = session!(session);
+    *s.errhandler.lock() = errhandler;
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Session_get_errhandler(session: Handle, errhandler: *mut Handle) -> c_int {
+    let s = session!(session);
+    // SAFETY: output argument.
+    unsafe { *errhandler = *s.errhandler.lock() };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Session_call_errhandler(session: Handle, errorcode: c_int) -> c_int {
+    let s = session!(session);
+    let eh = *s.errhandler.lock();
+    crate::err::invoke(eh, session, errorcode);
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Comm_create_from_group(
+    group: Handle,
+    stringtag: *const c_char,
+    info: Handle,
+    errhandler: Handle,
+    newcomm: *mut Handle,
+) -> c_int {
+    let Some(g) = crate::group::lookup(group) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_GROUP) };
+    let Some(w) = crate::env::world() else { return raise_on(MPI_COMM_WORLD, MPI_ERR_OTHER) };
+    // The process sets here are the world and this process: a duplicate of either.
+    let base = if g.ranks == w.world {
+        MPI_COMM_WORLD
+    } else if g.ranks == [w.world[w.rank]] {
+        MPI_COMM_SELF
+    } else {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_UNSUPPORTED_OPERATION);
+    };
+    // SAFETY: output argument.
+    let rc = unsafe { crate::comm::MPI_Comm_dup(base, newcomm) };
+    if rc == MPI_SUCCESS {
+        // SAFETY: the communicator just created.
+        unsafe {
+            crate::err::MPI_Comm_set_errhandler(
+                *newcomm,
+                if errhandler == MPI_ERRHANDLER_NULL { MPI_ERRORS_ARE_FATAL } else { errhandler },
+            )
+        };
+    }
+    rc
+}
+
+// ---- files: open and close with error handlers (no reads or writes) ------------------
+
+/// An open file.
+#[derive(Debug)]
+pub(crate) struct FileObj {
+    path: std::path::PathBuf,
+    fd: c_int,
+    delete_on_close: bool,
+    errhandler: Mutex<Handle>,
+}
+
+pub(crate) static FILES: Table<FileObj> = Table::new(Kind::File);
+
+/// The default error handler of files (MPI_FILE_NULL's), MPI_ERRORS_RETURN at start.
+static FILE_DEFAULT_EH: Mutex<Handle> = Mutex::new(MPI_ERRORS_RETURN);
+
+pub(crate) unsafe fn MPI_File_open(
+    comm: Handle,
+    filename: *const c_char,
+    amode: c_int,
+    info: Handle,
+    fh: *mut Handle,
+) -> c_int {
+    let _c = crate::comm::comm!(comm);
+    // SAFETY: C string.
+    let path = std::path::PathBuf::from(unsafe { CStr::from_ptr(filename) }.to_string_lossy().into_owned());
+    let mut flags = if amode & MPI_MODE_RDWR != 0 {
+        libc::O_RDWR
+    } else if amode & MPI_MODE_WRONLY != 0 {
+        libc::O_WRONLY
+    } else {
+        libc::O_RDONLY
+    };
+    if amode & MPI_MODE_CREATE != 0 {
+        flags |= libc::O_CREAT;
+    }
+    if amode & MPI_MODE_EXCL != 0 {
+        flags |= libc::O_EXCL;
+    }
+    let cpath = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap_or_default();
+    // SAFETY: a C string path; plain open(2).
+    let fd = unsafe { libc::open(cpath.as_ptr(), flags | libc::O_CLOEXEC, 0o644) };
+    if fd < 0 {
+        let eh = *FILE_DEFAULT_EH.lock();
+        return crate::err::invoke(eh, MPI_FILE_NULL, MPI_ERR_NO_SUCH_FILE);
+    }
+    let f = FileObj {
+        path,
+        fd,
+        delete_on_close: amode & MPI_MODE_DELETE_ON_CLOSE != 0,
+        errhandler: Mutex::new(*FILE_DEFAULT_EH.lock()),
+    };
+    // SAFETY: output argument.
+    unsafe { *fh = FILES.insert(Arc::new(f)) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_File_close(fh: *mut Handle) -> c_int {
+    // SAFETY: in/out argument.
+    let Some(f) = FILES.remove(unsafe { *fh }) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_FILE) };
+    // SAFETY: the descriptor this file owns.
+    unsafe { libc::close(f.fd) };
+    if f.delete_on_close {
+        let _ = std::fs::remove_file(&f.path);
+    }
+    // SAFETY: in/out argument.
+    unsafe { *fh = MPI_FILE_NULL };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_File_create_errhandler(file_errhandler_fn: FnPtr, errhandler: *mut Handle) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { crate::err::MPI_Comm_create_errhandler(file_errhandler_fn, errhandler) }
+}
+
+pub(crate) unsafe fn MPI_File_set_errhandler(file: Handle, errhandler: Handle) -> c_int {
+    if file == MPI_FILE_NULL {
+        *FILE_DEFAULT_EH.lock() = errhandler;
+        return MPI_SUCCESS;
+    }
+    let Some(f) = FILES.get(file) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_FILE) };
+    *f.errhandler.lock() = errhandler;
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_File_get_errhandler(file: Handle, errhandler: *mut Handle) -> c_int {
+    let eh = if file == MPI_FILE_NULL {
+        *FILE_DEFAULT_EH.lock()
+    } else {
+        match FILES.get(file) {
+            Some(f) => *f.errhandler.lock(),
+            None => return raise_on(MPI_COMM_WORLD, MPI_ERR_FILE),
+        }
+    };
+    // SAFETY: output argument.
+    unsafe { *errhandler = eh };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_File_call_errhandler(fh: Handle, errorcode: c_int) -> c_int {
+    let eh = if fh == MPI_FILE_NULL {
+        *FILE_DEFAULT_EH.lock()
+    } else {
+        match FILES.get(fh) {
+            Some(f) => *f.errhandler.lock(),
+            None => return raise_on(MPI_COMM_WORLD, MPI_ERR_FILE),
+        }
+    };
+    crate::err::invoke(eh, fh, errorcode);
+    MPI_SUCCESS
+}
