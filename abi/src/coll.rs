@@ -534,21 +534,74 @@ unsafe fn blocking(comm: Handle, k: Coll, a: Args) -> c_int {
     MPI_SUCCESS
 }
 
+/// Copies of the count and displacement arrays `run` will read for `k` on `c`, and `a`
+/// pointing at them: a nonblocking collective reads them later, on the worker, and
+/// programs (mpi4py among them) free such arrays once the call returns.
+///
+/// # Safety
+/// The arrays of `a` that `k` uses at this rank hold `size` entries (MPI contract).
+unsafe fn snapshot(c: &CommObj, k: Coll, mut a: Args) -> (Args, Vec<Vec<i64>>) {
+    let n = c.size();
+    let at_root = a.root >= 0 && a.root as usize == c.rank;
+    let in_place = is_in_place(a.sbuf.0);
+    let (s, r) = match k {
+        Coll::Gatherv => (false, at_root),
+        Coll::Allgatherv | Coll::ReduceScatter => (false, true),
+        Coll::Scatterv => (at_root, false),
+        Coll::Alltoallv => (!in_place, true),
+        _ => (false, false),
+    };
+    let mut keep = Vec::new();
+    let mut take = |p: &mut SendPtr, wide: bool| {
+        if p.0.is_null() {
+            return;
+        }
+        // SAFETY: `n` entries of the program's array (function contract).
+        let v: Vec<i64> = unsafe { counts(p.0, n, wide) }.into_iter().map(|x| x as i64).collect();
+        *p = SendPtr(v.as_ptr() as *mut c_void);
+        keep.push(v);
+    };
+    let wide = a.wide;
+    if s {
+        take(&mut a.scounts, wide);
+        take(&mut a.sdispls, wide);
+    }
+    if r {
+        take(&mut a.rcounts, wide);
+        if !matches!(k, Coll::ReduceScatter) {
+            take(&mut a.rdispls, wide);
+        }
+    }
+    if s || r {
+        a.wide = true;
+    }
+    (a, keep)
+}
+
 /// Starts `k` on the communicator's worker and returns the request's activity.
-pub(crate) fn start(c: &Arc<CommObj>, k: Coll, a: Args) -> Active {
+///
+/// # Safety
+/// As [`run`], for buffers until the request completes; arrays only for this call.
+pub(crate) unsafe fn start(c: &Arc<CommObj>, k: Coll, a: Args) -> Active {
+    // SAFETY: forwarded (function contract).
+    let (a, keep) = unsafe { snapshot(c, k, a) };
     let c2 = c.clone();
     // SAFETY: the program keeps the buffers valid until the request completes (the
-    // nonblocking-call contract).
-    let job = c.worker.submit(move || match unsafe { run(&c2, k, a) } {
-        Ok(()) => MPI_SUCCESS,
-        Err(e) => e,
+    // nonblocking-call contract); the arrays are the copies in `keep`, moved along.
+    let job = c.worker.submit(move || {
+        let _keep = &keep;
+        match unsafe { run(&c2, k, a) } {
+            Ok(()) => MPI_SUCCESS,
+            Err(e) => e,
+        }
     });
     Active::Job(job)
 }
 
 unsafe fn nonblocking(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c_int {
     let c = comm!(comm);
-    let act = start(&c, k, a);
+    // SAFETY: forwarded program arguments.
+    let act = unsafe { start(&c, k, a) };
     // SAFETY: output argument.
     unsafe { *request = crate::req::new_active(comm, act) };
     MPI_SUCCESS
@@ -556,7 +609,10 @@ unsafe fn nonblocking(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c
 
 unsafe fn persistent(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c_int {
     let c = comm!(comm);
-    let starter = Box::new(move || Ok(start(&c, k, a)));
+    // The arrays are read at each start: persistent requests keep their arguments' arrays
+    // valid until freed (MPI 5, 6.13).
+    // SAFETY: as above.
+    let starter = Box::new(move || Ok(unsafe { start(&c, k, a) }));
     // SAFETY: output argument.
     unsafe { *request = crate::req::persistent(comm, starter) };
     MPI_SUCCESS
@@ -688,3 +744,106 @@ forms!(Scatterv, MPI_Scatterv_c, MPI_Iscatterv_c, MPI_Scatterv_init_c,
 forms!(Alltoallv, MPI_Alltoallv_c, MPI_Ialltoallv_c, MPI_Alltoallv_init_c,
     (sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: Handle),
     Args { wide: true, sbuf: p(sendbuf), scounts: p(sendcounts), sdispls: p(sdispls), stype: sendtype, rbuf: p(recvbuf), rcounts: p(recvcounts), rdispls: p(rdispls), rtype: recvtype, ..Args::default() }, []);
+
+/// MPI_Alltoallw: per-peer counts, byte displacements and datatypes on both sides.
+///
+/// # Safety
+/// The program's buffers and arrays of `size` entries (MPI contract).
+unsafe fn alltoallw(
+    sbuf: *const c_void,
+    scounts: *mut c_void,
+    sdispls: *mut c_void,
+    stypes: *const Handle,
+    rbuf: *mut c_void,
+    rcounts: *mut c_void,
+    rdispls: *mut c_void,
+    rtypes: *const Handle,
+    comm: Handle,
+    wide: bool,
+) -> c_int {
+    let c = comm!(comm);
+    if c.worker.busy() {
+        c.worker.drain();
+    }
+    let n = c.size();
+    let in_place = is_in_place(sbuf);
+    // SAFETY: n entries each (function contract).
+    let (rc, rd) = unsafe { (counts(rcounts, n, wide), counts(rdispls, n, wide)) };
+    let (sc, sd) = if in_place {
+        (rc.clone(), rd.clone())
+    } else {
+        // SAFETY: as above.
+        unsafe { (counts(scounts, n, wide), counts(sdispls, n, wide)) }
+    };
+    let mut rt = Vec::with_capacity(n);
+    let mut st = Vec::with_capacity(n);
+    for i in 0..n {
+        // SAFETY: n datatypes each.
+        let (r, s) = unsafe { (*rtypes.add(i), if in_place { *rtypes.add(i) } else { *stypes.add(i) }) };
+        match (crate::dtype::lookup(r), crate::dtype::lookup(s)) {
+            (Some(r), Some(s)) => {
+                rt.push(r);
+                st.push(s);
+            }
+            _ => return raise_on(comm, MPI_ERR_TYPE),
+        }
+    }
+    let sbase = if in_place { rbuf as *const c_void } else { sbuf };
+    let (mut send, mut bsc, mut bsd) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..n {
+        bsd.push(send.len());
+        bsc.push(sc[i] * st[i].size);
+        // SAFETY: the program's send buffer, block i at a byte displacement.
+        unsafe { crate::dtype::pack_into(sbase.cast::<u8>().add(sd[i]), sc[i], &st[i], &mut send) };
+    }
+    let brc: Vec<usize> = (0..n).map(|i| rc[i] * rt[i].size).collect();
+    let mut brd = Vec::with_capacity(n);
+    let mut off = 0;
+    for b in &brc {
+        brd.push(off);
+        off += b;
+    }
+    let mut area = vec![0u8; off];
+    if let Err(e) = c.comm.alltoallv(&send, &bsc, &bsd, &mut area, &brc, &brd) {
+        return crate::err::raise_error(comm, &e);
+    }
+    for i in 0..n {
+        // SAFETY: the program's receive buffer, block i.
+        unsafe { crate::dtype::unpack_from(&area[brd[i]..brd[i] + brc[i]], rbuf.cast::<u8>().add(rd[i]), rc[i], &rt[i]) };
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Alltoallw(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtypes: *const Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtypes: *const Handle,
+    comm: Handle,
+) -> c_int {
+    // SAFETY: forwarded program arguments.
+    unsafe {
+        alltoallw(sendbuf, p(sendcounts).0, p(sdispls).0, sendtypes, recvbuf, p(recvcounts).0, p(rdispls).0, recvtypes, comm, false)
+    }
+}
+
+pub(crate) unsafe fn MPI_Alltoallw_c(
+    sendbuf: *const c_void,
+    sendcounts: *const MPI_Count,
+    sdispls: *const MPI_Aint,
+    sendtypes: *const Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const MPI_Count,
+    rdispls: *const MPI_Aint,
+    recvtypes: *const Handle,
+    comm: Handle,
+) -> c_int {
+    // SAFETY: forwarded program arguments.
+    unsafe {
+        alltoallw(sendbuf, p(sendcounts).0, p(sdispls).0, sendtypes, recvbuf, p(recvcounts).0, p(rdispls).0, recvtypes, comm, true)
+    }
+}

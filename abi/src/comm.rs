@@ -111,6 +111,11 @@ unsafe impl Send for Keyval {}
 static KEYVALS: Mutex<Option<HashMap<c_int, Keyval>>> = Mutex::new(None);
 static NEXT_KEYVAL: AtomicUsize = AtomicUsize::new(1000);
 
+/// Whether `k` is a keyval created by the program.
+pub(crate) fn keyval_exists(k: c_int) -> bool {
+    keyval(k).is_some()
+}
+
 fn keyval(k: c_int) -> Option<Keyval> {
     KEYVALS.lock().as_ref().and_then(|m| m.get(&k).copied())
 }
@@ -414,15 +419,49 @@ pub(crate) unsafe fn MPI_Comm_split_type(
     info: Handle,
     newcomm: *mut Handle,
 ) -> c_int {
+    let shared_asked = crate::info::value(info, "mpi_hw_resource_type").as_deref() == Some("mpi_shared_memory");
     let color = match split_type {
         MPI_UNDEFINED => MPI_UNDEFINED,
-        MPI_COMM_TYPE_SHARED | MPI_COMM_TYPE_HW_UNGUIDED | MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED => {
-            node_color() as c_int
+        MPI_COMM_TYPE_SHARED => node_color() as c_int,
+        // The one hardware level runthrough knows is the node (shared memory): guided
+        // splits give it when asked for by name, unguided ones find nothing smaller.
+        MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED if shared_asked => node_color() as c_int,
+        MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED | MPI_COMM_TYPE_HW_UNGUIDED => {
+            let _c = comm!(comm);
+            // SAFETY: output argument.
+            unsafe { *newcomm = MPI_COMM_NULL };
+            return MPI_SUCCESS;
         }
         _ => return raise_on(comm, MPI_ERR_ARG),
     };
     // SAFETY: forwarded arguments.
     unsafe { MPI_Comm_split(comm, color, key, newcomm) }
+}
+
+pub(crate) unsafe fn MPI_Comm_create_group(comm: Handle, group: Handle, tag: c_int, newcomm: *mut Handle) -> c_int {
+    let c = comm!(comm);
+    let Some(g) = crate::group::lookup(group) else { return raise_on(comm, MPI_ERR_GROUP) };
+    // Only the two groups whose members can agree without the others: all of `comm`
+    // (a duplicate) and this process alone.
+    if g.ranks == c.world {
+        // SAFETY: forwarded arguments.
+        return unsafe { MPI_Comm_dup(comm, newcomm) };
+    }
+    if g.ranks == [c.world[c.rank]] {
+        // SAFETY: forwarded arguments.
+        return unsafe { MPI_Comm_dup(MPI_COMM_SELF, newcomm) };
+    }
+    if !g.ranks.contains(&c.world[c.rank]) {
+        return raise_on(comm, MPI_ERR_GROUP);
+    }
+    crate::err::set_detail("MPI_Comm_create_group of a proper subgroup is not supported".into());
+    raise_on(comm, MPI_ERR_UNSUPPORTED_OPERATION)
+}
+
+pub(crate) unsafe fn MPI_Intercomm_merge(intercomm: Handle, high: c_int, newintracomm: *mut Handle) -> c_int {
+    let _c = comm!(intercomm);
+    // Every communicator here is an intracommunicator.
+    raise_on(intercomm, MPI_ERR_COMM)
 }
 
 pub(crate) unsafe fn MPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) -> c_int {

@@ -37,6 +37,10 @@ pub(crate) enum Basic {
     CF64,
     /// `(value, index)` pairs for MINLOC/MAXLOC.
     Pair(PairKind),
+    /// C's long double (16 bytes, x87 extended precision).
+    LongDouble,
+    /// C's long double _Complex (32 bytes).
+    CLongDouble,
     /// Data no predefined operation applies to (long double, half precision, wchar).
     Opaque(usize),
 }
@@ -63,7 +67,8 @@ impl Basic {
             I16 | U16 => 2,
             I32 | U32 | F32 => 4,
             I64 | U64 | F64 | CF32 => 8,
-            I128 | CF64 => 16,
+            I128 | CF64 | LongDouble => 16,
+            CLongDouble => 32,
             Pair(p) => match p {
                 PairKind::FloatInt | PairKind::TwoInt | PairKind::TwoFloat => 8,
                 PairKind::DoubleInt | PairKind::LongInt => 12,
@@ -194,9 +199,9 @@ fn predefined_table() -> &'static Vec<Option<Arc<Dtype>>> {
             (MPI_DOUBLE_PRECISION, "MPI_DOUBLE_PRECISION", 8, F64),
             (MPI_DOUBLE_COMPLEX, "MPI_DOUBLE_COMPLEX", 16, CF64),
             (MPI_CHARACTER, "MPI_CHARACTER", 1, I8),
-            (MPI_LONG_DOUBLE, "MPI_LONG_DOUBLE", 16, Opaque(16)),
-            (MPI_C_LONG_DOUBLE_COMPLEX, "MPI_C_LONG_DOUBLE_COMPLEX", 32, Opaque(32)),
-            (MPI_CXX_LONG_DOUBLE_COMPLEX, "MPI_CXX_LONG_DOUBLE_COMPLEX", 32, Opaque(32)),
+            (MPI_LONG_DOUBLE, "MPI_LONG_DOUBLE", 16, LongDouble),
+            (MPI_C_LONG_DOUBLE_COMPLEX, "MPI_C_LONG_DOUBLE_COMPLEX", 32, CLongDouble),
+            (MPI_CXX_LONG_DOUBLE_COMPLEX, "MPI_CXX_LONG_DOUBLE_COMPLEX", 32, CLongDouble),
             (MPI_C_BOOL, "MPI_C_BOOL", 1, Bool),
             (MPI_CXX_BOOL, "MPI_CXX_BOOL", 1, Bool),
             (MPI_WCHAR, "MPI_WCHAR", 4, Opaque(4)),
@@ -233,7 +238,7 @@ fn predefined_table() -> &'static Vec<Option<Arc<Dtype>>> {
         ];
         for &(h, n, s, b) in leaves {
             let mut d = Dtype::leaf(n, s, b);
-            if matches!(b, CF32 | CF64) {
+            if matches!(b, CF32 | CF64 | CLongDouble) {
                 d.align = s / 2;
                 d.segs[0].esize = s;
             }
@@ -660,8 +665,13 @@ pub(crate) unsafe fn MPI_Type_set_name(datatype: Handle, type_name: *const c_cha
 }
 
 pub(crate) unsafe fn MPI_Type_get_name(datatype: Handle, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let t = dtype!(datatype);
-    let n = t.name.lock().clone();
+    let n = if datatype == MPI_DATATYPE_NULL {
+        "MPI_DATATYPE_NULL".to_string()
+    } else {
+        let t = dtype!(datatype);
+        let n = t.name.lock().clone();
+        n
+    };
     // SAFETY: MPI_MAX_OBJECT_NAME bytes.
     unsafe { put_string(&n, type_name, MPI_MAX_OBJECT_NAME as usize, resultlen) };
     MPI_SUCCESS
@@ -976,9 +986,160 @@ pub(crate) unsafe fn MPI_Type_get_value_index(value_type: Handle, index_type: Ha
         (MPI_REAL, MPI_REAL) => MPI_2REAL,
         (MPI_DOUBLE_PRECISION, MPI_DOUBLE_PRECISION) => MPI_2DOUBLE_PRECISION,
         (MPI_INTEGER, MPI_INTEGER) => MPI_2INTEGER,
-        _ => MPI_DATATYPE_NULL,
+        _ => return raise_on(MPI_COMM_WORLD, MPI_ERR_TYPE),
     };
     // SAFETY: output argument.
     unsafe { *pair_type = t };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Type_create_subarray(
+    ndims: c_int,
+    array_of_sizes: *const c_int,
+    array_of_subsizes: *const c_int,
+    array_of_starts: *const c_int,
+    order: c_int,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    let t = dtype!(oldtype);
+    // SAFETY: arrays of ndims entries (MPI contract).
+    let (sz, sub, st) = unsafe { (slice(array_of_sizes, ndims), slice(array_of_subsizes, ndims), slice(array_of_starts, ndims)) };
+    let n = sz.len();
+    if ndims <= 0
+        || (order != MPI_ORDER_C && order != MPI_ORDER_FORTRAN)
+        || (0..n).any(|i| sz[i] <= 0 || sub[i] <= 0 || st[i] < 0 || sub[i] + st[i] > sz[i])
+    {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    // Dimensions from the slowest to the fastest varying.
+    let dims: Vec<usize> = if order == MPI_ORDER_C { (0..n).collect() } else { (0..n).rev().collect() };
+    let ext = t.extent();
+    // Stride (in elements) of each dimension in the full array.
+    let mut stride = vec![1isize; n];
+    for k in (0..n - 1).rev() {
+        stride[k] = stride[k + 1] * sz[dims[k + 1]] as isize;
+    }
+    let last = n - 1;
+    let run = sub[dims[last]] as usize;
+    let mut blocks = Vec::new();
+    let mut idx = vec![0isize; last];
+    loop {
+        let mut off = st[dims[last]] as isize * stride[last];
+        for k in 0..last {
+            off += (st[dims[k]] as isize + idx[k]) * stride[k];
+        }
+        blocks.push((run, off * ext, t.clone()));
+        // Next index tuple over the slower dimensions.
+        let mut k = last;
+        loop {
+            if k == 0 {
+                let total: isize = sz.iter().map(|&x| x as isize).product();
+                let mut d = build(&blocks, false);
+                d.lb = 0;
+                d.ub = total * ext;
+                let mut ints = vec![ndims];
+                ints.extend_from_slice(sz);
+                ints.extend_from_slice(sub);
+                ints.extend_from_slice(st);
+                ints.push(order);
+                // SAFETY: output argument.
+                return unsafe { new_type(d, MPI_COMBINER_SUBARRAY, ints, vec![], vec![oldtype], newtype) };
+            }
+            k -= 1;
+            idx[k] += 1;
+            if idx[k] < sub[dims[k]] as isize {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+}
+
+/// The predefined type of a Fortran `SELECTED_*_KIND(p, r)` (MPI_UNDEFINED: any).
+fn f90_kind(p: c_int, r: c_int, choices: &[(c_int, c_int, Handle)]) -> Option<Handle> {
+    choices.iter().find(|&&(pp, rr, _)| (p == MPI_UNDEFINED || p <= pp) && (r == MPI_UNDEFINED || r <= rr)).map(|c| c.2)
+}
+
+pub(crate) unsafe fn MPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut Handle) -> c_int {
+    match f90_kind(p, r, &[(6, 37, MPI_REAL4), (15, 307, MPI_REAL8)]) {
+        // SAFETY: output argument.
+        Some(h) => unsafe {
+            *newtype = h;
+            MPI_SUCCESS
+        },
+        None => raise_on(MPI_COMM_WORLD, MPI_ERR_ARG),
+    }
+}
+
+pub(crate) unsafe fn MPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut Handle) -> c_int {
+    match f90_kind(p, r, &[(6, 37, MPI_COMPLEX8), (15, 307, MPI_COMPLEX16)]) {
+        // SAFETY: output argument.
+        Some(h) => unsafe {
+            *newtype = h;
+            MPI_SUCCESS
+        },
+        None => raise_on(MPI_COMM_WORLD, MPI_ERR_ARG),
+    }
+}
+
+pub(crate) unsafe fn MPI_Type_create_f90_integer(r: c_int, newtype: *mut Handle) -> c_int {
+    match f90_kind(0, r, &[(0, 2, MPI_INTEGER1), (0, 4, MPI_INTEGER2), (0, 9, MPI_INTEGER4), (0, 18, MPI_INTEGER8)]) {
+        // SAFETY: output argument.
+        Some(h) => unsafe {
+            *newtype = h;
+            MPI_SUCCESS
+        },
+        None => raise_on(MPI_COMM_WORLD, MPI_ERR_ARG),
+    }
+}
+
+/// Datatype attributes, by (type handle, keyval).
+static TYPE_ATTRS: parking_lot::Mutex<Vec<(Handle, c_int, usize)>> = parking_lot::Mutex::new(Vec::new());
+
+pub(crate) unsafe fn MPI_Type_set_attr(datatype: Handle, type_keyval: c_int, attribute_val: *mut std::ffi::c_void) -> c_int {
+    let _t = dtype!(datatype);
+    if !crate::comm::keyval_exists(type_keyval) {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_KEYVAL);
+    }
+    let mut g = TYPE_ATTRS.lock();
+    g.retain(|&(h, k, _)| !(h == datatype && k == type_keyval));
+    g.push((datatype, type_keyval, attribute_val as usize));
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Type_get_attr(
+    datatype: Handle,
+    type_keyval: c_int,
+    attribute_val: *mut std::ffi::c_void,
+    flag: *mut c_int,
+) -> c_int {
+    let _t = dtype!(datatype);
+    if !crate::comm::keyval_exists(type_keyval) {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_KEYVAL);
+    }
+    let v = TYPE_ATTRS.lock().iter().find(|&&(h, k, _)| h == datatype && k == type_keyval).map(|e| e.2);
+    // SAFETY: output arguments.
+    unsafe {
+        match v {
+            Some(v) => {
+                *attribute_val.cast::<usize>() = v;
+                *flag = 1;
+            }
+            None => *flag = 0,
+        }
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Type_delete_attr(datatype: Handle, type_keyval: c_int) -> c_int {
+    let _t = dtype!(datatype);
+    let mut g = TYPE_ATTRS.lock();
+    let n = g.len();
+    g.retain(|&(h, k, _)| !(h == datatype && k == type_keyval));
+    if g.len() == n {
+        drop(g);
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_KEYVAL);
+    }
     MPI_SUCCESS
 }

@@ -291,11 +291,36 @@ pub(crate) unsafe fn MPI_Add_error_string(errorcode: c_int, string: *const c_cha
 }
 
 pub(crate) unsafe fn MPI_Remove_error_class(errorclass: c_int) -> c_int {
-    remove_added(errorclass)
+    // A class goes only once it has no codes and no string (MPI 4.1, 9.5).
+    let mut g = ADDED.lock();
+    let ok = g.as_mut().is_some_and(|a| {
+        a.class_of.get(&errorclass) == Some(&errorclass)
+            && !a.strings.contains_key(&errorclass)
+            && !a.class_of.iter().any(|(&c, &k)| k == errorclass && c != errorclass)
+            && a.class_of.remove(&errorclass).is_some()
+    });
+    drop(g);
+    if ok {
+        MPI_SUCCESS
+    } else {
+        raise_on(MPI_COMM_WORLD, MPI_ERR_ARG)
+    }
 }
 
 pub(crate) unsafe fn MPI_Remove_error_code(errorcode: c_int) -> c_int {
-    remove_added(errorcode)
+    // A code goes only once its string is removed.
+    let mut g = ADDED.lock();
+    let ok = g.as_mut().is_some_and(|a| {
+        a.class_of.get(&errorcode).is_some_and(|&k| k != errorcode)
+            && !a.strings.contains_key(&errorcode)
+            && a.class_of.remove(&errorcode).is_some()
+    });
+    drop(g);
+    if ok {
+        MPI_SUCCESS
+    } else {
+        raise_on(MPI_COMM_WORLD, MPI_ERR_ARG)
+    }
 }
 
 pub(crate) unsafe fn MPI_Remove_error_string(errorcode: c_int) -> c_int {
@@ -309,20 +334,6 @@ pub(crate) unsafe fn MPI_Remove_error_string(errorcode: c_int) -> c_int {
             drop(g);
             raise_on(MPI_COMM_WORLD, MPI_ERR_ARG)
         }
-    }
-}
-
-fn remove_added(code: c_int) -> c_int {
-    let mut g = ADDED.lock();
-    let removed = g.as_mut().is_some_and(|a| {
-        a.strings.remove(&code);
-        a.class_of.remove(&code).is_some()
-    });
-    drop(g);
-    if removed {
-        MPI_SUCCESS
-    } else {
-        raise_on(MPI_COMM_WORLD, MPI_ERR_ARG)
     }
 }
 

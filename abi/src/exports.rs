@@ -494,20 +494,20 @@ pub unsafe extern "C" fn PMPI_Alltoallv_init_c(sendbuf: *const c_void, sendcount
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Alltoallw", comm)
+    crate::guard::call("MPI_Alltoallw", || unsafe { crate::imp::MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Alltoallw", comm)
+    crate::guard::call("MPI_Alltoallw", || unsafe { crate::imp::MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoallw_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Alltoallw_c", comm)
+    crate::guard::call("MPI_Alltoallw_c", || unsafe { crate::imp::MPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoallw_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Alltoallw_c", comm)
+    crate::guard::call("MPI_Alltoallw_c", || unsafe { crate::imp::MPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) })
 }
 
 #[no_mangle]
@@ -872,11 +872,11 @@ pub unsafe extern "C" fn PMPI_Comm_create_from_group(group: Handle, stringtag: *
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create_group(comm: Handle, group: Handle, tag: c_int, newcomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_create_group", comm)
+    crate::guard::call("MPI_Comm_create_group", || unsafe { crate::imp::MPI_Comm_create_group(comm, group, tag, newcomm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create_group(comm: Handle, group: Handle, tag: c_int, newcomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_create_group", comm)
+    crate::guard::call("MPI_Comm_create_group", || unsafe { crate::imp::MPI_Comm_create_group(comm, group, tag, newcomm) })
 }
 
 #[no_mangle]
@@ -3068,11 +3068,11 @@ pub unsafe extern "C" fn PMPI_Intercomm_create_from_groups(local_group: Handle, 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Intercomm_merge(intercomm: Handle, high: c_int, newintracomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Intercomm_merge", intercomm)
+    crate::guard::call("MPI_Intercomm_merge", || unsafe { crate::imp::MPI_Intercomm_merge(intercomm, high, newintracomm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Intercomm_merge(intercomm: Handle, high: c_int, newintracomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Intercomm_merge", intercomm)
+    crate::guard::call("MPI_Intercomm_merge", || unsafe { crate::imp::MPI_Intercomm_merge(intercomm, high, newintracomm) })
 }
 
 #[no_mangle]
@@ -3644,38 +3644,38 @@ pub unsafe extern "C" fn PMPI_Pack_c(inbuf: *const c_void, incount: MPI_Count, d
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: Handle, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
-    crate::guard::unsupported("MPI_Pack_external", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Pack_external", || unsafe { crate::imp::MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: Handle, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
-    crate::guard::unsupported("MPI_Pack_external", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Pack_external", || unsafe { crate::imp::MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: MPI_Count, datatype: Handle, outbuf: *mut c_void, outsize: MPI_Count, position: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Pack_external_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Pack_external_c", || unsafe { crate::imp::MPI_Pack_external_c(datarep, inbuf, incount, datatype, outbuf, outsize, position) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: MPI_Count, datatype: Handle, outbuf: *mut c_void, outsize: MPI_Count, position: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Pack_external_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Pack_external_c", || unsafe { crate::imp::MPI_Pack_external_c(datarep, inbuf, incount, datatype, outbuf, outsize, position) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: Handle, size: *mut MPI_Aint) -> c_int {
-    crate::guard::unsupported("MPI_Pack_external_size", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Pack_external_size", || unsafe { crate::imp::MPI_Pack_external_size(datarep, incount, datatype, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: Handle, size: *mut MPI_Aint) -> c_int {
-    crate::guard::unsupported("MPI_Pack_external_size", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Pack_external_size", || unsafe { crate::imp::MPI_Pack_external_size(datarep, incount, datatype, size) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_external_size_c(datarep: *const c_char, incount: MPI_Count, datatype: Handle, size: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Pack_external_size_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Pack_external_size_c", || unsafe { crate::imp::MPI_Pack_external_size_c(datarep, incount, datatype, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_external_size_c(datarep: *const c_char, incount: MPI_Count, datatype: Handle, size: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Pack_external_size_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Pack_external_size_c", || unsafe { crate::imp::MPI_Pack_external_size_c(datarep, incount, datatype, size) })
 }
 
 #[no_mangle]
@@ -5228,29 +5228,29 @@ pub unsafe extern "C" fn PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndi
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_f90_complex", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_f90_complex", || unsafe { crate::imp::MPI_Type_create_f90_complex(p, r, newtype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_f90_complex", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_f90_complex", || unsafe { crate::imp::MPI_Type_create_f90_complex(p, r, newtype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_f90_integer(r: c_int, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_f90_integer", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_f90_integer", || unsafe { crate::imp::MPI_Type_create_f90_integer(r, newtype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_f90_integer(r: c_int, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_f90_integer", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_f90_integer", || unsafe { crate::imp::MPI_Type_create_f90_integer(r, newtype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_f90_real", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_f90_real", || unsafe { crate::imp::MPI_Type_create_f90_real(p, r, newtype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_f90_real", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_f90_real", || unsafe { crate::imp::MPI_Type_create_f90_real(p, r, newtype) })
 }
 
 #[no_mangle]
@@ -5372,29 +5372,29 @@ pub unsafe extern "C" fn PMPI_Type_create_struct_c(count: MPI_Count, array_of_bl
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_subarray(ndims: c_int, array_of_sizes: *const c_int, array_of_subsizes: *const c_int, array_of_starts: *const c_int, order: c_int, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_subarray", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_subarray", || unsafe { crate::imp::MPI_Type_create_subarray(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_subarray(ndims: c_int, array_of_sizes: *const c_int, array_of_subsizes: *const c_int, array_of_starts: *const c_int, order: c_int, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_subarray", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_subarray", || unsafe { crate::imp::MPI_Type_create_subarray(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_subarray_c(ndims: c_int, array_of_sizes: *const MPI_Count, array_of_subsizes: *const MPI_Count, array_of_starts: *const MPI_Count, order: c_int, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_subarray_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_subarray_c", || unsafe { crate::imp::MPI_Type_create_subarray_c(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_subarray_c(ndims: c_int, array_of_sizes: *const MPI_Count, array_of_subsizes: *const MPI_Count, array_of_starts: *const MPI_Count, order: c_int, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_subarray_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_subarray_c", || unsafe { crate::imp::MPI_Type_create_subarray_c(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_delete_attr(datatype: Handle, type_keyval: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Type_delete_attr", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_delete_attr", || unsafe { crate::imp::MPI_Type_delete_attr(datatype, type_keyval) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_delete_attr(datatype: Handle, type_keyval: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Type_delete_attr", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_delete_attr", || unsafe { crate::imp::MPI_Type_delete_attr(datatype, type_keyval) })
 }
 
 #[no_mangle]
@@ -5435,11 +5435,11 @@ pub unsafe extern "C" fn PMPI_Type_fromint(datatype: c_int) -> Handle {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_attr(datatype: Handle, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Type_get_attr", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_get_attr", || unsafe { crate::imp::MPI_Type_get_attr(datatype, type_keyval, attribute_val, flag) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_attr(datatype: Handle, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Type_get_attr", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_get_attr", || unsafe { crate::imp::MPI_Type_get_attr(datatype, type_keyval, attribute_val, flag) })
 }
 
 #[no_mangle]
@@ -5579,11 +5579,11 @@ pub unsafe extern "C" fn PMPI_Type_match_size(typeclass: c_int, size: c_int, dat
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_set_attr(datatype: Handle, type_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Type_set_attr", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_set_attr", || unsafe { crate::imp::MPI_Type_set_attr(datatype, type_keyval, attribute_val) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_set_attr(datatype: Handle, type_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Type_set_attr", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_set_attr", || unsafe { crate::imp::MPI_Type_set_attr(datatype, type_keyval, attribute_val) })
 }
 
 #[no_mangle]
@@ -5669,20 +5669,20 @@ pub unsafe extern "C" fn PMPI_Unpack_c(inbuf: *const c_void, insize: MPI_Count, 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Unpack_external", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Unpack_external", || unsafe { crate::imp::MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Unpack_external", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Unpack_external", || unsafe { crate::imp::MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Count, position: *mut MPI_Count, outbuf: *mut c_void, outcount: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Unpack_external_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Unpack_external_c", || unsafe { crate::imp::MPI_Unpack_external_c(datarep, inbuf, insize, position, outbuf, outcount, datatype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Count, position: *mut MPI_Count, outbuf: *mut c_void, outcount: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Unpack_external_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Unpack_external_c", || unsafe { crate::imp::MPI_Unpack_external_c(datarep, inbuf, insize, position, outbuf, outcount, datatype) })
 }
 
 #[no_mangle]

@@ -50,6 +50,10 @@ pub(crate) fn call_value<T: Default>(name: &'static str, f: impl FnOnce() -> T) 
 /// through the error handler of `comm` (or of MPI_COMM_WORLD), with a message naming it.
 pub(crate) fn unsupported(name: &'static str, comm: Handle) -> c_int {
     call(name, || {
+        // RT_ABI_TRACE=1 names every unsupported call on stderr, whatever the handler.
+        if std::env::var_os("RT_ABI_TRACE").is_some_and(|v| v == "1") {
+            eprintln!("runthrough libmpi_abi: unsupported call {name}");
+        }
         crate::err::set_detail(format!("{name} is not supported by runthrough's libmpi_abi.so.1"));
         let comm = if crate::comm::lookup(comm).is_ok() { comm } else { MPI_COMM_WORLD };
         crate::err::raise_on(comm, MPI_ERR_UNSUPPORTED_OPERATION)

@@ -191,3 +191,9 @@ pub(crate) unsafe fn MPI_Info_get_nthkey(info: Handle, n: c_int, key: *mut c_cha
         _ => raise_on(MPI_COMM_WORLD, MPI_ERR_ARG),
     }
 }
+
+/// The value of `key` in info object `h` (none for MPI_INFO_NULL or a bad handle).
+pub(crate) fn value(h: Handle, key: &str) -> Option<String> {
+    let i = lookup(h)?;
+    get(&i, key)
+}

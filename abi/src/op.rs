@@ -10,6 +10,13 @@ use crate::err::raise_on;
 use crate::handles::{Kind, Table};
 use crate::types::{FnPtr, Handle, MPI_Count};
 
+extern "C" {
+    // src/ldouble.c: long double reductions (acc = inc op acc over n packed elements).
+    fn rt_ldouble_op(op: c_int, acc: *mut u8, inc: *const u8, n: usize);
+    fn rt_cldouble_op(op: c_int, acc: *mut u8, inc: *const u8, n: usize);
+    fn rt_ldouble_int_op(op: c_int, acc: *mut u8, inc: *const u8, n: usize);
+}
+
 type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut Handle);
 type UserFnC = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut MPI_Count, *mut Handle);
 
@@ -79,11 +86,11 @@ fn allowed(op: c_int, b: Basic) -> bool {
     let complex = matches!(b, CF32 | CF64);
     match op as Handle {
         MPI_REPLACE | MPI_NO_OP => true,
-        MPI_SUM | MPI_PROD => int || float || complex,
-        MPI_MIN | MPI_MAX => int || float,
+        MPI_SUM | MPI_PROD => int || float || complex || matches!(b, LongDouble | CLongDouble),
+        MPI_MIN | MPI_MAX => int || float || b == LongDouble,
         MPI_LAND | MPI_LOR | MPI_LXOR => int || b == Bool,
         MPI_BAND | MPI_BOR | MPI_BXOR => int || b == Byte,
-        MPI_MINLOC | MPI_MAXLOC => matches!(b, Pair(p) if p != PairKind::LongDoubleInt),
+        MPI_MINLOC | MPI_MAXLOC => matches!(b, Pair(_)),
         _ => false,
     }
 }
@@ -211,7 +218,14 @@ fn predefined(op: c_int, b: Basic, acc: &mut [u8], inc: &[u8]) {
         Pair(PairKind::ShortInt) => pair!(i16, i32, op, acc, inc),
         Pair(PairKind::TwoFloat) => pair!(f32, f32, op, acc, inc),
         Pair(PairKind::TwoDouble) => pair!(f64, f64, op, acc, inc),
-        Pair(PairKind::LongDoubleInt) | Opaque(_) => {
+        // SAFETY (the three calls below): C loops over `n` packed elements of both
+        // slices, whose lengths are whole multiples of the element size (chunked so).
+        LongDouble => unsafe { rt_ldouble_op(op, acc.as_mut_ptr(), inc.as_ptr(), acc.len().min(inc.len()) / 16) },
+        CLongDouble => unsafe { rt_cldouble_op(op, acc.as_mut_ptr(), inc.as_ptr(), acc.len().min(inc.len()) / 32) },
+        Pair(PairKind::LongDoubleInt) => unsafe {
+            rt_ldouble_int_op(op, acc.as_mut_ptr(), inc.as_ptr(), acc.len().min(inc.len()) / 20)
+        },
+        Opaque(_) => {
             if op as Handle == MPI_REPLACE {
                 acc.copy_from_slice(inc);
             }

@@ -46,10 +46,27 @@ pub(crate) unsafe fn start_send(
     dest: c_int,
     tag: c_int,
 ) -> Result<Active, c_int> {
+    // SAFETY: forwarded (function contract).
+    unsafe { start_send_mode(c, buf, count, t, dest, tag, false) }
+}
+
+/// [`start_send`], in synchronous mode when `sync` (it completes once matched).
+///
+/// # Safety
+/// As [`start_send`].
+pub(crate) unsafe fn start_send_mode(
+    c: &Arc<CommObj>,
+    buf: *const c_void,
+    count: usize,
+    t: &Dtype,
+    dest: c_int,
+    tag: c_int,
+    sync: bool,
+) -> Result<Active, c_int> {
     if dest == MPI_PROC_NULL {
         // Even with no peer, a revoked communicator fails the call (ULFM).
         let err = if c.comm.is_revoked() { MPIX_ERR_REVOKED } else { MPI_SUCCESS };
-        return Ok(Active::Done { status: MPI_Status::empty(), err });
+        return Ok(Active::Done { status: MPI_Status::proc_null(), err });
     }
     if dest < 0 || dest as usize >= c.size() {
         return Err(MPI_ERR_RANK);
@@ -77,7 +94,11 @@ pub(crate) unsafe fn start_send(
     // valid until the request completes (see above).
     let raw = unsafe {
         let e: &'static Mutex<runthrough_engine::Engine> = &*Arc::as_ptr(&eng);
-        runthrough_engine::isend_unscoped(e, target.ctx, target.me, target.dest, target.peer, target.tag, bytes)
+        if sync {
+            runthrough_engine::issend_unscoped(e, target.ctx, target.me, target.dest, target.peer, target.tag, bytes)
+        } else {
+            runthrough_engine::isend_unscoped(e, target.ctx, target.me, target.dest, target.peer, target.tag, bytes)
+        }
     };
     Ok(Active::P2p { raw, unpack: None, _tmp: tmp, comm: c.clone(), _eng: eng })
 }
@@ -96,7 +117,7 @@ pub(crate) unsafe fn start_recv(
 ) -> Result<Active, c_int> {
     if src == MPI_PROC_NULL {
         let err = if c.comm.is_revoked() { MPIX_ERR_REVOKED } else { MPI_SUCCESS };
-        return Ok(Active::Done { status: MPI_Status::empty(), err });
+        return Ok(Active::Done { status: MPI_Status::proc_null(), err });
     }
     let s = to_source(c, src)?;
     let tg = tag_sel(tag)?;
@@ -149,6 +170,7 @@ unsafe fn send_common(
     dest: c_int,
     tag: c_int,
     comm: Handle,
+    sync: bool,
 ) -> c_int {
     let c = comm!(comm);
     let t = dtype!(datatype);
@@ -156,7 +178,7 @@ unsafe fn send_common(
         return raise_on(comm, MPI_ERR_COUNT);
     }
     // SAFETY: the program's buffer (MPI contract); a blocking call.
-    let a = start_or_raise!(comm, unsafe { start_send(&c, buf, count as usize, &t, dest, tag) });
+    let a = start_or_raise!(comm, unsafe { start_send_mode(&c, buf, count as usize, &t, dest, tag, sync) });
     // SAFETY: as above.
     unsafe { wait_inline(comm, a, std::ptr::null_mut()) }
 }
@@ -169,6 +191,7 @@ unsafe fn isend_common(
     tag: c_int,
     comm: Handle,
     request: *mut Handle,
+    sync: bool,
 ) -> c_int {
     let c = comm!(comm);
     let t = dtype!(datatype);
@@ -176,7 +199,7 @@ unsafe fn isend_common(
         return raise_on(comm, MPI_ERR_COUNT);
     }
     // SAFETY: the program's buffer stays valid until completion (MPI contract).
-    let a = start_or_raise!(comm, unsafe { start_send(&c, buf, count as usize, &t, dest, tag) });
+    let a = start_or_raise!(comm, unsafe { start_send_mode(&c, buf, count as usize, &t, dest, tag, sync) });
     // SAFETY: output argument.
     unsafe { *request = crate::req::new_active(comm, a) };
     MPI_SUCCESS
@@ -263,7 +286,7 @@ pub(crate) unsafe fn MPI_Send(
     comm: Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { send_common(buf, count as i64, datatype, dest, tag, comm) }
+    unsafe { send_common(buf, count as i64, datatype, dest, tag, comm, false) }
 }
 pub(crate) unsafe fn MPI_Send_c(
     buf: *const c_void,
@@ -274,7 +297,7 @@ pub(crate) unsafe fn MPI_Send_c(
     comm: Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { send_common(buf, count, datatype, dest, tag, comm) }
+    unsafe { send_common(buf, count, datatype, dest, tag, comm, false) }
 }
 pub(crate) unsafe fn MPI_Ssend(
     buf: *const c_void,
@@ -285,7 +308,7 @@ pub(crate) unsafe fn MPI_Ssend(
     comm: Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { send_common(buf, count as i64, datatype, dest, tag, comm) }
+    unsafe { send_common(buf, count as i64, datatype, dest, tag, comm, true) }
 }
 pub(crate) unsafe fn MPI_Ssend_c(
     buf: *const c_void,
@@ -296,7 +319,7 @@ pub(crate) unsafe fn MPI_Ssend_c(
     comm: Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { send_common(buf, count, datatype, dest, tag, comm) }
+    unsafe { send_common(buf, count, datatype, dest, tag, comm, true) }
 }
 pub(crate) unsafe fn MPI_Rsend(
     buf: *const c_void,
@@ -307,7 +330,7 @@ pub(crate) unsafe fn MPI_Rsend(
     comm: Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { send_common(buf, count as i64, datatype, dest, tag, comm) }
+    unsafe { send_common(buf, count as i64, datatype, dest, tag, comm, false) }
 }
 pub(crate) unsafe fn MPI_Rsend_c(
     buf: *const c_void,
@@ -318,7 +341,7 @@ pub(crate) unsafe fn MPI_Rsend_c(
     comm: Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { send_common(buf, count, datatype, dest, tag, comm) }
+    unsafe { send_common(buf, count, datatype, dest, tag, comm, false) }
 }
 pub(crate) unsafe fn MPI_Bsend(
     buf: *const c_void,
@@ -353,7 +376,7 @@ pub(crate) unsafe fn MPI_Isend(
     request: *mut Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { isend_common(buf, count as i64, datatype, dest, tag, comm, request) }
+    unsafe { isend_common(buf, count as i64, datatype, dest, tag, comm, request, false) }
 }
 pub(crate) unsafe fn MPI_Isend_c(
     buf: *const c_void,
@@ -365,7 +388,7 @@ pub(crate) unsafe fn MPI_Isend_c(
     request: *mut Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { isend_common(buf, count, datatype, dest, tag, comm, request) }
+    unsafe { isend_common(buf, count, datatype, dest, tag, comm, request, false) }
 }
 pub(crate) unsafe fn MPI_Issend(
     buf: *const c_void,
@@ -377,7 +400,7 @@ pub(crate) unsafe fn MPI_Issend(
     request: *mut Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { isend_common(buf, count as i64, datatype, dest, tag, comm, request) }
+    unsafe { isend_common(buf, count as i64, datatype, dest, tag, comm, request, true) }
 }
 pub(crate) unsafe fn MPI_Issend_c(
     buf: *const c_void,
@@ -389,7 +412,7 @@ pub(crate) unsafe fn MPI_Issend_c(
     request: *mut Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { isend_common(buf, count, datatype, dest, tag, comm, request) }
+    unsafe { isend_common(buf, count, datatype, dest, tag, comm, request, true) }
 }
 pub(crate) unsafe fn MPI_Irsend(
     buf: *const c_void,
@@ -401,7 +424,7 @@ pub(crate) unsafe fn MPI_Irsend(
     request: *mut Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { isend_common(buf, count as i64, datatype, dest, tag, comm, request) }
+    unsafe { isend_common(buf, count as i64, datatype, dest, tag, comm, request, false) }
 }
 pub(crate) unsafe fn MPI_Irsend_c(
     buf: *const c_void,
@@ -413,7 +436,7 @@ pub(crate) unsafe fn MPI_Irsend_c(
     request: *mut Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { isend_common(buf, count, datatype, dest, tag, comm, request) }
+    unsafe { isend_common(buf, count, datatype, dest, tag, comm, request, false) }
 }
 pub(crate) unsafe fn MPI_Ibsend(
     buf: *const c_void,
@@ -518,6 +541,7 @@ unsafe fn send_init(
     tag: c_int,
     comm: Handle,
     request: *mut Handle,
+    sync: bool,
 ) -> c_int {
     let c = comm!(comm);
     let t = dtype!(datatype);
@@ -528,7 +552,7 @@ unsafe fn send_init(
     let start = Box::new(move || {
         let p = p;
         // SAFETY: the program keeps the buffer valid while the request is active.
-        unsafe { start_send(&c, p.0, count as usize, &t, dest, tag) }
+        unsafe { start_send_mode(&c, p.0, count as usize, &t, dest, tag, sync) }
     });
     // SAFETY: output argument.
     unsafe { *request = crate::req::persistent(comm, start) };
@@ -545,7 +569,7 @@ pub(crate) unsafe fn MPI_Send_init(
     request: *mut Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { send_init(buf, count, datatype, dest, tag, comm, request) }
+    unsafe { send_init(buf, count, datatype, dest, tag, comm, request, false) }
 }
 pub(crate) unsafe fn MPI_Ssend_init(
     buf: *const c_void,
@@ -557,7 +581,7 @@ pub(crate) unsafe fn MPI_Ssend_init(
     request: *mut Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { send_init(buf, count, datatype, dest, tag, comm, request) }
+    unsafe { send_init(buf, count, datatype, dest, tag, comm, request, true) }
 }
 pub(crate) unsafe fn MPI_Rsend_init(
     buf: *const c_void,
@@ -569,7 +593,7 @@ pub(crate) unsafe fn MPI_Rsend_init(
     request: *mut Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { send_init(buf, count, datatype, dest, tag, comm, request) }
+    unsafe { send_init(buf, count, datatype, dest, tag, comm, request, false) }
 }
 pub(crate) unsafe fn MPI_Bsend_init(
     buf: *const c_void,
@@ -581,7 +605,7 @@ pub(crate) unsafe fn MPI_Bsend_init(
     request: *mut Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { send_init(buf, count, datatype, dest, tag, comm, request) }
+    unsafe { send_init(buf, count, datatype, dest, tag, comm, request, false) }
 }
 
 pub(crate) unsafe fn MPI_Recv_init(
@@ -619,7 +643,7 @@ unsafe fn probe_common(
     block: bool,
 ) -> Result<Option<MPI_Status>, c_int> {
     if source == MPI_PROC_NULL {
-        return Ok(Some(MPI_Status::empty()));
+        return Ok(Some(MPI_Status::proc_null()));
     }
     let s = to_source(c, source).map_err(|e| raise_on(comm, e))?;
     let tg = tag_sel(tag).map_err(|e| raise_on(comm, e))?;
@@ -691,7 +715,7 @@ unsafe fn mprobe_common(
         // SAFETY: output arguments.
         unsafe {
             *message = MPI_MESSAGE_NO_PROC;
-            crate::types::put_status(status, MPI_Status::empty());
+            crate::types::put_status(status, MPI_Status::proc_null());
         }
         return Ok(true);
     }
@@ -764,7 +788,7 @@ unsafe fn mrecv(
     if h == MPI_MESSAGE_NO_PROC {
         // SAFETY: in/out argument.
         unsafe { *message = MPI_MESSAGE_NULL };
-        return Ok(MPI_Status::empty());
+        return Ok(MPI_Status::proc_null());
     }
     let t = crate::dtype::lookup(datatype).ok_or((MPI_COMM_WORLD, MPI_ERR_TYPE))?;
     let m = MESSAGES.remove(h).and_then(|m| m.lock().take()).ok_or((MPI_COMM_WORLD, MPI_ERR_REQUEST))?;

@@ -41,9 +41,15 @@ impl MPI_Status {
         s
     }
 
-    /// The empty status (MPI_PROC_NULL, inactive requests): source MPI_PROC_NULL, tag
+    /// The empty status (inactive and null requests): source MPI_ANY_SOURCE, tag
     /// MPI_ANY_TAG, count 0.
     pub fn empty() -> Self {
+        MPI_Status::new(crate::consts::MPI_ANY_SOURCE, crate::consts::MPI_ANY_TAG, 0)
+    }
+
+    /// The status of an operation with MPI_PROC_NULL: source MPI_PROC_NULL, tag
+    /// MPI_ANY_TAG, count 0.
+    pub fn proc_null() -> Self {
         MPI_Status::new(crate::consts::MPI_PROC_NULL, crate::consts::MPI_ANY_TAG, 0)
     }
 

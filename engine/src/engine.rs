@@ -353,6 +353,23 @@ impl Engine {
         tag: Tag,
         buf: RawBuf,
     ) -> ReqId {
+        self.start_send_mode(ctx, src, dest, peer, tag, buf, false)
+    }
+
+    /// [`Engine::start_send`], or with `sync` a synchronous-mode send (MPI_Ssend): it
+    /// always takes the rendezvous path, so it completes only once the receiver matched
+    /// it and took the data.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn start_send_mode(
+        &mut self,
+        ctx: ContextId,
+        src: u32,
+        dest: u32,
+        peer: Rank,
+        tag: Tag,
+        buf: RawBuf,
+        sync: bool,
+    ) -> ReqId {
         let Engine { transport, st } = self;
         let len = buf.len();
         let phase = SendPhase::AwaitingTransport;
@@ -373,7 +390,7 @@ impl Engine {
         }
         let env = Envelope { ctx, src, tag, seq: Seq(p.send_seq) };
         p.send_seq = p.send_seq.wrapping_add(1);
-        let header = if len <= st.eager_max {
+        let header = if len <= st.eager_max && !sync {
             Header::Eager { env, len: len as u32 }
         } else {
             // Without an exposure the receiver cannot pull and asks for a stream instead.
@@ -1876,6 +1893,12 @@ impl State {
         let Some(Request { kind: Kind::Recv { buf, phase, .. }, outcome, .. }) = self.reqs.get_mut(rreq) else {
             return;
         };
+        if len == 0 {
+            // An empty rendezvous (a synchronous-mode send of nothing): matched is done.
+            *outcome = Some(Ok(Status { source: src as usize, tag, len: 0 }));
+            self.queue(peer, Outgoing::Ctrl(Header::Fin { sreq }));
+            return;
+        }
         let dst = buf.as_mut_slice();
         let n = (len as usize).min(dst.len());
         if rma {

@@ -297,6 +297,26 @@ pub unsafe fn isend_unscoped<'a>(
     isend_local(eng, ctx, src, dest, peer, tag, buf)
 }
 
+/// A synchronous-mode send outside any scope (MPI_Issend): completes only after the
+/// receiver matched it (see [`isend_unscoped`]).
+///
+/// # Safety
+/// As [`isend_unscoped`].
+pub unsafe fn issend_unscoped<'a>(
+    eng: &'a Mutex<Engine>,
+    ctx: ContextId,
+    src: u32,
+    dest: u32,
+    peer: Rank,
+    tag: Tag,
+    buf: &'a [u8],
+) -> Request<'a> {
+    // SAFETY: the caller settles the request before the borrow of `buf` ends (contract).
+    let view = unsafe { RawBuf::new(buf) };
+    let id = eng.lock().start_send_mode(ctx, src, dest, peer, tag, view, true);
+    Request { eng, id: Some(id), scope: None, _buf: PhantomData }
+}
+
 /// Starts a receive into `buf` outside any scope (see [`isend_unscoped`]).
 ///
 /// # Safety

@@ -35,7 +35,7 @@ pub mod wire;
 pub use engine::{Config, Engine, Stats};
 pub use error::{Class, Error, Scope};
 pub use handle::{
-    irecv, irecv_unscoped, isend, isend_unscoped, recv, scope, send, sendrecv, wait_all, wait_any, OwnedRequest,
+    irecv, irecv_unscoped, isend, isend_unscoped, issend_unscoped, recv, scope, send, sendrecv, wait_all, wait_any, OwnedRequest,
     Request, RequestScope, Waiter,
 };
 pub use request::Status;
