@@ -809,7 +809,9 @@ unsafe fn alltoallw(
     }
     for i in 0..n {
         // SAFETY: the program's receive buffer, block i.
-        unsafe { crate::dtype::unpack_from(&area[brd[i]..brd[i] + brc[i]], rbuf.cast::<u8>().add(rd[i]), rc[i], &rt[i]) };
+        unsafe {
+            crate::dtype::unpack_from(&area[brd[i]..brd[i] + brc[i]], rbuf.cast::<u8>().add(rd[i]), rc[i], &rt[i])
+        };
     }
     MPI_SUCCESS
 }
@@ -827,7 +829,18 @@ pub(crate) unsafe fn MPI_Alltoallw(
 ) -> c_int {
     // SAFETY: forwarded program arguments.
     unsafe {
-        alltoallw(sendbuf, p(sendcounts).0, p(sdispls).0, sendtypes, recvbuf, p(recvcounts).0, p(rdispls).0, recvtypes, comm, false)
+        alltoallw(
+            sendbuf,
+            p(sendcounts).0,
+            p(sdispls).0,
+            sendtypes,
+            recvbuf,
+            p(recvcounts).0,
+            p(rdispls).0,
+            recvtypes,
+            comm,
+            false,
+        )
     }
 }
 
@@ -844,6 +857,17 @@ pub(crate) unsafe fn MPI_Alltoallw_c(
 ) -> c_int {
     // SAFETY: forwarded program arguments.
     unsafe {
-        alltoallw(sendbuf, p(sendcounts).0, p(sdispls).0, sendtypes, recvbuf, p(recvcounts).0, p(rdispls).0, recvtypes, comm, true)
+        alltoallw(
+            sendbuf,
+            p(sendcounts).0,
+            p(sdispls).0,
+            sendtypes,
+            recvbuf,
+            p(recvcounts).0,
+            p(rdispls).0,
+            recvtypes,
+            comm,
+            true,
+        )
     }
 }

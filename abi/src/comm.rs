@@ -24,6 +24,10 @@ pub(crate) struct CommObj {
     pub(crate) name: Mutex<String>,
     /// The ordered runner of this communicator's nonblocking collectives.
     pub(crate) worker: crate::coll::Worker,
+    /// The runner of nonblocking agreements (MPIX_Comm_iagree, MPIX_Icomm_validate): they
+    /// have their own instance series, so they are ordered among themselves only, not
+    /// behind or ahead of collectives (ULFM programs rely on that).
+    pub(crate) ft_worker: crate::coll::Worker,
     /// Failures acknowledged by MPIX_Comm_failure_ack (world ranks).
     pub(crate) acked: Mutex<Vec<u32>>,
 }
@@ -47,6 +51,7 @@ impl CommObj {
             attrs: Mutex::new(HashMap::new()),
             name: Mutex::new(name.to_string()),
             worker: crate::coll::Worker::default(),
+            ft_worker: crate::coll::Worker::default(),
             acked: Mutex::new(Vec::new()),
         })
     }
@@ -562,8 +567,13 @@ pub(crate) unsafe fn MPI_Comm_set_name(comm: Handle, comm_name: *const c_char) -
 }
 
 pub(crate) unsafe fn MPI_Comm_get_name(comm: Handle, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let c = comm!(comm);
-    let name = c.name.lock().clone();
+    let name = if comm == MPI_COMM_NULL {
+        "MPI_COMM_NULL".to_string()
+    } else {
+        let c = comm!(comm);
+        let n = c.name.lock().clone();
+        n
+    };
     // SAFETY: MPI_MAX_OBJECT_NAME bytes (MPI contract).
     unsafe { crate::err::put_string(&name, comm_name, MPI_MAX_OBJECT_NAME as usize, resultlen) };
     MPI_SUCCESS

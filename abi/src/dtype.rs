@@ -110,6 +110,11 @@ pub(crate) struct Dtype {
     pub(crate) ints: Vec<c_int>,
     pub(crate) aints: Vec<isize>,
     pub(crate) types: Vec<Handle>,
+    /// The constituent types themselves (kept alive: a derived type outlives the handles
+    /// it was built from, MPI 5, 5.1.10).
+    pub(crate) type_objs: Vec<Arc<Dtype>>,
+    /// Large counts of the constructor (the `_c` forms past `int`).
+    pub(crate) large: Vec<MPI_Count>,
 }
 
 impl Dtype {
@@ -143,6 +148,8 @@ impl Dtype {
             ints: Vec::new(),
             aints: Vec::new(),
             types: Vec::new(),
+            type_objs: Vec::new(),
+            large: Vec::new(),
         }
     }
 
@@ -305,10 +312,16 @@ fn build(blocks: &[(usize, isize, Arc<Dtype>)], is_struct: bool) -> Dtype {
             continue;
         }
         let ext = t.extent();
-        for j in 0..*n as isize {
-            let base = d + j * ext;
-            for s in &t.segs {
-                push_seg(&mut segs, Seg { off: base + s.off, len: s.len, esize: s.esize });
+        if t.contiguous() && t.size > 0 {
+            // n contiguous elements are one run of bytes.
+            let s0 = t.segs[0];
+            push_seg(&mut segs, Seg { off: *d, len: n * t.size, esize: s0.esize });
+        } else {
+            for j in 0..*n as isize {
+                let base = d + j * ext;
+                for s in &t.segs {
+                    push_seg(&mut segs, Seg { off: base + s.off, len: s.len, esize: s.esize });
+                }
             }
         }
         size += n * t.size;
@@ -355,6 +368,8 @@ fn build(blocks: &[(usize, isize, Arc<Dtype>)], is_struct: bool) -> Dtype {
         ints: Vec::new(),
         aints: Vec::new(),
         types: Vec::new(),
+        type_objs: Vec::new(),
+        large: Vec::new(),
     }
 }
 
@@ -369,6 +384,7 @@ unsafe fn new_type(
     d.combiner = combiner;
     d.ints = ints;
     d.aints = aints;
+    d.type_objs = types.iter().filter_map(|&h| lookup(h)).collect();
     d.types = types;
     // SAFETY: output argument.
     unsafe { *out = TYPES.insert(Arc::new(d)) };
@@ -393,6 +409,19 @@ pub(crate) unsafe fn MPI_Type_contiguous(count: c_int, oldtype: Handle, newtype:
     let d = build(&[(count as usize, 0, t)], false);
     // SAFETY: output argument.
     unsafe { new_type(d, MPI_COMBINER_CONTIGUOUS, vec![count], vec![], vec![oldtype], newtype) }
+}
+
+/// MPI_Type_contiguous_c with a count beyond `int` (its count is kept as the large count
+/// of the envelope is not modelled: the integer list holds nothing).
+pub(crate) unsafe fn contiguous_large(count: MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
+    let t = dtype!(oldtype);
+    if count < 0 {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
+    }
+    let mut d = build(&[(count as usize, 0, t)], false);
+    d.large = vec![count];
+    // SAFETY: output argument.
+    unsafe { new_type(d, MPI_COMBINER_CONTIGUOUS, vec![], vec![], vec![oldtype], newtype) }
 }
 
 pub(crate) unsafe fn MPI_Type_vector(
@@ -569,7 +598,7 @@ pub(crate) unsafe fn MPI_Type_commit(datatype: *mut Handle) -> c_int {
 pub(crate) unsafe fn MPI_Type_free(datatype: *mut Handle) -> c_int {
     // SAFETY: in/out argument.
     let h = unsafe { *datatype };
-    if TYPES.remove(h).is_none() {
+    if lookup(h).is_some_and(|t| t.predefined) || TYPES.remove(h).is_none() {
         return raise_on(MPI_COMM_WORLD, MPI_ERR_TYPE);
     }
     // SAFETY: in/out argument.
@@ -685,6 +714,10 @@ pub(crate) unsafe fn MPI_Type_get_envelope(
     combiner: *mut c_int,
 ) -> c_int {
     let t = dtype!(datatype);
+    if !t.large.is_empty() {
+        // Only MPI_Type_get_envelope_c can describe it.
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_VALUE_TOO_LARGE);
+    }
     // SAFETY: output arguments.
     unsafe {
         *num_integers = t.ints.len() as c_int;
@@ -705,7 +738,7 @@ pub(crate) unsafe fn MPI_Type_get_contents(
     array_of_datatypes: *mut Handle,
 ) -> c_int {
     let t = dtype!(datatype);
-    if t.predefined {
+    if t.combiner == MPI_COMBINER_NAMED {
         return raise_on(MPI_COMM_WORLD, MPI_ERR_TYPE);
     }
     if (max_integers as usize) < t.ints.len()
@@ -723,8 +756,8 @@ pub(crate) unsafe fn MPI_Type_get_contents(
             let out = if (0x200..0x300).contains(&h) {
                 h
             } else {
-                match TYPES.get(h) {
-                    Some(d) => TYPES.insert(d),
+                match t.type_objs.get(i) {
+                    Some(d) => TYPES.insert(d.clone()),
                     None => h,
                 }
             };
@@ -986,7 +1019,11 @@ pub(crate) unsafe fn MPI_Type_get_value_index(value_type: Handle, index_type: Ha
         (MPI_REAL, MPI_REAL) => MPI_2REAL,
         (MPI_DOUBLE_PRECISION, MPI_DOUBLE_PRECISION) => MPI_2DOUBLE_PRECISION,
         (MPI_INTEGER, MPI_INTEGER) => MPI_2INTEGER,
-        _ => return raise_on(MPI_COMM_WORLD, MPI_ERR_TYPE),
+        _ if lookup(value_type).is_none() || lookup(index_type).is_none() => {
+            return raise_on(MPI_COMM_WORLD, MPI_ERR_TYPE)
+        }
+        // A valid combination with no predefined pair type.
+        _ => MPI_DATATYPE_NULL,
     };
     // SAFETY: output argument.
     unsafe { *pair_type = t };
@@ -1004,7 +1041,8 @@ pub(crate) unsafe fn MPI_Type_create_subarray(
 ) -> c_int {
     let t = dtype!(oldtype);
     // SAFETY: arrays of ndims entries (MPI contract).
-    let (sz, sub, st) = unsafe { (slice(array_of_sizes, ndims), slice(array_of_subsizes, ndims), slice(array_of_starts, ndims)) };
+    let (sz, sub, st) =
+        unsafe { (slice(array_of_sizes, ndims), slice(array_of_subsizes, ndims), slice(array_of_starts, ndims)) };
     let n = sz.len();
     if ndims <= 0
         || (order != MPI_ORDER_C && order != MPI_ORDER_FORTRAN)
@@ -1061,43 +1099,57 @@ fn f90_kind(p: c_int, r: c_int, choices: &[(c_int, c_int, Handle)]) -> Option<Ha
     choices.iter().find(|&&(pp, rr, _)| (p == MPI_UNDEFINED || p <= pp) && (r == MPI_UNDEFINED || r <= rr)).map(|c| c.2)
 }
 
+/// The type `MPI_Type_create_f90_*` returns for `(combiner, p, r)`: the predefined type
+/// `base` under the F90 combiner, one handle per argument set.
+unsafe fn f90(combiner: c_int, p: c_int, r: c_int, base: Option<Handle>, newtype: *mut Handle) -> c_int {
+    static MADE: parking_lot::Mutex<Vec<(c_int, c_int, c_int, Handle)>> = parking_lot::Mutex::new(Vec::new());
+    let Some(base) = base.and_then(lookup) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG) };
+    let mut g = MADE.lock();
+    let h = match g.iter().find(|e| (e.0, e.1, e.2) == (combiner, p, r)) {
+        Some(e) => e.3,
+        None => {
+            let mut d = build(&[(1, 0, base.clone())], false);
+            d.basic = base.basic;
+            d.predefined = true;
+            d.committed.store(true, Ordering::Relaxed);
+            d.combiner = combiner;
+            d.ints = if combiner == MPI_COMBINER_F90_INTEGER { vec![r] } else { vec![p, r] };
+            let h = TYPES.insert(Arc::new(d));
+            g.push((combiner, p, r, h));
+            h
+        }
+    };
+    // SAFETY: output argument.
+    unsafe { *newtype = h };
+    MPI_SUCCESS
+}
+
 pub(crate) unsafe fn MPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut Handle) -> c_int {
-    match f90_kind(p, r, &[(6, 37, MPI_REAL4), (15, 307, MPI_REAL8)]) {
-        // SAFETY: output argument.
-        Some(h) => unsafe {
-            *newtype = h;
-            MPI_SUCCESS
-        },
-        None => raise_on(MPI_COMM_WORLD, MPI_ERR_ARG),
-    }
+    let b = f90_kind(p, r, &[(6, 37, MPI_REAL4), (15, 307, MPI_REAL8)]);
+    // SAFETY: output argument.
+    unsafe { f90(MPI_COMBINER_F90_REAL, p, r, b, newtype) }
 }
 
 pub(crate) unsafe fn MPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut Handle) -> c_int {
-    match f90_kind(p, r, &[(6, 37, MPI_COMPLEX8), (15, 307, MPI_COMPLEX16)]) {
-        // SAFETY: output argument.
-        Some(h) => unsafe {
-            *newtype = h;
-            MPI_SUCCESS
-        },
-        None => raise_on(MPI_COMM_WORLD, MPI_ERR_ARG),
-    }
+    let b = f90_kind(p, r, &[(6, 37, MPI_COMPLEX8), (15, 307, MPI_COMPLEX16)]);
+    // SAFETY: output argument.
+    unsafe { f90(MPI_COMBINER_F90_COMPLEX, p, r, b, newtype) }
 }
 
 pub(crate) unsafe fn MPI_Type_create_f90_integer(r: c_int, newtype: *mut Handle) -> c_int {
-    match f90_kind(0, r, &[(0, 2, MPI_INTEGER1), (0, 4, MPI_INTEGER2), (0, 9, MPI_INTEGER4), (0, 18, MPI_INTEGER8)]) {
-        // SAFETY: output argument.
-        Some(h) => unsafe {
-            *newtype = h;
-            MPI_SUCCESS
-        },
-        None => raise_on(MPI_COMM_WORLD, MPI_ERR_ARG),
-    }
+    let b = f90_kind(0, r, &[(0, 2, MPI_INTEGER1), (0, 4, MPI_INTEGER2), (0, 9, MPI_INTEGER4), (0, 18, MPI_INTEGER8)]);
+    // SAFETY: output argument.
+    unsafe { f90(MPI_COMBINER_F90_INTEGER, MPI_UNDEFINED, r, b, newtype) }
 }
 
 /// Datatype attributes, by (type handle, keyval).
 static TYPE_ATTRS: parking_lot::Mutex<Vec<(Handle, c_int, usize)>> = parking_lot::Mutex::new(Vec::new());
 
-pub(crate) unsafe fn MPI_Type_set_attr(datatype: Handle, type_keyval: c_int, attribute_val: *mut std::ffi::c_void) -> c_int {
+pub(crate) unsafe fn MPI_Type_set_attr(
+    datatype: Handle,
+    type_keyval: c_int,
+    attribute_val: *mut std::ffi::c_void,
+) -> c_int {
     let _t = dtype!(datatype);
     if !crate::comm::keyval_exists(type_keyval) {
         return raise_on(MPI_COMM_WORLD, MPI_ERR_KEYVAL);

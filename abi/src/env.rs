@@ -104,6 +104,7 @@ pub(crate) unsafe fn MPI_Finalize() -> c_int {
     }
     for (_, c) in crate::comm::COMMS.all() {
         c.worker.drain();
+        c.ft_worker.drain();
     }
     STATE.store(FINALIZED, Ordering::Release);
     let rt = RUNTIME.lock().take();

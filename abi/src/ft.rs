@@ -43,7 +43,7 @@ pub(crate) unsafe fn MPIX_Comm_shrink(comm: Handle, newcomm: *mut Handle) -> c_i
 
 pub(crate) unsafe fn MPIX_Comm_agree(comm: Handle, flag: *mut c_int) -> c_int {
     let c = comm!(comm);
-    c.worker.drain();
+    c.ft_worker.drain();
     // SAFETY: in/out argument.
     match c.comm.agree(unsafe { *flag }) {
         Ok(v) => {
@@ -59,7 +59,7 @@ pub(crate) unsafe fn MPIX_Comm_iagree(comm: Handle, flag: *mut c_int, request: *
     let c = comm!(comm);
     let f = SendPtr(flag.cast());
     let c2 = c.clone();
-    let job = c.worker.submit(move || {
+    let job = c.ft_worker.submit(move || {
         let f = f;
         // SAFETY: the program keeps `flag` valid until the request completes.
         match c2.comm.agree(unsafe { *f.0.cast::<c_int>() }) {
@@ -123,7 +123,7 @@ pub(crate) unsafe fn MPIX_Icomm_validate(comm: Handle, failed: *mut Handle, requ
     let c = comm!(comm);
     let out = SendPtr(failed.cast());
     let c2 = c.clone();
-    let job = c.worker.submit(move || {
+    let job = c.ft_worker.submit(move || {
         let out = out;
         match c2.comm.validate() {
             Ok(g) => {

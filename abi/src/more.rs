@@ -283,8 +283,12 @@ pub(crate) unsafe fn MPI_Buffer_flush() -> c_int {
 // ---- datatypes -----------------------------------------------------------------------
 
 pub(crate) unsafe fn MPI_Type_contiguous_c(count: MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { crate::dtype::MPI_Type_contiguous(small!(count), oldtype, newtype) }
+    match c_int::try_from(count) {
+        // SAFETY: forwarded.
+        Ok(n) => unsafe { crate::dtype::MPI_Type_contiguous(n, oldtype, newtype) },
+        // SAFETY: forwarded.
+        Err(_) => unsafe { crate::dtype::contiguous_large(count, oldtype, newtype) },
+    }
 }
 pub(crate) unsafe fn MPI_Type_vector_c(
     count: MPI_Count,
@@ -387,20 +391,18 @@ pub(crate) unsafe fn MPI_Type_get_envelope_c(
     num_datatypes: *mut MPI_Count,
     combiner: *mut c_int,
 ) -> c_int {
-    let (mut i, mut a, mut d) = (0, 0, 0);
-    // SAFETY: forwarded; output arguments.
+    let t = crate::dtype::dtype!(datatype);
+    // SAFETY: output arguments.
     unsafe {
-        let rc = crate::dtype::MPI_Type_get_envelope(datatype, &mut i, &mut a, &mut d, combiner);
-        if rc != MPI_SUCCESS {
-            return rc;
-        }
-        *num_integers = i as MPI_Count;
-        *num_addresses = a as MPI_Count;
-        *num_large_counts = 0;
-        *num_datatypes = d as MPI_Count;
+        *num_integers = t.ints.len() as MPI_Count;
+        *num_addresses = t.aints.len() as MPI_Count;
+        *num_large_counts = t.large.len() as MPI_Count;
+        *num_datatypes = t.types.len() as MPI_Count;
+        *combiner = t.combiner;
     }
     MPI_SUCCESS
 }
+
 pub(crate) unsafe fn MPI_Type_get_contents_c(
     datatype: Handle,
     max_integers: MPI_Count,
@@ -412,6 +414,12 @@ pub(crate) unsafe fn MPI_Type_get_contents_c(
     array_of_large_counts: *mut MPI_Count,
     array_of_datatypes: *mut Handle,
 ) -> c_int {
+    let t = crate::dtype::dtype!(datatype);
+    if (max_large_counts as usize) < t.large.len() {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    // SAFETY: an array of max_large_counts entries (MPI contract), checked above.
+    unsafe { std::ptr::copy_nonoverlapping(t.large.as_ptr(), array_of_large_counts, t.large.len()) };
     // SAFETY: forwarded.
     unsafe {
         crate::dtype::MPI_Type_get_contents(
@@ -1005,7 +1013,12 @@ unsafe fn datarep_ok(datarep: *const c_char) -> bool {
     !datarep.is_null() && unsafe { CStr::from_ptr(datarep) }.to_bytes() == b"external32"
 }
 
-pub(crate) unsafe fn MPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: Handle, size: *mut MPI_Aint) -> c_int {
+pub(crate) unsafe fn MPI_Pack_external_size(
+    datarep: *const c_char,
+    incount: c_int,
+    datatype: Handle,
+    size: *mut MPI_Aint,
+) -> c_int {
     let t = crate::dtype::dtype!(datatype);
     // SAFETY: C string.
     if !unsafe { datarep_ok(datarep) } {
@@ -1016,7 +1029,12 @@ pub(crate) unsafe fn MPI_Pack_external_size(datarep: *const c_char, incount: c_i
     MPI_SUCCESS
 }
 
-pub(crate) unsafe fn MPI_Pack_external_size_c(datarep: *const c_char, incount: MPI_Count, datatype: Handle, size: *mut MPI_Count) -> c_int {
+pub(crate) unsafe fn MPI_Pack_external_size_c(
+    datarep: *const c_char,
+    incount: MPI_Count,
+    datatype: Handle,
+    size: *mut MPI_Count,
+) -> c_int {
     let mut s: MPI_Aint = 0;
     // SAFETY: forwarded; output argument.
     unsafe {
@@ -1100,7 +1118,8 @@ pub(crate) unsafe fn MPI_Pack_external_c(
     // SAFETY: in/out argument.
     let mut pos = unsafe { *position } as MPI_Aint;
     // SAFETY: forwarded.
-    let rc = unsafe { MPI_Pack_external(datarep, inbuf, small!(incount), datatype, outbuf, outsize as MPI_Aint, &mut pos) };
+    let rc =
+        unsafe { MPI_Pack_external(datarep, inbuf, small!(incount), datatype, outbuf, outsize as MPI_Aint, &mut pos) };
     // SAFETY: in/out argument.
     unsafe { *position = pos as MPI_Count };
     rc
@@ -1118,7 +1137,9 @@ pub(crate) unsafe fn MPI_Unpack_external_c(
     // SAFETY: in/out argument.
     let mut pos = unsafe { *position } as MPI_Aint;
     // SAFETY: forwarded.
-    let rc = unsafe { MPI_Unpack_external(datarep, inbuf, insize as MPI_Aint, &mut pos, outbuf, small!(outcount), datatype) };
+    let rc = unsafe {
+        MPI_Unpack_external(datarep, inbuf, insize as MPI_Aint, &mut pos, outbuf, small!(outcount), datatype)
+    };
     // SAFETY: in/out argument.
     unsafe { *position = pos as MPI_Count };
     rc
@@ -1138,5 +1159,7 @@ pub(crate) unsafe fn MPI_Type_create_subarray_c(
     let b: Vec<c_int> = wide!(array_of_subsizes, n);
     let c: Vec<c_int> = wide!(array_of_starts, n);
     // SAFETY: forwarded.
-    unsafe { crate::dtype::MPI_Type_create_subarray(ndims, a.as_ptr(), b.as_ptr(), c.as_ptr(), order, oldtype, newtype) }
+    unsafe {
+        crate::dtype::MPI_Type_create_subarray(ndims, a.as_ptr(), b.as_ptr(), c.as_ptr(), order, oldtype, newtype)
+    }
 }

@@ -1169,13 +1169,17 @@ impl Engine {
         seq: u32,
         input: runthrough_ft::Input,
     ) -> Result<u64, Error> {
-        let me = group.iter().position(|r| *r == self.st.me).ok_or(Error::ApiMisuse("agreement by a non-member"))?;
+        if !group.contains(&self.st.me) {
+            return Err(Error::ApiMisuse("agreement by a non-member"));
+        }
         let participants =
             Participants::new(group.iter().map(|r| r.0).collect()).map_err(|_| Error::InvalidArg("agreement group"))?;
         let instance = (u64::from(ctx.0 & !1) << 32) | u64::from(seq);
         let known: Vec<u32> = group.iter().map(|r| r.0).filter(|r| self.st.failures.contains(*r)).collect();
         let now = self.st.agree.now();
-        let mut a = Agreement::with_input(std::sync::Arc::new(participants), me as u32, instance, input, &known, now);
+        // `with_input` takes the job rank (it finds the participant index itself).
+        let mut a =
+            Agreement::with_input(std::sync::Arc::new(participants), self.st.me.0, instance, input, &known, now);
         let (early, rest): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.st.agree.early).into_iter().partition(|(_, m)| m.instance() == instance);
         self.st.agree.early = rest;
