@@ -224,7 +224,7 @@ impl Comm {
     /// which each member contributes `bytes`: on a communicator with a shared-memory
     /// slot, collectively active and with no recognised failure, that collective runs
     /// in shared memory and starts without the engine lock.
-    fn coll_short(&self, bytes: usize) -> Result<Coll<'_>, Error> {
+    pub(crate) fn coll_short(&self, bytes: usize) -> Result<Coll<'_>, Error> {
         if let Some((c, slot)) = &self.inner.shm {
             if bytes <= runthrough_shm::collarea::COLL_DATA {
                 let eng = &self.inner.shared.engine;

@@ -70,7 +70,7 @@ impl Comm {
         let r = (|| {
             let root = self.coll_root(root)?;
             let mut acc = send.to_vec();
-            self.coll_any()?.reduce(root, &mut acc, elem.max(1), f)?;
+            self.coll_short(acc.len())?.reduce(root, &mut acc, elem.max(1), f)?;
             if self.rank() == root as usize {
                 if recv.len() != acc.len() {
                     return Err(Error::InvalidArg("reduce: receive and send lengths differ"));
@@ -84,7 +84,7 @@ impl Comm {
 
     /// Allreduce in place on `buf` (elements of `elem` bytes) with `f(acc, incoming)`.
     pub fn allreduce_bytes(&self, buf: &mut [u8], elem: usize, f: &dyn Fn(&mut [u8], &[u8])) -> Result<(), Error> {
-        let r = self.coll_any().and_then(|c| c.allreduce(buf, elem.max(1), f));
+        let r = self.coll_short(buf.len()).and_then(|c| c.allreduce(buf, elem.max(1), f));
         self.check(r)
     }
 

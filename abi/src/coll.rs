@@ -257,10 +257,13 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
             let root = if matches!(k, Coll::Reduce) { root_ok(c, a.root).map(|_| a.root as usize)? } else { 0 };
             let is_root = matches!(k, Coll::Reduce) && me == root;
             // The contribution, packed.
+            let fast = matches!(k, Coll::Allreduce) && t.contiguous() && a.rcount * t.size > 0;
             let mut input = Vec::new();
             let src = if is_in_place(a.sbuf.0) { a.rbuf.0 as *const c_void } else { a.sbuf.0 as *const c_void };
-            // SAFETY: the program's buffer.
-            unsafe { crate::dtype::pack_into(src.cast(), a.rcount, &t, &mut input) };
+            if !fast {
+                // SAFETY: the program's buffer.
+                unsafe { crate::dtype::pack_into(src.cast(), a.rcount, &t, &mut input) };
+            }
             let f = |acc: &mut [u8], inc: &[u8]| comb.apply(acc, inc);
             let elem = comb.elem();
             match k {
@@ -271,6 +274,17 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
                         // SAFETY: the program's buffer.
                         unsafe { crate::dtype::unpack_from(&out, a.rbuf.0.cast(), a.rcount, &t) };
                     }
+                }
+                Coll::Allreduce if fast => {
+                    // Reduce in the program's receive buffer (one copy, as the Rust API).
+                    let n = a.rcount * t.size;
+                    // SAFETY: the program's receive buffer of `count` elements.
+                    let out = unsafe { std::slice::from_raw_parts_mut(a.rbuf.0.cast::<u8>(), n) };
+                    if !is_in_place(a.sbuf.0) {
+                        // SAFETY: the program's send buffer of `count` elements.
+                        out.copy_from_slice(unsafe { std::slice::from_raw_parts(a.sbuf.0.cast::<u8>(), n) });
+                    }
+                    cm.allreduce_bytes(out, elem, &f).map_err(code)?;
                 }
                 Coll::Allreduce => {
                     cm.allreduce_bytes(&mut input, elem, &f).map_err(code)?;

@@ -72,6 +72,15 @@ pub(crate) fn lookup(h: Handle) -> Result<Arc<CommObj>, c_int> {
     }
 }
 
+/// MPI_COMM_WORLD or MPI_COMM_SELF without touching a reference count (the hot paths).
+pub(crate) fn lookup_static(h: Handle) -> Option<&'static CommObj> {
+    match h {
+        MPI_COMM_WORLD => crate::env::world_static(),
+        MPI_COMM_SELF => crate::env::self_static(),
+        _ => None,
+    }
+}
+
 /// `let c = comm!(h);`: the communicator or return its error through MPI_COMM_WORLD.
 macro_rules! comm {
     ($h:expr) => {

@@ -274,6 +274,15 @@ pub(crate) fn lookup(h: Handle) -> Option<Arc<Dtype>> {
     TYPES.get(h)
 }
 
+/// A predefined datatype, borrowed for the process's life (the hot paths).
+pub(crate) fn lookup_static(h: Handle) -> Option<&'static Dtype> {
+    if (0x200..0x300).contains(&h) {
+        predefined_table()[h - 0x200].as_deref()
+    } else {
+        None
+    }
+}
+
 macro_rules! dtype {
     ($h:expr) => {
         match crate::dtype::lookup($h) {

@@ -29,6 +29,16 @@ pub(crate) fn world() -> Option<Arc<CommObj>> {
     (STATE.load(Ordering::Acquire) == RUNNING).then(|| WORLD.get().cloned()).flatten()
 }
 
+/// MPI_COMM_WORLD while MPI is initialised, borrowed for the process's life.
+pub(crate) fn world_static() -> Option<&'static CommObj> {
+    (STATE.load(Ordering::Acquire) == RUNNING).then(|| WORLD.get().map(|a| &**a)).flatten()
+}
+
+/// MPI_COMM_SELF while MPI is initialised, borrowed for the process's life.
+pub(crate) fn self_static() -> Option<&'static CommObj> {
+    (STATE.load(Ordering::Acquire) == RUNNING).then(|| SELF.get().map(|a| &**a)).flatten()
+}
+
 /// MPI_COMM_SELF while MPI is initialised.
 pub(crate) fn self_comm() -> Option<Arc<CommObj>> {
     (STATE.load(Ordering::Acquire) == RUNNING).then(|| SELF.get().cloned()).flatten()

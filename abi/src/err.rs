@@ -108,27 +108,50 @@ pub(crate) fn raise_on(comm: Handle, code: c_int) -> c_int {
             Err(_) => (MPI_ERRORS_ARE_FATAL, None),
         },
     };
-    let detail = DETAIL.with(|d| d.borrow_mut().take());
     match eh {
         MPI_ERRORS_RETURN => code,
         MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT => {
-            let what = detail.unwrap_or_else(|| class_string(error_class(code)).to_string());
-            eprintln!(
-                "runthrough libmpi_abi: {} failed: {} (error class {}); {}",
-                crate::guard::current(),
-                what,
-                error_class(code),
-                if eh == MPI_ERRORS_ABORT { "aborting the communicator's group" } else { "aborting the job" }
-            );
-            match obj {
-                Some(c) if eh == MPI_ERRORS_ABORT => c.comm.abort(code.max(1)),
-                _ => match crate::env::world() {
-                    Some(w) => w.comm.abort(code.max(1)),
-                    None => std::process::exit(code.clamp(1, 255)),
-                },
-            }
+            // Carried out by the guard once the call returns (it knows the call's name).
+            let target = match obj {
+                Some(c) if eh == MPI_ERRORS_ABORT => Some(c),
+                _ => None,
+            };
+            PENDING.with(|p| *p.borrow_mut() = Some((eh, code, target)));
+            code
         }
         h => invoke(h, comm, code),
+    }
+}
+
+/// A fatal handler's abort waiting for the guard: the handler, the code and, for
+/// `MPI_ERRORS_ABORT`, the communicator whose group is aborted.
+type Pending = Option<(Handle, c_int, Option<std::sync::Arc<crate::comm::CommObj>>)>;
+
+thread_local! {
+    static PENDING: RefCell<Pending> = const { RefCell::new(None) };
+}
+
+/// Whether a fatal error handler is waiting to abort this thread's call.
+pub(crate) fn fatal_pending() -> bool {
+    PENDING.with(|p| p.borrow().is_some())
+}
+
+/// Aborts for the pending fatal handler, if any, naming the call `name`.
+pub(crate) fn fatal_now(name: &str) {
+    let Some((eh, code, target)) = PENDING.with(|p| p.borrow_mut().take()) else { return };
+    let detail = DETAIL.with(|d| d.borrow_mut().take());
+    let what = detail.unwrap_or_else(|| class_string(error_class(code)).to_string());
+    eprintln!(
+        "runthrough libmpi_abi: {name} failed: {what} (error class {}); {}",
+        error_class(code),
+        if eh == MPI_ERRORS_ABORT { "aborting the communicator's group" } else { "aborting the job" }
+    );
+    match target {
+        Some(c) => c.comm.abort(code.max(1)),
+        None => match crate::env::world() {
+            Some(w) => w.comm.abort(code.max(1)),
+            None => std::process::exit(code.clamp(1, 255)),
+        },
     }
 }
 
@@ -378,7 +401,11 @@ pub(crate) unsafe fn MPI_Comm_call_errhandler(comm: Handle, errorcode: c_int) ->
     if crate::comm::lookup(comm).is_err() {
         return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM);
     }
-    raise_on(comm, errorcode);
+    let rc = raise_on(comm, errorcode);
+    // A fatal handler aborts in the guard, which acts on a failed call only.
+    if fatal_pending() {
+        return rc;
+    }
     MPI_SUCCESS
 }
 

@@ -1,26 +1,17 @@
 //! No panic crosses into C: every exported function runs inside [`call`], which turns a
-//! panic into `MPI_ERR_INTERN` (after printing it), and records the function's name for
-//! error messages.
+//! panic into `MPI_ERR_INTERN` (after printing it). A fatal error handler's abort also
+//! happens here, after the call, where the function's name is known: the hot path then
+//! touches no thread-local state (a cdylib's thread-locals cost a `__tls_get_addr` call).
 
-use std::cell::Cell;
 use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::consts::*;
 use crate::types::Handle;
 
-thread_local! {
-    static CURRENT: Cell<&'static str> = const { Cell::new("MPI") };
-}
-
-/// The MPI function this thread is in (for error messages).
-pub(crate) fn current() -> &'static str {
-    CURRENT.with(|c| c.get())
-}
-
-/// Runs the implementation of `name`, catching a panic.
+/// Runs the implementation of `name`, catching a panic; carries out a fatal error
+/// handler's abort the implementation asked for.
 pub(crate) fn call(name: &'static str, f: impl FnOnce() -> c_int) -> c_int {
-    let outer = CURRENT.with(|c| c.replace(name));
     let r = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
         let msg = p
             .downcast_ref::<&str>()
@@ -30,20 +21,19 @@ pub(crate) fn call(name: &'static str, f: impl FnOnce() -> c_int) -> c_int {
         eprintln!("runthrough libmpi_abi: internal error in {name}: {msg}");
         MPI_ERR_INTERN
     });
-    CURRENT.with(|c| c.set(outer));
+    if r != MPI_SUCCESS {
+        crate::err::fatal_now(name);
+    }
     r
 }
 
 /// [`call`] for the few functions that return a value, not an error code (a panic gives
 /// the type's default).
 pub(crate) fn call_value<T: Default>(name: &'static str, f: impl FnOnce() -> T) -> T {
-    let outer = CURRENT.with(|c| c.replace(name));
-    let r = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
         eprintln!("runthrough libmpi_abi: internal error in {name}");
         T::default()
-    });
-    CURRENT.with(|c| c.set(outer));
-    r
+    })
 }
 
 /// The body of every function runthrough does not implement: `MPI_ERR_UNSUPPORTED_OPERATION`

@@ -840,7 +840,10 @@ pub(crate) unsafe fn MPI_Session_get_errhandler(session: Handle, errhandler: *mu
 pub(crate) unsafe fn MPI_Session_call_errhandler(session: Handle, errorcode: c_int) -> c_int {
     let s = session!(session);
     let eh = *s.errhandler.lock();
-    crate::err::invoke(eh, session, errorcode);
+    let rc = crate::err::invoke(eh, session, errorcode);
+    if crate::err::fatal_pending() {
+        return rc;
+    }
     MPI_SUCCESS
 }
 
@@ -983,7 +986,10 @@ pub(crate) unsafe fn MPI_File_call_errhandler(fh: Handle, errorcode: c_int) -> c
             None => return raise_on(MPI_COMM_WORLD, MPI_ERR_FILE),
         }
     };
-    crate::err::invoke(eh, fh, errorcode);
+    let rc = crate::err::invoke(eh, fh, errorcode);
+    if crate::err::fatal_pending() {
+        return rc;
+    }
     MPI_SUCCESS
 }
 

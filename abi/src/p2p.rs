@@ -163,6 +163,112 @@ macro_rules! start_or_raise {
     };
 }
 
+/// A blocking contiguous standard-mode send to a rank through the engine's blocking call
+/// (no request object); `None` when the arguments need the general path.
+///
+/// # Safety
+/// The program's buffer of `count` elements of `t` (MPI contract).
+unsafe fn fast_send(
+    c: &CommObj,
+    comm: Handle,
+    t: &Dtype,
+    buf: *const c_void,
+    count: i64,
+    dest: c_int,
+    tag: c_int,
+) -> Option<c_int> {
+    // The common case, a contiguous standard-mode send to a rank: the engine's blocking
+    // send, with no request object.
+    if t.contiguous() && dest >= 0 && (dest as usize) < c.size() {
+        let target = match c.comm.send_target(dest as usize, tag) {
+            Ok(tg) => tg,
+            Err(e) => return Some(crate::err::raise_error(comm, &e)),
+        };
+        let n = count as usize * t.size;
+        let bytes: &[u8] = if n == 0 {
+            &[]
+        } else {
+            // SAFETY: the program's buffer of `count` elements, read during this call.
+            unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), n) }
+        };
+        let r = runthrough_engine::send(
+            c.comm.engine(),
+            target.ctx,
+            target.me,
+            target.dest,
+            target.peer,
+            target.tag,
+            bytes,
+        );
+        return Some(match r {
+            Ok(_) => MPI_SUCCESS,
+            Err(e) => crate::err::raise_error(comm, &c.comm.check_error(e)),
+        });
+    }
+    None
+}
+
+/// A blocking contiguous receive through the engine's blocking call; `None` when the
+/// arguments need the general path.
+///
+/// # Safety
+/// The program's buffer of `count` elements of `t` (MPI contract); `status` writable or
+/// null.
+#[allow(clippy::too_many_arguments)]
+unsafe fn fast_recv(
+    c: &CommObj,
+    comm: Handle,
+    t: &Dtype,
+    buf: *mut c_void,
+    count: i64,
+    src: c_int,
+    tag: c_int,
+    status: *mut MPI_Status,
+) -> Option<c_int> {
+    // The common case, a contiguous receive from a rank or MPI_ANY_SOURCE: the engine's
+    // blocking receive, with no request object.
+    if t.contiguous() && src != MPI_PROC_NULL {
+        let s = match to_source(&c, src) {
+            Ok(s) => s,
+            Err(e) => return Some(raise_on(comm, e)),
+        };
+        let tg = match tag_sel(tag) {
+            Ok(t) => t,
+            Err(e) => return Some(raise_on(comm, e)),
+        };
+        let (pattern, peer) = match c.comm.recv_pattern(s, tg) {
+            Ok(p) => p,
+            Err(e) => return Some(crate::err::raise_error(comm, &e)),
+        };
+        let n = count as usize * t.size;
+        let bytes: &mut [u8] = if n == 0 {
+            &mut []
+        } else {
+            // SAFETY: the program's buffer of `count` elements, written during this call.
+            unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), n) }
+        };
+        return Some(match runthrough_engine::recv(c.comm.engine(), pattern, peer, bytes) {
+            Ok(st) => {
+                // SAFETY: output argument.
+                unsafe { crate::types::put_status(status, MPI_Status::new(st.source as c_int, st.tag, st.len)) };
+                MPI_SUCCESS
+            }
+            Err(e) => {
+                let e = c.comm.check_error(e);
+                let mut st = MPI_Status::empty();
+                if let runthrough::Error::RankFailStop { rank } = &e {
+                    st.MPI_SOURCE = c.world.iter().position(|w| w == rank).map_or(MPI_PROC_NULL, |i| i as c_int);
+                }
+                st.MPI_ERROR = crate::err::code_of(&e);
+                // SAFETY: output argument.
+                unsafe { crate::types::put_status(status, st) };
+                crate::err::raise_error(comm, &e)
+            }
+        });
+    }
+    None
+}
+
 unsafe fn send_common(
     buf: *const c_void,
     count: i64,
@@ -172,10 +278,25 @@ unsafe fn send_common(
     comm: Handle,
     sync: bool,
 ) -> c_int {
+    // MPI_COMM_WORLD/SELF with a predefined type: no reference counting on the way.
+    if !sync && count >= 0 {
+        if let (Some(c), Some(t)) = (crate::comm::lookup_static(comm), crate::dtype::lookup_static(datatype)) {
+            // SAFETY: forwarded program arguments.
+            if let Some(rc) = unsafe { fast_send(c, comm, t, buf, count, dest, tag) } {
+                return rc;
+            }
+        }
+    }
     let c = comm!(comm);
     let t = dtype!(datatype);
     if count < 0 {
         return raise_on(comm, MPI_ERR_COUNT);
+    }
+    if !sync {
+        // SAFETY: forwarded program arguments.
+        if let Some(rc) = unsafe { fast_send(&c, comm, &t, buf, count, dest, tag) } {
+            return rc;
+        }
     }
     // SAFETY: the program's buffer (MPI contract); a blocking call.
     let a = start_or_raise!(comm, unsafe { start_send_mode(&c, buf, count as usize, &t, dest, tag, sync) });
@@ -214,10 +335,22 @@ unsafe fn recv_common(
     comm: Handle,
     status: *mut MPI_Status,
 ) -> c_int {
+    if count >= 0 {
+        if let (Some(c), Some(t)) = (crate::comm::lookup_static(comm), crate::dtype::lookup_static(datatype)) {
+            // SAFETY: forwarded program arguments.
+            if let Some(rc) = unsafe { fast_recv(c, comm, t, buf, count, src, tag, status) } {
+                return rc;
+            }
+        }
+    }
     let c = comm!(comm);
     let t = dtype!(datatype);
     if count < 0 {
         return raise_on(comm, MPI_ERR_COUNT);
+    }
+    // SAFETY: forwarded program arguments.
+    if let Some(rc) = unsafe { fast_recv(&c, comm, &t, buf, count, src, tag, status) } {
+        return rc;
     }
     // SAFETY: the program's buffer; a blocking call.
     let a = start_or_raise!(comm, unsafe { start_recv(&c, buf, count as usize, &t, src, tag) });
