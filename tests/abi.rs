@@ -166,3 +166,46 @@ fn c_manager_worker_and_ulfm_shrink_survive_kills_through_the_abi() {
         );
     }
 }
+
+/// One module's line of `abi/mpi4py/run.sh`: (pass, fail, skip, error).
+fn module_counts(out: &str, module: &str) -> Option<(u32, u32, u32, u32)> {
+    let line = out.lines().find(|l| l.split_whitespace().next() == Some(module))?;
+    let n: Vec<u32> = line.split_whitespace().skip(1).take(4).filter_map(|w| w.parse().ok()).collect();
+    (n.len() == 4).then(|| (n[0], n[1], n[2], n[3]))
+}
+
+#[test]
+fn mpi4py_modules_and_ulfm_after_a_kill_through_the_abi() {
+    // mpi4py 4.1.1 from its PyPI sdist, built once against the standard ABI (MPICH's
+    // mpicc_abi) with ULFM enabled (abi/mpi4py/build.sh, idempotent: about 2 minutes the
+    // first time), run on this library. The full suite is `make abi-test`.
+    let st = Command::new("bash").arg(root().join("abi/mpi4py/build.sh")).status().expect("run build.sh");
+    assert!(st.success(), "abi/mpi4py/build.sh failed");
+    let lib = lib_env();
+    let rtrun = rtrun();
+    let modules = ["test_p2p_buf", "test_cco_buf", "test_errhandler", "test_request", "test_status", "test_op"];
+    let out = Command::new("bash")
+        .arg(root().join("abi/mpi4py/run.sh"))
+        .args(["--lib", &lib, "--launcher", rtrun.to_str().unwrap(), "-n", "2", "--timeout", "300"])
+        .args(modules)
+        .output()
+        .expect("run run.sh");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("runthrough"), "not runthrough's library:\n{text}");
+    for m in modules {
+        let (pass, fail, _skip, error) = module_counts(&text, m).unwrap_or_else(|| panic!("no line for {m}:\n{text}"));
+        assert!(pass > 0 && fail == 0 && error == 0, "{m}: {pass} pass, {fail} fail, {error} error\n{text}");
+    }
+    // ULFM from Python: a rank SIGKILLs itself; the survivors see MPI.ERR_PROC_FAILED or
+    // ERR_REVOKED, Revoke, Shrink to 3, Agree and Allreduce over the shrunk communicator.
+    let py = root().join("bench/venvs/mpi4py-abi/bin/python");
+    let script = root().join("abi/mpi4py/ulfm_after_kill.py");
+    let o = run_abi(
+        &["-n", "4", py.to_str().unwrap(), script.to_str().unwrap(), "--die", "2", "--timeout", "30"],
+        Duration::from_secs(90),
+    );
+    let out = ok_failed(&o, &[2]);
+    for r in [0, 1, 3] {
+        assert!(out.contains(&format!("ulfm_after_kill: ok rank {r} size 3")), "{out}");
+    }
+}

