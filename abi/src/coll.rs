@@ -623,10 +623,16 @@ unsafe fn nonblocking(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c
 
 unsafe fn persistent(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c_int {
     let c = comm!(comm);
-    // The arrays are read at each start: persistent requests keep their arguments' arrays
-    // valid until freed (MPI 5, 6.13).
-    // SAFETY: as above.
-    let starter = Box::new(move || Ok(unsafe { start(&c, k, a) }));
+    // The count and displacement arrays are copied here, once: programs free them after
+    // the call (mpi4py does), and each start reads the copies.
+    // SAFETY: forwarded program arguments.
+    let (a, keep) = unsafe { snapshot(&c, k, a) };
+    let starter = Box::new(move || {
+        let _keep = &keep;
+        // SAFETY: the buffers are the program's, valid while the request lives (MPI
+        // contract); the arrays are `keep`.
+        Ok(unsafe { start(&c, k, a) })
+    });
     // SAFETY: output argument.
     unsafe { *request = crate::req::persistent(comm, starter) };
     MPI_SUCCESS

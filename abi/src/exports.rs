@@ -692,11 +692,11 @@ pub unsafe extern "C" fn PMPI_Buffer_flush() -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Buffer_iflush(request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Buffer_iflush", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Buffer_iflush", || unsafe { crate::imp::MPI_Buffer_iflush(request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Buffer_iflush(request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Buffer_iflush", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Buffer_iflush", || unsafe { crate::imp::MPI_Buffer_iflush(request) })
 }
 
 #[no_mangle]
@@ -2915,11 +2915,11 @@ pub unsafe extern "C" fn PMPI_Info_create(info: *mut Handle) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Info_create_env", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Info_create_env", || unsafe { crate::imp::MPI_Info_create_env(argc, argv, info) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Info_create_env", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Info_create_env", || unsafe { crate::imp::MPI_Info_create_env(argc, argv, info) })
 }
 
 #[no_mangle]

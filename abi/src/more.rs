@@ -1169,3 +1169,15 @@ pub(crate) unsafe fn MPI_Type_create_subarray_c(
         crate::dtype::MPI_Type_create_subarray(ndims, a.as_ptr(), b.as_ptr(), c.as_ptr(), order, oldtype, newtype)
     }
 }
+
+pub(crate) unsafe fn MPI_Buffer_iflush(request: *mut Handle) -> c_int {
+    crate::p2p::flush_buffered();
+    // SAFETY: output argument.
+    unsafe { *request = crate::req::completed(MPI_COMM_WORLD, MPI_Status::empty(), MPI_SUCCESS) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut Handle) -> c_int {
+    // SAFETY: output argument.
+    unsafe { crate::info::MPI_Info_create(info) }
+}
