@@ -234,6 +234,12 @@ fn ty(h: Handle) -> Result<Arc<Dtype>, c_int> {
 /// # Safety
 /// The buffers and arrays in `a` are the program's, valid for the call (MPI contract).
 pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
+    if c.inter.is_some() && !matches!(k, Coll::Barrier) {
+        // Intercommunicator collectives (MPI_ROOT, two groups) are not implemented; a
+        // barrier over both groups is the barrier of the underlying communicator.
+        crate::err::set_detail(format!("{k:?} on an intercommunicator is not supported"));
+        return Err(MPI_ERR_UNSUPPORTED_OPERATION);
+    }
     let n = c.size();
     let me = c.rank;
     let cm = &c.comm;

@@ -30,6 +30,64 @@ pub(crate) struct CommObj {
     pub(crate) ft_worker: crate::coll::Worker,
     /// Failures acknowledged by MPIX_Comm_failure_ack (world ranks).
     pub(crate) acked: Mutex<Vec<u32>>,
+    /// For an intercommunicator: the local and remote groups (world ranks). It runs on
+    /// an intracommunicator over both (`comm`, `world`, `rank` above), through which its
+    /// point-to-point ranks are translated.
+    pub(crate) inter: Option<Inter>,
+}
+
+/// The two groups of an intercommunicator.
+#[derive(Debug, Clone)]
+pub(crate) struct Inter {
+    pub(crate) local: Vec<u32>,
+    pub(crate) remote: Vec<u32>,
+}
+
+impl CommObj {
+    /// This process's rank as the program sees it (in the local group of an
+    /// intercommunicator).
+    pub(crate) fn user_rank(&self) -> usize {
+        match &self.inter {
+            Some(i) => i.local.iter().position(|&w| w == self.world[self.rank]).unwrap_or(0),
+            None => self.rank,
+        }
+    }
+
+    /// The size as the program sees it (the local group's for an intercommunicator).
+    pub(crate) fn user_size(&self) -> usize {
+        match &self.inter {
+            Some(i) => i.local.len(),
+            None => self.world.len(),
+        }
+    }
+
+    /// The rank in the underlying communicator of a peer named by the program (a remote
+    /// group rank on an intercommunicator); `None` when out of range.
+    pub(crate) fn peer_index(&self, r: c_int) -> Option<usize> {
+        if r < 0 {
+            return None;
+        }
+        match &self.inter {
+            Some(i) => {
+                let w = *i.remote.get(r as usize)?;
+                self.world.iter().position(|&x| x == w)
+            }
+            None => ((r as usize) < self.world.len()).then_some(r as usize),
+        }
+    }
+
+    /// The rank the program sees for a message source `idx` of the underlying
+    /// communicator.
+    pub(crate) fn source_rank(&self, idx: usize) -> c_int {
+        match &self.inter {
+            Some(i) => self
+                .world
+                .get(idx)
+                .and_then(|w| i.remote.iter().position(|x| x == w))
+                .map_or(MPI_PROC_NULL, |p| p as c_int),
+            None => idx as c_int,
+        }
+    }
 }
 
 // SAFETY: the attribute values are opaque words the program stores and reads back; the
@@ -53,7 +111,15 @@ impl CommObj {
             worker: crate::coll::Worker::default(),
             ft_worker: crate::coll::Worker::default(),
             acked: Mutex::new(Vec::new()),
+            inter: None,
         })
+    }
+
+    /// As [`CommObj::new`], for an intercommunicator over `comm`.
+    pub(crate) fn new_inter(comm: Comm, errhandler: Handle, inter: Inter) -> Arc<Self> {
+        let mut c = Arc::into_inner(CommObj::new(comm, errhandler, "")).expect("a fresh communicator");
+        c.inter = Some(inter);
+        Arc::new(c)
     }
 
     pub(crate) fn size(&self) -> usize {
@@ -95,7 +161,11 @@ pub(crate) use comm;
 /// Registers a new communicator derived from `parent` (inheriting its error handler and
 /// copying its attributes as their copy callbacks say) and returns its handle.
 pub(crate) fn register_child(parent: &Arc<CommObj>, parent_h: Handle, c: Comm) -> Handle {
-    let obj = CommObj::new(c, *parent.errhandler.lock(), "");
+    let eh = *parent.errhandler.lock();
+    let obj = match &parent.inter {
+        Some(i) => CommObj::new_inter(c, eh, i.clone()),
+        None => CommObj::new(c, eh, ""),
+    };
     let h = COMMS.insert(obj.clone());
     copy_attrs(parent, parent_h, &obj, h);
     h
@@ -343,21 +413,21 @@ pub(crate) unsafe fn MPI_Attr_delete(comm: Handle, keyval: c_int) -> c_int {
 pub(crate) unsafe fn MPI_Comm_rank(comm: Handle, rank: *mut c_int) -> c_int {
     let c = comm!(comm);
     // SAFETY: output argument.
-    unsafe { *rank = c.rank as c_int };
+    unsafe { *rank = c.user_rank() as c_int };
     MPI_SUCCESS
 }
 
 pub(crate) unsafe fn MPI_Comm_size(comm: Handle, size: *mut c_int) -> c_int {
     let c = comm!(comm);
     // SAFETY: output argument.
-    unsafe { *size = c.size() as c_int };
+    unsafe { *size = c.user_size() as c_int };
     MPI_SUCCESS
 }
 
 pub(crate) unsafe fn MPI_Comm_test_inter(comm: Handle, flag: *mut c_int) -> c_int {
-    let _c = comm!(comm);
+    let c = comm!(comm);
     // SAFETY: output argument.
-    unsafe { *flag = 0 };
+    unsafe { *flag = c.inter.is_some() as c_int };
     MPI_SUCCESS
 }
 
@@ -473,9 +543,102 @@ pub(crate) unsafe fn MPI_Comm_create_group(comm: Handle, group: Handle, tag: c_i
 }
 
 pub(crate) unsafe fn MPI_Intercomm_merge(intercomm: Handle, high: c_int, newintracomm: *mut Handle) -> c_int {
-    let _c = comm!(intercomm);
-    // Every communicator here is an intracommunicator.
-    raise_on(intercomm, MPI_ERR_COMM)
+    let c = comm!(intercomm);
+    if c.inter.is_none() {
+        return raise_on(intercomm, MPI_ERR_COMM);
+    }
+    crate::err::set_detail("MPI_Intercomm_merge is not supported".into());
+    raise_on(intercomm, MPI_ERR_UNSUPPORTED_OPERATION)
+}
+
+/// MPI_Intercomm_create where the two groups together are exactly `peer_comm`'s members
+/// (the common case, e.g. the halves of MPI_COMM_WORLD): the leaders swap their groups
+/// over `peer_comm`, each group learns the other's from its leader, and the
+/// intercommunicator runs on a duplicate of `peer_comm`. Other layouts are unsupported.
+pub(crate) unsafe fn MPI_Intercomm_create(
+    local_comm: Handle,
+    local_leader: c_int,
+    peer_comm: Handle,
+    remote_leader: c_int,
+    tag: c_int,
+    newintercomm: *mut Handle,
+) -> c_int {
+    let lc = comm!(local_comm);
+    if lc.inter.is_some() || local_leader < 0 || local_leader as usize >= lc.size() {
+        return raise_on(local_comm, MPI_ERR_ARG);
+    }
+    let local = lc.world.clone();
+    let mut remote_len = [0u32; 1];
+    let mut remote: Vec<u32> = Vec::new();
+    let mut peer: Option<Arc<CommObj>> = None;
+    if lc.rank == local_leader as usize {
+        let pc = comm!(peer_comm);
+        if remote_leader < 0 || remote_leader as usize >= pc.size() {
+            return raise_on(local_comm, MPI_ERR_RANK);
+        }
+        let rl = remote_leader as usize;
+        if let Err(e) = pc.comm.sendrecv(&[local.len() as u32], rl, tag, &mut remote_len, rl, tag) {
+            return crate::err::raise_error(local_comm, &e);
+        }
+        remote = vec![0u32; remote_len[0] as usize];
+        if let Err(e) = pc.comm.sendrecv(&local, rl, tag, &mut remote, rl, tag) {
+            return crate::err::raise_error(local_comm, &e);
+        }
+        peer = Some(pc);
+    }
+    if let Err(e) = lc.comm.bcast(&mut remote_len, local_leader as usize) {
+        return crate::err::raise_error(local_comm, &e);
+    }
+    remote.resize(remote_len[0] as usize, 0);
+    if let Err(e) = lc.comm.bcast(&mut remote, local_leader as usize) {
+        return crate::err::raise_error(local_comm, &e);
+    }
+    // Every process needs the peer communicator for the duplicate (it is a member).
+    let pc = match peer {
+        Some(p) => p,
+        None => comm!(peer_comm),
+    };
+    let mut all: Vec<u32> = local.iter().chain(remote.iter()).copied().collect();
+    all.sort_unstable();
+    let mut members = pc.world.clone();
+    members.sort_unstable();
+    if all != members {
+        crate::err::set_detail("MPI_Intercomm_create: only groups that together make up the peer communicator".into());
+        return raise_on(local_comm, MPI_ERR_UNSUPPORTED_OPERATION);
+    }
+    match pc.comm.dup() {
+        Ok(d) => {
+            let obj = CommObj::new_inter(d, *lc.errhandler.lock(), Inter { local, remote });
+            // SAFETY: output argument.
+            unsafe { *newintercomm = COMMS.insert(obj) };
+            MPI_SUCCESS
+        }
+        Err(e) => crate::err::raise_error(local_comm, &e),
+    }
+}
+
+pub(crate) unsafe fn MPI_Comm_remote_size(comm: Handle, size: *mut c_int) -> c_int {
+    let c = comm!(comm);
+    match &c.inter {
+        Some(i) => {
+            // SAFETY: output argument.
+            unsafe { *size = i.remote.len() as c_int };
+            MPI_SUCCESS
+        }
+        None => raise_on(comm, MPI_ERR_COMM),
+    }
+}
+
+pub(crate) unsafe fn MPI_Comm_remote_group(comm: Handle, group: *mut Handle) -> c_int {
+    let c = comm!(comm);
+    match &c.inter {
+        Some(i) => {
+            // SAFETY: output argument.
+            unsafe { *group = crate::group::new_group(i.remote.clone()) };
+            MPI_SUCCESS
+        }
+        None => raise_on(comm, MPI_ERR_COMM),
+    }
 }
 
 pub(crate) unsafe fn MPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) -> c_int {
@@ -560,8 +723,9 @@ pub(crate) unsafe fn MPI_Comm_compare(comm1: Handle, comm2: Handle, result: *mut
 
 pub(crate) unsafe fn MPI_Comm_group(comm: Handle, group: *mut Handle) -> c_int {
     let c = comm!(comm);
+    let g = c.inter.as_ref().map_or_else(|| c.world.clone(), |i| i.local.clone());
     // SAFETY: output argument.
-    unsafe { *group = crate::group::new_group(c.world.clone()) };
+    unsafe { *group = crate::group::new_group(g) };
     MPI_SUCCESS
 }
 

@@ -1204,3 +1204,114 @@ pub(crate) unsafe fn MPI_Type_delete_attr(datatype: Handle, type_keyval: c_int) 
     }
     MPI_SUCCESS
 }
+
+/// The global indices of one dimension owned by grid coordinate `c` of `p` processes.
+fn darray_indices(g: usize, distrib: c_int, darg: c_int, p: usize, c: usize) -> Result<Vec<usize>, c_int> {
+    match distrib {
+        MPI_DISTRIBUTE_NONE => {
+            if p != 1 {
+                return Err(MPI_ERR_ARG);
+            }
+            Ok((0..g).collect())
+        }
+        MPI_DISTRIBUTE_BLOCK => {
+            let b = if darg == MPI_DISTRIBUTE_DFLT_DARG { g.div_ceil(p.max(1)) } else { darg.max(0) as usize };
+            if b * p < g || b == 0 && g > 0 {
+                return Err(MPI_ERR_ARG);
+            }
+            Ok((c * b..((c + 1) * b).min(g)).collect())
+        }
+        MPI_DISTRIBUTE_CYCLIC => {
+            let k = if darg == MPI_DISTRIBUTE_DFLT_DARG { 1 } else { darg.max(1) as usize };
+            Ok((0..g).filter(|i| (i / k) % p == c).collect())
+        }
+        _ => Err(MPI_ERR_ARG),
+    }
+}
+
+pub(crate) unsafe fn MPI_Type_create_darray(
+    size: c_int,
+    rank: c_int,
+    ndims: c_int,
+    array_of_gsizes: *const c_int,
+    array_of_distribs: *const c_int,
+    array_of_dargs: *const c_int,
+    array_of_psizes: *const c_int,
+    order: c_int,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    let t = dtype!(oldtype);
+    // SAFETY: arrays of ndims entries (MPI contract).
+    let (gs, ds, da, ps) = unsafe {
+        (
+            slice(array_of_gsizes, ndims),
+            slice(array_of_distribs, ndims),
+            slice(array_of_dargs, ndims),
+            slice(array_of_psizes, ndims),
+        )
+    };
+    let n = gs.len();
+    if ndims <= 0
+        || rank < 0
+        || rank >= size
+        || (order != MPI_ORDER_C && order != MPI_ORDER_FORTRAN)
+        || ps.iter().map(|&p| p as i64).product::<i64>() != size as i64
+        || gs.iter().any(|&g| g <= 0)
+        || ps.iter().any(|&p| p <= 0)
+    {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    // The process grid is row-major whatever the array order.
+    let mut coords = vec![0usize; n];
+    let mut r = rank as usize;
+    for k in (0..n).rev() {
+        coords[k] = r % ps[k] as usize;
+        r /= ps[k] as usize;
+    }
+    let mut idx = Vec::with_capacity(n);
+    for k in 0..n {
+        match darray_indices(gs[k] as usize, ds[k], da[k], ps[k] as usize, coords[k]) {
+            Ok(v) => idx.push(v),
+            Err(e) => return raise_on(MPI_COMM_WORLD, e),
+        }
+    }
+    // Dimensions from the slowest varying to the fastest, and their strides.
+    let dims: Vec<usize> = if order == MPI_ORDER_C { (0..n).collect() } else { (0..n).rev().collect() };
+    let mut stride = vec![1isize; n];
+    for k in (0..n - 1).rev() {
+        stride[k] = stride[k + 1] * gs[dims[k + 1]] as isize;
+    }
+    let ext = t.extent();
+    let mut blocks = Vec::new();
+    let mut pos = vec![0usize; n];
+    if idx.iter().all(|v| !v.is_empty()) {
+        'outer: loop {
+            let off: isize = (0..n).map(|k| idx[dims[k]][pos[k]] as isize * stride[k]).sum();
+            blocks.push((1usize, off * ext, t.clone()));
+            let mut k = n;
+            loop {
+                if k == 0 {
+                    break 'outer;
+                }
+                k -= 1;
+                pos[k] += 1;
+                if pos[k] < idx[dims[k]].len() {
+                    break;
+                }
+                pos[k] = 0;
+            }
+        }
+    }
+    let mut d = build(&blocks, false);
+    let total: isize = gs.iter().map(|&g| g as isize).product();
+    d.lb = 0;
+    d.ub = total * ext;
+    let mut ints = vec![size, rank, ndims];
+    for a in [gs, ds, da, ps] {
+        ints.extend_from_slice(a);
+    }
+    ints.push(order);
+    // SAFETY: output argument.
+    unsafe { new_type(d, MPI_COMBINER_DARRAY, ints, vec![], vec![oldtype], newtype) }
+}

@@ -3050,11 +3050,11 @@ pub unsafe extern "C" fn PMPI_Initialized(flag: *mut c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Intercomm_create(local_comm: Handle, local_leader: c_int, peer_comm: Handle, remote_leader: c_int, tag: c_int, newintercomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Intercomm_create", local_comm)
+    crate::guard::call("MPI_Intercomm_create", || unsafe { crate::imp::MPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Intercomm_create(local_comm: Handle, local_leader: c_int, peer_comm: Handle, remote_leader: c_int, tag: c_int, newintercomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Intercomm_create", local_comm)
+    crate::guard::call("MPI_Intercomm_create", || unsafe { crate::imp::MPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm) })
 }
 
 #[no_mangle]
@@ -5210,20 +5210,20 @@ pub unsafe extern "C" fn PMPI_Type_contiguous_c(count: MPI_Count, oldtype: Handl
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const c_int, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_darray", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_darray", || unsafe { crate::imp::MPI_Type_create_darray(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const c_int, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_darray", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_darray", || unsafe { crate::imp::MPI_Type_create_darray(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const MPI_Count, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_darray_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_darray_c", || unsafe { crate::imp::MPI_Type_create_darray_c(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const MPI_Count, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Type_create_darray_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Type_create_darray_c", || unsafe { crate::imp::MPI_Type_create_darray_c(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype) })
 }
 
 #[no_mangle]

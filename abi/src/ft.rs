@@ -33,8 +33,18 @@ pub(crate) unsafe fn MPIX_Comm_shrink(comm: Handle, newcomm: *mut Handle) -> c_i
     c.worker.drain();
     match c.comm.shrink() {
         Ok(s) => {
+            let h = match &c.inter {
+                // An intercommunicator shrinks both its groups to the survivors.
+                Some(i) => {
+                    let alive: Vec<u32> = s.group().world_ranks().into_iter().map(|r| r as u32).collect();
+                    let keep = |g: &[u32]| g.iter().copied().filter(|w| alive.contains(w)).collect::<Vec<u32>>();
+                    let inter = crate::comm::Inter { local: keep(&i.local), remote: keep(&i.remote) };
+                    crate::comm::COMMS.insert(crate::comm::CommObj::new_inter(s, *c.errhandler.lock(), inter))
+                }
+                None => crate::comm::register_plain(&c, s),
+            };
             // SAFETY: output argument.
-            unsafe { *newcomm = crate::comm::register_plain(&c, s) };
+            unsafe { *newcomm = h };
             MPI_SUCCESS
         }
         Err(e) => raise_error(comm, &e),

@@ -569,17 +569,6 @@ pub(crate) unsafe fn MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_i
     MPI_SUCCESS
 }
 
-pub(crate) unsafe fn MPI_Comm_remote_size(comm: Handle, size: *mut c_int) -> c_int {
-    let _c = crate::comm::comm!(comm);
-    // Only intracommunicators exist here.
-    raise_on(comm, MPI_ERR_COMM)
-}
-
-pub(crate) unsafe fn MPI_Comm_remote_group(comm: Handle, group: *mut Handle) -> c_int {
-    let _c = crate::comm::comm!(comm);
-    raise_on(comm, MPI_ERR_COMM)
-}
-
 pub(crate) unsafe fn MPI_Comm_idup_with_info(
     comm: Handle,
     info: Handle,
@@ -1180,4 +1169,34 @@ pub(crate) unsafe fn MPI_Buffer_iflush(request: *mut Handle) -> c_int {
 pub(crate) unsafe fn MPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut Handle) -> c_int {
     // SAFETY: output argument.
     unsafe { crate::info::MPI_Info_create(info) }
+}
+
+pub(crate) unsafe fn MPI_Type_create_darray_c(
+    size: c_int,
+    rank: c_int,
+    ndims: c_int,
+    array_of_gsizes: *const MPI_Count,
+    array_of_distribs: *const c_int,
+    array_of_dargs: *const c_int,
+    array_of_psizes: *const c_int,
+    order: c_int,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    let g: Vec<c_int> = wide!(array_of_gsizes, ndims as MPI_Count);
+    // SAFETY: forwarded.
+    unsafe {
+        crate::dtype::MPI_Type_create_darray(
+            size,
+            rank,
+            ndims,
+            g.as_ptr(),
+            array_of_distribs,
+            array_of_dargs,
+            array_of_psizes,
+            order,
+            oldtype,
+            newtype,
+        )
+    }
 }

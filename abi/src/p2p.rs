@@ -21,8 +21,7 @@ use crate::types::{Handle, MPI_Status, SendPtr};
 fn to_source(c: &CommObj, src: c_int) -> Result<Source, c_int> {
     match src {
         MPI_ANY_SOURCE => Ok(Source::Any),
-        s if s >= 0 && (s as usize) < c.size() => Ok(Source::Rank(s as usize)),
-        _ => Err(MPI_ERR_RANK),
+        s => c.peer_index(s).map(Source::Rank).ok_or(MPI_ERR_RANK),
     }
 }
 
@@ -68,10 +67,8 @@ pub(crate) unsafe fn start_send_mode(
         let err = if c.comm.is_revoked() { MPIX_ERR_REVOKED } else { MPI_SUCCESS };
         return Ok(Active::Done { status: MPI_Status::proc_null(), err });
     }
-    if dest < 0 || dest as usize >= c.size() {
-        return Err(MPI_ERR_RANK);
-    }
-    let target = c.comm.send_target(dest as usize, tag).map_err(|e| crate::err::code_of(&e))?;
+    let Some(idx) = c.peer_index(dest) else { return Err(MPI_ERR_RANK) };
+    let target = c.comm.send_target(idx, tag).map_err(|e| crate::err::code_of(&e))?;
     let eng = c.comm.engine().clone();
     let (bytes, tmp): (&'static [u8], Option<Vec<u8>>) = if t.contiguous() {
         let n = count * t.size;
@@ -179,7 +176,7 @@ unsafe fn fast_send(
 ) -> Option<c_int> {
     // The common case, a contiguous standard-mode send to a rank: the engine's blocking
     // send, with no request object.
-    if t.contiguous() && dest >= 0 && (dest as usize) < c.size() {
+    if c.inter.is_none() && t.contiguous() && dest >= 0 && (dest as usize) < c.size() {
         let target = match c.comm.send_target(dest as usize, tag) {
             Ok(tg) => tg,
             Err(e) => return Some(crate::err::raise_error(comm, &e)),
@@ -227,7 +224,7 @@ unsafe fn fast_recv(
 ) -> Option<c_int> {
     // The common case, a contiguous receive from a rank or MPI_ANY_SOURCE: the engine's
     // blocking receive, with no request object.
-    if t.contiguous() && src != MPI_PROC_NULL {
+    if c.inter.is_none() && t.contiguous() && src != MPI_PROC_NULL {
         let s = match to_source(&c, src) {
             Ok(s) => s,
             Err(e) => return Some(raise_on(comm, e)),
@@ -782,7 +779,7 @@ unsafe fn probe_common(
     let tg = tag_sel(tag).map_err(|e| raise_on(comm, e))?;
     let r = if block { c.comm.probe(s, tg).map(Some) } else { c.comm.iprobe(s, tg) };
     match r {
-        Ok(Some(st)) => Ok(Some(MPI_Status::new(st.source as c_int, st.tag, st.len))),
+        Ok(Some(st)) => Ok(Some(MPI_Status::new(c.source_rank(st.source), st.tag, st.len))),
         Ok(None) => Ok(None),
         Err(e) => Err(crate::err::raise_error(comm, &e)),
     }

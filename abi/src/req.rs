@@ -184,7 +184,7 @@ fn poll(a: &mut Active, cancelled: bool) -> Option<Outcome> {
                             crate::dtype::unpack_from(&u.tmp[..s.len.min(u.tmp.len())], u.buf.0.cast(), u.count, &u.t)
                         };
                     }
-                    Some((MPI_Status::new(s.source as c_int, s.tag, s.len), MPI_SUCCESS))
+                    Some((MPI_Status::new(comm.source_rank(s.source), s.tag, s.len), MPI_SUCCESS))
                 }
                 Err(e) => {
                     let e = comm.comm.check_error(e);
@@ -192,7 +192,7 @@ fn poll(a: &mut Active, cancelled: bool) -> Option<Outcome> {
                     let mut st = MPI_Status::empty();
                     st.MPI_SOURCE = match &e {
                         runthrough::Error::RankFailStop { rank } | runthrough::Error::InStatus { rank } => {
-                            comm.world.iter().position(|&w| w == *rank).map_or(MPI_PROC_NULL, |i| i as c_int)
+                            comm.world.iter().position(|&w| w == *rank).map_or(MPI_PROC_NULL, |i| comm.source_rank(i))
                         }
                         _ => MPI_PROC_NULL,
                     };
