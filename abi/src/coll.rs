@@ -771,11 +771,26 @@ forms!(Alltoallv, MPI_Alltoallv_c, MPI_Ialltoallv_c, MPI_Alltoallv_init_c,
     (sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: Handle),
     Args { wide: true, sbuf: p(sendbuf), scounts: p(sendcounts), sdispls: p(sdispls), stype: sendtype, rbuf: p(recvbuf), rcounts: p(recvcounts), rdispls: p(rdispls), rtype: recvtype, ..Args::default() }, []);
 
-/// MPI_Alltoallw: per-peer counts, byte displacements and datatypes on both sides.
+/// The arguments of an MPI_Alltoallw, its arrays copied.
+#[derive(Clone)]
+struct Alltoallw {
+    sbuf: SendPtr,
+    rbuf: SendPtr,
+    sc: Vec<usize>,
+    sd: Vec<usize>,
+    st: Vec<Arc<Dtype>>,
+    rc: Vec<usize>,
+    rd: Vec<usize>,
+    rt: Vec<Arc<Dtype>>,
+}
+
+/// Reads MPI_Alltoallw's arrays (`size` entries each) into an [`Alltoallw`].
 ///
 /// # Safety
-/// The program's buffers and arrays of `size` entries (MPI contract).
-unsafe fn alltoallw(
+/// The program's arrays (MPI contract).
+#[allow(clippy::too_many_arguments)]
+unsafe fn alltoallw_args(
+    c: &CommObj,
     sbuf: *const c_void,
     scounts: *mut c_void,
     sdispls: *mut c_void,
@@ -784,13 +799,8 @@ unsafe fn alltoallw(
     rcounts: *mut c_void,
     rdispls: *mut c_void,
     rtypes: *const Handle,
-    comm: Handle,
     wide: bool,
-) -> c_int {
-    let c = comm!(comm);
-    if c.worker.busy() {
-        c.worker.drain();
-    }
+) -> Result<Alltoallw, c_int> {
     let n = c.size();
     let in_place = is_in_place(sbuf);
     // SAFETY: n entries each (function contract).
@@ -811,18 +821,27 @@ unsafe fn alltoallw(
                 rt.push(r);
                 st.push(s);
             }
-            _ => return raise_on(comm, MPI_ERR_TYPE),
+            _ => return Err(MPI_ERR_TYPE),
         }
     }
     let sbase = if in_place { rbuf as *const c_void } else { sbuf };
+    Ok(Alltoallw { sbuf: p(sbase), rbuf: SendPtr(rbuf), sc, sd, st, rc, rd, rt })
+}
+
+/// Runs an MPI_Alltoallw on `c`.
+///
+/// # Safety
+/// The program's buffers, valid until it completes (MPI contract).
+unsafe fn alltoallw_run(c: &CommObj, w: &Alltoallw) -> Result<(), c_int> {
+    let n = c.size();
     let (mut send, mut bsc, mut bsd) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..n {
         bsd.push(send.len());
-        bsc.push(sc[i] * st[i].size);
+        bsc.push(w.sc[i] * w.st[i].size);
         // SAFETY: the program's send buffer, block i at a byte displacement.
-        unsafe { crate::dtype::pack_into(sbase.cast::<u8>().add(sd[i]), sc[i], &st[i], &mut send) };
+        unsafe { crate::dtype::pack_into(w.sbuf.0.cast::<u8>().add(w.sd[i]), w.sc[i], &w.st[i], &mut send) };
     }
-    let brc: Vec<usize> = (0..n).map(|i| rc[i] * rt[i].size).collect();
+    let brc: Vec<usize> = (0..n).map(|i| w.rc[i] * w.rt[i].size).collect();
     let mut brd = Vec::with_capacity(n);
     let mut off = 0;
     for b in &brc {
@@ -830,16 +849,88 @@ unsafe fn alltoallw(
         off += b;
     }
     let mut area = vec![0u8; off];
-    if let Err(e) = c.comm.alltoallv(&send, &bsc, &bsd, &mut area, &brc, &brd) {
-        return crate::err::raise_error(comm, &e);
-    }
+    c.comm.alltoallv(&send, &bsc, &bsd, &mut area, &brc, &brd).map_err(code)?;
     for i in 0..n {
         // SAFETY: the program's receive buffer, block i.
         unsafe {
-            crate::dtype::unpack_from(&area[brd[i]..brd[i] + brc[i]], rbuf.cast::<u8>().add(rd[i]), rc[i], &rt[i])
+            crate::dtype::unpack_from(
+                &area[brd[i]..brd[i] + brc[i]],
+                w.rbuf.0.cast::<u8>().add(w.rd[i]),
+                w.rc[i],
+                &w.rt[i],
+            )
         };
     }
-    MPI_SUCCESS
+    Ok(())
+}
+
+/// How an MPI_Alltoallw call runs: now, started, or as a persistent request.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Blocking,
+    Nonblocking,
+    Persistent,
+}
+
+/// MPI_Alltoallw in any form: per-peer counts, byte displacements and datatypes.
+///
+/// # Safety
+/// The program's buffers and arrays of `size` entries (MPI contract).
+#[allow(clippy::too_many_arguments)]
+unsafe fn alltoallw(
+    sbuf: *const c_void,
+    scounts: *mut c_void,
+    sdispls: *mut c_void,
+    stypes: *const Handle,
+    rbuf: *mut c_void,
+    rcounts: *mut c_void,
+    rdispls: *mut c_void,
+    rtypes: *const Handle,
+    comm: Handle,
+    wide: bool,
+    form: Form,
+    request: *mut Handle,
+) -> c_int {
+    let c = comm!(comm);
+    if c.inter.is_some() {
+        return raise_on(comm, MPI_ERR_UNSUPPORTED_OPERATION);
+    }
+    // SAFETY: forwarded (function contract).
+    let w = match unsafe { alltoallw_args(&c, sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, wide) } {
+        Ok(w) => w,
+        Err(e) => return raise_on(comm, e),
+    };
+    let submit = move |c: &Arc<CommObj>, w: Alltoallw| {
+        let c2 = c.clone();
+        // SAFETY: the program keeps the buffers valid until the request completes.
+        Active::Job(c.worker.submit(move || match unsafe { alltoallw_run(&c2, &w) } {
+            Ok(()) => MPI_SUCCESS,
+            Err(e) => e,
+        }))
+    };
+    match form {
+        Form::Blocking => {
+            c.worker.drain();
+            // SAFETY: the program's buffers, for this call.
+            match unsafe { alltoallw_run(&c, &w) } {
+                Ok(()) => MPI_SUCCESS,
+                Err(e) => raise_on(comm, e),
+            }
+        }
+        Form::Nonblocking => {
+            let act = submit(&c, w);
+            // SAFETY: output argument.
+            unsafe { *request = crate::req::new_active(comm, act) };
+            MPI_SUCCESS
+        }
+        Form::Persistent => {
+            let c2 = c.clone();
+            let starter = Box::new(move || Ok(submit(&c2, w.clone())));
+            // SAFETY: output argument.
+            unsafe { *request = crate::req::persistent(comm, starter) };
+            MPI_SUCCESS
+        }
+    }
 }
 
 pub(crate) unsafe fn MPI_Alltoallw(
@@ -866,6 +957,8 @@ pub(crate) unsafe fn MPI_Alltoallw(
             recvtypes,
             comm,
             false,
+            Form::Blocking,
+            std::ptr::null_mut(),
         )
     }
 }
@@ -894,6 +987,134 @@ pub(crate) unsafe fn MPI_Alltoallw_c(
             recvtypes,
             comm,
             true,
+            Form::Blocking,
+            std::ptr::null_mut(),
+        )
+    }
+}
+
+pub(crate) unsafe fn MPI_Ialltoallw(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtypes: *const Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtypes: *const Handle,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded program arguments.
+    unsafe {
+        alltoallw(
+            sendbuf,
+            p(sendcounts).0,
+            p(sdispls).0,
+            sendtypes,
+            recvbuf,
+            p(recvcounts).0,
+            p(rdispls).0,
+            recvtypes,
+            comm,
+            false,
+            Form::Nonblocking,
+            request,
+        )
+    }
+}
+
+pub(crate) unsafe fn MPI_Ialltoallw_c(
+    sendbuf: *const c_void,
+    sendcounts: *const MPI_Count,
+    sdispls: *const MPI_Aint,
+    sendtypes: *const Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const MPI_Count,
+    rdispls: *const MPI_Aint,
+    recvtypes: *const Handle,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded program arguments.
+    unsafe {
+        alltoallw(
+            sendbuf,
+            p(sendcounts).0,
+            p(sdispls).0,
+            sendtypes,
+            recvbuf,
+            p(recvcounts).0,
+            p(rdispls).0,
+            recvtypes,
+            comm,
+            true,
+            Form::Nonblocking,
+            request,
+        )
+    }
+}
+
+pub(crate) unsafe fn MPI_Alltoallw_init(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtypes: *const Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtypes: *const Handle,
+    comm: Handle,
+    info: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded program arguments.
+    unsafe {
+        alltoallw(
+            sendbuf,
+            p(sendcounts).0,
+            p(sdispls).0,
+            sendtypes,
+            recvbuf,
+            p(recvcounts).0,
+            p(rdispls).0,
+            recvtypes,
+            comm,
+            false,
+            Form::Persistent,
+            request,
+        )
+    }
+}
+
+pub(crate) unsafe fn MPI_Alltoallw_init_c(
+    sendbuf: *const c_void,
+    sendcounts: *const MPI_Count,
+    sdispls: *const MPI_Aint,
+    sendtypes: *const Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const MPI_Count,
+    rdispls: *const MPI_Aint,
+    recvtypes: *const Handle,
+    comm: Handle,
+    info: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded program arguments.
+    unsafe {
+        alltoallw(
+            sendbuf,
+            p(sendcounts).0,
+            p(sdispls).0,
+            sendtypes,
+            recvbuf,
+            p(recvcounts).0,
+            p(rdispls).0,
+            recvtypes,
+            comm,
+            true,
+            Form::Persistent,
+            request,
         )
     }
 }

@@ -512,20 +512,20 @@ pub unsafe extern "C" fn PMPI_Alltoallw_c(sendbuf: *const c_void, sendcounts: *c
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Alltoallw_init", comm)
+    crate::guard::call("MPI_Alltoallw_init", || unsafe { crate::imp::MPI_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Alltoallw_init", comm)
+    crate::guard::call("MPI_Alltoallw_init", || unsafe { crate::imp::MPI_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Alltoallw_init_c", comm)
+    crate::guard::call("MPI_Alltoallw_init_c", || unsafe { crate::imp::MPI_Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Alltoallw_init_c", comm)
+    crate::guard::call("MPI_Alltoallw_init_c", || unsafe { crate::imp::MPI_Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) })
 }
 
 #[no_mangle]
@@ -2672,20 +2672,20 @@ pub unsafe extern "C" fn PMPI_Ialltoallv_c(sendbuf: *const c_void, sendcounts: *
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ialltoallw", comm)
+    crate::guard::call("MPI_Ialltoallw", || unsafe { crate::imp::MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ialltoallw", comm)
+    crate::guard::call("MPI_Ialltoallw", || unsafe { crate::imp::MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ialltoallw_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ialltoallw_c", comm)
+    crate::guard::call("MPI_Ialltoallw_c", || unsafe { crate::imp::MPI_Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ialltoallw_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ialltoallw_c", comm)
+    crate::guard::call("MPI_Ialltoallw_c", || unsafe { crate::imp::MPI_Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) })
 }
 
 #[no_mangle]
