@@ -225,7 +225,7 @@ unsafe fn fast_recv(
     // The common case, a contiguous receive from a rank or MPI_ANY_SOURCE: the engine's
     // blocking receive, with no request object.
     if c.inter.is_none() && t.contiguous() && src != MPI_PROC_NULL {
-        let s = match to_source(&c, src) {
+        let s = match to_source(c, src) {
             Ok(s) => s,
             Err(e) => return Some(raise_on(comm, e)),
         };
