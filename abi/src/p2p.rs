@@ -993,19 +993,10 @@ pub(crate) unsafe fn MPI_Sendrecv(
     let r = start_or_raise!(comm, unsafe { start_recv(&c, recvbuf, recvcount as usize, &rt, source, recvtag) });
     // SAFETY: as above.
     let s = start_or_raise!(comm, unsafe { start_send(&c, sendbuf, sendcount as usize, &st, dest, sendtag) });
-    let mut reqs = [crate::req::new_active(comm, r), crate::req::new_active(comm, s)];
-    let mut sts = [MPI_Status::default(); 2];
-    let saved = std::mem::replace(&mut *c.errhandler.lock(), MPI_ERRORS_RETURN);
-    // SAFETY: the library's own requests.
-    let rc = unsafe { crate::req::MPI_Waitall(2, reqs.as_mut_ptr(), sts.as_mut_ptr()) };
-    *c.errhandler.lock() = saved;
-    // SAFETY: output argument.
-    unsafe { crate::types::put_status(status, sts[0]) };
-    if rc != MPI_SUCCESS {
-        let err = if sts[0].MPI_ERROR != MPI_SUCCESS { sts[0].MPI_ERROR } else { sts[1].MPI_ERROR };
-        return raise_on(comm, err);
-    }
-    MPI_SUCCESS
+    // One operation of two, as MPI_Isendrecv: the status is the receive's, the error the
+    // first that failed, raised once through the communicator's handler.
+    // SAFETY: the program's status (or MPI_STATUS_IGNORE); the buffers as above.
+    unsafe { wait_inline(comm, Active::Group(vec![r, s], vec![None, None], None), status) }
 }
 
 pub(crate) unsafe fn MPI_Sendrecv_replace(

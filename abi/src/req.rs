@@ -74,7 +74,7 @@ unsafe impl Send for Req {}
 /// The request table: requests are taken out while they are completed, so no lock is
 /// held while waiting.
 /// Requests by index, and the free indices.
-type Slab = (Vec<Option<Box<Req>>>, Vec<usize>);
+type Slab = (Vec<Option<Req>>, Vec<usize>);
 
 static REQS: Mutex<Slab> = Mutex::new((Vec::new(), Vec::new()));
 
@@ -91,7 +91,7 @@ fn index_of(h: Handle) -> Option<usize> {
 /// Stores a request and returns its handle.
 pub(crate) fn insert(r: Req) -> Handle {
     let mut g = REQS.lock();
-    let b = Box::new(r);
+    let b = r;
     let i = match g.1.pop() {
         Some(i) => {
             g.0[i] = Some(b);
@@ -115,12 +115,12 @@ pub(crate) fn completed(comm: Handle, status: MPI_Status, err: c_int) -> Handle 
     new_active(comm, Active::Done { status, err })
 }
 
-fn take(h: Handle) -> Option<Box<Req>> {
+fn take(h: Handle) -> Option<Req> {
     let i = index_of(h)?;
     REQS.lock().0.get_mut(i)?.take()
 }
 
-fn put_back(h: Handle, r: Box<Req>) {
+fn put_back(h: Handle, r: Req) {
     if let Some(i) = index_of(h) {
         if let Some(s) = REQS.lock().0.get_mut(i) {
             *s = Some(r);
@@ -205,7 +205,7 @@ fn poll(a: &mut Active, cancelled: bool) -> Option<Outcome> {
 
 /// Finishes request `h` (taken out as `r`) after its operation completed: frees it, or
 /// marks a persistent one inactive.
-fn finish(h: Handle, mut r: Box<Req>) {
+fn finish(h: Handle, mut r: Req) {
     r.active = None;
     r.cancelled = false;
     if r.persistent.is_some() && !r.freed {
