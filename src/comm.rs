@@ -107,8 +107,8 @@ impl From<i32> for TagSel {
 pub(crate) struct CommInner {
     pub(crate) shared: Arc<Shared>,
     pub(crate) ctx: ContextId,
-    group: Arc<[Rank]>,
-    me: u32,
+    pub(crate) group: Arc<[Rank]>,
+    pub(crate) me: u32,
     mode: Mutex<ErrorMode>,
     /// Agreements (validate, agree) begun on this communicator.
     agreements: std::sync::atomic::AtomicU32,

@@ -51,6 +51,34 @@ impl Comm {
         Ok(SendTarget { ctx: self.inner.ctx, me: self.rank() as u32, dest: dest as u32, peer, tag })
     }
 
+    /// [`Comm::send_target`] for the common case alone, for a hot path: `None` when
+    /// `dest` or `tag` is out of range (the caller then takes the path that reports it).
+    #[inline]
+    pub fn send_target_valid(&self, dest: usize, tag: i32) -> Option<SendTarget> {
+        let peer = *self.inner.group.get(dest)?;
+        if !(0..=runthrough_engine::TAG_UB).contains(&tag) {
+            return None;
+        }
+        Some(SendTarget { ctx: self.inner.ctx, me: self.inner.me, dest: dest as u32, peer, tag: Tag(tag) })
+    }
+
+    /// [`Comm::recv_pattern`] for the common case alone, for a hot path: a receive from
+    /// rank `src` (`None`: any source) with `tag` (`None`: any tag); `None` when either is
+    /// out of range (the caller then takes the path that reports it).
+    #[inline]
+    pub fn recv_pattern_valid(&self, src: Option<usize>, tag: Option<i32>) -> Option<(Pattern, Option<Rank>)> {
+        let (src, peer) = match src {
+            None => (None, None),
+            Some(r) => (Some(r as u32), Some(*self.inner.group.get(r)?)),
+        };
+        let tag = match tag {
+            None => None,
+            Some(t) if (0..=runthrough_engine::TAG_UB).contains(&t) => Some(Tag(t)),
+            Some(_) => return None,
+        };
+        Some((Pattern { ctx: self.inner.ctx, src, tag }, peer))
+    }
+
     /// The matching pattern of a receive from `src` with `tag`, and the source's world
     /// rank when it is not a wildcard.
     pub fn recv_pattern(&self, src: Source, tag: TagSel) -> Result<(Pattern, Option<Rank>), Error> {

@@ -139,6 +139,7 @@ pub(crate) fn lookup(h: Handle) -> Result<Arc<CommObj>, c_int> {
 }
 
 /// MPI_COMM_WORLD or MPI_COMM_SELF without touching a reference count (the hot paths).
+#[inline(always)]
 pub(crate) fn lookup_static(h: Handle) -> Option<&'static CommObj> {
     match h {
         MPI_COMM_WORLD => crate::env::world_static(),

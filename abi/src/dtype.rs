@@ -7,7 +7,7 @@
 //! a temporary buffer first and unpacked on arrival.
 
 use std::ffi::{c_char, c_int};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -123,6 +123,7 @@ impl Dtype {
     }
 
     /// Whether `count` elements are `count * size` bytes from the buffer start.
+    #[inline]
     pub(crate) fn contiguous(&self) -> bool {
         self.size == 0
             || (self.segs.len() == 1
@@ -174,6 +175,7 @@ impl Dtype {
     }
 }
 
+#[inline]
 fn predefined_table() -> &'static Vec<Option<Arc<Dtype>>> {
     static T: OnceLock<Vec<Option<Arc<Dtype>>>> = OnceLock::new();
     T.get_or_init(|| {
@@ -260,8 +262,37 @@ fn predefined_table() -> &'static Vec<Option<Arc<Dtype>>> {
         put(MPI_2REAL, Dtype::pair("MPI_2REAL", 4, 4, 4, 8, PairKind::TwoFloat));
         put(MPI_2DOUBLE_PRECISION, Dtype::pair("MPI_2DOUBLE_PRECISION", 8, 8, 8, 16, PairKind::TwoDouble));
         put(MPI_2INTEGER, Dtype::pair("MPI_2INTEGER", 4, 4, 4, 8, PairKind::TwoInt));
+        for (i, d) in t.iter().enumerate() {
+            if let Some(d) = d.as_ref().filter(|d| d.contiguous()) {
+                CONTIG_SIZE[i].store(d.size as u32 + 1, Ordering::Relaxed);
+            }
+        }
         t
     })
+}
+
+/// Per predefined handle (`h - 0x200`): the type's size plus one when it is contiguous,
+/// 0 otherwise or before the table is built: one load for the hot paths.
+static CONTIG_SIZE: [AtomicU32; 0x100] = [const { AtomicU32::new(0) }; 0x100];
+
+/// The size of predefined contiguous datatype `h`; `None` for any other handle (or
+/// before [`init_predefined`]), which the general path then resolves.
+#[inline(always)]
+pub(crate) fn contiguous_predefined_size(h: Handle) -> Option<usize> {
+    let i = h.wrapping_sub(0x200);
+    if i >= 0x100 {
+        return None;
+    }
+    match CONTIG_SIZE[i].load(Ordering::Relaxed) {
+        0 => None,
+        n => Some(n as usize - 1),
+    }
+}
+
+/// Builds the table of predefined datatypes (MPI_Init calls it, so the hot paths find
+/// [`contiguous_predefined_size`] filled).
+pub(crate) fn init_predefined() {
+    predefined_table();
 }
 
 pub(crate) static TYPES: Table<Dtype> = Table::new(Kind::Datatype);
@@ -272,15 +303,6 @@ pub(crate) fn lookup(h: Handle) -> Option<Arc<Dtype>> {
         return predefined_table()[h - 0x200].clone();
     }
     TYPES.get(h)
-}
-
-/// A predefined datatype, borrowed for the process's life (the hot paths).
-pub(crate) fn lookup_static(h: Handle) -> Option<&'static Dtype> {
-    if (0x200..0x300).contains(&h) {
-        predefined_table()[h - 0x200].as_deref()
-    } else {
-        None
-    }
 }
 
 macro_rules! dtype {

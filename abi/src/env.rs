@@ -30,11 +30,13 @@ pub(crate) fn world() -> Option<Arc<CommObj>> {
 }
 
 /// MPI_COMM_WORLD while MPI is initialised, borrowed for the process's life.
+#[inline(always)]
 pub(crate) fn world_static() -> Option<&'static CommObj> {
     (STATE.load(Ordering::Acquire) == RUNNING).then(|| WORLD.get().map(|a| &**a)).flatten()
 }
 
 /// MPI_COMM_SELF while MPI is initialised, borrowed for the process's life.
+#[inline(always)]
 pub(crate) fn self_static() -> Option<&'static CommObj> {
     (STATE.load(Ordering::Acquire) == RUNNING).then(|| SELF.get().map(|a| &**a)).flatten()
 }
@@ -75,6 +77,7 @@ fn start(required: c_int) -> c_int {
         return MPI_ERR_OTHER;
     }
     *RUNTIME.lock() = Some(rt);
+    crate::dtype::init_predefined();
     let _ = MAIN_THREAD.set(std::thread::current().id());
     THREAD_LEVEL.store(required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_MULTIPLE), Ordering::Relaxed);
     STATE.store(RUNNING, Ordering::Release);

@@ -137,6 +137,8 @@ pub(crate) fn fatal_pending() -> bool {
 }
 
 /// Aborts for the pending fatal handler, if any, naming the call `name`.
+#[cold]
+#[inline(never)]
 pub(crate) fn fatal_now(name: &str) {
     let Some((eh, code, target)) = PENDING.with(|p| p.borrow_mut().take()) else { return };
     let detail = DETAIL.with(|d| d.borrow_mut().take());

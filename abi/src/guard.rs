@@ -10,21 +10,31 @@ use crate::consts::*;
 use crate::types::Handle;
 
 /// Runs the implementation of `name`, catching a panic; carries out a fatal error
-/// handler's abort the implementation asked for.
+/// handler's abort the implementation asked for. Inlined into every exported function,
+/// so the success path is the call, one test and the return.
+#[inline(always)]
 pub(crate) fn call(name: &'static str, f: impl FnOnce() -> c_int) -> c_int {
-    let r = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
-        let msg = p
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        eprintln!("runthrough libmpi_abi: internal error in {name}: {msg}");
-        MPI_ERR_INTERN
-    });
+    let r = match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => panicked(name, p),
+    };
     if r != MPI_SUCCESS {
         crate::err::fatal_now(name);
     }
     r
+}
+
+/// A panic caught at the boundary: printed, and `MPI_ERR_INTERN` for the program.
+#[cold]
+#[inline(never)]
+fn panicked(name: &'static str, p: Box<dyn std::any::Any + Send>) -> c_int {
+    let msg = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    eprintln!("runthrough libmpi_abi: internal error in {name}: {msg}");
+    MPI_ERR_INTERN
 }
 
 /// [`call`] for the few functions that return a value, not an error code (a panic gives

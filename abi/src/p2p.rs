@@ -160,112 +160,120 @@ macro_rules! start_or_raise {
     };
 }
 
-/// A blocking contiguous standard-mode send to a rank through the engine's blocking call
-/// (no request object); `None` when the arguments need the general path.
+/// A blocking standard-mode send of `count` contiguous elements of `elem` bytes to a
+/// rank through the engine's blocking call (no request object); `None` when the arguments need the general path, which also
+/// reports every argument error. Inlined into `MPI_Send`: this is the path the 8 B
+/// latency measures, so it checks each argument once and builds no `Error` unless the
+/// engine returns one.
 ///
 /// # Safety
-/// The program's buffer of `count` elements of `t` (MPI contract).
+/// The program's buffer of `count` elements (MPI contract).
+#[inline(always)]
 unsafe fn fast_send(
     c: &CommObj,
     comm: Handle,
-    t: &Dtype,
+    elem: usize,
     buf: *const c_void,
     count: i64,
     dest: c_int,
     tag: c_int,
 ) -> Option<c_int> {
-    // The common case, a contiguous standard-mode send to a rank: the engine's blocking
-    // send, with no request object.
-    if c.inter.is_none() && t.contiguous() && dest >= 0 && (dest as usize) < c.size() {
-        let target = match c.comm.send_target(dest as usize, tag) {
-            Ok(tg) => tg,
-            Err(e) => return Some(crate::err::raise_error(comm, &e)),
-        };
-        let n = count as usize * t.size;
-        let bytes: &[u8] = if n == 0 {
-            &[]
-        } else {
-            // SAFETY: the program's buffer of `count` elements, read during this call.
-            unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), n) }
-        };
-        let r = runthrough_engine::send(
-            c.comm.engine(),
-            target.ctx,
-            target.me,
-            target.dest,
-            target.peer,
-            target.tag,
-            bytes,
-        );
-        return Some(match r {
-            Ok(_) => MPI_SUCCESS,
-            Err(e) => crate::err::raise_error(comm, &c.comm.check_error(e)),
-        });
+    if c.inter.is_some() || dest < 0 {
+        return None;
     }
-    None
+    let target = c.comm.send_target_valid(dest as usize, tag)?;
+    let n = count as usize * elem;
+    let bytes: &[u8] = if n == 0 {
+        &[]
+    } else {
+        // SAFETY: the program's buffer of `count` elements, read during this call.
+        unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), n) }
+    };
+    let r =
+        runthrough_engine::send(c.comm.engine(), target.ctx, target.me, target.dest, target.peer, target.tag, bytes);
+    Some(match r {
+        Ok(_) => MPI_SUCCESS,
+        Err(e) => send_failed(c, comm, e),
+    })
 }
 
-/// A blocking contiguous receive through the engine's blocking call; `None` when the
-/// arguments need the general path.
+/// The error of a blocking send that reached the engine, through the error handler.
+#[cold]
+#[inline(never)]
+fn send_failed(c: &CommObj, comm: Handle, e: runthrough::Error) -> c_int {
+    crate::err::raise_error(comm, &c.comm.check_error(e))
+}
+
+/// A blocking receive of up to `count` contiguous elements of `elem` bytes from a rank
+/// or MPI_ANY_SOURCE through the engine's blocking call; `None` when the arguments need the general path (which reports every
+/// argument error). Inlined into `MPI_Recv` (see [`fast_send`]).
 ///
 /// # Safety
-/// The program's buffer of `count` elements of `t` (MPI contract); `status` writable or
-/// null.
+/// The program's buffer of `count` elements (MPI contract); `status` writable or null.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 unsafe fn fast_recv(
     c: &CommObj,
     comm: Handle,
-    t: &Dtype,
+    elem: usize,
     buf: *mut c_void,
     count: i64,
     src: c_int,
     tag: c_int,
     status: *mut MPI_Status,
 ) -> Option<c_int> {
-    // The common case, a contiguous receive from a rank or MPI_ANY_SOURCE: the engine's
-    // blocking receive, with no request object.
-    if c.inter.is_none() && t.contiguous() && src != MPI_PROC_NULL {
-        let s = match to_source(c, src) {
-            Ok(s) => s,
-            Err(e) => return Some(raise_on(comm, e)),
-        };
-        let tg = match tag_sel(tag) {
-            Ok(t) => t,
-            Err(e) => return Some(raise_on(comm, e)),
-        };
-        let (pattern, peer) = match c.comm.recv_pattern(s, tg) {
-            Ok(p) => p,
-            Err(e) => return Some(crate::err::raise_error(comm, &e)),
-        };
-        let n = count as usize * t.size;
-        let bytes: &mut [u8] = if n == 0 {
-            &mut []
-        } else {
-            // SAFETY: the program's buffer of `count` elements, written during this call.
-            unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), n) }
-        };
-        return Some(match runthrough_engine::recv(c.comm.engine(), pattern, peer, bytes) {
-            Ok(st) => {
-                // SAFETY: output argument.
-                unsafe { crate::types::put_status(status, MPI_Status::new(st.source as c_int, st.tag, st.len)) };
-                MPI_SUCCESS
-            }
-            Err(e) => {
-                let e = c.comm.check_error(e);
-                let mut st = MPI_Status::empty();
-                if let runthrough::Error::RankFailStop { rank } = &e {
-                    st.MPI_SOURCE = c.world.iter().position(|w| w == rank).map_or(MPI_PROC_NULL, |i| i as c_int);
-                }
-                st.MPI_ERROR = crate::err::code_of(&e);
-                // SAFETY: output argument.
-                unsafe { crate::types::put_status(status, st) };
-                crate::err::raise_error(comm, &e)
-            }
-        });
+    if c.inter.is_some() {
+        return None;
     }
-    None
+    let src = match src {
+        MPI_ANY_SOURCE => None,
+        s if s >= 0 => Some(s as usize),
+        _ => return None,
+    };
+    let tag = if tag == MPI_ANY_TAG { None } else { Some(tag) };
+    let (pattern, peer) = c.comm.recv_pattern_valid(src, tag)?;
+    let n = count as usize * elem;
+    let bytes: &mut [u8] = if n == 0 {
+        &mut []
+    } else {
+        // SAFETY: the program's buffer of `count` elements, written during this call.
+        unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), n) }
+    };
+    Some(match runthrough_engine::recv(c.comm.engine(), pattern, peer, bytes) {
+        Ok(st) => {
+            if !status.is_null() {
+                // SAFETY: non-null: the program's writable status (MPI contract).
+                unsafe { status.write(MPI_Status::new(st.source as c_int, st.tag, st.len)) };
+            }
+            MPI_SUCCESS
+        }
+        // SAFETY: forwarded output argument.
+        Err(e) => unsafe { recv_failed(c, comm, e, status) },
+    })
 }
 
+/// The error of a blocking receive that reached the engine: the status names the failed
+/// source, then the error handler runs.
+///
+/// # Safety
+/// `status` writable or null.
+#[cold]
+#[inline(never)]
+unsafe fn recv_failed(c: &CommObj, comm: Handle, e: runthrough::Error, status: *mut MPI_Status) -> c_int {
+    let e = c.comm.check_error(e);
+    let mut st = MPI_Status::empty();
+    if let runthrough::Error::RankFailStop { rank } = &e {
+        st.MPI_SOURCE = c.world.iter().position(|w| w == rank).map_or(MPI_PROC_NULL, |i| i as c_int);
+    }
+    st.MPI_ERROR = crate::err::code_of(&e);
+    // SAFETY: output argument.
+    unsafe { crate::types::put_status(status, st) };
+    crate::err::raise_error(comm, &e)
+}
+
+/// MPI_Send and its relatives: the hot path (MPI_COMM_WORLD or MPI_COMM_SELF, a
+/// predefined contiguous type, standard mode) inlined, everything else out of line.
+#[inline(always)]
 unsafe fn send_common(
     buf: *const c_void,
     count: i64,
@@ -275,23 +283,40 @@ unsafe fn send_common(
     comm: Handle,
     sync: bool,
 ) -> c_int {
-    // MPI_COMM_WORLD/SELF with a predefined type: no reference counting on the way.
     if !sync && count >= 0 {
-        if let (Some(c), Some(t)) = (crate::comm::lookup_static(comm), crate::dtype::lookup_static(datatype)) {
+        if let (Some(c), Some(size)) =
+            (crate::comm::lookup_static(comm), crate::dtype::contiguous_predefined_size(datatype))
+        {
             // SAFETY: forwarded program arguments.
-            if let Some(rc) = unsafe { fast_send(c, comm, t, buf, count, dest, tag) } {
+            if let Some(rc) = unsafe { fast_send(c, comm, size, buf, count, dest, tag) } {
                 return rc;
             }
         }
     }
+    // SAFETY: forwarded program arguments.
+    unsafe { send_general(buf, count, datatype, dest, tag, comm, sync) }
+}
+
+/// [`send_common`] for every other case (any communicator or type, synchronous mode,
+/// every argument error).
+#[inline(never)]
+unsafe fn send_general(
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    sync: bool,
+) -> c_int {
     let c = comm!(comm);
     let t = dtype!(datatype);
     if count < 0 {
         return raise_on(comm, MPI_ERR_COUNT);
     }
-    if !sync {
+    if !sync && t.contiguous() {
         // SAFETY: forwarded program arguments.
-        if let Some(rc) = unsafe { fast_send(&c, comm, &t, buf, count, dest, tag) } {
+        if let Some(rc) = unsafe { fast_send(&c, comm, t.size, buf, count, dest, tag) } {
             return rc;
         }
     }
@@ -323,6 +348,9 @@ unsafe fn isend_common(
     MPI_SUCCESS
 }
 
+/// MPI_Recv and its relatives: the hot path (MPI_COMM_WORLD or MPI_COMM_SELF, a
+/// predefined contiguous type) inlined, everything else out of line.
+#[inline(always)]
 unsafe fn recv_common(
     buf: *mut c_void,
     count: i64,
@@ -333,21 +361,41 @@ unsafe fn recv_common(
     status: *mut MPI_Status,
 ) -> c_int {
     if count >= 0 {
-        if let (Some(c), Some(t)) = (crate::comm::lookup_static(comm), crate::dtype::lookup_static(datatype)) {
+        if let (Some(c), Some(size)) =
+            (crate::comm::lookup_static(comm), crate::dtype::contiguous_predefined_size(datatype))
+        {
             // SAFETY: forwarded program arguments.
-            if let Some(rc) = unsafe { fast_recv(c, comm, t, buf, count, src, tag, status) } {
+            if let Some(rc) = unsafe { fast_recv(c, comm, size, buf, count, src, tag, status) } {
                 return rc;
             }
         }
     }
+    // SAFETY: forwarded program arguments.
+    unsafe { recv_general(buf, count, datatype, src, tag, comm, status) }
+}
+
+/// [`recv_common`] for every other case (any communicator or type, every argument
+/// error).
+#[inline(never)]
+unsafe fn recv_general(
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    src: c_int,
+    tag: c_int,
+    comm: Handle,
+    status: *mut MPI_Status,
+) -> c_int {
     let c = comm!(comm);
     let t = dtype!(datatype);
     if count < 0 {
         return raise_on(comm, MPI_ERR_COUNT);
     }
-    // SAFETY: forwarded program arguments.
-    if let Some(rc) = unsafe { fast_recv(&c, comm, &t, buf, count, src, tag, status) } {
-        return rc;
+    if t.contiguous() {
+        // SAFETY: forwarded program arguments.
+        if let Some(rc) = unsafe { fast_recv(&c, comm, t.size, buf, count, src, tag, status) } {
+            return rc;
+        }
     }
     // SAFETY: the program's buffer; a blocking call.
     let a = start_or_raise!(comm, unsafe { start_recv(&c, buf, count as usize, &t, src, tag) });
@@ -407,6 +455,7 @@ unsafe fn bsend_common(
     MPI_SUCCESS
 }
 
+#[inline(always)]
 pub(crate) unsafe fn MPI_Send(
     buf: *const c_void,
     count: c_int,
@@ -586,6 +635,7 @@ pub(crate) unsafe fn MPI_Ibsend(
     rc
 }
 
+#[inline(always)]
 pub(crate) unsafe fn MPI_Recv(
     buf: *mut c_void,
     count: c_int,

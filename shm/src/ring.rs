@@ -340,6 +340,7 @@ impl RingTx {
 
     /// Publishes one record made of `head` followed by `body` (two copies, then one
     /// `Release` store). Never blocks: [`PushError::Full`] means "retry later".
+    #[inline]
     pub fn try_push(&mut self, head: &[u8], body: &[u8]) -> Result<(), PushError> {
         let len = head.len().saturating_add(body.len());
         if len > self.raw.max_record {
@@ -443,6 +444,7 @@ impl RingRx {
     /// every call: the ring is unusable).
     ///
     /// [`pop`]: RingRx::pop
+    #[inline]
     pub fn peek(&mut self) -> Option<Result<&[u8], Error>> {
         if let Some(p) = self.peeked {
             return Some(Ok(self.slice(p)));
@@ -475,6 +477,7 @@ impl RingRx {
 
     /// Releases the record returned by the last [`peek`](RingRx::peek) so the producer can
     /// reuse its cells. Does nothing if no record is peeked.
+    #[inline]
     pub fn pop(&mut self) {
         let Some(p) = self.peeked.take() else {
             return;
