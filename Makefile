@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: deps build demo test lint fuzz bench compare clean startup-sweep cluster-test abi abi-test compare-abi
+.PHONY: deps build demo test lint fuzz bench compare clean startup-sweep cluster-test abi abi-test compare-abi plots
 
 deps:
 	@bash ci-containers/install-deps.sh
@@ -82,6 +82,11 @@ bench: build
 ## Side-by-side with Open MPI 5 and MPICH 5 (installs them from PyPI into bench/venvs).
 compare: build
 	bash bench/compare.sh
+
+## SVG plots of the benchmark tables bench/data/*.csv with gnuplot, into bench/plots/
+## (one file per plot, listed in bench/plots/README.md); needs no build.
+plots: deps
+	bash bench/plots.sh
 
 clean:
 	$(CARGO) clean

@@ -14,6 +14,7 @@ pkgs=(
   clang
   iproute2           # ip netns for multi-host tests
   procps
+  gnuplot-nox        # make plots: bench/plots.sh renders bench/data/*.csv as SVG
 )
 
 missing=()
