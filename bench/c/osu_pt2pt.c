@@ -16,6 +16,9 @@
  * -d: receive each message of a window into its own buffer slot instead of all
  *     into one buffer (OSU's way). runthrough's Rust programs must do this (the
  *     borrow rules forbid 64 receives into one buffer); -d measures what it costs.
+ *     The layout is the Rust programs' byte for byte: one allocation of WINDOW
+ *     slots of the largest size, slot w of a size-S round at byte w * S
+ *     (bench/src/lib.rs, Buffers::recv_slots).
  * OSU defaults: 10000 iterations and 1000 warmup (latency) / 100 iterations
  * and 10 warmup (bw, bibw); for sizes > 8 KiB: 1000 / 100 (latency) and
  * 20 / 2 (bw, bibw).

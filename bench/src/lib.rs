@@ -75,6 +75,10 @@ pub enum Test {
     Bandwidth,
     /// `osu_bibw`: bi-directional windowed bandwidth in MB/s.
     BiBandwidth,
+    /// `osu_mbw_mr`: OSU's multi-pair bandwidth and message rate. The first half of the
+    /// ranks each stream windows to a partner in the second half (rank `r` to
+    /// `r + n/2`); the row is the sum over the pairs in MB/s and messages per second.
+    MessageRate,
     /// One of the collective latency tests (`osu_barrier`, `osu_allreduce`, ...), run
     /// by [`run_coll`] on any number of ranks.
     Coll(Collective),
@@ -97,6 +101,7 @@ impl Test {
             Test::Latency => "osu_latency",
             Test::Bandwidth => "osu_bw",
             Test::BiBandwidth => "osu_bibw",
+            Test::MessageRate => "osu_mbw_mr",
             Test::Coll(c) => c.program(),
         }
     }
@@ -107,6 +112,9 @@ impl Test {
             Test::Latency => ("Latency Test", "# Size          Latency (us)"),
             Test::Bandwidth => ("Bandwidth Test", "# Size      Bandwidth (MB/s)"),
             Test::BiBandwidth => ("Bi-Directional Bandwidth Test", "# Size      Bandwidth (MB/s)"),
+            Test::MessageRate => {
+                ("Multiple Bandwidth / Message Rate Test", "# Size                  MB/s        Messages/s")
+            }
             Test::Coll(c) => (c.title(), c.column()),
         };
         format!("# OSU MPI-style {title} (runthrough)\n{column}\n")
@@ -118,7 +126,7 @@ impl Test {
         match self {
             Test::Latency | Test::Coll(Collective::Barrier) => 0,
             Test::Coll(c) => c.elem_bytes(),
-            Test::Bandwidth | Test::BiBandwidth => 1,
+            Test::Bandwidth | Test::BiBandwidth | Test::MessageRate => 1,
         }
     }
 
@@ -158,11 +166,12 @@ impl Test {
         Iterations { timed, warmup }
     }
 
-    /// The value printed for one size: latency in microseconds or bandwidth in MB/s.
+    /// The value printed for one size: latency in microseconds or bandwidth in MB/s
+    /// (for [`Test::MessageRate`], one pair's).
     pub fn result(self, size: usize, iterations: usize, elapsed: Duration) -> f64 {
         match self {
             Test::Latency => latency_us(elapsed, iterations),
-            Test::Bandwidth => bandwidth_mb_per_s(size * WINDOW_SIZE, iterations, elapsed),
+            Test::Bandwidth | Test::MessageRate => bandwidth_mb_per_s(size * WINDOW_SIZE, iterations, elapsed),
             Test::BiBandwidth => bandwidth_mb_per_s(2 * size * WINDOW_SIZE, iterations, elapsed),
             Test::Coll(_) => op_latency_us(elapsed, iterations),
         }
@@ -170,16 +179,32 @@ impl Test {
 
     /// Receive slots rank `rank` needs: one for latency and for the sender of
     /// `osu_bw` (its acknowledgement), a full window otherwise.
-    fn recv_slots(self, rank: usize) -> usize {
-        match (self, rank) {
-            (Test::Latency | Test::Coll(_), _) | (Test::Bandwidth, 0) => 1,
-            _ => WINDOW_SIZE,
+    fn recv_slots(self, rank: usize, nranks: usize) -> usize {
+        if self.receives_data(rank, nranks) && !matches!(self, Test::Latency | Test::Coll(_)) {
+            WINDOW_SIZE
+        } else {
+            1
         }
     }
 
-    /// Whether rank `rank` receives data messages (the `osu_bw` sender only gets acks).
-    fn receives_data(self, rank: usize) -> bool {
-        !matches!((self, rank), (Test::Bandwidth, 0))
+    /// Whether rank `rank` of `nranks` receives data messages (the senders of `osu_bw`
+    /// and `osu_mbw_mr` only get acknowledgements).
+    fn receives_data(self, rank: usize, nranks: usize) -> bool {
+        match self {
+            Test::Bandwidth => rank != 0,
+            Test::MessageRate => rank >= nranks / 2,
+            _ => true,
+        }
+    }
+
+    /// Whether the test runs on `nranks` ranks, and if not the sizes it accepts.
+    fn job_size(self, nranks: usize) -> Result<(), &'static str> {
+        match self {
+            Test::MessageRate if nranks >= 2 && nranks.is_multiple_of(2) => Ok(()),
+            Test::MessageRate => Err("an even number of"),
+            _ if nranks == 2 => Ok(()),
+            _ => Err("exactly 2"),
+        }
     }
 }
 
@@ -420,7 +445,9 @@ impl Buffers {
         self.recv_slots(size, slots).all(|s| s.iter().all(|&b| b == SEND_FILL))
     }
 
-    /// `count` disjoint receive slots of `size` bytes each (empty slices for size 0).
+    /// `count` disjoint receive slots of `size` bytes each, packed: slot `w` starts at
+    /// byte `w * size` of the receive allocation, exactly where `bench/c/osu_pt2pt.c -d`
+    /// puts it (empty slices for size 0).
     ///
     /// # Panics
     /// If `count` exceeds the slot count or `size` the allocated size.
@@ -435,8 +462,10 @@ impl Buffers {
     /// If `count` exceeds the slot count or `size` the allocated size.
     pub fn send_and_recv_slots(&mut self, size: usize, count: usize) -> (&[u8], RecvSlots<'_>) {
         assert!(count <= self.slots, "{count} slots requested, {} allocated", self.slots);
-        let stride = self.recv.len().checked_div(self.slots).unwrap_or(0);
-        assert!(size <= stride, "slot size {size} above allocated {stride}");
+        let capacity = self.recv.len().checked_div(self.slots).unwrap_or(0);
+        assert!(size <= capacity, "slot size {size} above allocated {capacity}");
+        // Packed at `size`, as the C programs' -d layout (byte for byte the same offsets).
+        let stride = size;
         let slots = RecvSlots { rest: &mut self.recv[..stride * count], stride, size, remaining: count };
         (&self.send[..size], slots)
     }
@@ -580,10 +609,8 @@ fn drive(
     measure: &mut impl FnMut(&runthrough::Comm, &mut Buffers, usize, Iterations) -> Result<Duration, runthrough::Error>,
 ) -> Result<(), DriveError> {
     let (rank, size) = (world.rank(), world.size());
-    if size != 2 {
-        return Err(DriveError::WrongSize(size, "exactly 2"));
-    }
-    let mut bufs = Buffers::new(opts.max_bytes, test.recv_slots(rank)).map_err(DriveError::Setup)?;
+    test.job_size(size).map_err(|accepted| DriveError::WrongSize(size, accepted))?;
+    let mut bufs = Buffers::new(opts.max_bytes, test.recv_slots(rank, size)).map_err(DriveError::Setup)?;
     let stdout = std::io::stdout();
     if rank == 0 {
         let mut out = stdout.lock();
@@ -592,7 +619,7 @@ fn drive(
     }
     for msg in opts.sizes() {
         let iterations = opts.iterations_for(test, msg);
-        let check = test.receives_data(rank);
+        let check = test.receives_data(rank, size);
         if check {
             bufs.clear_recv(msg);
         }
@@ -602,9 +629,23 @@ fn drive(
         if check && !bufs.recv_complete(msg) {
             return Err(DriveError::Setup(format!("received data is wrong at size {msg}")));
         }
+        let row = if test == Test::MessageRate {
+            // Every sender's own rate, summed over the pairs (as OSU's osu_mbw_mr).
+            let mine = if test.receives_data(rank, size) {
+                [0.0, 0.0]
+            } else {
+                let mb = test.result(msg, iterations.timed, elapsed);
+                [mb, (WINDOW_SIZE * iterations.timed) as f64 / elapsed.as_secs_f64().max(f64::MIN_POSITIVE)]
+            };
+            let mut sum = [0.0f64; 2];
+            world.allreduce(&mine, &mut sum, runthrough::Op::Sum)?;
+            format!("{msg:<10}{:>18.2}{:>18.2}\n", sum[0], sum[1])
+        } else {
+            format_row(msg, test.result(msg, iterations.timed, elapsed))
+        };
         if rank == 0 {
             let mut out = stdout.lock();
-            out.write_all(format_row(msg, test.result(msg, iterations.timed, elapsed)).as_bytes())?;
+            out.write_all(row.as_bytes())?;
             out.flush()?;
         }
     }
