@@ -7,6 +7,10 @@
 use std::env;
 use std::path::{Path, PathBuf};
 
+/// The exported libfabric functions runthrough calls (everything else goes through the
+/// fid ops tables), loaded from `libfabric.so.1` at run time.
+const FUNCTIONS: &str = "fi_getinfo|fi_freeinfo|fi_dupinfo|fi_fabric|fi_strerror|fi_version";
+
 /// Headers always present since libfabric 1.x.
 const REQUIRED: &[&str] = &[
     "rdma/fabric.h",
@@ -25,8 +29,13 @@ const OPTIONAL: &[&str] = &["rdma/fi_ext.h", "rdma/fi_profile.h"];
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
+    // Headers only: libfabric.so.1 is loaded at run time, when a fabric transport is
+    // opened (`ffi::lib`), not linked. Debian's libfabric pulls in libinfinipath and
+    // libpsm2, whose constructors calibrate a clock for 0.2 s in every process that
+    // loads them; a shared-memory job must not pay that at start-up.
     let lib = pkg_config::Config::new()
         .atleast_version("1.17")
+        .cargo_metadata(false)
         .probe("libfabric")
         .expect("libfabric >= 1.17 not found by pkg-config (install libfabric-dev)");
 
@@ -50,13 +59,15 @@ fn main() {
 
     let mut builder = bindgen::Builder::default()
         .header_contents("runthrough_fabric_wrapper.h", &wrapper)
-        .allowlist_function("fi_.*")
+        .allowlist_function(FUNCTIONS)
         .allowlist_type("fi_.*|fid.*")
         .allowlist_var("FI_.*|fi_.*")
-        // `fi_getinfo` and friends are real symbols; the static inline wrappers are
-        // reached through the ops tables in `ffi/mod.rs`, so bindgen must not emit
-        // declarations for them (they would fail to link).
+        // `fi_getinfo` and friends are real symbols, reached through the `FabricLib`
+        // table `libloading` fills; the static inline wrappers are reached through the
+        // ops tables in `ffi/mod.rs`, so bindgen must not emit declarations for them.
         .generate_inline_functions(false)
+        .dynamic_library_name("FabricLib")
+        .dynamic_link_require_all(true)
         .derive_default(true)
         .derive_debug(true)
         .layout_tests(false)

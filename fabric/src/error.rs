@@ -167,6 +167,9 @@ pub enum Error {
     /// An argument was rejected before calling libfabric.
     #[error("invalid argument: {0}")]
     InvalidArg(&'static str),
+    /// `libfabric.so.1` could not be loaded (it is loaded when a fabric is first opened).
+    #[error("{0}")]
+    Load(String),
 }
 
 impl Error {

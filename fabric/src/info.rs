@@ -133,8 +133,11 @@ impl InfoList {
     /// is returned as an empty `InfoList`, not as an error.
     ///
     /// # Errors
-    /// Any other `fi_getinfo` failure.
+    /// [`Error::Load`] when `libfabric.so.1` cannot be loaded; any other `fi_getinfo`
+    /// failure.
     pub fn get(hints: &Hints) -> Result<InfoList> {
+        // The first libfabric call of a process loads the library: say so if it cannot.
+        ffi::lib()?;
         let raw_hints = hints.to_raw()?;
         let node = hints.node.as_deref().map(CString::new).transpose().map_err(|_| Error::InvalidArg("node"))?;
         let flags = if node.is_some() { caps::SOURCE } else { 0 };

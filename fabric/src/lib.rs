@@ -50,11 +50,15 @@ pub use ops::OpSlab;
 pub use provider::{select, Provider, ProviderRequest, SelectError, Selection};
 pub use stall::{Stall, StallTracker};
 
-/// The libfabric runtime version (`fi_version()`), as `(major, minor)`.
-pub fn runtime_version() -> (u32, u32) {
-    // SAFETY: fi_version takes no arguments and has no preconditions.
-    let v = unsafe { ffi::fi_version() };
-    (v >> 16, v & 0xffff)
+/// The libfabric runtime version (`fi_version()`), as `(major, minor)`; loads
+/// `libfabric.so.1` if it is not loaded yet.
+///
+/// # Errors
+/// [`Error::Load`] when the library cannot be loaded.
+pub fn runtime_version() -> Result<(u32, u32), Error> {
+    ffi::lib()?;
+    let v = ffi::fi_version().unwrap_or(0);
+    Ok((v >> 16, v & 0xffff))
 }
 
 /// The libfabric version of the headers this crate was built against, as `(major, minor)`.

@@ -26,13 +26,94 @@ use std::os::raw::{c_char, c_int, c_void};
     missing_docs,
     missing_debug_implementations,
     clippy::all,
-    clippy::pedantic
+    clippy::pedantic,
+    unsafe_op_in_unsafe_fn
 )]
 pub(crate) mod bindings {
     include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 }
 
 pub(crate) use bindings::*;
+
+/// The library loaded at run time (see `build.rs`: not linked, so that a process that
+/// never opens a fabric does not run libfabric's dependencies' initialisers).
+const LIBFABRIC: &str = "libfabric.so.1";
+
+static LIB: std::sync::OnceLock<Result<FabricLib, String>> = std::sync::OnceLock::new();
+
+/// `libfabric.so.1`, loaded on first use (a fabric being opened) and kept for the
+/// process's life; the error names the library when it cannot be loaded.
+pub(crate) fn lib() -> Result<&'static FabricLib, crate::Error> {
+    LIB.get_or_init(|| {
+        // SAFETY: loading the library runs its and its dependencies' initialisers, which
+        // take no arguments; `FabricLib::new` resolves every symbol with the signature of
+        // the headers this crate was built against (libfabric keeps its ABI within 1.x).
+        unsafe { FabricLib::new(LIBFABRIC) }.map_err(|e| format!("cannot load {LIBFABRIC}: {e}"))
+    })
+    .as_ref()
+    .map_err(|e| crate::Error::Load(e.clone()))
+}
+
+/// `fi_getinfo` of the loaded library (`-FI_ENOSYS` when it cannot be loaded; callers
+/// check [`lib`] first to report why).
+///
+/// # Safety
+/// As `fi_getinfo(3)`: valid strings or NULL, `hints` valid or NULL, `info` writable.
+pub(crate) unsafe fn fi_getinfo(
+    version: u32,
+    node: *const c_char,
+    service: *const c_char,
+    flags: u64,
+    hints: *const fi_info,
+    info: *mut *mut fi_info,
+) -> c_int {
+    match lib() {
+        // SAFETY: forwarded (function contract).
+        Ok(l) => unsafe { l.fi_getinfo(version, node, service, flags, hints, info) },
+        Err(_) => ENOSYS,
+    }
+}
+
+/// `fi_freeinfo` of the loaded library (nothing to free when it was never loaded).
+///
+/// # Safety
+/// `info` came from `fi_getinfo`/`fi_dupinfo` and is not used again.
+pub(crate) unsafe fn fi_freeinfo(info: *mut fi_info) {
+    if let Ok(l) = lib() {
+        // SAFETY: forwarded (function contract).
+        unsafe { l.fi_freeinfo(info) }
+    }
+}
+
+/// `fi_dupinfo` of the loaded library (NULL when it cannot be loaded).
+///
+/// # Safety
+/// `info` valid or NULL.
+pub(crate) unsafe fn fi_dupinfo(info: *const fi_info) -> *mut fi_info {
+    match lib() {
+        // SAFETY: forwarded (function contract).
+        Ok(l) => unsafe { l.fi_dupinfo(info) },
+        Err(_) => std::ptr::null_mut(),
+    }
+}
+
+/// `fi_fabric` of the loaded library.
+///
+/// # Safety
+/// As `fi_fabric(3)`: `attr` from a live info, `fabric` writable.
+pub(crate) unsafe fn fi_fabric(attr: *mut fi_fabric_attr, fabric: *mut *mut fid_fabric, context: *mut c_void) -> c_int {
+    match lib() {
+        // SAFETY: forwarded (function contract).
+        Ok(l) => unsafe { l.fi_fabric(attr, fabric, context) },
+        Err(_) => ENOSYS,
+    }
+}
+
+/// `fi_version()` of the loaded library, `None` when it cannot be loaded.
+pub(crate) fn fi_version() -> Option<u32> {
+    // SAFETY: fi_version takes no arguments and has no preconditions.
+    lib().ok().map(|l| unsafe { l.fi_version() })
+}
 
 /// `FI_ADDR_UNSPEC`: `((uint64_t) -1)` in the header, which bindgen cannot evaluate.
 pub(crate) const ADDR_UNSPEC: u64 = u64::MAX;
@@ -77,10 +158,13 @@ const ENOSYS: c_int = -(FI_ENOSYS as c_int);
 
 /// `fi_strerror(errnum)` as an owned string (`errnum` positive).
 pub(crate) fn strerror(errnum: i32) -> String {
+    let Ok(l) = lib() else {
+        return std::io::Error::from_raw_os_error(errnum).to_string();
+    };
     // SAFETY: fi_strerror accepts any int and returns a pointer to a static, NUL-terminated
     // string (its own table or libc's strerror text), never NULL in practice; NULL is handled.
     unsafe {
-        let p = fi_strerror(errnum);
+        let p = l.fi_strerror(errnum);
         if p.is_null() {
             return format!("unknown error {errnum}");
         }
