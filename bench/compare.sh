@@ -57,7 +57,8 @@ usage: bench/compare.sh [--quick] [--only TEST] [--ranks N] [--runs N] [--config
   --quick        fewer iterations per size
   --only TEST    run only TEST: latency, bw, bibw, pt2pt (those three), mbw_mr,
                  barrier, bcast, reduce, allreduce, allgather, alltoall, coll (those
-                 six) or all (default: all of them)
+                 six) or all (default: all of them); several, comma-separated
+                 (e.g. coll,mbw_mr)
   --ranks N      ranks of the collective tests and of mbw_mr (N/2 pairs; default 2;
                  e.g. 4, 8); latency, bw and bibw always run on 2
   --runs N       runs per measurement, interleaved; median and min-max (default 5)
@@ -125,16 +126,20 @@ while [[ $# -gt 0 ]]; do
     esac
     shift
 done
-case "$only" in
-    all) tests=("${PT2PT_TESTS[@]}" mbw_mr "${COLL_TESTS[@]}") ;;
-    pt2pt) tests=("${PT2PT_TESTS[@]}") ;;
-    coll) tests=("${COLL_TESTS[@]}") ;;
-    latency | bw | bibw | mbw_mr | barrier | bcast | reduce | allreduce | allgather | alltoall) tests=("$only") ;;
-    *)
-        usage >&2
-        exit 2
-        ;;
-esac
+tests=()
+IFS=, read -r -a only_items <<<"$only"
+for item in "${only_items[@]}"; do
+    case "$item" in
+        all) tests+=("${PT2PT_TESTS[@]}" mbw_mr "${COLL_TESTS[@]}") ;;
+        pt2pt) tests+=("${PT2PT_TESTS[@]}") ;;
+        coll) tests+=("${COLL_TESTS[@]}") ;;
+        latency | bw | bibw | mbw_mr | barrier | bcast | reduce | allreduce | allgather | alltoall) tests+=("$item") ;;
+        *)
+            usage >&2
+            exit 2
+            ;;
+    esac
+done
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || { usage >&2; exit 2; }
 [[ $config == defaults || $config == tuned ]] || { usage >&2; exit 2; }
 

@@ -350,3 +350,52 @@ report=$outdir/ft_detect-$stamp.md
     echo "# Load average after: $(cut -d' ' -f1-3 /proc/loadavg). Raw output: bench/out/raw/ft_detect-$stamp/"
 } | tee "$report"
 log "wrote $report"
+
+# bench/data/detect.csv (the data `make plots` draws): per mode, implementation, size and
+# timeout, the median over the jobs of each job's average detection latency, with the
+# least and the largest single survivor's latency. Rows of the configurations measured
+# now replace their earlier rows.
+csv_rows=$rawdir/rows.csv
+: >"$csv_rows"
+for mode in $modes; do
+    for impl in rt ompi; do
+        want "$impl" || continue
+        for to in $timeouts; do
+            for n in $ranks_list; do
+                for ((rep = 1; rep <= reps; rep++)); do
+                    cat "$rawdir/$impl-$mode-n$n-$to-$rep.txt" 2>/dev/null || true
+                done | awk -v mode="$mode" -v impl="$impl" -v n="$n" -v to="$to" '
+                    $1 ~ /^[0-9]+$/ && NF == 6 { a[++k] = $5; if (k == 1 || $4 < lo) lo = $4; if (k == 1 || $6 > hi) hi = $6; t = $3 }
+                    END {
+                        if (!k) exit
+                        for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
+                        m = (k % 2) ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+                        name = impl == "rt" ? "runthrough" : "Open MPI 5 ULFM"
+                        printf "detect_%s,%s,0,%s,timeout %g ms,%.2f,%.2f,%.2f,ms\n", mode, n, name, t, m, lo, hi
+                    }' >>"$csv_rows"
+            done
+        done
+    done
+done
+if [[ -s $csv_rows ]]; then
+    mkdir -p "$root/bench/data"
+    python3 - "$root/bench/data/detect.csv" "$csv_rows" <<'PY'
+import csv, sys
+path, new = sys.argv[1], sys.argv[2]
+with open(new, newline="", encoding="utf-8") as f:
+    fresh = [r for r in csv.reader(f) if r]
+keys = {(r[0], r[1], r[3], r[4]) for r in fresh}
+old = []
+try:
+    with open(path, newline="", encoding="utf-8") as f:
+        old = [r for r in list(csv.reader(f))[1:] if r and (r[0], r[1], r[3], r[4]) not in keys]
+except FileNotFoundError:
+    pass
+rows = sorted(old + fresh, key=lambda r: (r[0], int(r[1]), r[3], r[4]))
+with open(path, "w", newline="", encoding="utf-8") as f:
+    w = csv.writer(f, lineterminator="\n")
+    w.writerow(["test", "ranks", "size", "impl", "config", "median", "min", "max", "unit"])
+    w.writerows(rows)
+PY
+    log "updated bench/data/detect.csv"
+fi
