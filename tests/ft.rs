@@ -126,9 +126,12 @@ fn manager_worker_survives_two_kills() {
 #[test]
 fn r14_reenable_any_source_from_several_threads() {
     // seeds/000 Example 17.5: three receiving threads, two workers killed mid-stream.
+    // 1000 messages 2 ms apart: the workers stream for about 2 s, well past the second
+    // kill (with 400 the job could end before 900 ms once start-up no longer paid
+    // libfabric's 0.2 s initialisers).
     let prog = example("reenable_threads");
     let o = run(
-        &["-n", "6", "--kill", "2@600ms", "--kill", "4@900ms", prog.to_str().unwrap(), "3", "400"],
+        &["-n", "6", "--kill", "2@600ms", "--kill", "4@900ms", prog.to_str().unwrap(), "3", "1000"],
         Duration::from_secs(60),
     );
     let out = ok_failed(&o, &[2, 4]);

@@ -148,11 +148,13 @@ fn propagate_example_every_rank_catches_the_same_lists() {
 
 /// The ULFM recovery loop (`examples/ulfm_shrink.rs`): 6 ranks lose rank 3 mid-run
 /// (`--kill`), revoke, shrink and finish on 5 with the serial result, on shared memory
-/// and over tcp (there, start-up is slower: the kill time is moved past it).
+/// and over tcp (there, start-up is slower: the kill time is moved past it). On shared
+/// memory the job runs about 0.85 s (start-up 0.05 s, 40 blocks of 20 ms): the second
+/// shared-memory kill lands at about three quarters of the run.
 #[test]
 fn ulfm_shrink_example_finishes_on_the_survivors_with_the_right_result() {
     let expected: u64 = (0..4000u64).map(|k| (k * k) % 1_000_003).sum();
-    for (kill, transport) in [("3@300ms", &[][..]), ("3@1200ms", &FABRIC[..]), ("3@900ms", &[][..])] {
+    for (kill, transport) in [("3@300ms", &[][..]), ("3@1200ms", &FABRIC[..]), ("3@650ms", &[][..])] {
         let prog = example("ulfm_shrink");
         let mut a = vec!["-n", "6", "--kill", kill];
         a.extend_from_slice(transport);
