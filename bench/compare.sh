@@ -416,17 +416,14 @@ done
 # "median min max" over the runs of the value at one size ("" when no run produced
 # it). Size "-": the one value of a test without sizes (barrier).
 stats() { # test impl size
-    local vals
-    vals=$(for ((r = 1; r <= runs; r++)); do
+    local st
+    st=$(for ((r = 1; r <= runs; r++)); do
         awk -v s="$3" '$1 ~ /^#/ { next }
             s == "-" && NF == 1 { print $1 }
             s != "-" && $1 == s && NF == 2 { print $2 }
             s != "-" && $1 == s && NF == 3 { print $3 / 1e6 }' "$rawdir/$1-$2-$r.txt"
-    done | sort -g)
-    [[ -n "$vals" ]] || return 0
-    awk '{ v[NR] = $1 } END {
-        m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-        printf "%.2f %.2f %.2f", m, v[1], v[NR] }' <<<"$vals"
+    done | median_min_max)
+    echo -n "${st% *}"
 }
 
 human() { # bytes
@@ -564,28 +561,6 @@ log "wrote $report"
 
 # The medians replace their rows (same test, ranks and configuration) in the CSV.
 if [[ $csv -eq 1 && -s $csv_rows ]]; then
-    mkdir -p "$root/bench/data"
-    python3 - "$root/bench/data/shm.csv" "$csv_rows" <<'PY'
-import csv, sys
-path, new = sys.argv[1], sys.argv[2]
-header = ["test", "ranks", "size", "impl", "config", "median", "min", "max", "unit"]
-with open(new, newline="", encoding="utf-8") as f:
-    fresh = [r for r in csv.reader(f) if r]
-keys = {(r[0], r[1], r[4]) for r in fresh}
-old = []
-try:
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
-    old = [r for r in rows[1:] if r and (r[0], r[1], r[4]) not in keys]
-except FileNotFoundError:
-    pass
-order = {t: i for i, t in enumerate(["latency", "bw", "bibw", "mbw_mr", "barrier", "bcast", "reduce",
-                                      "allreduce", "allgather", "alltoall"])}
-rows = sorted(old + fresh, key=lambda r: (r[4], order.get(r[0], 99), int(r[1]), int(r[2]), r[3]))
-with open(path, "w", newline="", encoding="utf-8") as f:
-    w = csv.writer(f, lineterminator="\n")
-    w.writerow(header)
-    w.writerows(rows)
-PY
+    merge_csv "$root/bench/data/shm.csv" "$csv_rows" 0 1 4
     log "updated bench/data/shm.csv"
 fi

@@ -24,7 +24,10 @@
 # Needs the venvs and C programs compare.sh builds (run it once first), Debian's
 # libfabric-bin (fi_pingpong) and util-linux (taskset).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+prog=compare_fabric.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$root"
 prov=tcp
 runs=5
 csv=1
@@ -105,9 +108,7 @@ stats() { # test size impl
         f=$raw/$1-$2-$3-$r.txt
         [[ -f $f ]] || continue
         awk -v s="$2" '$1 == s && NF == 2 && $2 ~ /^[0-9.]+$/ { print $2 }' "$f"
-    done | sort -g | awk '{ v[NR] = $1 } END { if (NR) {
-        m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-        printf "%.2f %.2f %.2f", m, v[1], v[NR] } }'
+    done | median_min_max | cut -d' ' -f1-3
 }
 name() {
     case "$1" in
@@ -160,25 +161,6 @@ cat "$report"
 echo "compare_fabric.sh: wrote $report" >&2
 
 if [[ $csv -eq 1 && -s $rows ]]; then
-    mkdir -p bench/data
-    python3 - bench/data/fabric.csv "$rows" <<'PY'
-import csv, sys
-path, new = sys.argv[1], sys.argv[2]
-header = ["test", "ranks", "size", "impl", "config", "median", "min", "max", "unit"]
-with open(new, newline="", encoding="utf-8") as f:
-    fresh = [r for r in csv.reader(f) if r]
-configs = {r[4] for r in fresh}
-old = []
-try:
-    with open(path, newline="", encoding="utf-8") as f:
-        old = [r for r in list(csv.reader(f))[1:] if r and r[4] not in configs]
-except FileNotFoundError:
-    pass
-rows = sorted(old + fresh, key=lambda r: (r[4], r[0], int(r[2]), r[3]))
-with open(path, "w", newline="", encoding="utf-8") as f:
-    w = csv.writer(f, lineterminator="\n")
-    w.writerow(header)
-    w.writerows(rows)
-PY
+    merge_csv bench/data/fabric.csv "$rows" 4
     echo "compare_fabric.sh: updated bench/data/fabric.csv" >&2
 fi

@@ -378,24 +378,6 @@ for mode in $modes; do
     done
 done
 if [[ -s $csv_rows ]]; then
-    mkdir -p "$root/bench/data"
-    python3 - "$root/bench/data/detect.csv" "$csv_rows" <<'PY'
-import csv, sys
-path, new = sys.argv[1], sys.argv[2]
-with open(new, newline="", encoding="utf-8") as f:
-    fresh = [r for r in csv.reader(f) if r]
-keys = {(r[0], r[1], r[3], r[4]) for r in fresh}
-old = []
-try:
-    with open(path, newline="", encoding="utf-8") as f:
-        old = [r for r in list(csv.reader(f))[1:] if r and (r[0], r[1], r[3], r[4]) not in keys]
-except FileNotFoundError:
-    pass
-rows = sorted(old + fresh, key=lambda r: (r[0], int(r[1]), r[3], r[4]))
-with open(path, "w", newline="", encoding="utf-8") as f:
-    w = csv.writer(f, lineterminator="\n")
-    w.writerow(["test", "ranks", "size", "impl", "config", "median", "min", "max", "unit"])
-    w.writerows(rows)
-PY
+    merge_csv "$root/bench/data/detect.csv" "$csv_rows" 0 1 3 4
     log "updated bench/data/detect.csv"
 fi

@@ -98,13 +98,13 @@ for ((r = 1; r <= runs; r++)); do
     done
 done
 
-stats() { # config n: "median min max ok"
-    for ((r = 1; r <= runs; r++)); do
+stats() { # config n: "median min max ok/runs"
+    local st
+    st=$(for ((r = 1; r <= runs; r++)); do
         awk '$2 == "us" { printf "%.4f\n", $1 / 1e6 }' "$raw/$1-$2-$r.time"
-    done | sort -g | awk -v runs="$runs" '{ v[NR] = $1 } END {
-        if (!NR) { print ""; exit }
-        m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-        printf "%.3f %.3f %.3f %d/%d", m, v[1], v[NR], NR, runs }'
+    done | median_min_max %.3f)
+    [[ -n $st ]] && echo "$st/$runs"
+    return 0
 }
 name() {
     case "$1" in
@@ -145,10 +145,7 @@ cat "$report"
 log "wrote $report"
 
 if [[ $csv -eq 1 && -s $rows ]]; then
-    mkdir -p "$root/bench/data"
-    {
-        echo "test,ranks,size,impl,config,median,min,max,unit"
-        sort -t, -k5,5 -k2,2n -k4,4 "$rows"
-    } >"$root/bench/data/startup.csv"
+    rm -f "$root/bench/data/startup.csv"
+    merge_csv "$root/bench/data/startup.csv" "$rows" 0 1 3 4
     log "wrote bench/data/startup.csv"
 fi

@@ -42,13 +42,11 @@ impl Comm {
     /// Checks `dest` and `tag` of a send (errors as the safe sends report them, without
     /// applying the error mode).
     pub fn send_target(&self, dest: usize, tag: i32) -> Result<SendTarget, Error> {
-        let peer = self.world_rank(dest)?;
-        let tag = if (0..=runthrough_engine::TAG_UB).contains(&tag) {
-            Tag(tag)
-        } else {
-            return Err(Error::InvalidTag { tag });
-        };
-        Ok(SendTarget { ctx: self.inner.ctx, me: self.rank() as u32, dest: dest as u32, peer, tag })
+        match self.send_target_valid(dest, tag) {
+            Some(t) => Ok(t),
+            // Which of the two is wrong, as the safe sends report it.
+            None => self.world_rank(dest).and(Err(Error::InvalidTag { tag })),
+        }
     }
 
     /// [`Comm::send_target`] for the common case alone, for a hot path: `None` when

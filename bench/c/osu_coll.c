@@ -93,29 +93,9 @@ int main(int argc, char **argv)
             c = i;
     if (c < 0)
         return bad_usage(rank, argv[0]);
-    for (int a = 2; a < argc; a++) {
-        int bad = 0;
-        if (a + 1 >= argc) {
-            bad = 1;
-        } else if (strcmp(argv[a], "-m") == 0) {
-            char *arg = argv[++a];
-            char *colon = strchr(arg, ':');
-            if (colon) {
-                *colon = '\0';
-                bad = parse_size(arg, &min_size) || (colon[1] != '\0' && parse_size(colon + 1, &max_size));
-            } else {
-                bad = parse_size(arg, &max_size);
-            }
-        } else if (strcmp(argv[a], "-i") == 0) {
-            bad = parse_size(argv[++a], &iters_opt) || iters_opt == 0;
-        } else if (strcmp(argv[a], "-x") == 0) {
-            bad = parse_size(argv[++a], &warmup_opt);
-        } else {
-            bad = 1;
-        }
-        if (bad)
+    for (int a = 2; a < argc; a++)
+        if (parse_osu_opt(argc, argv, &a, &min_size, &max_size, &iters_opt, &warmup_opt, 1) != 1)
             return bad_usage(rank, argv[0]);
-    }
     long elem = (c == REDUCE || c == ALLREDUCE) ? (long)sizeof(float) : 1;
     if (c == BARRIER) {
         min_size = 0;

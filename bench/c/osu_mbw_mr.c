@@ -41,26 +41,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
 
     for (int a = 1; a < argc; a++) {
-        int bad = 0;
-        if (a + 1 >= argc) {
-            bad = 1;
-        } else if (strcmp(argv[a], "-m") == 0) {
-            char *arg = argv[++a];
-            char *colon = strchr(arg, ':');
-            if (colon) {
-                *colon = '\0';
-                bad = parse_size(arg, &min_size) || parse_size(colon + 1, &max_size);
-            } else {
-                bad = parse_size(arg, &max_size);
-            }
-        } else if (strcmp(argv[a], "-i") == 0) {
-            bad = parse_size(argv[++a], &iters_opt) || iters_opt == 0;
-        } else if (strcmp(argv[a], "-x") == 0) {
-            bad = parse_size(argv[++a], &warmup_opt);
-        } else {
-            bad = 1;
-        }
-        if (bad) {
+        if (parse_osu_opt(argc, argv, &a, &min_size, &max_size, &iters_opt, &warmup_opt, 0) != 1) {
             if (rank == 0)
                 usage(argv[0]);
             MPI_Finalize();
