@@ -261,8 +261,21 @@ impl Comm {
     }
 
     /// Applies the error mode to an outcome (R2, R3).
+    #[inline]
     pub(crate) fn check<T>(&self, r: Result<T, Error>) -> Result<T, Error> {
-        let Err(e) = r else { return r };
+        match r {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.check_error(e)),
+        }
+    }
+
+    /// Applies this communicator's error mode to `e` as its own operations do (`check`'s
+    /// error path). The C layer keeps every communicator in `ErrorsReturn` and runs MPI's
+    /// handlers itself, so for it this maps a failure to the communicator-level error
+    /// (R28/R29).
+    #[cold]
+    #[inline(never)]
+    pub fn check_error(&self, e: Error) -> Error {
         // On a revoked or corrupted communicator that is the error (R28, R29), also for
         // an operation that stopped at a failed member or a collective that gave up.
         let e = match e {
@@ -271,10 +284,10 @@ impl Comm {
         };
         let mode = self.inner.mode.lock().clone();
         match mode {
-            ErrorMode::ErrorsReturn => Err(e),
+            ErrorMode::ErrorsReturn => e,
             ErrorMode::Handler(h) => {
                 h(self, &e);
-                Err(e)
+                e
             }
             ErrorMode::ErrorsAreFatal if self.inner.shared.fatal_scope() == FatalScope::Job => {
                 fatal_message(self, &e, "job");
@@ -299,6 +312,7 @@ impl Comm {
         self.inner.shared.waiter()
     }
 
+    #[inline]
     pub(crate) fn pattern(&self, src: Source, tag: TagSel) -> Result<(Pattern, Option<Rank>), Error> {
         let (src, peer) = match src {
             Source::Any => (None, None),
@@ -314,6 +328,7 @@ impl Comm {
 
     /// The world rank of `dest` and the checked `tag` of a send (argument errors through
     /// the error mode, R4).
+    #[inline]
     pub(crate) fn destination(&self, dest: usize, tag: i32) -> Result<(Rank, Tag), Error> {
         let peer = self.check(self.world_rank(dest))?;
         Ok((peer, self.check(valid_tag(tag))?))

@@ -126,14 +126,4 @@ impl Comm {
         let r = self.coll_any().and_then(|c| c.exscan(buf, f));
         self.check(r)
     }
-
-    /// Applies this communicator's error mode to `e` as its own operations do (the C
-    /// layer keeps every communicator in `ErrorsReturn` and runs MPI's handlers itself,
-    /// so this maps a failure to the communicator-level error, R28/R29).
-    pub fn check_error(&self, e: Error) -> Error {
-        match self.check::<()>(Err(e)) {
-            Err(e) => e,
-            Ok(()) => unreachable!("check never turns an error into success"),
-        }
-    }
 }

@@ -356,6 +356,42 @@ impl Engine {
         self.start_send_mode(ctx, src, dest, peer, tag, buf, false)
     }
 
+    /// The small-message path: sends `buf` at once when it is an eager message and the
+    /// transport takes it now, with no request slot. Returns the send's status then (the
+    /// send is complete: the transport copied `buf`), or `None` when the general path
+    /// ([`Engine::start_send`]) must run: a rendezvous size, a peer with queued work (its
+    /// order must hold), a failed peer, a communicator with a notice (R27–R29), a busy
+    /// or failing transport. Nothing was sent and no sequence number taken then.
+    #[inline]
+    pub(crate) fn try_send_now(
+        &mut self,
+        ctx: ContextId,
+        src: u32,
+        dest: u32,
+        peer: Rank,
+        tag: Tag,
+        buf: &[u8],
+    ) -> Option<Status> {
+        let Engine { transport, st } = self;
+        if buf.len() > st.eager_max || st.comm_notices {
+            return None;
+        }
+        let p = st.peers.get_mut(peer.0 as usize)?;
+        if p.failed || !p.pending.is_empty() {
+            return None;
+        }
+        let header = Header::Eager { env: Envelope { ctx, src, tag, seq: Seq(p.send_seq) }, len: buf.len() as u32 };
+        let mut hb = [0u8; MAX_HEADER_BYTES];
+        let n = header.encode(&mut hb);
+        match transport.try_send(peer, &hb[..n], buf) {
+            Ok(Posted::Done) | Ok(Posted::InFlight(_)) => {
+                p.send_seq = p.send_seq.wrapping_add(1);
+                Some(Status { source: dest as usize, tag: tag.0, len: buf.len() })
+            }
+            Err(_) => None,
+        }
+    }
+
     /// [`Engine::start_send`], or with `sync` a synchronous-mode send (MPI_Ssend): it
     /// always takes the rendezvous path, so it completes only once the receiver matched
     /// it and took the data.
@@ -592,8 +628,10 @@ impl Engine {
         if st.queued > 0 {
             st.flush(transport);
         }
-        for region in st.unexpose.drain(..) {
-            transport.unexpose(region);
+        if !st.unexpose.is_empty() {
+            for region in st.unexpose.drain(..) {
+                transport.unexpose(region);
+            }
         }
         if st.ft.as_ref().is_some_and(|f| f.dirty) {
             self.ft_service();
@@ -1380,14 +1418,20 @@ impl Engine {
 }
 
 impl State {
+    #[inline]
     fn run_pulls(&mut self, t: &mut AnyTransport) {
         if !self.pulls.is_empty() {
-            let mut pulls = std::mem::take(&mut self.pulls);
-            for pull in pulls.drain(..) {
-                self.pull(t, pull);
-            }
-            self.pulls = pulls;
+            self.run_pulls_now(t);
         }
+    }
+
+    #[inline(never)]
+    fn run_pulls_now(&mut self, t: &mut AnyTransport) {
+        let mut pulls = std::mem::take(&mut self.pulls);
+        for pull in pulls.drain(..) {
+            self.pull(t, pull);
+        }
+        self.pulls = pulls;
     }
 
     fn set_outcome(&mut self, req: ReqId, outcome: Result<Status, Error>) {
@@ -1654,6 +1698,18 @@ impl State {
                 ft.observed_spoke = true;
             }
         }
+        // The common record first: an in-order eager message (no `Header` built).
+        if let Some((env, payload)) = crate::wire::decode_eager(bytes) {
+            if env.seq.0 == p.recv_seq {
+                p.recv_seq = p.recv_seq.wrapping_add(1);
+                let held = !p.held.is_empty();
+                self.on_eager(peer, env, payload);
+                if held {
+                    self.release_held(peer);
+                }
+                return;
+            }
+        }
         let (h, payload) = match Header::decode(bytes) {
             Ok(x) => x,
             Err(e) => {
@@ -1753,26 +1809,36 @@ impl State {
         }
     }
 
-    fn on_matched(&mut self, peer: Rank, h: Header, payload: &[u8]) {
-        if let Header::Eager { env, .. } | Header::Rts { env, .. } = h {
-            if self.comms.get(env.ctx).is_some_and(|c| c.broken.is_some()) {
-                if let Header::Rts { sreq, .. } = h {
-                    self.post_or_queue_note(peer, Note::Discard { sreq: sreq.to_wire() });
-                }
-                return;
-            }
+    /// Whether messages on `ctx` are dropped on arrival: its communicator is broken (a
+    /// flag read while no communicator ever was).
+    #[inline]
+    fn drops_arrivals(&self, ctx: ContextId) -> bool {
+        self.comm_notices && self.comms.get(ctx).is_some_and(|c| c.broken.is_some())
+    }
+
+    /// An eager message taken in order from `peer`: to the earliest matching posted
+    /// receive, else to the unexpected queue.
+    #[inline]
+    fn on_eager(&mut self, peer: Rank, env: Envelope, payload: &[u8]) {
+        if self.drops_arrivals(env.ctx) {
+            return;
         }
+        let a = Arrival { ctx: env.ctx, src: env.src, tag: env.tag };
+        if let Some((_, rreq)) = self.posted.take_match(&a) {
+            self.deliver_eager(rreq, &a, payload);
+        } else {
+            let mut v = self.pool.pop().unwrap_or_default();
+            v.extend_from_slice(payload);
+            self.stats.unexpected += 1;
+            self.unexpected.push(a, UnexpEntry { peer, data: Unexp::Eager(v) });
+        }
+    }
+
+    fn on_matched(&mut self, peer: Rank, h: Header, payload: &[u8]) {
         match h {
-            Header::Eager { env, .. } => {
-                let a = Arrival { ctx: env.ctx, src: env.src, tag: env.tag };
-                if let Some((_, rreq)) = self.posted.take_match(&a) {
-                    self.deliver_eager(rreq, &a, payload);
-                } else {
-                    let mut v = self.pool.pop().unwrap_or_default();
-                    v.extend_from_slice(payload);
-                    self.stats.unexpected += 1;
-                    self.unexpected.push(a, UnexpEntry { peer, data: Unexp::Eager(v) });
-                }
+            Header::Eager { env, .. } => self.on_eager(peer, env, payload),
+            Header::Rts { env, sreq, .. } if self.drops_arrivals(env.ctx) => {
+                self.post_or_queue_note(peer, Note::Discard { sreq: sreq.to_wire() });
             }
             Header::Rts { env, len, sreq, region } => {
                 let a = Arrival { ctx: env.ctx, src: env.src, tag: env.tag };

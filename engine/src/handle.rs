@@ -24,6 +24,11 @@
 //!   request has settled; a leaked handle leaks the vector, so the memory the engine
 //!   still holds is never freed. For requests that must outlive any scope.
 //!
+//! A small send that the transport takes at once (`Engine::try_send_now`: eager size,
+//! nothing queued for the peer) completes before its handle is made: the transport copied
+//! the bytes, the engine keeps no view of the buffer and no request slot, so the handle
+//! only carries the status and its scope has nothing to settle for it.
+//!
 //! Blocking calls ([`send`], [`recv`], [`sendrecv`]) start and settle their request
 //! inside one call: no handle ever reaches the caller. The engine's own collectives use
 //! crate-private handles that its code always waits for (unwinding included, since their
@@ -192,6 +197,9 @@ impl ScopeRef<'_> {
 pub struct Request<'a> {
     eng: &'a Mutex<Engine>,
     id: Option<ReqId>,
+    /// A send the small-message path completed at once (`Engine::try_send_now`): it has
+    /// no request slot, and this is its outcome until taken.
+    ready: Option<Status>,
     /// The scope that owns the request; `None` for the engine's own requests.
     scope: Option<ScopeRef<'a>>,
     _buf: PhantomData<&'a mut [u8]>,
@@ -210,18 +218,21 @@ pub fn isend<'s>(
     tag: Tag,
     buf: &'s [u8],
 ) -> Request<'s> {
+    let mut e = eng.lock();
+    if let Some(st) = e.try_send_now(ctx, src, dest, peer, tag, buf) {
+        // Complete already: the engine holds no view of `buf`, so the scope has nothing
+        // to settle for this handle.
+        return Request::ready(eng, st);
+    }
     let scope = s.enter(eng);
     // SAFETY: the view's contract (buffer alive and unmodified while the request is
     // pending) holds because `buf` is borrowed for the scope's lifetime and the scope
     // settles the request before it ends (module safety argument).
     let view = unsafe { RawBuf::new(buf) };
-    let id = {
-        let mut e = eng.lock();
-        let id = e.start_send(ctx, src, dest, peer, tag, view);
-        e.set_scope(id, scope.token);
-        id
-    };
-    Request { eng, id: Some(id), scope: Some(scope), _buf: PhantomData }
+    let id = e.start_send(ctx, src, dest, peer, tag, view);
+    e.set_scope(id, scope.token);
+    drop(e);
+    Request { eng, id: Some(id), ready: None, scope: Some(scope), _buf: PhantomData }
 }
 
 /// Starts a receive into `buf` in scope `s` (see `Engine::start_recv`); `buf` stays
@@ -243,7 +254,7 @@ pub fn irecv<'s>(
         e.set_scope(id, scope.token);
         id
     };
-    Request { eng, id: Some(id), scope: Some(scope), _buf: PhantomData }
+    Request { eng, id: Some(id), ready: None, scope: Some(scope), _buf: PhantomData }
 }
 
 /// Starts an engine-internal send. The caller (this crate) always waits for or drops the
@@ -258,11 +269,16 @@ pub(crate) fn isend_local<'a>(
     tag: Tag,
     buf: &'a [u8],
 ) -> Request<'a> {
+    let mut e = eng.lock();
+    if let Some(st) = e.try_send_now(ctx, src, dest, peer, tag, buf) {
+        return Request::ready(eng, st);
+    }
     // SAFETY: the handle settles the request (wait or `Drop`) before the borrow of `buf`
     // ends; this crate never leaks its own handles (function contract).
     let view = unsafe { RawBuf::new(buf) };
-    let id = eng.lock().start_send(ctx, src, dest, peer, tag, view);
-    Request { eng, id: Some(id), scope: None, _buf: PhantomData }
+    let id = e.start_send(ctx, src, dest, peer, tag, view);
+    drop(e);
+    Request { eng, id: Some(id), ready: None, scope: None, _buf: PhantomData }
 }
 
 /// Starts an engine-internal receive (contract of [`isend_local`]).
@@ -275,7 +291,7 @@ pub(crate) fn irecv_local<'a>(
     // SAFETY: as in `isend_local`.
     let view = unsafe { RawBufMut::new(buf) };
     let id = eng.lock().start_recv(pattern, peer, view);
-    Request { eng, id: Some(id), scope: None, _buf: PhantomData }
+    Request { eng, id: Some(id), ready: None, scope: None, _buf: PhantomData }
 }
 
 /// Starts a send of `buf` outside any scope: the engine-level escape hatch for code that
@@ -314,7 +330,7 @@ pub unsafe fn issend_unscoped<'a>(
     // SAFETY: the caller settles the request before the borrow of `buf` ends (contract).
     let view = unsafe { RawBuf::new(buf) };
     let id = eng.lock().start_send_mode(ctx, src, dest, peer, tag, view, true);
-    Request { eng, id: Some(id), scope: None, _buf: PhantomData }
+    Request { eng, id: Some(id), ready: None, scope: None, _buf: PhantomData }
 }
 
 /// Starts a receive into `buf` outside any scope (see [`isend_unscoped`]).
@@ -649,6 +665,12 @@ impl Waiter {
 }
 
 impl<'a> Request<'a> {
+    /// A send that completed when it started (no request slot, nothing to settle).
+    #[inline]
+    fn ready(eng: &'a Mutex<Engine>, st: Status) -> Self {
+        Request { eng, id: None, ready: Some(st), scope: None, _buf: PhantomData }
+    }
+
     /// The request's outcome was taken or it was released: the handle no longer
     /// refers to it.
     fn done(&mut self) {
@@ -662,6 +684,9 @@ impl<'a> Request<'a> {
     /// Whether the operation has completed (makes progress first). Completed requests
     /// stay completed; `wait` then returns the outcome.
     pub fn is_complete(&mut self) -> bool {
+        if self.ready.is_some() {
+            return true;
+        }
         match self.id {
             None => true,
             Some(id) => {
@@ -675,6 +700,9 @@ impl<'a> Request<'a> {
     /// Makes progress and returns the outcome if the operation has completed; the
     /// request is then finished and later calls return `Ok(None)`.
     pub fn test(&mut self) -> Result<Option<Status>, Error> {
+        if let Some(st) = self.ready.take() {
+            return Ok(Some(st));
+        }
         let Some(id) = self.id else { return Ok(None) };
         let out = test_id(self.eng, id);
         match out {
@@ -693,6 +721,9 @@ impl<'a> Request<'a> {
 
     /// Blocks until completion without consuming the handle.
     pub fn wait_in_place(&mut self) -> Result<Status, Error> {
+        if let Some(st) = self.ready.take() {
+            return Ok(st);
+        }
         let Some(id) = self.id else {
             return Err(Error::ApiMisuse("request already completed and its outcome taken"));
         };
@@ -703,7 +734,7 @@ impl<'a> Request<'a> {
 
     /// Whether this handle still refers to an operation whose outcome was not taken.
     pub fn is_active(&self) -> bool {
-        self.id.is_some()
+        self.id.is_some() || self.ready.is_some()
     }
 
     /// Cancels a receive that has not matched a message yet (MPI_Cancel): `true` when it
@@ -729,6 +760,9 @@ impl Future for Request<'_> {
     type Output = Result<Status, Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Some(st) = self.ready.take() {
+            return Poll::Ready(Ok(st));
+        }
         let Some(id) = self.id else {
             return Poll::Ready(Err(Error::ApiMisuse("request already completed and its outcome taken")));
         };

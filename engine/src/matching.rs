@@ -57,12 +57,18 @@ impl<T> Default for PostedQueue<T> {
 
 impl<T> PostedQueue<T> {
     /// Appends a posted receive.
+    #[inline]
     pub fn post(&mut self, pattern: Pattern, item: T) {
         self.entries.push_back((pattern, item));
     }
 
     /// Removes and returns the earliest posted receive that `a` matches.
+    #[inline]
     pub fn take_match(&mut self, a: &Arrival) -> Option<(Pattern, T)> {
+        // The common case: the earliest posted receive is the one (in-order traffic).
+        if self.entries.front()?.0.matches(a) {
+            return self.entries.pop_front();
+        }
         let i = self.entries.iter().position(|(p, _)| p.matches(a))?;
         self.entries.remove(i)
     }
@@ -103,7 +109,11 @@ impl<U> UnexpectedQueue<U> {
     }
 
     /// Removes and returns the earliest arrived message `p` matches.
+    #[inline]
     pub fn take_match(&mut self, p: &Pattern) -> Option<(Arrival, U)> {
+        if self.entries.is_empty() {
+            return None;
+        }
         let i = self.entries.iter().position(|(a, _)| p.matches(a))?;
         self.entries.remove(i)
     }
@@ -115,6 +125,9 @@ impl<U> UnexpectedQueue<U> {
         p: &Pattern,
         mut keep: impl FnMut(&Arrival, &U) -> bool,
     ) -> Option<(Arrival, U)> {
+        if self.entries.is_empty() {
+            return None;
+        }
         let i = self.entries.iter().position(|(a, u)| p.matches(a) && keep(a, u))?;
         self.entries.remove(i)
     }

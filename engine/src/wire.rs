@@ -238,6 +238,18 @@ impl Header {
     }
 }
 
+/// The receive path's shortcut for the common record, a well-formed eager message: its
+/// envelope and payload, or `None` for anything else (which [`Header::decode`] then
+/// decodes, or rejects with the reason).
+#[inline]
+pub fn decode_eager(b: &[u8]) -> Option<(Envelope, &[u8])> {
+    if b.len() < 24 || b[0] != KIND_EAGER || b[1] != WIRE_VERSION {
+        return None;
+    }
+    let rest = &b[24..];
+    (get32(b, 20) as usize == rest.len()).then(|| (get_env(b), rest))
+}
+
 fn put_env(out: &mut [u8], env: &Envelope) {
     put32(out, 4, env.ctx.0);
     put32(out, 8, env.src);

@@ -934,3 +934,39 @@ fn long_collectives_pull_in_place_and_never_deliver_a_withdrawn_buffer() {
     });
     drop(root_buf);
 }
+
+/// The small-message path: an eager send the transport takes at once completes when it
+/// starts, with no request slot; once the transport is busy the send queues (a slot) and
+/// every later send to that peer queues behind it, so order holds (R13's base).
+#[test]
+fn small_sends_complete_at_once_and_queue_in_order_when_busy() {
+    // Two records fit between the engines before the receiver drains them.
+    let (_hub, e) = job(2, 2, 256);
+    let msgs: Vec<Vec<u8>> = (0..5).map(|i| pattern_bytes(8 + i, i as u8)).collect();
+    let mut reqs = Vec::new();
+    for (i, m) in msgs.iter().enumerate() {
+        reqs.push(send(&e, 0, 1, 9, m));
+        let live = e[0].lock().live_requests();
+        // The first two went straight into the transport; the third found it full and
+        // took a slot; the fourth and fifth queue behind it.
+        assert_eq!(live, i.saturating_sub(1), "request slots after send {i}");
+    }
+    assert!(reqs.iter().all(Request::is_active), "every handle has an outcome to take");
+    let first = reqs.remove(0).wait().unwrap();
+    assert_eq!(first, Status { source: 1, tag: 9, len: 8 }, "a completed send's status");
+    let mut got = Vec::new();
+    for (i, m) in msgs.iter().enumerate() {
+        let mut out = vec![0u8; 64];
+        let mut r = recv(&e, 1, Some(0), Some(9), &mut out);
+        let st = finish(&e, &mut r).unwrap();
+        drop(r);
+        assert_eq!(st.len, m.len(), "message {i} arrived in send order");
+        got.push(out[..st.len].to_vec());
+    }
+    assert_eq!(got, msgs, "every message once, in order, intact");
+    for mut r in reqs {
+        finish(&e, &mut r).unwrap();
+    }
+    assert_eq!(e[0].lock().live_requests(), 0);
+    assert_eq!(e[1].lock().live_requests(), 0);
+}

@@ -85,11 +85,16 @@ impl Transport for ShmTransport {
     fn poll<F: FnMut(Event<'_>)>(&mut self, budget: usize, mut f: F) -> usize {
         let n = self.rx.len();
         let mut handed = 0;
-        for i in 0..n {
-            let peer = (self.next + i) % n;
-            if self.broken[peer] {
+        // Round robin from `next`, without a division per peer (this loop is the idle
+        // poll of every blocking wait).
+        let mut peer = self.next;
+        for _ in 0..n {
+            let this = peer;
+            peer = if peer + 1 >= n { 0 } else { peer + 1 };
+            if self.broken[this] {
                 continue;
             }
+            let peer = this;
             let rx = &mut self.rx[peer];
             while handed < budget {
                 match rx.peek() {
@@ -108,7 +113,7 @@ impl Transport for ShmTransport {
                 }
             }
         }
-        self.next = (self.next + 1) % n.max(1);
+        self.next = if self.next + 1 >= n { 0 } else { self.next + 1 };
         handed
     }
 }
