@@ -46,6 +46,11 @@ const POLL_BUDGET: usize = 64;
 const DRAIN_ROUNDS: usize = 64;
 /// Unexpected-payload buffers kept for reuse.
 const POOL_KEEP: usize = 64;
+/// A rendezvous pulled with asynchronous reads (a fabric) is read in chunks of this size,
+/// all posted at once: the provider moves one chunk while the engine copies the previous
+/// one into the receive buffer, and the transport's bounce buffers stay small enough to
+/// be reused from message to message.
+const READ_CHUNK: usize = 256 * 1024;
 
 /// Engine tunables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,6 +202,14 @@ pub struct Stats {
     pub streamed: u64,
 }
 
+/// One asynchronous read of a rendezvous (a chunk of it).
+#[derive(Debug, Clone, Copy)]
+struct ChunkRead {
+    rreq: ReqId,
+    peer: Rank,
+    offset: usize,
+}
+
 /// Everything but the transport, so a transport callback can borrow it mutably.
 #[derive(Debug)]
 struct State {
@@ -211,6 +224,10 @@ struct State {
     peers: Vec<Peer>,
     queued: usize,
     pulls: Vec<Pull>,
+    /// Asynchronous reads in flight, by operation id (never reused): which receive and
+    /// where in its buffer the read's bytes go.
+    reads: std::collections::HashMap<u64, ChunkRead>,
+    next_read: u64,
     newly_failed: Vec<Rank>,
     pool: Vec<Vec<u8>>,
     stats: Stats,
@@ -272,6 +289,8 @@ impl Engine {
                 peers: (0..size).map(|_| Peer::default()).collect(),
                 queued: 0,
                 pulls: Vec::new(),
+                reads: std::collections::HashMap::new(),
+                next_read: 0,
                 newly_failed: Vec::new(),
                 witnessed: false,
                 suspects: Vec::new(),
@@ -1686,7 +1705,7 @@ impl State {
                 tracing::debug!(peer = peer.0, %cause, "transport reports peer error");
                 self.newly_failed.push(peer);
             }
-            Event::ReadDone { op, data } => self.read_done(ReqId::from_wire(op.0), data),
+            Event::ReadDone { op, data } => self.read_done(op.0, data),
             Event::Sent(_) => {}
         }
     }
@@ -1924,18 +1943,29 @@ impl State {
     /// memory) into the receive buffer if the receive still waits for it, complete the
     /// receive, FIN the sender. A receive failed meanwhile (its peer declared failed) or
     /// released is left alone: its buffer may be the user's again.
-    fn read_done(&mut self, rreq: ReqId, data: &[u8]) {
+    /// A chunk read finished: its bytes go to their place in the receive buffer (never
+    /// past its end: a truncated receive reads only what fits); the last one completes
+    /// the receive and tells the sender (FIN).
+    fn read_done(&mut self, op: u64, data: &[u8]) {
+        let Some(ChunkRead { rreq, offset, .. }) = self.reads.remove(&op) else { return };
         let Some(Request { kind: Kind::Recv { buf, phase, .. }, outcome, .. }) = self.reqs.get_mut(rreq) else {
             return;
         };
-        let RecvPhase::AwaitingRead { peer, sreq, total, src, tag } = *phase else { return };
-        *phase = RecvPhase::AwaitingMatch;
+        let RecvPhase::AwaitingRead { peer, left, sreq, total, src, tag } = *phase else { return };
         if outcome.is_some() {
+            *phase = RecvPhase::AwaitingMatch;
             return;
         }
         let dst = buf.as_mut_slice();
-        let n = data.len().min(dst.len());
-        dst[..n].copy_from_slice(&data[..n]);
+        if offset < dst.len() {
+            let n = data.len().min(dst.len() - offset);
+            dst[offset..offset + n].copy_from_slice(&data[..n]);
+        }
+        if left > 1 {
+            *phase = RecvPhase::AwaitingRead { peer, left: left - 1, sreq, total, src, tag };
+            return;
+        }
+        *phase = RecvPhase::AwaitingMatch;
         *outcome = Some(if total as usize > buf.len() {
             Err(Error::Truncate { posted: buf.len(), arrived: total as usize })
         } else {
@@ -1972,13 +2002,36 @@ impl State {
         let dst = buf.as_mut_slice();
         let n = (len as usize).min(dst.len());
         if rma {
-            let remote = RemoteRegion { len: n as u64, ..region };
-            match t.rma_read(peer, remote, &mut dst[..n], OpId(rreq.to_wire())) {
-                Ok(Posted::InFlight(_)) => {
-                    *phase = RecvPhase::AwaitingRead { peer, sreq, total: len, src, tag };
+            // The first chunk tells whether reads are asynchronous (a fabric: every other
+            // chunk is posted now, each its own read) or done in the call (CMA: the rest in
+            // one more read).
+            let first = n.min(READ_CHUNK);
+            let mut chunk = |t: &mut AnyTransport, off: usize, end: usize, dst: &mut [u8]| {
+                let op = self.next_read;
+                self.next_read += 1;
+                let remote = RemoteRegion { addr: region.addr + off as u64, len: (end - off) as u64, key: region.key };
+                let r = t.rma_read(peer, remote, &mut dst[off..end], OpId(op));
+                if let Ok(Posted::InFlight(_)) = r {
+                    self.reads.insert(op, ChunkRead { rreq, peer, offset: off });
+                }
+                r
+            };
+            let mut r = chunk(t, 0, first, dst);
+            let mut left = u32::from(matches!(r, Ok(Posted::InFlight(_))));
+            let step = if left == 1 { READ_CHUNK } else { n };
+            let mut off = first;
+            while off < n && r.is_ok() {
+                let end = off + (n - off).min(step);
+                r = chunk(t, off, end, dst);
+                left += u32::from(matches!(r, Ok(Posted::InFlight(_))));
+                off = end;
+            }
+            match r {
+                Ok(_) if left > 0 => {
+                    *phase = RecvPhase::AwaitingRead { peer, left, sreq, total: len, src, tag };
                     return;
                 }
-                Ok(Posted::Done) => {
+                Ok(Posted::Done | Posted::InFlight(_)) => {
                     *outcome = Some(if len as usize > dst.len() {
                         Err(Error::Truncate { posted: dst.len(), arrived: len as usize })
                     } else {
@@ -1988,7 +2041,8 @@ impl State {
                     self.queue(peer, Outgoing::Ctrl(Header::Fin { sreq }));
                     return;
                 }
-                Err(TransportError::RmaUnavailable) => {
+                // Nothing in flight: the stream rewrites the whole buffer.
+                Err(TransportError::RmaUnavailable) if left == 0 => {
                     tracing::debug!(peer = peer.0, "no CMA/RMA to this peer: streaming rendezvous");
                     self.peers[peer.0 as usize].no_rma = true;
                 }
@@ -2027,6 +2081,8 @@ impl State {
         p.held.clear();
         let dropped = p.pending.len();
         p.pending.clear();
+        // Its reads in flight may never report (their receives fail below).
+        self.reads.retain(|_, r| r.peer != peer);
         self.queued -= dropped;
         tracing::debug!(peer = peer.0, "failing requests of failed peer");
         // R13: every communicator containing the failed rank disables its wildcards.

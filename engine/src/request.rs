@@ -51,6 +51,8 @@ pub(crate) enum RecvPhase {
     AwaitingRead {
         /// Sender (world rank).
         peer: Rank,
+        /// Reads of the message's chunks still in flight.
+        left: u32,
         /// The sender's request, to be finished with FIN.
         sreq: ReqId,
         /// Message length.

@@ -14,7 +14,7 @@ use runthrough_engine::matching::Pattern;
 use runthrough_engine::transport::fabric::{FabricConfig, FabricTransport, Hints, Provider, ProviderRequest};
 use runthrough_engine::transport::{AnyTransport, Event, Posted, Transport, TransportError};
 use runthrough_engine::types::OpId;
-use runthrough_engine::{irecv, isend, scope, Config, ContextId, Engine, Rank, Request, Tag};
+use runthrough_engine::{irecv, isend, scope, Config, ContextId, Engine, Error, Rank, Request, Tag};
 
 const CTX: ContextId = ContextId(0);
 const LIMIT: Duration = Duration::from_secs(30);
@@ -368,8 +368,36 @@ fn engine_traffic(p: Provider) {
     });
     assert_eq!(small_out, small);
     assert!(big_out == big, "rendezvous data differs");
+    // Both were read in 256 KiB chunks, each its own read (4 + 20).
+    let reads = e[1].lock().fabric_stats().map_or(0, |f| f.reads);
+    assert!(reads >= 24, "chunked reads: {reads}");
+    // A chunked rendezvous into a shorter buffer: only what fits is written (the chunk
+    // that straddles the end in part), and the receive reports the truncation.
+    let long = pattern((1 << 20) + 100, 4);
+    let mut short = vec![0xEEu8; 600 * 1024 + 16];
+    let posted = 600 * 1024;
+    let out = scope(|s| {
+        let tx = isend(s, &e[0], CTX, 0, 1, Rank(1), Tag(20_000), &long);
+        let pat = Pattern { ctx: CTX, src: Some(0), tag: Some(Tag(20_000)) };
+        let mut reqs = vec![irecv(s, &e[1], pat, Some(Rank(0)), &mut short[..posted])];
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            e[0].lock().progress();
+            e[1].lock().progress();
+            if let Some(out) = reqs[0].test().transpose() {
+                reqs.clear();
+                let mut tx = vec![tx];
+                finish(&e, &mut tx);
+                return out;
+            }
+            assert!(Instant::now() < deadline, "truncated rendezvous did not complete");
+        }
+    });
+    assert_eq!(out, Err(Error::Truncate { posted, arrived: long.len() }));
+    assert!(short[..posted] == long[..posted], "the part that fits arrived");
+    assert!(short[posted..].iter().all(|&b| b == 0xEE), "nothing written past the posted buffer");
     let st = e[1].lock().stats();
-    assert_eq!(st.pulled, 2, "{st:?}");
+    assert_eq!(st.pulled, 3, "{st:?}");
     assert!(st.unexpected > 0, "{st:?}");
     assert_eq!(st.malformed, 0);
 }

@@ -77,8 +77,11 @@ pub const CONTROL_RESERVE: u32 = 4;
 pub const DEFAULT_STALL: Duration = Duration::from_secs(5);
 /// Upper bound on the receive pool (buffers), so large jobs shrink the per-peer window.
 const MAX_RECV_BUFS: usize = 2048;
-/// Spare read bounce buffers kept for reuse.
-const BOUNCE_KEEP: usize = 8;
+/// Spare read bounce buffers kept for reuse: at most this many, holding at most
+/// `BOUNCE_KEEP_BYTES` (the engine reads a long message in 256 KiB chunks, all in flight
+/// at once, so a window of them reuses its buffers instead of faulting in fresh ones).
+const BOUNCE_KEEP: usize = 256;
+const BOUNCE_KEEP_BYTES: usize = 64 << 20;
 /// Cached send-buffer registrations.
 const MR_CACHE_ENTRIES: usize = 64;
 /// Records up to this size are injected from a stack copy.
@@ -646,7 +649,8 @@ impl FabricTransport {
 
     /// Keeps a finished read's bounce buffer for reuse.
     fn recycle_bounce(&mut self, v: Vec<u8>) {
-        if self.bounce_pool.len() < BOUNCE_KEEP && v.capacity() > 0 {
+        let kept: usize = self.bounce_pool.iter().map(Vec::capacity).sum();
+        if self.bounce_pool.len() < BOUNCE_KEEP && v.capacity() > 0 && kept + v.capacity() <= BOUNCE_KEEP_BYTES {
             self.bounce_pool.push(v);
         }
     }
