@@ -67,18 +67,13 @@ impl Future for Request<'_> {
 /// Waits for all requests, draining the vector (its capacity is kept for reuse). Every
 /// request is completed; the first error is returned (through its communicator's mode).
 pub fn wait_all(reqs: &mut Vec<Request<'_>>) -> Result<(), Error> {
-    let mut first: Result<(), Error> = Ok(());
-    for mut r in reqs.drain(..) {
-        if !r.inner.is_active() {
-            continue;
-        }
-        if let Err(e) = r.inner.wait_in_place() {
-            if first.is_ok() {
-                first = r.comm.check(Err(e));
-            }
-        }
-    }
-    first
+    let first = engine::wait_all_in(reqs, |r| &mut r.inner);
+    let out = match first {
+        Some((i, e)) => reqs[i].comm.check(Err(e)),
+        None => Ok(()),
+    };
+    reqs.clear();
+    out
 }
 
 /// Waits until one active request completes; returns its index and outcome. `None` when

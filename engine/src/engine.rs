@@ -606,7 +606,16 @@ impl Engine {
     /// Releases ([`Engine::release`]) every request owned by request scope `scope` that
     /// can be released now; returns how many remain (the caller progresses and retries).
     pub(crate) fn release_scope(&mut self, scope: u32) -> usize {
-        self.st.reqs.ids_in_scope(scope).into_iter().filter(|&id| !self.release(id)).count()
+        if !self.st.reqs.has_scoped() {
+            return 0;
+        }
+        let mut left = 0;
+        for index in 0..self.st.reqs.slot_count() {
+            if let Some(id) = self.st.reqs.scoped_at(index, scope) {
+                left += usize::from(!self.release(id));
+            }
+        }
+        left
     }
 
     /// Finds the earliest buffered message matching `pattern` without receiving it.

@@ -58,7 +58,7 @@ use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 
@@ -84,9 +84,6 @@ static NEXT_SCOPE: AtomicU32 = AtomicU32::new(1);
 /// lifetime of what the closure borrows from outside (the communicators, the buffers).
 pub struct RequestScope<'scope, 'env: 'scope> {
     token: u32,
-    /// Handles started in this scope whose handle has not settled them yet; non-zero at
-    /// the end only when a handle was leaked.
-    live: AtomicUsize,
     /// The engines the scope's requests were started on (one in a normal program).
     first: OnceLock<&'scope Mutex<Engine>>,
     more: Mutex<Vec<&'scope Mutex<Engine>>>,
@@ -97,10 +94,7 @@ pub struct RequestScope<'scope, 'env: 'scope> {
 
 impl std::fmt::Debug for RequestScope<'_, '_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RequestScope")
-            .field("token", &self.token)
-            .field("live", &self.live.load(Ordering::Relaxed))
-            .finish_non_exhaustive()
+        f.debug_struct("RequestScope").field("token", &self.token).finish_non_exhaustive()
     }
 }
 
@@ -127,7 +121,6 @@ where
     }
     let s = RequestScope {
         token,
-        live: AtomicUsize::new(0),
         first: OnceLock::new(),
         more: Mutex::new(Vec::new()),
         scope: PhantomData,
@@ -144,7 +137,6 @@ where
 impl<'scope> RequestScope<'scope, '_> {
     /// Records a handle started on `eng`.
     pub(crate) fn enter(&'scope self, eng: &'scope Mutex<Engine>) -> ScopeRef<'scope> {
-        self.live.fetch_add(1, Ordering::Relaxed);
         let first = self.first.get_or_init(|| eng);
         if !std::ptr::eq(*first, eng) {
             let mut more = self.more.lock();
@@ -152,26 +144,32 @@ impl<'scope> RequestScope<'scope, '_> {
                 more.push(eng);
             }
         }
-        ScopeRef { token: self.token, live: &self.live }
+        ScopeRef { token: self.token, _scope: PhantomData }
     }
 
-    /// Settles every request still owned by the scope (slow path: leaked handles).
+    /// Settles every request still owned by the scope: those of leaked handles. A
+    /// handle that settled its request took it out of the engine, so normally this
+    /// finds none, and without a search while no request of any scope is live.
     fn settle(&self) {
-        if self.live.load(Ordering::Acquire) == 0 {
-            return;
-        }
+        let Some(first) = self.first.get() else { return };
         let more = std::mem::take(&mut *self.more.lock());
-        for eng in self.first.get().into_iter().chain(more.iter()) {
-            let mut waiter = Waiter::new(eng.lock().config().spin_polls);
+        for eng in std::iter::once(first).chain(more.iter()) {
+            let mut waiter = None;
             loop {
                 {
                     let mut e = eng.lock();
+                    if e.release_scope(self.token) == 0 {
+                        break;
+                    }
                     e.progress();
                     if e.release_scope(self.token) == 0 {
                         break;
                     }
+                    waiter.get_or_insert_with(|| Waiter::new(e.config().spin_polls));
                 }
-                waiter.snooze();
+                if let Some(w) = waiter.as_mut() {
+                    w.snooze();
+                }
             }
         }
     }
@@ -181,14 +179,7 @@ impl<'scope> RequestScope<'scope, '_> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ScopeRef<'scope> {
     pub(crate) token: u32,
-    live: &'scope AtomicUsize,
-}
-
-impl ScopeRef<'_> {
-    /// The handle settled its request itself.
-    pub(crate) fn settled(&self) {
-        self.live.fetch_sub(1, Ordering::Release);
-    }
+    _scope: PhantomData<&'scope ()>,
 }
 
 /// A pending point-to-point operation on a buffer borrowed for `'a`.
@@ -200,8 +191,6 @@ pub struct Request<'a> {
     /// A send the small-message path completed at once (`Engine::try_send_now`): it has
     /// no request slot, and this is its outcome until taken.
     ready: Option<Status>,
-    /// The scope that owns the request; `None` for the engine's own requests.
-    scope: Option<ScopeRef<'a>>,
     _buf: PhantomData<&'a mut [u8]>,
 }
 
@@ -232,7 +221,7 @@ pub fn isend<'s>(
     let id = e.start_send(ctx, src, dest, peer, tag, view);
     e.set_scope(id, scope.token);
     drop(e);
-    Request { eng, id: Some(id), ready: None, scope: Some(scope), _buf: PhantomData }
+    Request { eng, id: Some(id), ready: None, _buf: PhantomData }
 }
 
 /// Starts a receive into `buf` in scope `s` (see `Engine::start_recv`); `buf` stays
@@ -254,7 +243,7 @@ pub fn irecv<'s>(
         e.set_scope(id, scope.token);
         id
     };
-    Request { eng, id: Some(id), ready: None, scope: Some(scope), _buf: PhantomData }
+    Request { eng, id: Some(id), ready: None, _buf: PhantomData }
 }
 
 /// Starts an engine-internal send. The caller (this crate) always waits for or drops the
@@ -278,7 +267,7 @@ pub(crate) fn isend_local<'a>(
     let view = unsafe { RawBuf::new(buf) };
     let id = e.start_send(ctx, src, dest, peer, tag, view);
     drop(e);
-    Request { eng, id: Some(id), ready: None, scope: None, _buf: PhantomData }
+    Request { eng, id: Some(id), ready: None, _buf: PhantomData }
 }
 
 /// Starts an engine-internal receive (contract of [`isend_local`]).
@@ -291,7 +280,7 @@ pub(crate) fn irecv_local<'a>(
     // SAFETY: as in `isend_local`.
     let view = unsafe { RawBufMut::new(buf) };
     let id = eng.lock().start_recv(pattern, peer, view);
-    Request { eng, id: Some(id), ready: None, scope: None, _buf: PhantomData }
+    Request { eng, id: Some(id), ready: None, _buf: PhantomData }
 }
 
 /// Starts a send of `buf` outside any scope: the engine-level escape hatch for code that
@@ -330,7 +319,7 @@ pub unsafe fn issend_unscoped<'a>(
     // SAFETY: the caller settles the request before the borrow of `buf` ends (contract).
     let view = unsafe { RawBuf::new(buf) };
     let id = eng.lock().start_send_mode(ctx, src, dest, peer, tag, view, true);
-    Request { eng, id: Some(id), ready: None, scope: None, _buf: PhantomData }
+    Request { eng, id: Some(id), ready: None, _buf: PhantomData }
 }
 
 /// Starts a receive into `buf` outside any scope (see [`isend_unscoped`]).
@@ -668,17 +657,13 @@ impl<'a> Request<'a> {
     /// A send that completed when it started (no request slot, nothing to settle).
     #[inline]
     fn ready(eng: &'a Mutex<Engine>, st: Status) -> Self {
-        Request { eng, id: None, ready: Some(st), scope: None, _buf: PhantomData }
+        Request { eng, id: None, ready: Some(st), _buf: PhantomData }
     }
 
     /// The request's outcome was taken or it was released: the handle no longer
     /// refers to it.
     fn done(&mut self) {
-        if self.id.take().is_some() {
-            if let Some(s) = &self.scope {
-                s.settled();
-            }
-        }
+        self.id = None;
     }
 
     /// Whether the operation has completed (makes progress first). Completed requests
@@ -784,19 +769,62 @@ impl Drop for Request<'_> {
 }
 
 /// Waits for every request in `reqs`, draining the vector (its capacity is kept).
-/// Every request is completed even if one fails; the first error is returned.
+/// Every request is completed even if one fails; the first error (by position) is
+/// returned.
 pub fn wait_all(reqs: &mut Vec<Request<'_>>) -> Result<(), Error> {
-    let mut first = Ok(());
-    for mut r in reqs.drain(..) {
-        if r.is_active() {
-            if let Err(e) = r.wait_in_place() {
-                if first.is_ok() {
-                    first = Err(e);
-                }
+    let first = wait_all_in(reqs, |r| r);
+    reqs.clear();
+    first.map_or(Ok(()), |(_, e)| Err(e))
+}
+
+/// Waits for every active request among `items` (`get` finds an item's request); returns
+/// the position and error of the first that failed. A send completed when it started
+/// costs nothing here; the others are taken under one engine lock a round, the engine
+/// progressed once a round, however many requests complete in it.
+pub fn wait_all_in<'a, T>(items: &mut [T], mut get: impl FnMut(&mut T) -> &mut Request<'a>) -> Option<(usize, Error)> {
+    let mut first: Option<(usize, Error)> = None;
+    let failed = |i: usize, e: Error, first: &mut Option<(usize, Error)>| {
+        if first.as_ref().is_none_or(|(j, _)| i < *j) {
+            *first = Some((i, e));
+        }
+    };
+    let mut waiter = None;
+    loop {
+        let mut eng = None;
+        for item in items.iter_mut() {
+            let r = get(item);
+            r.ready = None;
+            if r.id.is_some() && eng.is_none() {
+                eng = Some(r.eng);
             }
         }
+        let Some(eng) = eng else { return first };
+        let pending = {
+            let mut e = eng.lock();
+            e.progress();
+            let mut pending = false;
+            for (i, item) in items.iter_mut().enumerate() {
+                let r = get(item);
+                let Some(id) = r.id.filter(|_| std::ptr::eq(r.eng, eng)) else { continue };
+                match e.take_if_complete(id) {
+                    Some(out) => {
+                        r.done();
+                        if let Err(err) = out {
+                            failed(i, err, &mut first);
+                        }
+                    }
+                    None => pending = true,
+                }
+            }
+            if pending && waiter.is_none() {
+                waiter = Some(Waiter::new(e.config().spin_polls));
+            }
+            pending
+        };
+        if let (true, Some(w)) = (pending, waiter.as_mut()) {
+            w.snooze();
+        }
     }
-    first
 }
 
 /// Waits until one of the active requests completes and returns its index and outcome;

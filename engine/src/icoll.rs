@@ -406,9 +406,7 @@ impl<'a> ICollRequest<'a> {
         if !done {
             return Ok(false);
         }
-        if let Some(scope) = self.scope.take() {
-            scope.settled();
-        }
+        self.scope = None;
         match self.outcome.take() {
             Some(Ok(())) | None => {
                 self.outcome = Some(Ok(()));
@@ -479,9 +477,7 @@ impl Drop for ICollRequest<'_> {
                 waiter.snooze();
             }
         }
-        if let Some(scope) = self.scope.take() {
-            scope.settled();
-        }
+        self.scope = None;
     }
 }
 

@@ -125,6 +125,9 @@ pub(crate) struct Slab {
     /// Requests with a registered waker (empty, never allocated, unless futures are
     /// polled); [`Slab::take_wakers`] scans only these.
     waiting: Vec<ReqId>,
+    /// Live requests owned by a request scope (so a scope's end looks for its own only
+    /// when some exist).
+    scoped: usize,
 }
 
 impl Slab {
@@ -163,6 +166,10 @@ impl Slab {
             return None;
         }
         s.gen = s.gen.wrapping_add(1);
+        if s.scope != 0 {
+            s.scope = 0;
+            self.scoped -= 1;
+        }
         if s.waker.is_some() {
             s.waker = None;
         }
@@ -213,19 +220,31 @@ impl Slab {
     /// Marks `id` as owned by request scope `scope` (see `handle::RequestScope`).
     pub(crate) fn set_scope(&mut self, id: ReqId, scope: u32) {
         if let Some(s) = self.slots.get_mut(id.index as usize).filter(|s| s.gen == id.gen && s.req.is_some()) {
+            match (s.scope, scope) {
+                (0, 0) => {}
+                (0, _) => self.scoped += 1,
+                (_, 0) => self.scoped -= 1,
+                _ => {}
+            }
             s.scope = scope;
         }
     }
 
-    /// Ids of the live requests owned by request scope `scope` (slow path: a scope
-    /// ending with requests whose handles were leaked).
-    pub(crate) fn ids_in_scope(&self, scope: u32) -> Vec<ReqId> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.req.is_some() && s.scope == scope)
-            .map(|(i, s)| ReqId { index: i as u32, gen: s.gen })
-            .collect()
+    /// Whether any live request is owned by a request scope.
+    pub(crate) fn has_scoped(&self) -> bool {
+        self.scoped > 0
+    }
+
+    /// The number of slots (live or free), for [`Slab::scoped_at`].
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The live request in slot `index` if request scope `scope` owns it (slow path: a
+    /// scope ending with requests whose handles were leaked).
+    pub(crate) fn scoped_at(&self, index: usize, scope: u32) -> Option<ReqId> {
+        let s = self.slots.get(index)?;
+        (s.req.is_some() && s.scope == scope).then_some(ReqId { index: index as u32, gen: s.gen })
     }
 
     /// Ids of every live request (slow path: failures, revocation).
