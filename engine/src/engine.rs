@@ -2011,10 +2011,10 @@ impl State {
         let dst = buf.as_mut_slice();
         let n = (len as usize).min(dst.len());
         if rma {
-            // The first chunk tells whether reads are asynchronous (a fabric: every other
-            // chunk is posted now, each its own read) or done in the call (CMA: the rest in
-            // one more read).
-            let first = n.min(READ_CHUNK);
+            // Asynchronous reads (a fabric) go in chunks, all posted now; a read done in
+            // the call (CMA) takes the whole message at once.
+            let step = if t.async_reads(peer) { READ_CHUNK } else { n };
+            let first = n.min(step);
             let mut chunk = |t: &mut AnyTransport, off: usize, end: usize, dst: &mut [u8]| {
                 let op = self.next_read;
                 self.next_read += 1;
@@ -2027,7 +2027,6 @@ impl State {
             };
             let mut r = chunk(t, 0, first, dst);
             let mut left = u32::from(matches!(r, Ok(Posted::InFlight(_))));
-            let step = if left == 1 { READ_CHUNK } else { n };
             let mut off = first;
             while off < n && r.is_ok() {
                 let end = off + (n - off).min(step);

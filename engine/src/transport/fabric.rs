@@ -906,6 +906,10 @@ impl Transport for FabricTransport {
         self.send_free.len() == self.send_pool.count && self.pending_reads.is_empty()
     }
 
+    fn async_reads(&self, _peer: Rank) -> bool {
+        true
+    }
+
     fn poll<F: FnMut(Event<'_>)>(&mut self, budget: usize, mut f: F) -> usize {
         let mut handed = self.retry_deferred(&mut f);
         let mut events = std::mem::take(&mut self.events);

@@ -125,6 +125,11 @@ pub trait Transport {
         local: &mut [u8],
         op: OpId,
     ) -> Result<Posted, TransportError>;
+    /// Whether `rma_read` from `peer` completes later (`InFlight`, a NIC's read) rather
+    /// than in the call (CMA): the engine then pipelines a long pull in chunks.
+    fn async_reads(&self, _peer: Rank) -> bool {
+        false
+    }
     /// Hands up to `budget` events to `f`; returns how many were handed.
     fn poll<F: FnMut(Event<'_>)>(&mut self, budget: usize, f: F) -> usize;
     /// Whether nothing this endpoint sent is still in its hands (all send buffers and
@@ -165,6 +170,16 @@ impl Transport for AnyTransport {
             AnyTransport::Sim(t) => t.try_send(peer, header, payload),
             AnyTransport::Fabric(t) => t.try_send(peer, header, payload),
             AnyTransport::Multi(t) => t.try_send(peer, header, payload),
+        }
+    }
+
+    #[inline]
+    fn async_reads(&self, peer: Rank) -> bool {
+        match self {
+            AnyTransport::Shm(t) => t.async_reads(peer),
+            AnyTransport::Sim(t) => t.async_reads(peer),
+            AnyTransport::Fabric(t) => t.async_reads(peer),
+            AnyTransport::Multi(t) => t.async_reads(peer),
         }
     }
 

@@ -144,6 +144,10 @@ impl Transport for MultiTransport {
         self.pick(peer)?.read(peer, remote, local, op)
     }
 
+    fn async_reads(&self, peer: Rank) -> bool {
+        matches!(self.route.get(peer.0 as usize), Some(Route::Fabric))
+    }
+
     fn is_idle(&self) -> bool {
         self.shm.as_ref().is_none_or(|s| s.is_idle()) && self.fabric.as_ref().is_none_or(|t| t.is_idle())
     }
