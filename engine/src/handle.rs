@@ -207,19 +207,37 @@ pub fn isend<'s>(
     tag: Tag,
     buf: &'s [u8],
 ) -> Request<'s> {
+    start_send_in(Some(s), eng, ctx, src, dest, peer, tag, buf)
+}
+
+/// Starts a send: at once with no request slot when the small-message path takes it (a
+/// complete handle: the engine holds no view of `buf`, so a scope has nothing to settle
+/// for it), else as an engine request, owned by scope `s` when there is one.
+#[allow(clippy::too_many_arguments)]
+fn start_send_in<'a>(
+    s: Option<&'a RequestScope<'a, '_>>,
+    eng: &'a Mutex<Engine>,
+    ctx: ContextId,
+    src: u32,
+    dest: u32,
+    peer: Rank,
+    tag: Tag,
+    buf: &'a [u8],
+) -> Request<'a> {
     let mut e = eng.lock();
     if let Some(st) = e.try_send_now(ctx, src, dest, peer, tag, buf) {
-        // Complete already: the engine holds no view of `buf`, so the scope has nothing
-        // to settle for this handle.
         return Request::ready(eng, st);
     }
-    let scope = s.enter(eng);
     // SAFETY: the view's contract (buffer alive and unmodified while the request is
-    // pending) holds because `buf` is borrowed for the scope's lifetime and the scope
-    // settles the request before it ends (module safety argument).
+    // pending) holds because `buf` stays borrowed until the request settled: with a scope,
+    // for the scope's lifetime, and the scope settles the request before it ends (module
+    // safety argument); without one, the caller is this crate's `isend_local`, whose
+    // handle settles the request (wait or `Drop`) before the borrow ends.
     let view = unsafe { RawBuf::new(buf) };
     let id = e.start_send(ctx, src, dest, peer, tag, view);
-    e.set_scope(id, scope.token);
+    if let Some(s) = s {
+        e.set_scope(id, s.enter(eng).token);
+    }
     drop(e);
     Request { eng, id: Some(id), ready: None, _buf: PhantomData }
 }
@@ -258,16 +276,9 @@ pub(crate) fn isend_local<'a>(
     tag: Tag,
     buf: &'a [u8],
 ) -> Request<'a> {
-    let mut e = eng.lock();
-    if let Some(st) = e.try_send_now(ctx, src, dest, peer, tag, buf) {
-        return Request::ready(eng, st);
-    }
-    // SAFETY: the handle settles the request (wait or `Drop`) before the borrow of `buf`
-    // ends; this crate never leaks its own handles (function contract).
-    let view = unsafe { RawBuf::new(buf) };
-    let id = e.start_send(ctx, src, dest, peer, tag, view);
-    drop(e);
-    Request { eng, id: Some(id), ready: None, _buf: PhantomData }
+    // The handle settles the request (wait or `Drop`) before the borrow of `buf` ends;
+    // this crate never leaks its own handles (function contract).
+    start_send_in(None, eng, ctx, src, dest, peer, tag, buf)
 }
 
 /// Starts an engine-internal receive (contract of [`isend_local`]).
