@@ -36,7 +36,9 @@
 //! two; default 256 KiB: [`DEFAULT_RING_BYTES`]), `RT_SPIN_POLLS` (busy polls before a wait
 //! yields; default 4000, or 16 when ranks outnumber cores), `RT_FATAL_SCOPE`
 //! (`group`, the default, or `job`: see [`FatalScope`]), `RT_CMA_MIN` (smallest message
-//! pulled by single copy, default 524288; smaller rendezvous stream through the rings),
+//! pulled by single copy, CMA or RMA; default 524288 where ranks outnumber cores or over
+//! a fabric, and no CMA on a node whose ranks each have a core; smaller rendezvous
+//! stream through the rings),
 //! `RT_SHM_CMA=0` (no single copy at all), `RT_PIDFD=0` (no pidfd watch of the
 //! shared-memory peers), `RT_LAUNCHER_NOTICES=0` (do not ask the launcher which ranks
 //! exited; for tests that must prove another source of evidence).
@@ -455,12 +457,23 @@ fn engine_config(job: Option<&JobInfo>) -> Result<Config, Error> {
         cfg.eager_limit = SHM_EAGER_LIMIT;
     }
     cfg.eager_limit = env_num("RT_EAGER_LIMIT", cfg.eager_limit as u64)? as usize;
-    cfg.rma_min = env_num("RT_CMA_MIN", cfg.rma_min as u64)? as usize;
     let cores = node_cores();
     let local = job.map_or(1, |j| j.local_size as usize);
     if local > cores {
         cfg.spin_polls = OVERSUBSCRIBED_SPIN_POLLS;
         cfg.oversubscribed = true;
+    } else {
+        // Every rank has a core: streaming through the rings pipelines the two copies
+        // over two cores, which beat CMA's single copy at every size measured (2 ranks,
+        // 1 MiB osu_bw 23.5-25.0 against 10.9-11.4 GB/s, 4 MiB osu_bibw 21.2-21.5
+        // against 13.5-16.0). When ranks outnumber cores the peer is often not running
+        // to copy its half, and CMA's pull wins (4 ranks on 2 cores, 1 MiB allgather
+        // 365 against 444-468 us): see bench/RESULTS.md §0.10.
+        cfg.cma_min = usize::MAX;
+    }
+    if std::env::var_os("RT_CMA_MIN").is_some() {
+        cfg.rma_min = env_num("RT_CMA_MIN", 0)? as usize;
+        cfg.cma_min = cfg.rma_min;
     }
     cfg.spin_polls = env_num("RT_SPIN_POLLS", cfg.spin_polls.into())? as u32;
     Ok(cfg)

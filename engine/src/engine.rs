@@ -61,10 +61,13 @@ pub struct Config {
     pub spin_polls: u32,
     /// Largest fragment of a streamed rendezvous (capped by the record size).
     pub stream_chunk: usize,
-    /// Rendezvous messages at least this long are pulled with CMA/RMA (single copy);
-    /// shorter ones are streamed through the transport, which pipelines the two copies
-    /// over both cores and wins below this size on shared memory.
+    /// Rendezvous messages at least this long are pulled with RMA reads that complete
+    /// later (a fabric's); shorter ones are streamed through the transport.
     pub rma_min: usize,
+    /// Rendezvous messages at least this long are pulled with reads that complete in the
+    /// call (CMA on shared memory, single copy); shorter ones are streamed through the
+    /// rings, which pipelines the two copies over two cores. `usize::MAX`: never.
+    pub cma_min: usize,
     /// Ranks outnumber cores on this node: shared-memory waits yield at once, barriers
     /// of more than four members gather to the first member and release from it (fewer
     /// wake-ups than everyone watching everyone), and long broadcasts are pulled in
@@ -79,6 +82,7 @@ impl Default for Config {
             spin_polls: DEFAULT_SPIN_POLLS,
             stream_chunk: 64 * 1024,
             rma_min: DEFAULT_RMA_MIN_BYTES,
+            cma_min: DEFAULT_RMA_MIN_BYTES,
             oversubscribed: false,
         }
     }
@@ -1994,7 +1998,8 @@ impl State {
     /// Pulls a matched rendezvous into the receive buffer, or asks for a stream.
     fn pull(&mut self, t: &mut AnyTransport, pull: Pull) {
         let Pull { rreq, peer, src, tag, len, sreq, region } = pull;
-        let rma = self.caps.rma_read && !self.peers[peer.0 as usize].no_rma && len as usize >= self.cfg.rma_min;
+        let min = if t.async_reads(peer) { self.cfg.rma_min } else { self.cfg.cma_min };
+        let rma = self.caps.rma_read && !self.peers[peer.0 as usize].no_rma && len as usize >= min;
         if self.peers[peer.0 as usize].failed {
             self.set_outcome(rreq, Err(Error::RankFailStop { rank: src }));
             return;

@@ -53,8 +53,8 @@
 //! # Long reductions (combined in place)
 //!
 //! Reductions of at least [`BULK_MIN`] bytes on a communicator whose slot has *bulk
-//! buffers* (a segment created with `bulk_bytes`, by default when ranks outnumber
-//! cores; [`runthrough_shm::collarea`]) are a reduce-scatter in shared memory: every
+//! buffers* (a segment created with `bulk_bytes`, by default when at least two ranks
+//! share the node; [`runthrough_shm::collarea`]) are a reduce-scatter in shared memory: every
 //! member copies its vector (but its own slice) into its bulk buffer and stores its
 //! ready word; member `v` combines slice `v` of every contribution, read in place and in
 //! v-rank order, into slice `v` of its own bulk buffer (which nobody else reads before)
@@ -457,7 +457,7 @@ impl<'a> Coll<'a> {
         let sh = self.shm?;
         let piece = sh.coll.area.bulk_bytes() / elem.max(1) * elem;
         let fits = elem > 0 && buf.len().is_multiple_of(elem) && buf.len() >= BULK_MIN;
-        if sh.slot >= BULK_SLOTS || piece == 0 || !fits || self.n() < 3 {
+        if sh.slot >= BULK_SLOTS || piece == 0 || !fits || self.n() < 2 {
             return None;
         }
         Some(buf.chunks_mut(piece).try_for_each(|part| self.bulk_reduce(sh, vroot, part, elem, f)))
