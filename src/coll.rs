@@ -192,10 +192,16 @@ fn with_acc<T: Pod, R>(src: &[T], f: impl FnOnce(&mut [T]) -> R) -> R {
     })
 }
 
+/// Whether [`normalize`] changes inputs of `op` (then a contribution cannot be read in
+/// place).
+fn normalizes(op: Op) -> bool {
+    matches!(op, Op::LogicalAnd | Op::LogicalOr)
+}
+
 /// Logical operators give 1 or 0: inputs are made so first (a single member's result, or
 /// a value no other combines with, is then normalised too).
 fn normalize<T: Reduce>(op: Op, buf: &mut [T]) {
-    if matches!(op, Op::LogicalAnd | Op::LogicalOr) {
+    if normalizes(op) {
         let copy = buf.to_vec();
         let _ = T::reduce(op, buf, &copy);
     }
@@ -272,12 +278,24 @@ impl Comm {
         let r = (|| {
             let root = self.root(root)?;
             check_op::<T>(op)?;
+            let is_root = self.rank() == root as usize;
+            if is_root {
+                same_len(send.len(), recv.len())?;
+            }
+            let c = self.coll_short(std::mem::size_of_val(send))?;
+            let (elem, f) = (std::mem::size_of::<T>(), combiner::<T>(op));
+            if !normalizes(op) {
+                // Long vectors on one node: read `send` in place, no accumulator copy.
+                let out = is_root.then(|| bytes_mut(recv));
+                if let Some(r) = c.reduce_from(Some(root), bytemuck::cast_slice(send), out, elem, &f) {
+                    return r;
+                }
+            }
             let run = |acc: &mut [T]| {
                 normalize(op, acc);
-                let c = self.coll_short(std::mem::size_of_val(send))?;
-                c.reduce(root, bytes_mut(acc), std::mem::size_of::<T>(), &combiner::<T>(op))
+                c.reduce(root, bytes_mut(acc), elem, &f)
             };
-            if self.rank() == root as usize {
+            if is_root {
                 // The root accumulates in place.
                 same_len(send.len(), recv.len())?;
                 recv.copy_from_slice(send);
@@ -293,13 +311,17 @@ impl Comm {
         let r = (|| {
             same_len(send.len(), recv.len())?;
             check_op::<T>(op)?;
+            let c = self.coll_short(std::mem::size_of_val(send))?;
+            let (elem, f) = (std::mem::size_of::<T>(), combiner::<T>(op));
+            if !normalizes(op) {
+                // Long vectors on one node: `send` read in place, no copy into `recv` first.
+                if let Some(r) = c.reduce_from(None, bytemuck::cast_slice(send), Some(bytes_mut(recv)), elem, &f) {
+                    return r;
+                }
+            }
             recv.copy_from_slice(send);
             normalize(op, recv);
-            self.coll_short(std::mem::size_of_val(recv))?.allreduce(
-                bytes_mut(recv),
-                std::mem::size_of::<T>(),
-                &combiner::<T>(op),
-            )
+            c.allreduce(bytes_mut(recv), elem, &f)
         })();
         self.check(r)
     }

@@ -164,6 +164,10 @@ fn kill_part_way_through_a_members_part_of_a_collective() {
         ("allreduce-mid", &[], 5, 3),
         ("allreduce-long", &[], 4, 2),
         ("reduce-long", &[], 5, 3),
+        // Two members: the bulk-buffer allreduce, and the pipelined reduce, where only
+        // the root combines.
+        ("allreduce-long", &[], 2, 1),
+        ("reduce-long", &[], 2, 0),
         ("allreduce-long", MESSAGES, 4, 2),
         ("reduce-long", MESSAGES, 4, 2),
     ];
@@ -196,6 +200,23 @@ fn kill_loop_with_a_non_zero_root_live_or_failed() {
             let done = out.matches(&format!("done 20 iterations, failed [{victim}]")).count();
             assert_eq!(done, n as usize - 1, "{op} root {root}: every survivor finishes:\n{out}");
         }
+    }
+}
+
+/// Long reductions of two members (bulk buffers; a reduce pipelined from the non-root to
+/// the root) with a kill between two of them: the survivor gets the failure, validates
+/// and finishes, with the root live or the victim (then every later reduce fails, R20).
+#[test]
+fn two_member_long_reductions_survive_a_kill() {
+    let prog = example("barrier_recovery");
+    for (op, root) in [("reduce-long", "0"), ("reduce-long", "1"), ("allreduce-long", "0")] {
+        let args = ["-n", "2", prog.to_str().unwrap(), "1", "20", op, root];
+        let out = ok_failed(&run(&args, Duration::from_secs(30)), &[1]);
+        assert_eq!(
+            out.matches("done 20 iterations, failed [1]").count(),
+            1,
+            "{op} root {root}: the survivor finishes:\n{out}"
+        );
     }
 }
 

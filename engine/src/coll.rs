@@ -444,6 +444,26 @@ impl<'a> Coll<'a> {
         Self::finish(&mut sends)
     }
 
+    /// A reduce (to local rank `root`, or an allreduce: `None`) whose contribution
+    /// `send` is only read, the result going to `recv` at the members that get it (the
+    /// root, or everyone) and `recv` `None` elsewhere — through the shared-memory bulk
+    /// buffers, which need no copy of `send` into an accumulator first. `None` when they
+    /// do not apply (the same answer at every member): then use the in-place forms.
+    pub fn reduce_from(
+        &self,
+        root: Option<u32>,
+        send: &[u8],
+        recv: Option<&mut [u8]>,
+        elem: usize,
+        op: Combine<'_>,
+    ) -> Option<Result<(), Error>> {
+        let vroot = match root.map(|r| self.vroot(r)).transpose() {
+            Ok(v) => v,
+            Err(e) => return Some(Err(e)),
+        };
+        self.long_reduce_from(vroot, send, recv, elem, op)
+    }
+
     /// Reduces `buf` (of `elem`-byte elements) into local rank `root`'s `buf` (binomial
     /// tree, or the shared-memory paths; `op` must be commutative and associative).
     /// Other ranks' `buf` is left undefined.

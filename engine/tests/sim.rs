@@ -743,18 +743,24 @@ fn long_reductions_through_bulk_buffers_stop_at_a_failure_and_resume_after_valid
     let input = |r: usize, i: u64| -> Vec<u8> {
         (0..len as u64).flat_map(|j| (r as u64 * 1000 + j + i).to_le_bytes()).collect()
     };
-    // Allreduce on even iterations, reduce to local rank 1 on odd ones; the result at
-    // every member that gets one, else `None`.
+    // Allreduce on even iterations, reduce to local rank 1 on odd ones (in place, or
+    // from a read-only contribution into a buffer of garbage when i % 4 >= 2); the
+    // result at every member that gets one, else `None`.
     let step = |r: usize, i: u64| -> Result<Option<Vec<u64>>, Error> {
         let c = Coll::begin(&engines[r], CTX, &world, r as u32, Some(&*areas[r]))?;
         let mut b = input(r, i);
-        let gets = if i.is_multiple_of(2) {
+        let gets = i.is_multiple_of(2) || r == 1;
+        if i % 4 >= 2 {
+            // From a read-only contribution, the result into another buffer.
+            let send = b.clone();
+            let root = (!i.is_multiple_of(2)).then_some(1);
+            b.fill(0xee);
+            c.reduce_from(root, &send, gets.then_some(&mut b[..]), 8, &sum).expect("through the bulk buffers")?;
+        } else if i.is_multiple_of(2) {
             c.allreduce(&mut b, 8, &sum)?;
-            true
         } else {
             c.reduce(1, &mut b, 8, &sum)?;
-            r == 1
-        };
+        }
         Ok(gets.then(|| b.chunks_exact(8).map(|w| u64::from_le_bytes(w.try_into().unwrap())).collect()))
     };
     let want = |members: &[usize], i: u64| -> Vec<u64> {
@@ -783,6 +789,78 @@ fn long_reductions_through_bulk_buffers_stop_at_a_failure_and_resume_after_valid
     // The three survivors, with no contribution of rank 3 (R20), in a new epoch.
     run(&[0, 1, 2], 42..82);
     assert!((0..3).all(|r| entered(r) == (1 << 32) + 40 * 4), "a new epoch, still through the bulk buffers");
+}
+
+#[test]
+fn two_member_long_reduce_pipelines_through_the_bulk_buffer_in_order_and_stops_at_a_failure() {
+    use runthrough_engine::coll::Coll;
+
+    // 2 members, bulk buffers of 64 KiB: a 96 KiB vector (12288 u64) goes in 2 pieces,
+    // each in parts. The operation is not commutative (acc = 3 acc + x), so a result
+    // combined in the wrong order is caught.
+    let n = 2u32;
+    let len = 12288usize;
+    let (_hub, engines) = job(n, 64, 4096);
+    let world: Vec<Rank> = (0..n).map(Rank).collect();
+    let seg = shm_segment("pair", n, 64 * 1024);
+    let areas = enable_shm(&engines, &seg, &world, None);
+    let op = |acc: &mut [u8], x: &[u8]| {
+        for (a, b) in acc.chunks_exact_mut(8).zip(x.chunks_exact(8)) {
+            let a0 = u64::from_le_bytes((&*a).try_into().unwrap());
+            let s = a0.wrapping_mul(3).wrapping_add(u64::from_le_bytes(b.try_into().unwrap()));
+            a.copy_from_slice(&s.to_le_bytes());
+        }
+    };
+    let value = |r: u64, j: u64, i: u64| r * 1_000_003 + j * 7 + i;
+    let input =
+        |r: usize, i: u64| -> Vec<u8> { (0..len as u64).flat_map(|j| value(r as u64, j, i).to_le_bytes()).collect() };
+    // Iteration i: reduce to local rank i % 3 (2: an allreduce), in place on even
+    // multiples of 3 and from a read-only contribution (`reduce_from`) on odd ones; the
+    // result where there is one.
+    let step = |r: usize, i: u64| -> Result<Option<Vec<u64>>, Error> {
+        let c = Coll::begin(&engines[r], CTX, &world, r as u32, Some(&*areas[r]))?;
+        let mut b = input(r, i);
+        let root = (i % 3) as usize;
+        let gets = root == 2 || r == root;
+        if (i / 3).is_multiple_of(2) {
+            if root == 2 {
+                c.allreduce(&mut b, 8, &op)?;
+            } else {
+                c.reduce(root as u32, &mut b, 8, &op)?;
+            }
+        } else {
+            let send = b.clone();
+            b.fill(0xee);
+            let root = (root < 2).then_some(root as u32);
+            c.reduce_from(root, &send, gets.then_some(&mut b[..]), 8, &op).expect("through the bulk buffers")?;
+        }
+        Ok(gets.then(|| b.chunks_exact(8).map(|w| u64::from_le_bytes(w.try_into().unwrap())).collect()))
+    };
+    let want = |i: u64| -> Vec<u64> {
+        (0..len as u64).map(|j| value(0, j, i).wrapping_mul(3).wrapping_add(value(1, j, i))).collect()
+    };
+    // Each member records its wrong results and goes on (a member that stopped would
+    // leave the other waiting); they are checked once both are done.
+    let wrong: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let members: Vec<_> = (0..n as usize)
+            .map(|r| {
+                s.spawn(move || (0..60).filter(|&i| step(r, i).unwrap().is_some_and(|got| got != want(i))).collect())
+            })
+            .collect();
+        members.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        wrong.iter().all(Vec::is_empty),
+        "wrong results (iterations by rank; root = iteration % 3, 2: allreduce): {wrong:?}"
+    );
+    let area = seg.coll_area().unwrap();
+    let entered = |r: u32| area.entered(r, 0).load(std::sync::atomic::Ordering::Acquire);
+    assert!((0..n).all(|r| entered(r) == 60 * 2), "every call went through the bulk buffers in 2 pieces");
+    // Rank 1 stops arriving: the root, waiting for its parts, gets its failure.
+    last_member_fails_while_the_others_wait(&engines, entered, |r| {
+        let c = Coll::begin(&engines[r], CTX, &world, r as u32, Some(&*areas[r]))?;
+        c.reduce(0, &mut input(r, 60), 8, &op)
+    });
 }
 
 #[test]
