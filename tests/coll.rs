@@ -203,13 +203,22 @@ fn kill_loop_with_a_non_zero_root_live_or_failed() {
     }
 }
 
-/// Long reductions of two members (bulk buffers; a reduce pipelined from the non-root to
-/// the root) with a kill between two of them: the survivor gets the failure, validates
-/// and finishes, with the root live or the victim (then every later reduce fails, R20).
+/// Long collectives of two members, each with a core (through the bulk buffers: a reduce
+/// pipelined from the non-root to the root, broadcasts and allgathers piped part by
+/// part) with a kill between two of them: the survivor gets the failure, validates and
+/// finishes, with the root live or the victim (then every later rooted one fails, R20).
 #[test]
-fn two_member_long_reductions_survive_a_kill() {
+fn two_member_long_collectives_survive_a_kill() {
     let prog = example("barrier_recovery");
-    for (op, root) in [("reduce-long", "0"), ("reduce-long", "1"), ("allreduce-long", "0")] {
+    let cases = [
+        ("reduce-long", "0"),
+        ("reduce-long", "1"),
+        ("allreduce-long", "0"),
+        ("bcast-long", "0"),
+        ("bcast-long", "1"),
+        ("allgather-long", "0"),
+    ];
+    for (op, root) in cases {
         let args = ["-n", "2", prog.to_str().unwrap(), "1", "20", op, root];
         let out = ok_failed(&run(&args, Duration::from_secs(30)), &[1]);
         assert_eq!(

@@ -864,6 +864,62 @@ fn two_member_long_reduce_pipelines_through_the_bulk_buffer_in_order_and_stops_a
 }
 
 #[test]
+fn long_bcast_allgather_alltoall_pipe_through_bulk_buffers_and_stop_at_a_failure() {
+    use runthrough_engine::coll::Coll;
+
+    // 3 members, each with a core (not oversubscribed), bulk buffers of 64 KiB: a
+    // 96 KiB broadcast or allgather block goes in 2 pieces; alltoall blocks of 24 KiB
+    // (the two for the others fit a buffer).
+    let n = 3u32;
+    let (long, block) = (96 * 1024usize, 24 * 1024usize);
+    let (_hub, engines) = job(n, 64, 4096);
+    let world: Vec<Rank> = (0..n).map(Rank).collect();
+    let seg = shm_segment("piped", n, 64 * 1024);
+    let areas = enable_shm(&engines, &seg, &world, None);
+    let area = seg.coll_area().unwrap();
+    let entered = |r: u32| area.entered(r, 0).load(std::sync::atomic::Ordering::Acquire);
+    // Bytes that name their source, destination, iteration and offset.
+    let byte = |from: usize, to: usize, i: u64, k: usize| (from * 31 + to * 7 + i as usize * 13 + k % 251) as u8;
+    // Iteration i: bcast from i % 3, allgather, alltoall, in turn; the wrong results.
+    let step = |r: usize, i: u64| -> Result<bool, Error> {
+        let c = Coll::begin(&engines[r], CTX, &world, r as u32, Some(&*areas[r]))?;
+        Ok(match i % 3 {
+            0 => {
+                let root = (i / 3 % 3) as usize;
+                let mut b: Vec<u8> = (0..long).map(|k| if r == root { byte(root, 9, i, k) } else { 0 }).collect();
+                c.bcast(root as u32, &mut b)?;
+                b.iter().enumerate().all(|(k, &x)| x == byte(root, 9, i, k))
+            }
+            1 => {
+                let send: Vec<u8> = (0..long).map(|k| byte(r, 9, i, k)).collect();
+                let mut recv = vec![0u8; long * n as usize];
+                c.allgather(&send, &mut recv)?;
+                recv.chunks(long).enumerate().all(|(v, b)| b.iter().enumerate().all(|(k, &x)| x == byte(v, 9, i, k)))
+            }
+            _ => {
+                let send: Vec<u8> = (0..block * n as usize).map(|k| byte(r, k / block, i, k % block)).collect();
+                let mut recv = vec![0u8; block * n as usize];
+                c.alltoall(&send, &mut recv)?;
+                recv.chunks(block).enumerate().all(|(v, b)| b.iter().enumerate().all(|(k, &x)| x == byte(v, r, i, k)))
+            }
+        })
+    };
+    let wrong: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let members: Vec<_> =
+            (0..n as usize).map(|r| s.spawn(move || (0..45).filter(|&i| !step(r, i).unwrap()).collect())).collect();
+        members.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        wrong.iter().all(Vec::is_empty),
+        "wrong results (iterations by rank; i % 3: bcast, allgather, alltoall): {wrong:?}"
+    );
+    // 15 of each: broadcasts and allgathers in 2 pieces, alltoalls in one.
+    assert!((0..n).all(|r| entered(r) == 15 * 2 + 15 * 2 + 15), "every call went through the bulk buffers");
+    // Rank 2 stops arriving: an allgather waits for its parts and gets its failure.
+    last_member_fails_while_the_others_wait(&engines, entered, |r| step(r, 46));
+}
+
+#[test]
 fn shared_memory_collectives_stop_at_a_failure_and_resume_after_validate() {
     use runthrough_engine::coll::Coll;
 

@@ -78,6 +78,19 @@
 //! reduce or allreduce, [`Coll::reduce_from`]) is written or combined from where it
 //! is, without the copy into an accumulator the in-place form needs.
 //!
+//! # Long broadcasts, allgathers and alltoalls piped through the bulk buffers
+//!
+//! When every member has a core of its own, a contribution of at least [`BULK_MIN`]
+//! bytes goes through its owner's bulk buffer part by part ([`Op::write_parts`]): the
+//! owner publishes the bytes written in its `FILLED` word after each part and returns;
+//! readers copy each part out as soon as it is published ([`Op::copy_parts`]), so the
+//! two copies run at once on two cores without the rings' per-record protocol (2 ranks,
+//! 1 MiB: bcast 19.3–19.6 µs against 28–32 through the rings, allgather 58–59 against
+//! 69–78, alltoall 61 against 72–75). A reader whose writer dies waits for the failure
+//! and returns it; the writer rewrites its buffer only once every member entered a later
+//! collective, as above. When ranks outnumber cores, long broadcasts are pulled by CMA
+//! instead (the writer is often not running to copy the next part).
+//!
 //! Which members a step waits for depends on the operation: everyone in barrier,
 //! allreduce, allgather and alltoall; the root in a broadcast (non-root side) and the
 //! non-roots in a reduce (root side). Reductions combine in v-rank order from the
@@ -359,6 +372,9 @@ impl<'a> Coll<'a> {
     }
 
     pub(super) fn shm_bcast(&self, vroot: usize, buf: &mut [u8]) -> Option<Result<(), Error>> {
+        if let Some(r) = self.piped_bcast(vroot, buf) {
+            return Some(r);
+        }
         if let Some(r) = self.long_bcast(vroot, buf) {
             return Some(r);
         }
@@ -419,6 +435,9 @@ impl<'a> Coll<'a> {
 
     /// Allgather of `send` into `recv` (whose own block the caller filled).
     pub(super) fn shm_allgather(&self, send: &[u8], recv: &mut [u8]) -> Option<Result<(), Error>> {
+        if let Some(r) = self.piped_allgather(send, recv) {
+            return Some(r);
+        }
         let mut op = self.shm_op(send.len())?;
         let len = send.len();
         let r = op.publish(send).and_then(|()| {
@@ -435,6 +454,9 @@ impl<'a> Coll<'a> {
 
     /// Alltoall of blocks of `len` bytes (the caller copied its own block).
     pub(super) fn shm_alltoall(&self, send: &[u8], recv: &mut [u8], len: usize) -> Option<Result<(), Error>> {
+        if let Some(r) = self.piped_alltoall(send, recv, len) {
+            return Some(r);
+        }
         let mut op = self.shm_op(send.len())?;
         let mine = self.local(self.me) as usize * len;
         let r = op.publish(send).and_then(|()| {
@@ -458,6 +480,90 @@ impl<'a> Coll<'a> {
         } else {
             op.wait_ready(vroot).and_then(|()| op.pull(vroot, buf))
         })
+    }
+
+    /// The bulk buffers of this communicator and the largest piece of a contribution of
+    /// `len` bytes they carry at once, for the piped copies of long broadcasts,
+    /// allgathers and alltoalls: when every member has a core of its own (then a member
+    /// copying a part out runs while its writer copies the next one in; when ranks
+    /// outnumber cores the CMA pull wins) and `len` is at least [`BULK_MIN`]. The same
+    /// answer at every member.
+    fn piped(&self, len: usize) -> Option<(ShmRef<'a>, usize)> {
+        let sh = self.shm.filter(|sh| !self.central && sh.slot < BULK_SLOTS && len >= BULK_MIN)?;
+        let piece = sh.coll.area.bulk_bytes();
+        (piece > 0).then_some((sh, piece))
+    }
+
+    /// Enters a collective that writes this member's bulk buffer: numbers it and waits
+    /// until every participant has entered a collective after this member's previous
+    /// one through its bulk buffer (so nobody still reads it).
+    fn enter_bulk(&self, sh: ShmRef<'a>, total: usize) -> Result<Op<'_, 'a>, Error> {
+        let mut op = self.enter(sh, total);
+        let last = &sh.coll.bulk_last[sh.slot];
+        op.wait_entered((last.load(Ordering::Relaxed) + 1).max(op.s.saturating_sub(COLL_BUFS as u64 - 1)))?;
+        last.store(op.s, Ordering::Relaxed);
+        Ok(op)
+    }
+
+    /// Long broadcast piped through the root's bulk buffer ([`Coll::piped`]): the root
+    /// writes each piece part by part ([`Op::write_parts`]) and returns; the others copy
+    /// each part out as soon as it is there ([`Op::copy_parts`]).
+    fn piped_bcast(&self, vroot: usize, buf: &mut [u8]) -> Option<Result<(), Error>> {
+        let (sh, piece) = self.piped(buf.len())?;
+        Some(buf.chunks_mut(piece).try_for_each(|p| {
+            let mut op = self.enter_bulk(sh, p.len())?;
+            if self.me == vroot {
+                op.write_parts(p);
+                return Ok(());
+            }
+            op.wait_ready(vroot)?;
+            op.copy_parts(vroot, 0, p)
+        }))
+    }
+
+    /// Long allgather piped through every member's bulk buffer: each writes its block,
+    /// then copies the others' blocks out as their parts land.
+    fn piped_allgather(&self, send: &[u8], recv: &mut [u8]) -> Option<Result<(), Error>> {
+        let len = send.len();
+        let (sh, piece) = self.piped(len)?;
+        let mut at = 0;
+        Some(send.chunks(piece).try_for_each(|p| {
+            let mut op = self.enter_bulk(sh, p.len())?;
+            op.write_parts(p);
+            for v in self.others() {
+                let to = self.local(v) as usize * len + at;
+                op.wait_ready(v)?;
+                op.copy_parts(v, 0, &mut recv[to..to + p.len()])?;
+            }
+            op.saw_all();
+            at += p.len();
+            Ok(())
+        }))
+    }
+
+    /// Long alltoall piped through every member's bulk buffer, when the blocks for the
+    /// others fit in it: each writes them in v-rank order, then copies its block out of
+    /// every other's as its parts land.
+    fn piped_alltoall(&self, send: &[u8], recv: &mut [u8], len: usize) -> Option<Result<(), Error>> {
+        let n = self.n();
+        let (sh, piece) = self.piped(len)?;
+        if (n - 1) * len > piece {
+            return None;
+        }
+        let block = |v: usize| self.local(v) as usize * len;
+        // Where the block for `u` sits in `v`'s bulk buffer (its own is not written).
+        let slot_of = |v: usize, u: usize| (if u < v { u } else { u - 1 }) * len;
+        let r = self.enter_bulk(sh, (n - 1) * len).and_then(|mut op| {
+            op.write_blocks(self.others().map(|u| &send[block(u)..block(u) + len]));
+            for v in self.others() {
+                op.wait_ready(v)?;
+                let to = block(v);
+                op.copy_parts(v, slot_of(v, self.me), &mut recv[to..to + len])?;
+            }
+            op.saw_all();
+            Ok(())
+        });
+        Some(r)
     }
 
     /// Long reduce to v-rank `vroot`, or allreduce (`None`), of `elem`-byte elements,
@@ -552,10 +658,7 @@ impl<'a> Coll<'a> {
         let (area, slot, me) = (&sh.coll.area, sh.slot, sh.coll.me);
         let len = v.src().len();
         let part = ((len / PAIR_PARTS).clamp(PAIR_PART_MIN, PAIR_PART_MAX) / elem * elem).max(elem);
-        let mut op = self.enter(sh, len);
-        let last = &sh.coll.bulk_last[slot];
-        op.wait_entered((last.load(Ordering::Relaxed) + 1).max(op.s.saturating_sub(COLL_BUFS as u64 - 1)))?;
-        last.store(op.s, Ordering::Relaxed);
+        let mut op = self.enter_bulk(sh, len)?;
         if self.me != vroot {
             let filled = op.line(me, FILLED);
             filled.store(0, Ordering::Relaxed);
@@ -626,10 +729,7 @@ impl<'a> Coll<'a> {
         let seg = |i: usize| i * elems / n * elem..(i + 1) * elems / n * elem;
         let (area, slot, me) = (&sh.coll.area, sh.slot, sh.coll.me);
         let gatherer = vroot.is_none_or(|r| r == self.me);
-        let mut op = self.enter(sh, len);
-        let last = &sh.coll.bulk_last[slot];
-        op.wait_entered((last.load(Ordering::Relaxed) + 1).max(op.s.saturating_sub(COLL_BUFS as u64 - 1)))?;
-        last.store(op.s, Ordering::Relaxed);
+        let mut op = self.enter_bulk(sh, len)?;
         let mine = seg(self.me);
         // Only the others' slices: this member combines its own slice from its vector.
         area.bulk_write(me, slot, 0, &v.src()[..mine.start]);
@@ -706,6 +806,45 @@ impl<'a> Op<'_, 'a> {
 
     fn buf(&self) -> usize {
         (self.s % COLL_BUFS as u64) as usize
+    }
+
+    /// Piped copies: resets this member's `FILLED` word, stores its ready word, then
+    /// writes `data` into its bulk buffer part by part, publishing the bytes written
+    /// after each part (Release), so readers copy a part out while the next goes in.
+    fn write_parts(&self, data: &[u8]) {
+        self.write_blocks(std::iter::once(data));
+    }
+
+    /// [`Op::write_parts`] of several blocks, one after the other in the bulk buffer.
+    fn write_blocks<'d>(&self, blocks: impl Iterator<Item = &'d [u8]>) {
+        let (area, slot, me) = (&self.sh.coll.area, self.sh.slot, self.sh.coll.me);
+        let filled = self.line(me, FILLED);
+        filled.store(0, Ordering::Relaxed);
+        self.ready();
+        let mut at = 0;
+        for b in blocks {
+            for p in b.chunks(PAIR_PART_MAX) {
+                area.bulk_write(me, slot, at, p);
+                at += p.len();
+                filled.store(at as u64, Ordering::Release);
+            }
+        }
+    }
+
+    /// Piped copies: copies `out.len()` bytes at `at` of v-rank `v`'s bulk buffer (its
+    /// ready word seen) into `out`, each part once `v` has published it; fails when the
+    /// communicator becomes inactive meanwhile (a writer that died).
+    fn copy_parts(&mut self, v: usize, at: usize, out: &mut [u8]) -> Result<(), Error> {
+        let rank = self.world(v);
+        let filled = self.line(rank, FILLED);
+        let mut done = 0;
+        for p in out.chunks_mut(PAIR_PART_MAX) {
+            let end = at + done + p.len();
+            self.wait_at_least(filled, end as u64)?;
+            p.copy_from_slice(self.sh.coll.area.bulk(rank, self.sh.slot, at + done, p.len()));
+            done += p.len();
+        }
+        Ok(())
     }
 
     /// Stores this member's ready word of the collective.
