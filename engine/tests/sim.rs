@@ -865,16 +865,26 @@ fn two_member_long_reduce_pipelines_through_the_bulk_buffer_in_order_and_stops_a
 
 #[test]
 fn long_bcast_allgather_alltoall_pipe_through_bulk_buffers_and_stop_at_a_failure() {
+    piped_collectives(false);
+}
+
+#[test]
+fn long_bcast_allgather_pipe_through_bulk_buffers_when_ranks_outnumber_cores() {
+    piped_collectives(true);
+}
+
+/// 3 members, bulk buffers of 64 KiB: a 96 KiB broadcast or allgather block goes in 2
+/// pieces; alltoall blocks of 24 KiB (the two for the others fit a buffer) pipe too
+/// unless ranks outnumber cores (then they go by messages). Every byte is checked, then
+/// a member stops arriving.
+fn piped_collectives(oversubscribed: bool) {
     use runthrough_engine::coll::Coll;
 
-    // 3 members, each with a core (not oversubscribed), bulk buffers of 64 KiB: a
-    // 96 KiB broadcast or allgather block goes in 2 pieces; alltoall blocks of 24 KiB
-    // (the two for the others fit a buffer).
     let n = 3u32;
     let (long, block) = (96 * 1024usize, 24 * 1024usize);
-    let (_hub, engines) = job(n, 64, 4096);
+    let (_hub, engines) = job_with(n, 64, 4096, oversubscribed);
     let world: Vec<Rank> = (0..n).map(Rank).collect();
-    let seg = shm_segment("piped", n, 64 * 1024);
+    let seg = shm_segment(if oversubscribed { "piped-over" } else { "piped" }, n, 64 * 1024);
     let areas = enable_shm(&engines, &seg, &world, None);
     let area = seg.coll_area().unwrap();
     let entered = |r: u32| area.entered(r, 0).load(std::sync::atomic::Ordering::Acquire);
@@ -913,8 +923,12 @@ fn long_bcast_allgather_alltoall_pipe_through_bulk_buffers_and_stop_at_a_failure
         wrong.iter().all(Vec::is_empty),
         "wrong results (iterations by rank; i % 3: bcast, allgather, alltoall): {wrong:?}"
     );
-    // 15 of each: broadcasts and allgathers in 2 pieces, alltoalls in one.
-    assert!((0..n).all(|r| entered(r) == 15 * 2 + 15 * 2 + 15), "every call went through the bulk buffers");
+    // 15 of each: broadcasts and allgathers in 2 pieces, alltoalls in one (or none).
+    let want = 15 * 2 + 15 * 2 + if oversubscribed { 0 } else { 15 };
+    assert!(
+        (0..n).all(|r| entered(r) == want),
+        "every call but oversubscribed alltoalls went through the bulk buffers"
+    );
     // Rank 2 stops arriving: an allgather waits for its parts and gets its failure.
     last_member_fails_while_the_others_wait(&engines, entered, |r| step(r, 46));
 }
