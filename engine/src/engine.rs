@@ -543,6 +543,35 @@ impl Engine {
         req
     }
 
+    /// The small-message path of a receive: when nothing stands in the way (no pending
+    /// communicator notice, a point-to-point context, a source whose receives need not
+    /// fail), takes the earliest buffered message `pattern` matches if it is an eager one
+    /// that fits `buf`, copies it and returns its status — no request slot, nothing
+    /// posted. `None`: start the receive as usual ([`Engine::start_recv`]), which sees
+    /// the queue as this left it. (It does not poll the transport first: a poll per
+    /// receive cost `osu_bw` 8 B about a fifth, 2 ranks, three interleaved runs.)
+    pub(crate) fn try_recv_now(&mut self, pattern: &Pattern, buf: &mut RawBufMut) -> Option<Status> {
+        if self.st.comm_notices || pattern.ctx.0 & 1 == 1 {
+            return None;
+        }
+        if self.st.unexpected.is_empty() {
+            return None;
+        }
+        let st = &mut self.st;
+        let comm = st.comms.get(pattern.ctx);
+        if pattern.src.is_some_and(|s| comm.is_some_and(|c| c.is_poisoned(s))) {
+            return None;
+        }
+        let fits = |e: &UnexpEntry| matches!(&e.data, Unexp::Eager(d) if d.len() <= buf.len());
+        let (a, e) =
+            st.unexpected.take_first_match_if(pattern, |a| comm.is_none_or(|c| !c.is_poisoned(a.src)), fits)?;
+        let Unexp::Eager(data) = e.data else { unreachable!("only an eager message is taken") };
+        buf.as_mut_slice()[..data.len()].copy_from_slice(&data);
+        let status = Status { source: a.src as usize, tag: a.tag.0, len: data.len() };
+        st.recycle(data);
+        Some(status)
+    }
+
     /// Takes the outcome of `req` if it has completed (the request is then freed).
     pub(crate) fn take_if_complete(&mut self, req: ReqId) -> Option<Result<Status, Error>> {
         let done = self.st.reqs.get(req)?.outcome.is_some();

@@ -188,8 +188,9 @@ pub(crate) struct ScopeRef<'scope> {
 pub struct Request<'a> {
     eng: &'a Mutex<Engine>,
     id: Option<ReqId>,
-    /// A send the small-message path completed at once (`Engine::try_send_now`): it has
-    /// no request slot, and this is its outcome until taken.
+    /// A send or receive the small-message path completed at once
+    /// (`Engine::try_send_now`, `Engine::try_recv_now`): it has no request slot, and
+    /// this is its outcome until taken.
     ready: Option<Status>,
     _buf: PhantomData<&'a mut [u8]>,
 }
@@ -251,16 +252,36 @@ pub fn irecv<'s>(
     peer: Option<Rank>,
     buf: &'s mut [u8],
 ) -> Request<'s> {
-    let scope = s.enter(eng);
-    // SAFETY: as in `isend`: `buf` is exclusively borrowed for the scope's lifetime and
-    // the scope settles the request before it ends.
-    let view = unsafe { RawBufMut::new(buf) };
-    let id = {
-        let mut e = eng.lock();
-        let id = e.start_recv(pattern, peer, view);
-        e.set_scope(id, scope.token);
-        id
-    };
+    start_recv_in(Some(s), eng, pattern, peer, buf)
+}
+
+/// Starts a receive: at once with no request slot when a message already here completes
+/// it (`Engine::try_recv_now`: a complete handle; the engine keeps no view of `buf`, so
+/// a scope has nothing to settle for it), else as an engine request, owned by scope `s`
+/// when there is one.
+fn start_recv_in<'a>(
+    s: Option<&'a RequestScope<'a, '_>>,
+    eng: &'a Mutex<Engine>,
+    pattern: Pattern,
+    peer: Option<Rank>,
+    buf: &'a mut [u8],
+) -> Request<'a> {
+    // SAFETY: the view's contract (buffer alive and not otherwise accessed while the
+    // request is pending) holds because `buf` stays exclusively borrowed until the
+    // request settled: with a scope, for the scope's lifetime, and the scope settles the
+    // request before it ends; without one, the caller is `irecv_local`'s, whose handle
+    // settles it (wait or `Drop`) before the borrow ends. On the small-message path the
+    // view is written only inside this call.
+    let mut view = unsafe { RawBufMut::new(buf) };
+    let mut e = eng.lock();
+    if let Some(st) = e.try_recv_now(&pattern, &mut view) {
+        return Request::ready(eng, st);
+    }
+    let id = e.start_recv(pattern, peer, view);
+    if let Some(s) = s {
+        e.set_scope(id, s.enter(eng).token);
+    }
+    drop(e);
     Request { eng, id: Some(id), ready: None, _buf: PhantomData }
 }
 
@@ -288,10 +309,7 @@ pub(crate) fn irecv_local<'a>(
     peer: Option<Rank>,
     buf: &'a mut [u8],
 ) -> Request<'a> {
-    // SAFETY: as in `isend_local`.
-    let view = unsafe { RawBufMut::new(buf) };
-    let id = eng.lock().start_recv(pattern, peer, view);
-    Request { eng, id: Some(id), ready: None, _buf: PhantomData }
+    start_recv_in(None, eng, pattern, peer, buf)
 }
 
 /// Starts a send of `buf` outside any scope: the engine-level escape hatch for code that
@@ -667,7 +685,7 @@ impl Waiter {
 }
 
 impl<'a> Request<'a> {
-    /// A send that completed when it started (no request slot, nothing to settle).
+    /// An operation that completed when it started (no request slot, nothing to settle).
     #[inline]
     fn ready(eng: &'a Mutex<Engine>, st: Status) -> Self {
         Request { eng, id: None, ready: Some(st), _buf: PhantomData }

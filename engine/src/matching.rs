@@ -132,6 +132,23 @@ impl<U> UnexpectedQueue<U> {
         self.entries.remove(i)
     }
 
+    /// Removes and returns the earliest arrived message `p` matches among those `keep`
+    /// accepts, if `take` accepts it; otherwise leaves the queue as it was (a receive
+    /// must not skip the earliest match for a later one).
+    pub fn take_first_match_if(
+        &mut self,
+        p: &Pattern,
+        mut keep: impl FnMut(&Arrival) -> bool,
+        take: impl FnOnce(&U) -> bool,
+    ) -> Option<(Arrival, U)> {
+        let i = self.entries.iter().position(|(a, _)| p.matches(a) && keep(a))?;
+        if take(&self.entries[i].1) {
+            self.entries.remove(i)
+        } else {
+            None
+        }
+    }
+
     /// The earliest arrived message `p` matches, left in place (probe).
     pub fn peek_match(&self, p: &Pattern) -> Option<&(Arrival, U)> {
         self.entries.iter().find(|(a, _)| p.matches(a))

@@ -331,15 +331,13 @@ fn finish(engines: &[Mutex<Engine>], reqs: &mut Vec<Request<'_>>) {
     }
 }
 
+/// The engine settings of these tests: small eager records, every rendezvous read.
+fn engine_config() -> Config {
+    Config { eager_limit: 4096, spin_polls: 0, stream_chunk: 64 * 1024, rma_min: 0, cma_min: 0, oversubscribed: false }
+}
+
 fn engine_traffic(p: Provider) {
-    let ecfg = Config {
-        eager_limit: 4096,
-        spin_polls: 0,
-        stream_chunk: 64 * 1024,
-        rma_min: 0,
-        cma_min: 0,
-        oversubscribed: false,
-    };
+    let ecfg = engine_config();
     let Some(e) = engines(p, FabricConfig { credits: 4, ..FabricConfig::default() }, ecfg) else { return };
     // A flood of unexpected eager messages (many windows), then rendezvous of 1 and 5 MiB
     // pulled by RMA read, received after the sends started.
@@ -481,14 +479,7 @@ fn failed_read_never_writes_the_buffer(p: Provider) {
 /// already completed, `None` when the provider is not available here.
 fn failed_read_attempt(p: Provider) -> Option<bool> {
     use runthrough_engine::handle::{irecv_unscoped, isend_unscoped};
-    let ecfg = Config {
-        eager_limit: 4096,
-        spin_polls: 0,
-        stream_chunk: 64 * 1024,
-        rma_min: 0,
-        cma_min: 0,
-        oversubscribed: false,
-    };
+    let ecfg = engine_config();
     let e = engines(p, FabricConfig::default(), ecfg)?;
     let src = pattern(4 << 20, 3);
     let mut dst = vec![0u8; src.len()];

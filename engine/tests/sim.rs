@@ -1087,6 +1087,67 @@ fn long_collectives_pull_in_place_and_never_deliver_a_withdrawn_buffer() {
 /// starts, with no request slot; once the transport is busy the send queues (a slot) and
 /// every later send to that peer queues behind it, so order holds (R13's base).
 #[test]
+fn receives_of_messages_already_here_complete_at_once_in_order() {
+    let (_hub, e) = job(2, 64, 256);
+    let live = |r: usize| e[r].lock().live_requests();
+    // Three eager messages, a rendezvous (longer than the eager limit), one more eager.
+    let small: Vec<Vec<u8>> = (0..3).map(|i| pattern_bytes(16 + i, i as u8)).collect();
+    let long = pattern_bytes(1000, 7);
+    let last = pattern_bytes(40, 9);
+    let mut sends: Vec<Request<'_>> = small.iter().map(|m| send(&e, 0, 1, 4, m)).collect();
+    sends.push(send(&e, 0, 1, 4, &long));
+    sends.push(send(&e, 0, 1, 5, &last));
+    // Rank 1 polls them in before posting anything: the first receive finds its message
+    // buffered and completes at once, with no request slot.
+    pump(&e, 3);
+    let mut out = vec![0u8; 64];
+    let mut r = recv(&e, 1, Some(0), Some(4), &mut out);
+    assert_eq!(live(1), 0, "no request slot for a message already here");
+    assert!(r.is_active(), "its outcome is there to take");
+    let st = r.test().unwrap().expect("complete at once");
+    drop(r);
+    assert_eq!((st.source, st.tag, &out[..st.len]), (0, 4, &small[0][..]));
+    // A receive too short for the next one does not take the shortcut: the usual path
+    // reports the truncation (and writes only what fits).
+    let mut short = vec![0u8; 8];
+    let mut r = recv(&e, 1, Some(0), Some(4), &mut short);
+    assert!(matches!(finish(&e, &mut r), Err(Error::Truncate { posted: 8, arrived: 17 })));
+    drop(r);
+    assert_eq!(short, small[1][..8]);
+    let mut out = vec![0u8; 64];
+    let mut r = recv(&e, 1, Some(0), Some(4), &mut out);
+    let st = r.test().unwrap().expect("complete at once");
+    drop(r);
+    assert_eq!(&out[..st.len], &small[2][..]);
+    // The earliest match of a wildcard tag is the rendezvous: it is not skipped for the
+    // later eager message; it takes a slot and completes through the protocol.
+    let mut big = vec![0u8; 1000];
+    let mut r = recv(&e, 1, Some(0), None, &mut big);
+    assert_eq!(live(1), 1, "a rendezvous takes a request slot");
+    let st = finish(&e, &mut r).unwrap();
+    drop(r);
+    assert_eq!((st.tag, st.len), (4, 1000));
+    assert_eq!(big, long);
+    let mut out = vec![0u8; 64];
+    let mut r = recv(&e, 1, None, None, &mut out);
+    let st = finish(&e, &mut r).unwrap();
+    drop(r);
+    assert_eq!((st.tag, &out[..st.len]), (5, &last[..]));
+    // Nothing here: the receive is posted (a slot) and completes when a message comes.
+    let mut out = vec![0u8; 64];
+    let mut r = recv(&e, 1, Some(0), Some(6), &mut out);
+    assert_eq!(live(1), 1, "a receive with nothing to take is posted");
+    let mut s = send(&e, 0, 1, 6, &last);
+    finish(&e, &mut s).unwrap();
+    assert_eq!(finish(&e, &mut r).unwrap().len, 40);
+    drop(r);
+    for mut s in sends {
+        finish(&e, &mut s).unwrap();
+    }
+    assert_eq!((live(0), live(1)), (0, 0));
+}
+
+#[test]
 fn small_sends_complete_at_once_and_queue_in_order_when_busy() {
     // Two records fit between the engines before the receiver drains them.
     let (_hub, e) = job(2, 2, 256);
