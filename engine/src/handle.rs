@@ -236,11 +236,7 @@ fn start_send_in<'a>(
     // handle settles the request (wait or `Drop`) before the borrow ends.
     let view = unsafe { RawBuf::new(buf) };
     let id = e.start_send(ctx, src, dest, peer, tag, view);
-    if let Some(s) = s {
-        e.set_scope(id, s.enter(eng).token);
-    }
-    drop(e);
-    Request { eng, id: Some(id), ready: None, _buf: PhantomData }
+    pending(e, eng, s, id)
 }
 
 /// Starts a receive into `buf` in scope `s` (see `Engine::start_recv`); `buf` stays
@@ -278,6 +274,17 @@ fn start_recv_in<'a>(
         return Request::ready(eng, st);
     }
     let id = e.start_recv(pattern, peer, view);
+    pending(e, eng, s, id)
+}
+
+/// The handle of engine request `id`, just started under the lock `e` (released here),
+/// owned by scope `s` when there is one.
+fn pending<'a>(
+    mut e: parking_lot::MutexGuard<'_, Engine>,
+    eng: &'a Mutex<Engine>,
+    s: Option<&'a RequestScope<'a, '_>>,
+    id: ReqId,
+) -> Request<'a> {
     if let Some(s) = s {
         e.set_scope(id, s.enter(eng).token);
     }

@@ -300,6 +300,8 @@ const FILLED: usize = 6;
 /// [`PAIR_PART_MIN`] and [`PAIR_PART_MAX`] bytes.
 const PAIR_PARTS: usize = 8;
 const PAIR_PART_MIN: usize = 8 * 1024;
+/// The largest part of a two-member reduce, and the part of the piped copies
+/// ([`Op::write_parts`], [`Op::copy_parts`]).
 const PAIR_PART_MAX: usize = 64 * 1024;
 /// Line word of a barrier's first member once it has left (a barrier carries no data,
 /// so its line is free; see [`Coll::shm_barrier`]).
@@ -492,10 +494,7 @@ impl<'a> Coll<'a> {
     /// `oversubscribed_too`, every member has a core of its own. The same answer at
     /// every member.
     fn piped(&self, len: usize, oversubscribed_too: bool) -> Option<(ShmRef<'a>, usize)> {
-        let cores = oversubscribed_too || !self.central;
-        let sh = self.shm.filter(|sh| cores && sh.slot < BULK_SLOTS && len >= BULK_MIN)?;
-        let piece = sh.coll.area.bulk_bytes();
-        (piece > 0).then_some((sh, piece))
+        self.bulk_piece(len, 1).filter(|_| oversubscribed_too || !self.central)
     }
 
     /// Enters a collective that writes this member's bulk buffer: numbers it and waits
@@ -517,7 +516,7 @@ impl<'a> Coll<'a> {
         Some(buf.chunks_mut(piece).try_for_each(|p| {
             let mut op = self.enter_bulk(sh, p.len())?;
             if self.me == vroot {
-                op.write_parts(p);
+                op.write_parts(p, PAIR_PART_MAX);
                 return Ok(());
             }
             op.wait_ready(vroot)?;
@@ -533,7 +532,7 @@ impl<'a> Coll<'a> {
         let mut at = 0;
         Some(send.chunks(piece).try_for_each(|p| {
             let mut op = self.enter_bulk(sh, p.len())?;
-            op.write_parts(p);
+            op.write_parts(p, PAIR_PART_MAX);
             for v in self.others() {
                 let to = self.local(v) as usize * len + at;
                 op.wait_ready(v)?;
@@ -560,7 +559,7 @@ impl<'a> Coll<'a> {
         // Where the block for `u` sits in `v`'s bulk buffer (its own is not written).
         let slot_of = |v: usize, u: usize| (if u < v { u } else { u - 1 }) * len;
         let r = self.enter_bulk(sh, (n - 1) * len).and_then(|mut op| {
-            op.write_blocks(self.others().map(|u| &send[block(u)..block(u) + len]));
+            op.write_blocks(self.others().map(|u| &send[block(u)..block(u) + len]), PAIR_PART_MAX);
             for v in self.others() {
                 op.wait_ready(v)?;
                 let to = block(v);
@@ -603,11 +602,10 @@ impl<'a> Coll<'a> {
         f: Combine<'_>,
     ) -> Option<Result<(), Error>> {
         let (sh, piece) = self.bulk_piece(send.len(), elem)?;
-        let gatherer = vroot.is_none_or(|r| r == self.me);
+        if vroot.is_none_or(|r| r == self.me) != recv.is_some() {
+            return Some(Err(Error::InvalidArg("a reduce's receive buffer is for its gatherers only")));
+        }
         Some(match recv {
-            Some(_) | None if gatherer != recv.is_some() => {
-                Err(Error::InvalidArg("a reduce's receive buffer is for its gatherers only"))
-            }
             Some(recv) if recv.len() != send.len() => {
                 Err(Error::InvalidArg("send and receive buffers differ in length"))
             }
@@ -661,18 +659,12 @@ impl<'a> Coll<'a> {
         elem: usize,
         f: Combine<'_>,
     ) -> Result<(), Error> {
-        let (area, slot, me) = (&sh.coll.area, sh.slot, sh.coll.me);
+        let (area, slot) = (&sh.coll.area, sh.slot);
         let len = v.src().len();
         let part = ((len / PAIR_PARTS).clamp(PAIR_PART_MIN, PAIR_PART_MAX) / elem * elem).max(elem);
         let mut op = self.enter_bulk(sh, len)?;
         if self.me != vroot {
-            let filled = op.line(me, FILLED);
-            filled.store(0, Ordering::Relaxed);
-            op.ready();
-            for (i, p) in v.src().chunks(part).enumerate() {
-                area.bulk_write(me, slot, i * part, p);
-                filled.store((i * part + p.len()) as u64, Ordering::Release);
-            }
+            op.write_parts(v.src(), part);
             return Ok(());
         }
         let other = 1 - vroot;
@@ -817,19 +809,20 @@ impl<'a> Op<'_, 'a> {
     /// Piped copies: resets this member's `FILLED` word, stores its ready word, then
     /// writes `data` into its bulk buffer part by part, publishing the bytes written
     /// after each part (Release), so readers copy a part out while the next goes in.
-    fn write_parts(&self, data: &[u8]) {
-        self.write_blocks(std::iter::once(data));
+    fn write_parts(&self, data: &[u8], part: usize) {
+        self.write_blocks(std::iter::once(data), part);
     }
 
-    /// [`Op::write_parts`] of several blocks, one after the other in the bulk buffer.
-    fn write_blocks<'d>(&self, blocks: impl Iterator<Item = &'d [u8]>) {
+    /// [`Op::write_parts`] of several blocks, one after the other in the bulk buffer
+    /// (parts of at most `part` bytes, none spanning two blocks).
+    fn write_blocks<'d>(&self, blocks: impl Iterator<Item = &'d [u8]>, part: usize) {
         let (area, slot, me) = (&self.sh.coll.area, self.sh.slot, self.sh.coll.me);
         let filled = self.line(me, FILLED);
         filled.store(0, Ordering::Relaxed);
         self.ready();
         let mut at = 0;
         for b in blocks {
-            for p in b.chunks(PAIR_PART_MAX) {
+            for p in b.chunks(part) {
                 area.bulk_write(me, slot, at, p);
                 at += p.len();
                 filled.store(at as u64, Ordering::Release);
