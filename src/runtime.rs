@@ -354,7 +354,9 @@ fn spawn_progress(
             let mut exits = Vec::new();
             let mut wakers = Vec::new();
             loop {
-                std::thread::sleep(tick);
+                // Parked, not asleep: finalize unparks it, so it returns at once rather
+                // than up to a tick later (a spurious wake only brings a tick forward).
+                std::thread::park_timeout(tick);
                 let Some(sh) = shared.upgrade() else { return };
                 if sh.stop.load(Ordering::Acquire) {
                     return;
@@ -580,6 +582,7 @@ impl Runtime {
         }
         self.shared.stop.store(true, Ordering::Release);
         if let Some(w) = self.watchdog.take() {
+            w.thread().unpark();
             let _ = w.join();
         }
         if panicking {
