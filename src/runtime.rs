@@ -466,16 +466,20 @@ fn engine_config(job: Option<&JobInfo>) -> Result<Config, Error> {
         cfg.oversubscribed = true;
     } else {
         // Every rank has a core: streaming through the rings pipelines the two copies
-        // over two cores, which beat CMA's single copy at every size measured (2 ranks,
-        // 1 MiB osu_bw 23.5-25.0 against 10.9-11.4 GB/s, 4 MiB osu_bibw 21.2-21.5
-        // against 13.5-16.0). When ranks outnumber cores the peer is often not running
-        // to copy its half, and CMA's pull wins (4 ranks on 2 cores, 1 MiB allgather
-        // 365 against 444-468 us): see bench/RESULTS.md §0.10.
-        cfg.cma_min = usize::MAX;
+        // over two cores, CMA makes one. Which completes long messages sooner differs
+        // between hosts of one kind: one streamed 1 MiB osu_bw at 23.5-25.0 GB/s
+        // against CMA's 10.9-11.4 (and 4 MiB osu_bibw 21.2-21.5 against 13.5-16.0),
+        // another pulled 1 MiB osu_bibw at 17.1-17.6 against streaming's 8.9-11.4
+        // (bench/RESULTS.md §0.10, §0.11). So the engine times both on the first long
+        // messages and keeps the faster. When ranks outnumber cores the peer is often
+        // not running to copy its half, and CMA's pull wins (4 ranks on 2 cores, 1 MiB
+        // allgather 365 against 444-468 us).
+        cfg.cma_choose = true;
     }
     if std::env::var_os("RT_CMA_MIN").is_some() {
         cfg.rma_min = env_num("RT_CMA_MIN", 0)? as usize;
         cfg.cma_min = cfg.rma_min;
+        cfg.cma_choose = false;
     }
     cfg.spin_polls = env_num("RT_SPIN_POLLS", cfg.spin_polls.into())? as u32;
     Ok(cfg)

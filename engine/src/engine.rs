@@ -51,6 +51,41 @@ const POOL_KEEP: usize = 64;
 /// one into the receive buffer, and the transport's bounce buffers stay small enough to
 /// be reused from message to message.
 const READ_CHUNK: usize = 256 * 1024;
+/// Long shared-memory receives timed per protocol before [`Config::cma_choose`] decides.
+pub const CHOICE_SAMPLES: u8 = 2;
+
+/// [`Config::cma_choose`]'s measurements: the best seconds per byte seen so far of the
+/// long receives pulled by CMA and of those streamed through the rings.
+#[derive(Debug, Default, Clone, Copy)]
+struct PullChoice {
+    cma: Samples,
+    stream: Samples,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Samples {
+    n: u8,
+    best: f64,
+}
+
+impl PullChoice {
+    /// Whether the next long receive is pulled by CMA: not until streaming has its
+    /// samples, then until CMA has its own, then if it was the faster.
+    fn pull(&self) -> bool {
+        if self.stream.n < CHOICE_SAMPLES {
+            return false;
+        }
+        self.cma.n < CHOICE_SAMPLES || self.cma.best <= self.stream.best
+    }
+
+    /// A long receive of `bytes` took `secs`, pulled (`cma`) or streamed.
+    fn record(&mut self, cma: bool, bytes: u64, secs: f64) {
+        let s = if cma { &mut self.cma } else { &mut self.stream };
+        let per_byte = secs / bytes.max(1) as f64;
+        s.best = if s.n == 0 { per_byte } else { s.best.min(per_byte) };
+        s.n = s.n.saturating_add(1);
+    }
+}
 
 /// Engine tunables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +103,13 @@ pub struct Config {
     /// call (CMA on shared memory, single copy); shorter ones are streamed through the
     /// rings, which pipelines the two copies over two cores. `usize::MAX`: never.
     pub cma_min: usize,
+    /// Measure instead which of the two completes those messages sooner on this host:
+    /// the first [`CHOICE_SAMPLES`] are streamed, the next as many pulled, and from then
+    /// on every one takes the protocol whose best time per byte was lower. Which wins
+    /// differs between hosts of one kind (bench/RESULTS.md §0.10, §0.11): set when every
+    /// rank has a core; when ranks outnumber cores CMA wins (the peer is often not
+    /// running to copy its half).
+    pub cma_choose: bool,
     /// Ranks outnumber cores on this node: shared-memory waits yield at once, barriers
     /// of more than four members gather to the first member and release from it (fewer
     /// wake-ups than everyone watching everyone), and long broadcasts are pulled in
@@ -83,6 +125,7 @@ impl Default for Config {
             stream_chunk: 64 * 1024,
             rma_min: DEFAULT_RMA_MIN_BYTES,
             cma_min: DEFAULT_RMA_MIN_BYTES,
+            cma_choose: false,
             oversubscribed: false,
         }
     }
@@ -232,6 +275,8 @@ struct State {
     /// where in its buffer the read's bytes go.
     reads: std::collections::HashMap<u64, ChunkRead>,
     next_read: u64,
+    /// What [`Config::cma_choose`] measured so far.
+    choice: PullChoice,
     newly_failed: Vec<Rank>,
     pool: Vec<Vec<u8>>,
     stats: Stats,
@@ -295,6 +340,7 @@ impl Engine {
                 pulls: Vec::new(),
                 reads: std::collections::HashMap::new(),
                 next_read: 0,
+                choice: PullChoice::default(),
                 newly_failed: Vec::new(),
                 witnessed: false,
                 suspects: Vec::new(),
@@ -1952,7 +1998,7 @@ impl State {
                     self.stray(peer, "data for no request");
                     return;
                 };
-                let RecvPhase::AwaitingData { peer: from, received, total, src, tag } = phase else {
+                let RecvPhase::AwaitingData { peer: from, received, total, src, tag, since } = phase else {
                     self.stray(peer, "data for a receive not streaming");
                     return;
                 };
@@ -1969,6 +2015,9 @@ impl State {
                 dst[start..end].copy_from_slice(&payload[..end - start]);
                 *received = received.saturating_add(payload.len() as u64);
                 if *received >= *total {
+                    if let Some(t0) = since {
+                        self.choice.record(false, *total, t0.elapsed().as_secs_f64());
+                    }
                     let total = *total as usize;
                     *outcome = Some(if total > dst.len() {
                         Err(Error::Truncate { posted: dst.len(), arrived: total })
@@ -2028,7 +2077,12 @@ impl State {
     fn pull(&mut self, t: &mut AnyTransport, pull: Pull) {
         let Pull { rreq, peer, src, tag, len, sreq, region } = pull;
         let min = if t.async_reads(peer) { self.cfg.rma_min } else { self.cfg.cma_min };
-        let rma = self.caps.rma_read && !self.peers[peer.0 as usize].no_rma && len as usize >= min;
+        let mut rma = self.caps.rma_read && !self.peers[peer.0 as usize].no_rma && len as usize >= min;
+        // Timed for `cma_choose`: a long receive that could be pulled in the call.
+        let timed = (rma && self.cfg.cma_choose && !t.async_reads(peer)).then(Instant::now);
+        if timed.is_some() && !self.choice.pull() {
+            rma = false;
+        }
         if self.peers[peer.0 as usize].failed {
             self.set_outcome(rreq, Err(Error::RankFailStop { rank: src }));
             return;
@@ -2074,6 +2128,9 @@ impl State {
                     return;
                 }
                 Ok(Posted::Done | Posted::InFlight(_)) => {
+                    if let Some(t0) = timed {
+                        self.choice.record(true, len, t0.elapsed().as_secs_f64());
+                    }
                     *outcome = Some(if len as usize > dst.len() {
                         Err(Error::Truncate { posted: dst.len(), arrived: len as usize })
                     } else {
@@ -2096,7 +2153,7 @@ impl State {
                 }
             }
         }
-        *phase = RecvPhase::AwaitingData { peer, received: 0, total: len, src, tag };
+        *phase = RecvPhase::AwaitingData { peer, received: 0, total: len, src, tag, since: timed };
         self.queue(peer, Outgoing::Ctrl(Header::Cts { sreq, rreq }));
     }
 
@@ -2189,6 +2246,33 @@ impl State {
             };
             if let Some(rank) = rank {
                 self.set_outcome(id, Err(Error::RankFailStop { rank }));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PullChoice, CHOICE_SAMPLES};
+
+    /// Streams first, then pulls, then keeps whichever had the lower best time per byte
+    /// (a slow first sample, e.g. page faults on a fresh buffer, does not decide).
+    #[test]
+    fn pull_choice_measures_both_then_keeps_the_faster() {
+        for (stream, cma, pulls) in [([9.0, 2.0], [3.0, 1.0], true), ([9.0, 1.0], [3.0, 2.0], false)] {
+            let mut c = PullChoice::default();
+            for s in stream {
+                assert!(!c.pull(), "streamed while streaming is measured");
+                c.record(false, 1000, s);
+            }
+            for s in cma {
+                assert!(c.pull(), "pulled while CMA is measured");
+                c.record(true, 1000, s);
+            }
+            assert_eq!((c.stream.n, c.cma.n), (CHOICE_SAMPLES, CHOICE_SAMPLES));
+            for _ in 0..4 {
+                assert_eq!(c.pull(), pulls);
+                c.record(pulls, 1000, 5.0);
             }
         }
     }

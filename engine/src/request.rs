@@ -74,6 +74,8 @@ pub(crate) enum RecvPhase {
         src: u32,
         /// Tag of the message.
         tag: i32,
+        /// When the stream was asked for, if its time is measured (`Config::cma_choose`).
+        since: Option<std::time::Instant>,
     },
 }
 

@@ -333,7 +333,15 @@ fn finish(engines: &[Mutex<Engine>], reqs: &mut Vec<Request<'_>>) {
 
 /// The engine settings of these tests: small eager records, every rendezvous read.
 fn engine_config() -> Config {
-    Config { eager_limit: 4096, spin_polls: 0, stream_chunk: 64 * 1024, rma_min: 0, cma_min: 0, oversubscribed: false }
+    Config {
+        eager_limit: 4096,
+        spin_polls: 0,
+        stream_chunk: 64 * 1024,
+        rma_min: 0,
+        cma_min: 0,
+        cma_choose: false,
+        oversubscribed: false,
+    }
 }
 
 fn engine_traffic(p: Provider) {

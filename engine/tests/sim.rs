@@ -19,7 +19,15 @@ fn job(n: u32, capacity: usize, eager: usize) -> (SimHub, Vec<Mutex<Engine>>) {
 /// [`job`], telling the engines whether ranks outnumber cores.
 fn job_with(n: u32, capacity: usize, eager: usize, oversubscribed: bool) -> (SimHub, Vec<Mutex<Engine>>) {
     let hub = SimHub::new(n, capacity, 4096);
-    let cfg = Config { eager_limit: eager, spin_polls: 0, stream_chunk: 1000, rma_min: 0, cma_min: 0, oversubscribed };
+    let cfg = Config {
+        eager_limit: eager,
+        spin_polls: 0,
+        stream_chunk: 1000,
+        rma_min: 0,
+        cma_min: 0,
+        cma_choose: false,
+        oversubscribed,
+    };
     let world: Vec<Rank> = (0..n).map(Rank).collect();
     let engines = (0..n)
         .map(|r| {

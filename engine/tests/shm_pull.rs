@@ -1,0 +1,89 @@
+//! Long messages between two engines over the real shared-memory transport (one
+//! segment, rings and CMA in this process): which protocol each takes under
+//! `Config::cma_min` and `Config::cma_choose`, and every byte arriving either way.
+
+use parking_lot::Mutex;
+use runthrough_engine::handle::{recv, send};
+use runthrough_engine::matching::Pattern;
+use runthrough_engine::transport::shm::ShmTransport;
+use runthrough_engine::transport::AnyTransport;
+use runthrough_engine::{Config, ContextId, Engine, Rank, Tag};
+use runthrough_shm::{Layout, Segment};
+
+const CTX: ContextId = ContextId(0);
+const LEN: usize = 512 * 1024;
+const MESSAGES: usize = 8;
+
+/// Two engines over one fresh segment; both "processes" are this one, so CMA reads from
+/// this process.
+fn pair(cfg: Config, tag: &str) -> Vec<Mutex<Engine>> {
+    let name = format!("/rt-pull-{tag}-{}", std::process::id());
+    let _ = Segment::unlink(&name);
+    let seg = Segment::create(&name, Layout { nranks: 2, ring_bytes: 256 * 1024, bulk_bytes: 0 }).unwrap();
+    Segment::unlink(&name).unwrap();
+    let pid = std::process::id() as i32;
+    (0..2u32)
+        .map(|r| {
+            let t = ShmTransport::new(&seg, Rank(r), vec![pid, pid]).unwrap();
+            let mut e = Engine::new(Rank(r), 2, AnyTransport::Shm(t), cfg);
+            e.register_comm(CTX, &[Rank(0), Rank(1)]);
+            Mutex::new(e)
+        })
+        .collect()
+}
+
+fn message(i: usize) -> Vec<u8> {
+    (0..LEN).map(|b| (b.wrapping_mul(31) ^ i.wrapping_mul(7919)) as u8).collect()
+}
+
+/// Sends [`MESSAGES`] long messages from engine 0 to engine 1, one at a time, checks
+/// each arrived whole, and returns how many of them engine 1 pulled, counted after
+/// every message.
+fn pulled_after_each(cfg: Config, tag: &str) -> Vec<u64> {
+    let e = pair(cfg, tag);
+    let mut counts = Vec::new();
+    std::thread::scope(|s| {
+        let sender = s.spawn(|| {
+            for i in 0..MESSAGES {
+                send(&e[0], CTX, 0, 1, Rank(1), Tag(i as i32), &message(i)).unwrap();
+            }
+        });
+        let mut buf = vec![0u8; LEN];
+        for i in 0..MESSAGES {
+            buf.fill(0);
+            let pat = Pattern { ctx: CTX, src: Some(0), tag: Some(Tag(i as i32)) };
+            let st = recv(&e[1], pat, Some(Rank(0)), &mut buf).unwrap();
+            assert_eq!(st.len, LEN);
+            assert!(buf == message(i), "message {i} arrived altered");
+            counts.push(e[1].lock().stats().pulled);
+        }
+        sender.join().unwrap();
+    });
+    counts
+}
+
+fn config(cma_min: usize, cma_choose: bool) -> Config {
+    Config { eager_limit: 16 * 1024, cma_min, cma_choose, ..Config::default() }
+}
+
+#[test]
+fn cma_min_alone_decides_without_the_choice() {
+    assert_eq!(pulled_after_each(config(usize::MAX, false), "never"), vec![0; MESSAGES]);
+    assert_eq!(pulled_after_each(config(LEN, false), "always"), (1..=MESSAGES as u64).collect::<Vec<_>>());
+}
+
+#[test]
+fn the_choice_streams_two_pulls_two_then_keeps_one_protocol() {
+    let counts = pulled_after_each(config(LEN, true), "choose");
+    // Two streamed, two pulled: the measurements.
+    assert_eq!(&counts[..4], &[0, 0, 1, 2], "{counts:?}");
+    // Then the faster for every later message: all pulled or none.
+    let rest = &counts[4..];
+    let all = (3..=MESSAGES as u64 - 2).collect::<Vec<_>>();
+    assert!(rest == [2; MESSAGES - 4] || rest == all.as_slice(), "{counts:?}");
+}
+
+#[test]
+fn the_choice_leaves_messages_under_cma_min_streamed() {
+    assert_eq!(pulled_after_each(config(LEN + 1, true), "short"), vec![0; MESSAGES]);
+}
