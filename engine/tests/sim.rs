@@ -873,26 +873,35 @@ fn two_member_long_reduce_pipelines_through_the_bulk_buffer_in_order_and_stops_a
 
 #[test]
 fn long_bcast_allgather_alltoall_pipe_through_bulk_buffers_and_stop_at_a_failure() {
-    piped_collectives(false);
+    piped_collectives(false, 96 * 1024, 24 * 1024);
 }
 
 #[test]
 fn long_bcast_allgather_pipe_through_bulk_buffers_when_ranks_outnumber_cores() {
-    piped_collectives(true);
+    piped_collectives(true, 96 * 1024, 24 * 1024);
 }
 
-/// 3 members, bulk buffers of 64 KiB: a 96 KiB broadcast or allgather block goes in 2
-/// pieces; alltoall blocks of 24 KiB (the two for the others fit a buffer) pipe too
-/// unless ranks outnumber cores (then they go by messages). Every byte is checked, then
-/// a member stops arriving.
-fn piped_collectives(oversubscribed: bool) {
+/// Contributions the slots do not carry (more than `COLL_DATA`, 1 KiB) but under the
+/// bulk minimum of reductions pipe too when every member has a core: a 3 KiB broadcast
+/// and allgather block, alltoall blocks of 1 KiB (3 KiB a member), each in one piece.
+#[test]
+fn mid_size_bcast_allgather_alltoall_pipe_through_bulk_buffers_and_stop_at_a_failure() {
+    piped_collectives(false, 3 * 1024, 1024);
+}
+
+/// 3 members, bulk buffers of 64 KiB: a broadcast or allgather block of `long` bytes
+/// goes in pieces of at most 64 KiB (96 KiB: 2); alltoall blocks of `block` bytes (the
+/// two for the others fit a buffer) pipe too unless ranks outnumber cores (then they go
+/// by messages). Every byte is checked, then a member stops arriving.
+fn piped_collectives(oversubscribed: bool, long: usize, block: usize) {
     use runthrough_engine::coll::Coll;
 
     let n = 3u32;
-    let (long, block) = (96 * 1024usize, 24 * 1024usize);
+    let pieces = long.div_ceil(64 * 1024) as u64;
     let (_hub, engines) = job_with(n, 64, 4096, oversubscribed);
     let world: Vec<Rank> = (0..n).map(Rank).collect();
-    let seg = shm_segment(if oversubscribed { "piped-over" } else { "piped" }, n, 64 * 1024);
+    let name = format!("piped-{}-{long}", if oversubscribed { "over" } else { "cores" });
+    let seg = shm_segment(&name, n, 64 * 1024);
     let areas = enable_shm(&engines, &seg, &world, None);
     let area = seg.coll_area().unwrap();
     let entered = |r: u32| area.entered(r, 0).load(std::sync::atomic::Ordering::Acquire);
@@ -931,8 +940,8 @@ fn piped_collectives(oversubscribed: bool) {
         wrong.iter().all(Vec::is_empty),
         "wrong results (iterations by rank; i % 3: bcast, allgather, alltoall): {wrong:?}"
     );
-    // 15 of each: broadcasts and allgathers in 2 pieces, alltoalls in one (or none).
-    let want = 15 * 2 + 15 * 2 + if oversubscribed { 0 } else { 15 };
+    // 15 of each: broadcasts and allgathers in `pieces`, alltoalls in one (or none).
+    let want = 15 * pieces + 15 * pieces + if oversubscribed { 0 } else { 15 };
     assert!(
         (0..n).all(|r| entered(r) == want),
         "every call but oversubscribed alltoalls went through the bulk buffers"

@@ -300,9 +300,18 @@ const FILLED: usize = 6;
 /// [`PAIR_PART_MIN`] and [`PAIR_PART_MAX`] bytes.
 const PAIR_PARTS: usize = 8;
 const PAIR_PART_MIN: usize = 8 * 1024;
-/// The largest part of a two-member reduce, and the part of the piped copies
+/// The largest part of a two-member reduce and of the piped copies
 /// ([`Op::write_parts`], [`Op::copy_parts`]).
 const PAIR_PART_MAX: usize = 64 * 1024;
+
+/// The part of a piped copy or two-member reduce of `len` bytes: about [`PAIR_PARTS`]
+/// parts between [`PAIR_PART_MIN`] and [`PAIR_PART_MAX`] bytes, so a reader copies (or
+/// combines) one while the writer writes the next — also for a 64 KiB broadcast, which
+/// one 64 KiB part would leave unpipelined (2 ranks, 64 KiB bcast: MPICH 7.5 µs against
+/// 9.1 with one part; bench/RESULTS.md §0.11).
+fn pipe_part(len: usize) -> usize {
+    (len / PAIR_PARTS).clamp(PAIR_PART_MIN, PAIR_PART_MAX)
+}
 /// Line word of a barrier's first member once it has left (a barrier carries no data,
 /// so its line is free; see [`Coll::shm_barrier`]).
 const LEFT: usize = 1;
@@ -488,13 +497,18 @@ impl<'a> Coll<'a> {
         })
     }
 
-    /// The bulk buffers of this communicator and the largest piece of a contribution of
-    /// `len` bytes they carry at once, for the piped copies of long broadcasts,
-    /// allgathers and alltoalls, when `len` is at least [`BULK_MIN`] and, unless
-    /// `oversubscribed_too`, every member has a core of its own. The same answer at
-    /// every member.
-    fn piped(&self, len: usize, oversubscribed_too: bool) -> Option<(ShmRef<'a>, usize)> {
-        self.bulk_piece(len, 1).filter(|_| oversubscribed_too || !self.central)
+    /// The bulk buffers of this communicator and the largest piece of a member's
+    /// contribution they carry at once, for the piped copies of broadcasts, allgathers
+    /// and alltoalls whose contribution (`total` bytes) the slots do not carry: more
+    /// than [`COLL_DATA`] bytes when every member has a core, at least [`BULK_MIN`] when
+    /// ranks outnumber cores (there only with `oversubscribed_too`: the copies wait for
+    /// members that may not be running). The same answer at every member.
+    fn piped(&self, total: usize, oversubscribed_too: bool) -> Option<(ShmRef<'a>, usize)> {
+        let min = if self.central { BULK_MIN } else { COLL_DATA + 1 };
+        let sh = self.shm?;
+        let piece = sh.coll.area.bulk_bytes();
+        let fits = sh.slot < BULK_SLOTS && piece > 0 && total >= min && self.n() >= 2;
+        (fits && (oversubscribed_too || !self.central)).then_some((sh, piece))
     }
 
     /// Enters a collective that writes this member's bulk buffer: numbers it and waits
@@ -514,13 +528,14 @@ impl<'a> Coll<'a> {
     fn piped_bcast(&self, vroot: usize, buf: &mut [u8]) -> Option<Result<(), Error>> {
         let (sh, piece) = self.piped(buf.len(), true)?;
         Some(buf.chunks_mut(piece).try_for_each(|p| {
+            let part = pipe_part(p.len());
             let mut op = self.enter_bulk(sh, p.len())?;
             if self.me == vroot {
-                op.write_parts(p, PAIR_PART_MAX);
+                op.write_parts(p, part);
                 return Ok(());
             }
             op.wait_ready(vroot)?;
-            op.copy_parts(vroot, 0, p)
+            op.copy_parts(vroot, 0, p, part)
         }))
     }
 
@@ -531,12 +546,15 @@ impl<'a> Coll<'a> {
         let (sh, piece) = self.piped(len, true)?;
         let mut at = 0;
         Some(send.chunks(piece).try_for_each(|p| {
+            // Whole 64 KiB parts: every member writes its own block before it reads, so
+            // smaller parts would only add publications (unlike a broadcast's readers).
+            let part = PAIR_PART_MAX;
             let mut op = self.enter_bulk(sh, p.len())?;
-            op.write_parts(p, PAIR_PART_MAX);
+            op.write_parts(p, part);
             for v in self.others() {
                 let to = self.local(v) as usize * len + at;
                 op.wait_ready(v)?;
-                op.copy_parts(v, 0, &mut recv[to..to + p.len()])?;
+                op.copy_parts(v, 0, &mut recv[to..to + p.len()], part)?;
             }
             op.saw_all();
             at += p.len();
@@ -551,19 +569,21 @@ impl<'a> Coll<'a> {
         let n = self.n();
         // When ranks outnumber cores, the messages did as well (4 ranks on 2 cores, 1 MiB:
         // 440-445 us through messages against 463-578 piped).
-        let (sh, piece) = self.piped(len, false)?;
+        let (sh, piece) = self.piped(n * len, false)?;
         if (n - 1) * len > piece {
             return None;
         }
+        // As in an allgather, every member writes before it reads: whole 64 KiB parts.
+        let part = PAIR_PART_MAX;
         let block = |v: usize| self.local(v) as usize * len;
         // Where the block for `u` sits in `v`'s bulk buffer (its own is not written).
         let slot_of = |v: usize, u: usize| (if u < v { u } else { u - 1 }) * len;
         let r = self.enter_bulk(sh, (n - 1) * len).and_then(|mut op| {
-            op.write_blocks(self.others().map(|u| &send[block(u)..block(u) + len]), PAIR_PART_MAX);
+            op.write_blocks(self.others().map(|u| &send[block(u)..block(u) + len]), part);
             for v in self.others() {
                 op.wait_ready(v)?;
                 let to = block(v);
-                op.copy_parts(v, slot_of(v, self.me), &mut recv[to..to + len])?;
+                op.copy_parts(v, slot_of(v, self.me), &mut recv[to..to + len], part)?;
             }
             op.saw_all();
             Ok(())
@@ -661,7 +681,7 @@ impl<'a> Coll<'a> {
     ) -> Result<(), Error> {
         let (area, slot) = (&sh.coll.area, sh.slot);
         let len = v.src().len();
-        let part = ((len / PAIR_PARTS).clamp(PAIR_PART_MIN, PAIR_PART_MAX) / elem * elem).max(elem);
+        let part = (pipe_part(len) / elem * elem).max(elem);
         let mut op = self.enter_bulk(sh, len)?;
         if self.me != vroot {
             op.write_parts(v.src(), part);
@@ -831,13 +851,14 @@ impl<'a> Op<'_, 'a> {
     }
 
     /// Piped copies: copies `out.len()` bytes at `at` of v-rank `v`'s bulk buffer (its
-    /// ready word seen) into `out`, each part once `v` has published it; fails when the
-    /// communicator becomes inactive meanwhile (a writer that died).
-    fn copy_parts(&mut self, v: usize, at: usize, out: &mut [u8]) -> Result<(), Error> {
+    /// ready word seen) into `out`, each part (of `part` bytes, as `v` wrote them) once
+    /// `v` has published it; fails when the communicator becomes inactive meanwhile (a
+    /// writer that died).
+    fn copy_parts(&mut self, v: usize, at: usize, out: &mut [u8], part: usize) -> Result<(), Error> {
         let rank = self.world(v);
         let filled = self.line(rank, FILLED);
         let mut done = 0;
-        for p in out.chunks_mut(PAIR_PART_MAX) {
+        for p in out.chunks_mut(part) {
             let end = at + done + p.len();
             self.wait_at_least(filled, end as u64)?;
             p.copy_from_slice(self.sh.coll.area.bulk(rank, self.sh.slot, at + done, p.len()));
