@@ -24,10 +24,7 @@ while [[ $# -gt 0 ]]; do
     case "$1" in
         --runs) runs=${2:?}; shift ;;
         --procs) procs=${2:?}; shift ;;
-        -h | --help)
-            sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
-            exit 0
-            ;;
+        -h | --help) show_help ;;
         *) die "unknown option '$1' (see --help)" ;;
     esac
     shift

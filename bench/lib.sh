@@ -6,6 +6,12 @@ die() {
     exit 1
 }
 
+# Prints the calling script's header comment (its usage) and exits: for -h / --help.
+show_help() {
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+    exit 0
+}
+
 log() {
     echo "$prog: $*" >&2
 }

@@ -35,10 +35,7 @@ while [[ $# -gt 0 ]]; do
         --runs) runs=${2:?}; shift ;;
         --ranks) rank_list=${2:?}; shift ;;
         --no-csv) csv=0 ;;
-        -h | --help)
-            sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
-            exit 0
-            ;;
+        -h | --help) show_help ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
     shift

@@ -22,15 +22,8 @@ const CTX: ContextId = ContextId(0);
 
 fn job(n: u32) -> (SimHub, Vec<Mutex<Engine>>) {
     let hub = SimHub::new(n, 64, 4096);
-    let cfg = Config {
-        eager_limit: 64,
-        spin_polls: 0,
-        stream_chunk: 1000,
-        rma_min: 0,
-        cma_min: 0,
-        cma_choose: false,
-        oversubscribed: false,
-    };
+    let cfg =
+        Config { eager_limit: 64, spin_polls: 0, stream_chunk: 1000, rma_min: 0, cma_min: 0, ..Config::default() };
     let world: Vec<Rank> = (0..n).map(Rank).collect();
     let engines = (0..n)
         .map(|r| {

@@ -35,15 +35,8 @@ const CTX: ContextId = ContextId(0);
 
 fn job() -> (SimHub, Vec<Mutex<Engine>>) {
     let hub = SimHub::new(2, 1 << 20, 4096);
-    let cfg = Config {
-        eager_limit: 64,
-        spin_polls: 0,
-        stream_chunk: 1000,
-        rma_min: 0,
-        cma_min: 0,
-        cma_choose: false,
-        oversubscribed: false,
-    };
+    let cfg =
+        Config { eager_limit: 64, spin_polls: 0, stream_chunk: 1000, rma_min: 0, cma_min: 0, ..Config::default() };
     let world = [Rank(0), Rank(1)];
     let engines = (0..2)
         .map(|r| {
