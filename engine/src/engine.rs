@@ -69,6 +69,12 @@ struct Samples {
 }
 
 impl PullChoice {
+    /// Both protocols have their samples: [`PullChoice::pull`] no longer changes, and
+    /// receives are no longer timed.
+    fn decided(&self) -> bool {
+        self.stream.n >= CHOICE_SAMPLES && self.cma.n >= CHOICE_SAMPLES
+    }
+
     /// Whether the next long receive is pulled by CMA: not until streaming has its
     /// samples, then until CMA has its own, then if it was the faster.
     fn pull(&self) -> bool {
@@ -2076,13 +2082,16 @@ impl State {
     /// Pulls a matched rendezvous into the receive buffer, or asks for a stream.
     fn pull(&mut self, t: &mut AnyTransport, pull: Pull) {
         let Pull { rreq, peer, src, tag, len, sreq, region } = pull;
-        let min = if t.async_reads(peer) { self.cfg.rma_min } else { self.cfg.cma_min };
+        let async_reads = t.async_reads(peer);
+        let min = if async_reads { self.cfg.rma_min } else { self.cfg.cma_min };
         let mut rma = self.caps.rma_read && !self.peers[peer.0 as usize].no_rma && len as usize >= min;
-        // Timed for `cma_choose`: a long receive that could be pulled in the call.
-        let timed = (rma && self.cfg.cma_choose && !t.async_reads(peer)).then(Instant::now);
-        if timed.is_some() && !self.choice.pull() {
-            rma = false;
+        // `cma_choose`: a long receive that could be pulled in the call takes the chosen
+        // protocol, and is timed until the choice is made.
+        let choosing = rma && self.cfg.cma_choose && !async_reads;
+        if choosing {
+            rma = self.choice.pull();
         }
+        let timed = (choosing && !self.choice.decided()).then(Instant::now);
         if self.peers[peer.0 as usize].failed {
             self.set_outcome(rreq, Err(Error::RankFailStop { rank: src }));
             return;
@@ -2101,7 +2110,7 @@ impl State {
         if rma {
             // Asynchronous reads (a fabric) go in chunks, all posted now; a read done in
             // the call (CMA) takes the whole message at once.
-            let step = if t.async_reads(peer) { READ_CHUNK } else { n };
+            let step = if async_reads { READ_CHUNK } else { n };
             let first = n.min(step);
             let mut chunk = |t: &mut AnyTransport, off: usize, end: usize, dst: &mut [u8]| {
                 let op = self.next_read;
