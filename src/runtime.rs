@@ -77,6 +77,8 @@ pub const DEFAULT_RING_BYTES: u32 = 256 * 1024;
 pub const SHM_EAGER_LIMIT: usize = 64 * 1024;
 /// Attempts of the progress thread to take the engine lock without waiting.
 const LOCK_TRIES: u32 = 64;
+/// Progress calls the progress thread makes at most per tick while pulls wait.
+const BACKGROUND_PULL_ROUNDS: usize = 256;
 /// Exit code of a rank that finds itself excluded (declared failed while hung).
 pub(crate) const EXCLUDED_EXIT: i32 = 75;
 /// Least default detector timeout when the job spans hosts: heartbeats then cross TCP
@@ -379,6 +381,14 @@ fn spawn_progress(
                         None => sh.engine.lock(),
                     };
                     e.progress();
+                    // While the application computes, this thread alone moves its long
+                    // receives: all of them, not the MiB a progress call pulls.
+                    for _ in 0..BACKGROUND_PULL_ROUNDS {
+                        if !e.pulls_pending() {
+                            break;
+                        }
+                        e.progress();
+                    }
                     e.ft_tick();
                     if let Some(w) = &witness {
                         for r in e.take_suspects() {
