@@ -54,22 +54,34 @@ const POOL_KEEP: usize = 64;
 /// be reused from message to message.
 const READ_CHUNK: usize = 256 * 1024;
 /// Long shared-memory receives timed per protocol before [`Config::cma_choose`] decides.
-pub const CHOICE_SAMPLES: u8 = 2;
+pub const CHOICE_SAMPLES: u8 = 5;
 
-/// [`Config::cma_choose`]'s measurements: the best seconds per byte seen so far of the
-/// long receives pulled by CMA and of those streamed through the rings.
+/// [`Config::cma_choose`]'s measurements: per protocol, the lowest wall-clock time per
+/// byte over two consecutive receives, from the completion of the one before them to
+/// the completion of the second.
+///
+/// Completion to completion, because per-message times mislead both ways
+/// (bench/RESULTS.md §0.12): timed from its CTS, a streamed receive is charged with the
+/// ones queued before it (streaming lost to CMA at 10.7 against 21.7 GB/s `osu_bw`
+/// 4 MiB); timed alone, it is not charged with the part already in the ring nor with
+/// this rank's own sends streamed meanwhile, while a CMA read is charged with nothing
+/// but itself. Completion to completion charges each protocol with everything the rank
+/// did meanwhile, as a window of them would; two receives, so the part of the next one
+/// already in the ring evens out; the lowest of three such spans, so a slow start (a
+/// fresh buffer's page faults, a peer not yet running: 0.2-0.8 against 0.03-0.08 ns/B
+/// later) does not decide.
 #[derive(Debug, Default, Clone, Copy)]
 struct PullChoice {
     cma: Samples,
     stream: Samples,
-    /// When the last timed streamed receive completed.
-    stream_done: Option<Instant>,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Samples {
     n: u8,
-    best: f64,
+    done: [Option<Instant>; CHOICE_SAMPLES as usize],
+    bytes: [u64; CHOICE_SAMPLES as usize],
+    per_byte: f64,
 }
 
 impl PullChoice {
@@ -85,26 +97,27 @@ impl PullChoice {
         if self.stream.n < CHOICE_SAMPLES {
             return false;
         }
-        self.cma.n < CHOICE_SAMPLES || self.cma.best <= self.stream.best
+        self.cma.n < CHOICE_SAMPLES || self.cma.per_byte <= self.stream.per_byte
     }
 
-    /// A long receive of `bytes` took `secs`, pulled (`cma`) or streamed.
-    fn record(&mut self, cma: bool, bytes: u64, secs: f64) {
+    /// A long receive of `bytes`, pulled (`cma`) or streamed, completed at `done`.
+    fn record(&mut self, cma: bool, bytes: u64, done: Instant) {
         let s = if cma { &mut self.cma } else { &mut self.stream };
-        let per_byte = secs / bytes.max(1) as f64;
-        s.best = if s.n == 0 { per_byte } else { s.best.min(per_byte) };
-        s.n = s.n.saturating_add(1);
-    }
-
-    /// A streamed receive of `bytes`, its CTS sent at `since`, completed at `now`. Its time is
-    /// counted from `since` or from the previous one's completion, whichever is later:
-    /// a window's CTSs go out together and the sender streams the messages one after the
-    /// other, so timing from `since` would charge each with the ones before it (streaming
-    /// then lost to CMA here at 10.7 against 21.7 GB/s, bench/RESULTS.md §0.12).
-    fn record_stream(&mut self, bytes: u64, since: Instant, now: Instant) {
-        let start = self.stream_done.map_or(since, |d| d.max(since));
-        self.stream_done = Some(now);
-        self.record(false, bytes, now.duration_since(start).as_secs_f64());
+        let i = usize::from(s.n);
+        if i >= s.done.len() {
+            return;
+        }
+        s.done[i] = Some(done);
+        s.bytes[i] = bytes;
+        s.n += 1;
+        if s.n == CHOICE_SAMPLES {
+            s.per_byte = (2..s.done.len())
+                .filter_map(|j| {
+                    let span = s.done[j]?.saturating_duration_since(s.done[j - 2]?);
+                    Some(span.as_secs_f64() / (s.bytes[j - 1] + s.bytes[j]).max(1) as f64)
+                })
+                .fold(f64::INFINITY, f64::min);
+        }
     }
 }
 
@@ -155,7 +168,7 @@ impl Default for Config {
 #[derive(Debug)]
 enum Unexp {
     Eager(Vec<u8>),
-    Rts { len: u64, sreq: ReqId, region: RemoteRegion },
+    Rts { len: u64, sreq: ReqId, region: RemoteRegion, pull: Option<bool> },
 }
 
 #[derive(Debug)]
@@ -253,6 +266,8 @@ struct Pull {
     len: u64,
     sreq: ReqId,
     region: RemoteRegion,
+    /// The sender's protocol verdict (`Header::Rts::pull`).
+    hint: Option<bool>,
 }
 
 /// Counters for tests and diagnostics.
@@ -528,7 +543,8 @@ impl Engine {
             if let Some(Request { kind: Kind::Send { region: r, .. }, .. }) = st.reqs.get_mut(req) {
                 *r = Some(region);
             }
-            Header::Rts { env, len: len as u64, sreq: req, region }
+            let pull = (st.cfg.cma_choose && st.choice.decided()).then(|| st.choice.pull());
+            Header::Rts { env, len: len as u64, sreq: req, region, pull }
         };
         let out = Outgoing::Msg { req, header };
         if st.peers[peer.0 as usize].pending.is_empty() {
@@ -584,8 +600,8 @@ impl Engine {
                     self.st.deliver_eager(req, &a, &data);
                     self.st.recycle(data);
                 }
-                Unexp::Rts { len, sreq, region } => {
-                    let pull = Pull { rreq: req, peer: e.peer, src: a.src, tag: a.tag.0, len, sreq, region };
+                Unexp::Rts { len, sreq, region, pull: hint } => {
+                    let pull = Pull { rreq: req, peer: e.peer, src: a.src, tag: a.tag.0, len, sreq, region, hint };
                     let Engine { transport, st } = self;
                     st.pull(transport, pull);
                     st.flush(transport);
@@ -1987,13 +2003,13 @@ impl State {
             Header::Rts { env, sreq, .. } if self.drops_arrivals(env.ctx) => {
                 self.post_or_queue_note(peer, Note::Discard { sreq: sreq.to_wire() });
             }
-            Header::Rts { env, len, sreq, region } => {
+            Header::Rts { env, len, sreq, region, pull: hint } => {
                 let a = Arrival { ctx: env.ctx, src: env.src, tag: env.tag };
                 if let Some((_, rreq)) = self.posted.take_match(&a) {
-                    self.pulls.push(Pull { rreq, peer, src: env.src, tag: env.tag.0, len, sreq, region });
+                    self.pulls.push(Pull { rreq, peer, src: env.src, tag: env.tag.0, len, sreq, region, hint });
                 } else {
                     self.stats.unexpected += 1;
-                    self.unexpected.push(a, UnexpEntry { peer, data: Unexp::Rts { len, sreq, region } });
+                    self.unexpected.push(a, UnexpEntry { peer, data: Unexp::Rts { len, sreq, region, pull: hint } });
                 }
             }
             _ => {}
@@ -2038,7 +2054,7 @@ impl State {
                     self.stray(peer, "data for no request");
                     return;
                 };
-                let RecvPhase::AwaitingData { peer: from, received, total, src, tag, since } = phase else {
+                let RecvPhase::AwaitingData { peer: from, received, total, src, tag, timed } = phase else {
                     self.stray(peer, "data for a receive not streaming");
                     return;
                 };
@@ -2055,8 +2071,8 @@ impl State {
                 dst[start..end].copy_from_slice(&payload[..end - start]);
                 *received = received.saturating_add(payload.len() as u64);
                 if *received >= *total {
-                    if let Some(t0) = since {
-                        self.choice.record_stream(*total, *t0, Instant::now());
+                    if *timed {
+                        self.choice.record(false, *total, Instant::now());
                     }
                     let total = *total as usize;
                     *outcome = Some(if total > dst.len() {
@@ -2115,17 +2131,20 @@ impl State {
 
     /// Pulls a matched rendezvous into the receive buffer, or asks for a stream.
     fn pull(&mut self, t: &mut AnyTransport, pull: Pull) -> u64 {
-        let Pull { rreq, peer, src, tag, len, sreq, region } = pull;
+        let Pull { rreq, peer, src, tag, len, sreq, region, hint } = pull;
         let async_reads = t.async_reads(peer);
         let min = if async_reads { self.cfg.rma_min } else { self.cfg.cma_min };
         let mut rma = self.caps.rma_read && !self.peers[peer.0 as usize].no_rma && len as usize >= min;
         // `cma_choose`: a long receive that could be pulled in the call takes the chosen
         // protocol, and is timed until the choice is made.
         let choosing = rma && self.cfg.cma_choose && !async_reads;
+        // The lower rank of a pair decides for both directions once it measured: from a
+        // lower rank its verdict rides on the RTS; otherwise this rank's own choice.
+        let verdict = hint.filter(|_| peer.0 < self.me.0);
         if choosing {
-            rma = self.choice.pull();
+            rma = verdict.unwrap_or_else(|| self.choice.pull());
         }
-        let timed = (choosing && !self.choice.decided()).then(Instant::now);
+        let timed = choosing && verdict.is_none() && !self.choice.decided();
         if self.peers[peer.0 as usize].failed {
             self.set_outcome(rreq, Err(Error::RankFailStop { rank: src }));
             return 0;
@@ -2171,8 +2190,8 @@ impl State {
                     return 0;
                 }
                 Ok(Posted::Done | Posted::InFlight(_)) => {
-                    if let Some(t0) = timed {
-                        self.choice.record(true, len, t0.elapsed().as_secs_f64());
+                    if timed {
+                        self.choice.record(true, len, Instant::now());
                     }
                     *outcome = Some(if len as usize > dst.len() {
                         Err(Error::Truncate { posted: dst.len(), arrived: len as usize })
@@ -2196,7 +2215,7 @@ impl State {
                 }
             }
         }
-        *phase = RecvPhase::AwaitingData { peer, received: 0, total: len, src, tag, since: timed };
+        *phase = RecvPhase::AwaitingData { peer, received: 0, total: len, src, tag, timed };
         self.queue(peer, Outgoing::Ctrl(Header::Cts { sreq, rreq }));
         0
     }
@@ -2299,47 +2318,51 @@ impl State {
 mod tests {
     use super::{PullChoice, CHOICE_SAMPLES};
 
-    /// A streamed receive's time excludes its wait behind the ones streamed before it.
-    #[test]
-    fn streamed_receives_are_timed_from_the_previous_ones_completion() {
-        // A window's CTSs go out together at t0; the first message is slow (its pages
-        // are touched for the first time), the next two take 1 s each. CMA took 1.5 s.
-        let t0 = std::time::Instant::now();
-        let at = |s: u64| t0 + std::time::Duration::from_secs(s);
-        let mut c = PullChoice::default();
-        for done in [3, 4, 5] {
-            c.record_stream(1000, t0, at(done));
-        }
-        assert_eq!(c.stream.best, 1.0 / 1000.0, "timed from t0 each would be 3 s at best");
-        for _ in 0..CHOICE_SAMPLES {
-            assert!(c.pull());
-            c.record(true, 1000, 1.5);
-        }
-        assert!(!c.pull(), "streaming served a message in 1 s, CMA in 1.5 s");
-        // A CTS sent after the previous completion counts from itself.
-        c.record_stream(1000, at(10), at(10) + std::time::Duration::from_millis(500));
-        assert_eq!(c.stream.best, 0.5 / 1000.0);
-    }
-
     /// Streams first, then pulls, then keeps whichever had the lower best time per byte
     /// (a slow first sample, e.g. page faults on a fresh buffer, does not decide).
     #[test]
     fn pull_choice_measures_both_then_keeps_the_faster() {
-        for (stream, cma, pulls) in [([9.0, 2.0], [3.0, 1.0], true), ([9.0, 1.0], [3.0, 2.0], false)] {
+        let t0 = std::time::Instant::now();
+        let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
+        // Completion times (ms) of five streamed and five pulled receives of 1000 B.
+        for (stream, cma, pulls) in [
+            ([1000, 1009, 1018, 1027, 1036], [2000, 2004, 2008, 2012, 2016], true),
+            ([1000, 1001, 1002, 1003, 1004], [2000, 2004, 2008, 2012, 2016], false),
+        ] {
             let mut c = PullChoice::default();
-            for s in stream {
+            for done in stream {
                 assert!(!c.pull(), "streamed while streaming is measured");
-                c.record(false, 1000, s);
+                c.record(false, 1000, at(done));
             }
-            for s in cma {
+            for done in cma {
                 assert!(c.pull(), "pulled while CMA is measured");
-                c.record(true, 1000, s);
+                c.record(true, 1000, at(done));
             }
-            assert_eq!((c.stream.n, c.cma.n), (CHOICE_SAMPLES, CHOICE_SAMPLES));
-            for _ in 0..4 {
+            assert!(c.decided());
+            for i in 0..4 {
                 assert_eq!(c.pull(), pulls);
-                c.record(pulls, 1000, 5.0);
+                c.record(pulls, 1000, at(3000 + i));
             }
         }
+    }
+
+    /// Completion to completion over two receives, the lowest span: a streamed receive
+    /// counts from the previous one's completion, whenever its CTS went out, and a slow
+    /// start decides nothing.
+    #[test]
+    fn the_choice_times_from_completion_to_completion() {
+        let t0 = std::time::Instant::now();
+        let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
+        let mut c = PullChoice::default();
+        // A window's CTSs all went out at 0; the first two took 300 and 100 ms (cold),
+        // then 10 ms each.
+        for done in [300, 400, 410, 420, 430] {
+            c.record(false, 1000, at(done));
+        }
+        assert_eq!(c.stream.per_byte, 0.020 / 2000.0);
+        for done in [500, 515, 530, 545, 560] {
+            c.record(true, 1000, at(done));
+        }
+        assert!(!c.pull(), "10 ms a message streamed against 15 pulled");
     }
 }

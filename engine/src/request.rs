@@ -74,8 +74,8 @@ pub(crate) enum RecvPhase {
         src: u32,
         /// Tag of the message.
         tag: i32,
-        /// When the stream was asked for, if its time is measured (`Config::cma_choose`).
-        since: Option<std::time::Instant>,
+        /// Its completion is a sample of `Config::cma_choose`'s measurement.
+        timed: bool,
     },
 }
 

@@ -71,6 +71,11 @@ pub enum Header {
         sreq: ReqId,
         /// Where the receiver pulls from.
         region: RemoteRegion,
+        /// The sender's verdict on pulling by CMA against streaming, once it measured
+        /// both (`Config::cma_choose`; byte 2: 0 none, 1 stream, 2 pull): the lower
+        /// rank of a pair decides for both directions, as the two choosing apart was
+        /// slower than either protocol (bench/RESULTS.md §0.12).
+        pull: Option<bool>,
     },
     /// Clear-to-send: the receiver asks the sender to stream the data (no RMA/CMA).
     Cts {
@@ -110,6 +115,9 @@ pub enum WireError {
         /// Bytes needed.
         need: usize,
     },
+    /// An RTS whose protocol verdict byte is none of 0, 1, 2.
+    #[error("RTS with unknown protocol verdict {0}")]
+    RtsHint(u8),
     /// Unknown kind byte.
     #[error("unknown header kind {0}")]
     UnknownKind(u8),
@@ -157,8 +165,13 @@ impl Header {
                 put_env(out, &env);
                 put32(out, 20, len);
             }
-            Header::Rts { env, len, sreq, region } => {
+            Header::Rts { env, len, sreq, region, pull } => {
                 out[0] = KIND_RTS;
+                out[2] = match pull {
+                    None => 0,
+                    Some(false) => 1,
+                    Some(true) => 2,
+                };
                 put_env(out, &env);
                 put64(out, 20, len);
                 put64(out, 28, sreq.to_wire());
@@ -217,7 +230,14 @@ impl Header {
             }
             KIND_RTS => {
                 let len = get64(b, 20);
+                let pull = match b[2] {
+                    0 => None,
+                    1 => Some(false),
+                    2 => Some(true),
+                    v => return Err(WireError::RtsHint(v)),
+                };
                 Header::Rts {
+                    pull,
                     env: get_env(b),
                     len,
                     sreq: ReqId::from_wire(get64(b, 28)),
@@ -331,6 +351,7 @@ mod tests {
                 len: 1 << 40,
                 sreq: id,
                 region: RemoteRegion { addr: 0x7fff_0000_1234, len: 1 << 40, key: 42 },
+                pull: Some(true),
             },
             b"",
         );
@@ -370,7 +391,7 @@ mod tests {
         ) {
             let e = env(ctx, src, tag, seq);
             let sreq = ReqId::from_wire(len.rotate_left(7));
-            let h = Header::Rts { env: e, len, sreq, region: RemoteRegion { addr: len ^ 1, len, key: 3 } };
+            let h = Header::Rts { env: e, len, sreq, region: RemoteRegion { addr: len ^ 1, len, key: 3 }, pull: [None, Some(false), Some(true)][(len % 3) as usize] };
             let mut buf = [0u8; MAX_HEADER_BYTES];
             let n = h.encode(&mut buf);
             let cut = cut.min(n - 1);

@@ -3,6 +3,7 @@
 //! `Config::cma_min` and `Config::cma_choose`, and every byte arriving either way.
 
 use parking_lot::Mutex;
+use runthrough_engine::engine::CHOICE_SAMPLES;
 use runthrough_engine::handle::{irecv, isend, recv, scope, send};
 use runthrough_engine::matching::Pattern;
 use runthrough_engine::transport::shm::ShmTransport;
@@ -12,7 +13,7 @@ use runthrough_shm::{Layout, Segment};
 
 const CTX: ContextId = ContextId(0);
 const LEN: usize = 512 * 1024;
-const MESSAGES: usize = 8;
+const MESSAGES: usize = 14;
 
 /// Two engines over one fresh segment; both "processes" are this one, so CMA reads from
 /// this process.
@@ -40,22 +41,28 @@ fn message(i: usize) -> Vec<u8> {
 /// each arrived whole, and returns how many of them engine 1 pulled, counted after
 /// every message.
 fn pulled_after_each(cfg: Config, tag: &str) -> Vec<u64> {
-    let e = pair(cfg, tag);
+    pulled_between(&pair(cfg, tag), 0, 1)
+}
+
+/// As [`pulled_after_each`], from engine `from` to engine `to` of `e`; the counts are
+/// `to`'s pulls since the call began.
+fn pulled_between(e: &[Mutex<Engine>], from: usize, to: usize) -> Vec<u64> {
+    let before = e[to].lock().stats().pulled;
     let mut counts = Vec::new();
     std::thread::scope(|s| {
         let sender = s.spawn(|| {
             for i in 0..MESSAGES {
-                send(&e[0], CTX, 0, 1, Rank(1), Tag(i as i32), &message(i)).unwrap();
+                send(&e[from], CTX, from as u32, to as u32, Rank(to as u32), Tag(i as i32), &message(i)).unwrap();
             }
         });
         let mut buf = vec![0u8; LEN];
         for i in 0..MESSAGES {
             buf.fill(0);
-            let pat = Pattern { ctx: CTX, src: Some(0), tag: Some(Tag(i as i32)) };
-            let st = recv(&e[1], pat, Some(Rank(0)), &mut buf).unwrap();
+            let pat = Pattern { ctx: CTX, src: Some(from as u32), tag: Some(Tag(i as i32)) };
+            let st = recv(&e[to], pat, Some(Rank(from as u32)), &mut buf).unwrap();
             assert_eq!(st.len, LEN);
             assert!(buf == message(i), "message {i} arrived altered");
-            counts.push(e[1].lock().stats().pulled);
+            counts.push(e[to].lock().stats().pulled - before);
         }
         sender.join().unwrap();
     });
@@ -73,14 +80,16 @@ fn cma_min_alone_decides_without_the_choice() {
 }
 
 #[test]
-fn the_choice_streams_two_pulls_two_then_keeps_one_protocol() {
+fn the_choice_streams_some_pulls_as_many_then_keeps_one_protocol() {
+    let k = CHOICE_SAMPLES as usize;
     let counts = pulled_after_each(config(LEN, true), "choose");
-    // Two streamed, two pulled: the measurements.
-    assert_eq!(&counts[..4], &[0, 0, 1, 2], "{counts:?}");
+    // k streamed, k pulled: the measurements.
+    let measured: Vec<u64> = (0..2 * k).map(|i| i.saturating_sub(k - 1) as u64).collect();
+    assert_eq!(&counts[..2 * k], measured.as_slice(), "{counts:?}");
     // Then the faster for every later message: all pulled or none.
-    let rest = &counts[4..];
-    let all = (3..=MESSAGES as u64 - 2).collect::<Vec<_>>();
-    assert!(rest == [2; MESSAGES - 4] || rest == all.as_slice(), "{counts:?}");
+    let rest = &counts[2 * k..];
+    let all = (k as u64 + 1..=(MESSAGES - k) as u64).collect::<Vec<_>>();
+    assert!(rest == vec![k as u64; MESSAGES - 2 * k].as_slice() || rest == all.as_slice(), "{counts:?}");
 }
 
 #[test]
@@ -128,4 +137,22 @@ fn a_progress_call_pulls_about_a_mebibyte_and_fins_what_it_pulled() {
     for (i, b) in bufs.iter().enumerate() {
         assert!(*b == msgs[i], "message {i} arrived altered");
     }
+}
+
+/// The lower rank of a pair decides for both directions: once engine 0 measured (on its
+/// receives from engine 1), engine 1's receives from it all take engine 0's protocol,
+/// without a measurement of their own (the two choosing apart was slower than either).
+#[test]
+fn the_lower_rank_decides_the_protocol_for_both_directions() {
+    let e = pair(config(LEN, true), "pair");
+    let k = CHOICE_SAMPLES as usize;
+    let lower = pulled_between(&e, 1, 0);
+    let pulls = match lower[2 * k..] {
+        [a, ..] if a == k as u64 + 1 => true,
+        [a, ..] if a == k as u64 => false,
+        _ => panic!("engine 0 did not decide: {lower:?}"),
+    };
+    let upper = pulled_between(&e, 0, 1);
+    let expected: Vec<u64> = (1..=MESSAGES as u64).map(|i| if pulls { i } else { 0 }).collect();
+    assert_eq!(upper, expected, "engine 0 chose {}", if pulls { "CMA" } else { "streaming" });
 }

@@ -76,7 +76,7 @@ fn replies(raw: &mut SimTransport) -> Vec<Header> {
 fn streaming_receive(e: &[Mutex<Engine>], raw: &mut SimTransport, seq: u32, len: u64) -> ReqId {
     let sreq = ReqId::from_wire(0x77);
     let region = RemoteRegion { addr: 0x1000, len, key: 0 };
-    raw.try_send(Rank(1), &record(Header::Rts { env: env(seq, 5), len, sreq, region }, &[]), &[]).unwrap();
+    raw.try_send(Rank(1), &record(Header::Rts { env: env(seq, 5), len, sreq, region, pull: None }, &[]), &[]).unwrap();
     e[1].lock().progress();
     e[1].lock().progress();
     match replies(raw).as_slice() {
@@ -127,7 +127,16 @@ fn seed_record(rng: &mut Rng, seq: u32, rreq: ReqId, out: &mut Vec<u8>) {
         }
         1 => {
             let len = rng.extreme();
-            record(Header::Rts { env: env(seq, 6), len, sreq: id, region: RemoteRegion { addr: 1, len, key: 0 } }, &[])
+            record(
+                Header::Rts {
+                    env: env(seq, 6),
+                    len,
+                    sreq: id,
+                    region: RemoteRegion { addr: 1, len, key: 0 },
+                    pull: None,
+                },
+                &[],
+            )
         }
         2 => {
             let mut p = Vec::new();

@@ -26,7 +26,8 @@ fn random_record(rng: &mut Rng, out: &mut Vec<u8>) {
         1 => {
             let len = rng.extreme();
             let region = RemoteRegion { addr: rng.next_u64(), len, key: u64::from(rng.next_u64() as u32) };
-            Header::Rts { env, len, sreq: id(rng), region }
+            let pull = [None, Some(false), Some(true)][rng.below(3)];
+            Header::Rts { env, len, sreq: id(rng), region, pull }
         }
         2 => Header::Cts { sreq: id(rng), rreq: id(rng) },
         3 => Header::Fin { sreq: id(rng) },
@@ -44,7 +45,7 @@ fn random_record(rng: &mut Rng, out: &mut Vec<u8>) {
 }
 
 /// Checks one decode: a decoded header re-encodes to the input's header bytes (bytes 2
-/// and 3 are reserved and ignored) and hands back exactly the rest; an Eager length
+/// and 3 are reserved and ignored, but for an RTS's byte 2, its protocol verdict) and hands back exactly the rest; an Eager length
 /// matches the payload. Returns whether the input was accepted.
 fn check(b: &[u8]) -> bool {
     match runthrough_fuzz::metered(0, || Header::decode(b)) {
@@ -76,6 +77,10 @@ fn check(b: &[u8]) -> bool {
         }
         Err(WireError::Version(v)) => {
             assert_eq!((b[1], v == WIRE_VERSION), (v, false));
+            false
+        }
+        Err(WireError::RtsHint(v)) => {
+            assert_eq!((b[0], b[2], v > 2), (2, v, true));
             false
         }
     }
