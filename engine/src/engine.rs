@@ -54,11 +54,13 @@ const POOL_KEEP: usize = 64;
 /// be reused from message to message.
 const READ_CHUNK: usize = 256 * 1024;
 /// Long shared-memory receives timed per protocol before [`Config::cma_choose`] decides.
-pub const CHOICE_SAMPLES: u8 = 5;
+pub const CHOICE_SAMPLES: u8 = 9;
+/// Receives per timed span of [`PullChoice`].
+const CHOICE_SPAN: usize = 4;
 
 /// [`Config::cma_choose`]'s measurements: per protocol, the lowest wall-clock time per
-/// byte over two consecutive receives, from the completion of the one before them to
-/// the completion of the second.
+/// byte over [`CHOICE_SPAN`] consecutive receives, from the completion of the one before
+/// them to the completion of the last.
 ///
 /// Completion to completion, because per-message times mislead both ways
 /// (bench/RESULTS.md §0.12): timed from its CTS, a streamed receive is charged with the
@@ -66,10 +68,11 @@ pub const CHOICE_SAMPLES: u8 = 5;
 /// 4 MiB); timed alone, it is not charged with the part already in the ring nor with
 /// this rank's own sends streamed meanwhile, while a CMA read is charged with nothing
 /// but itself. Completion to completion charges each protocol with everything the rank
-/// did meanwhile, as a window of them would; two receives, so the part of the next one
-/// already in the ring evens out; the lowest of three such spans, so a slow start (a
-/// fresh buffer's page faults, a peer not yet running: 0.2-0.8 against 0.03-0.08 ns/B
-/// later) does not decide.
+/// did meanwhile, as a window of them would; several receives, so the part of the next
+/// one already in the ring evens out and one hiccup does not decide (over two, `osu_bibw`
+/// chose CMA in 3 of 5 runs where streaming was 1.25x faster); the lowest of five such
+/// spans, so a slow start (a fresh buffer's page faults, a peer not yet running: 0.2-0.8
+/// against 0.03-0.08 ns/B later) does not decide either.
 #[derive(Debug, Default, Clone, Copy)]
 struct PullChoice {
     cma: Samples,
@@ -111,10 +114,11 @@ impl PullChoice {
         s.bytes[i] = bytes;
         s.n += 1;
         if s.n == CHOICE_SAMPLES {
-            s.per_byte = (2..s.done.len())
+            s.per_byte = (CHOICE_SPAN..s.done.len())
                 .filter_map(|j| {
-                    let span = s.done[j]?.saturating_duration_since(s.done[j - 2]?);
-                    Some(span.as_secs_f64() / (s.bytes[j - 1] + s.bytes[j]).max(1) as f64)
+                    let span = s.done[j]?.saturating_duration_since(s.done[j - CHOICE_SPAN]?);
+                    let bytes: u64 = s.bytes[j + 1 - CHOICE_SPAN..=j].iter().sum();
+                    Some(span.as_secs_f64() / bytes.max(1) as f64)
                 })
                 .fold(f64::INFINITY, f64::min);
         }
@@ -2324,19 +2328,17 @@ mod tests {
     fn pull_choice_measures_both_then_keeps_the_faster() {
         let t0 = std::time::Instant::now();
         let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
-        // Completion times (ms) of five streamed and five pulled receives of 1000 B.
-        for (stream, cma, pulls) in [
-            ([1000, 1009, 1018, 1027, 1036], [2000, 2004, 2008, 2012, 2016], true),
-            ([1000, 1001, 1002, 1003, 1004], [2000, 2004, 2008, 2012, 2016], false),
-        ] {
+        let k = u64::from(CHOICE_SAMPLES);
+        // Receives of 1000 B completing every `stream` ms, then every `cma` ms.
+        for (stream, cma, pulls) in [(9, 4, true), (1, 4, false)] {
             let mut c = PullChoice::default();
-            for done in stream {
+            for i in 0..k {
                 assert!(!c.pull(), "streamed while streaming is measured");
-                c.record(false, 1000, at(done));
+                c.record(false, 1000, at(1000 + i * stream));
             }
-            for done in cma {
+            for i in 0..k {
                 assert!(c.pull(), "pulled while CMA is measured");
-                c.record(true, 1000, at(done));
+                c.record(true, 1000, at(2000 + i * cma));
             }
             assert!(c.decided());
             for i in 0..4 {
@@ -2346,23 +2348,26 @@ mod tests {
         }
     }
 
-    /// Completion to completion over two receives, the lowest span: a streamed receive
-    /// counts from the previous one's completion, whenever its CTS went out, and a slow
-    /// start decides nothing.
+    /// Completion to completion over [`CHOICE_SPAN`] receives, the lowest span: a
+    /// streamed receive counts from the previous one's completion, whenever its CTS went
+    /// out, and a slow start or one hiccup decides nothing.
     #[test]
     fn the_choice_times_from_completion_to_completion() {
         let t0 = std::time::Instant::now();
         let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
         let mut c = PullChoice::default();
         // A window's CTSs all went out at 0; the first two took 300 and 100 ms (cold),
-        // then 10 ms each.
-        for done in [300, 400, 410, 420, 430] {
+        // then 10 ms each, but for one that took 1 ms (its bytes were mostly in the ring
+        // already).
+        for done in [300, 400, 410, 420, 421, 431, 441, 451, 461] {
             c.record(false, 1000, at(done));
         }
-        assert_eq!(c.stream.per_byte, 0.020 / 2000.0);
-        for done in [500, 515, 530, 545, 560] {
+        assert_eq!(c.stream.per_byte, 0.031 / 4000.0);
+        // Pulls of 9 ms each, with one of 2 ms.
+        for done in [500, 509, 518, 520, 529, 538, 547, 556, 565] {
             c.record(true, 1000, at(done));
         }
-        assert!(!c.pull(), "10 ms a message streamed against 15 pulled");
+        assert_eq!(c.cma.per_byte, 0.029 / 4000.0);
+        assert!(c.pull(), "over four receives CMA was the faster: 29 against 31 ms");
     }
 }

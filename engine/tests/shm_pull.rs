@@ -13,7 +13,7 @@ use runthrough_shm::{Layout, Segment};
 
 const CTX: ContextId = ContextId(0);
 const LEN: usize = 512 * 1024;
-const MESSAGES: usize = 14;
+const MESSAGES: usize = 2 * CHOICE_SAMPLES as usize + 4;
 
 /// Two engines over one fresh segment; both "processes" are this one, so CMA reads from
 /// this process.
