@@ -12,6 +12,9 @@
 //! | Agree | 4     | none; the agreement message (`runthrough_ft::AgreeMsg`) follows |
 //! | Note  | 4     | none; an engine notice (`crate::note::Note`: departure, …) follows |
 //!
+//! Bytes 2 and 3 of the common part are zero, except an RTS's byte 2: the sender's
+//! protocol verdict (0 none, 1 stream, 2 pull by CMA; see `Header::Rts::pull`).
+//!
 //! Decoding validates everything: a short buffer, an unknown kind or version, or a
 //! length that disagrees with the payload is a [`WireError`], never a panic.
 
