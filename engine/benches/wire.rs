@@ -13,6 +13,7 @@ fn bench(c: &mut Criterion) {
         len: 1 << 20,
         sreq: ReqId { index: 7, gen: 3 },
         region: RemoteRegion { addr: 0x7fff_1234_0000, len: 1 << 20, key: 0 },
+        pull: Some(false),
     };
     let mut buf = [0u8; MAX_HEADER_BYTES];
     c.bench_function("wire/encode_eager", |b| b.iter(|| black_box(black_box(&eager).encode(&mut buf))));

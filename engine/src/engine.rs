@@ -791,7 +791,7 @@ impl Engine {
     }
 
     /// Matched long receives whose pull waits for a later progress call (each call
-    /// copies about [`PULL_BYTES_PER_CALL`] by CMA at most).
+    /// copies about 1 MiB by CMA at most).
     pub fn pulls_pending(&self) -> bool {
         !self.st.pulls.is_empty()
     }
