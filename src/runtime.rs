@@ -382,11 +382,14 @@ fn spawn_progress(
                     };
                     e.progress();
                     // While the application computes, this thread alone moves its long
-                    // receives: all of them, not the MiB a progress call pulls.
+                    // receives: all of them, not the MiB a progress call pulls. Between
+                    // calls the lock goes to a thread waiting for it (the application's),
+                    // which a window of pulls under one hold kept out (RESULTS §0.12).
                     for _ in 0..BACKGROUND_PULL_ROUNDS {
                         if !e.pulls_pending() {
                             break;
                         }
+                        parking_lot::MutexGuard::bump(&mut e);
                         e.progress();
                     }
                     e.ft_tick();

@@ -143,7 +143,9 @@ pub struct Config {
     pub cma_min: usize,
     /// Measure instead which of the two completes those messages sooner on this host:
     /// the first [`CHOICE_SAMPLES`] are streamed, the next as many pulled, and from then
-    /// on every one takes the protocol whose best time per byte was lower. Which wins
+    /// on every one takes the protocol that was faster (completion to completion);
+    /// from a lower rank, a receive takes that rank's verdict (carried by its RTS), so
+    /// both directions of a pair take one protocol. Which wins
     /// differs between hosts of one kind (bench/RESULTS.md §0.10, §0.11): set when every
     /// rank has a core; when ranks outnumber cores CMA wins (the peer is often not
     /// running to copy its half).
@@ -1596,7 +1598,7 @@ impl State {
             done += 1;
         }
         pulls.drain(..done);
-        // `pull` queues no pulls; any there came from nowhere else, keep them after.
+        // `pull` queues no pulls; should one ever, it runs after those left here.
         pulls.append(&mut self.pulls);
         self.pulls = pulls;
     }
@@ -2322,8 +2324,7 @@ impl State {
 mod tests {
     use super::{PullChoice, CHOICE_SAMPLES};
 
-    /// Streams first, then pulls, then keeps whichever had the lower best time per byte
-    /// (a slow first sample, e.g. page faults on a fresh buffer, does not decide).
+    /// Streams first, then pulls, then keeps whichever was faster per byte.
     #[test]
     fn pull_choice_measures_both_then_keeps_the_faster() {
         let t0 = std::time::Instant::now();

@@ -505,10 +505,7 @@ impl<'a> Coll<'a> {
     /// members that may not be running). The same answer at every member.
     fn piped(&self, total: usize, oversubscribed_too: bool) -> Option<(ShmRef<'a>, usize)> {
         let min = if self.central { BULK_MIN } else { COLL_DATA + 1 };
-        let sh = self.shm?;
-        let piece = sh.coll.area.bulk_bytes();
-        let fits = sh.slot < BULK_SLOTS && piece > 0 && total >= min && self.n() >= 2;
-        (fits && (oversubscribed_too || !self.central)).then_some((sh, piece))
+        self.bulk_piece(total, 1, min).filter(|_| oversubscribed_too || !self.central)
     }
 
     /// Enters a collective that writes this member's bulk buffer: numbers it and waits
@@ -602,7 +599,7 @@ impl<'a> Coll<'a> {
         elem: usize,
         f: Combine<'_>,
     ) -> Option<Result<(), Error>> {
-        let (sh, piece) = self.bulk_piece(buf.len(), elem)?;
+        let (sh, piece) = self.bulk_piece(buf.len(), elem, BULK_MIN)?;
         Some(
             buf.chunks_mut(piece)
                 .try_for_each(|part| self.bulk_piece_reduce(sh, vroot, Vector::InPlace(part), elem, f)),
@@ -621,7 +618,7 @@ impl<'a> Coll<'a> {
         elem: usize,
         f: Combine<'_>,
     ) -> Option<Result<(), Error>> {
-        let (sh, piece) = self.bulk_piece(send.len(), elem)?;
+        let (sh, piece) = self.bulk_piece(send.len(), elem, BULK_MIN)?;
         if vroot.is_none_or(|r| r == self.me) != recv.is_some() {
             return Some(Err(Error::InvalidArg("a reduce's receive buffer is for its gatherers only")));
         }
@@ -638,12 +635,12 @@ impl<'a> Coll<'a> {
     }
 
     /// This communicator's bulk buffers and the largest piece of a vector of `len` bytes
-    /// (`elem`-byte elements) that goes through them at once, when a reduction of it
-    /// takes them (the same answer at every member).
-    fn bulk_piece(&self, len: usize, elem: usize) -> Option<(ShmRef<'a>, usize)> {
+    /// (`elem`-byte elements) that goes through them at once, when `len` is at least
+    /// `min` (a reduction's: [`BULK_MIN`]; the same answer at every member).
+    fn bulk_piece(&self, len: usize, elem: usize, min: usize) -> Option<(ShmRef<'a>, usize)> {
         let sh = self.shm?;
         let piece = sh.coll.area.bulk_bytes() / elem.max(1) * elem;
-        let fits = elem > 0 && len.is_multiple_of(elem) && len >= BULK_MIN;
+        let fits = elem > 0 && len.is_multiple_of(elem) && len >= min;
         (sh.slot < BULK_SLOTS && piece > 0 && fits && self.n() >= 2).then_some((sh, piece))
     }
 
