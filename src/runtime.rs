@@ -219,6 +219,7 @@ pub fn init() -> Result<Runtime, Error> {
         }
         Some((env, bs)) => {
             let b = boot::boot(&env, bs, cfg, ring_bytes, hb_period)?;
+            late_start(env.rank)?;
             (b.engine, Some(b.bootstrap), b.liveness, env.size, env.rank, b.about, b.out, b.heartbeat)
         }
     };
@@ -508,6 +509,23 @@ pub(crate) fn node_cores() -> usize {
         .and_then(|v| v.trim().parse::<usize>().ok())
         .filter(|&c| c > 0)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Environment variable for testing R31: `RANK:MS` makes rank `RANK` wait `MS` ms after
+/// the last start-up fence, before its detector starts (its start-up heartbeat runs on):
+/// a rank slower to start than the others, which must not be taken for failed.
+const LATE_START_ENV: &str = "RT_TEST_LATE_START";
+
+/// The wait of [`LATE_START_ENV`], if it names this rank.
+fn late_start(rank: u32) -> Result<(), Error> {
+    let Ok(v) = std::env::var(LATE_START_ENV) else { return Ok(()) };
+    let bad = || Error::Init(format!("{LATE_START_ENV}={v:?}: expected RANK:MS"));
+    let (r, ms) = v.trim().split_once(':').ok_or_else(bad)?;
+    let (r, ms): (u32, u64) = (r.parse().map_err(|_| bad())?, ms.parse().map_err(|_| bad())?);
+    if r == rank {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+    Ok(())
 }
 
 fn env_num(var: &str, default: u64) -> Result<u64, Error> {

@@ -34,7 +34,7 @@ use std::task::Waker;
 use std::time::Duration;
 
 use runthrough_engine::Rank;
-use runthrough_launch::client::Client;
+use runthrough_launch::client::{Client, Verdict};
 use runthrough_launch::env::JobEnv;
 
 use crate::runtime::{excluded_exit, Shared, EXCLUDED_EXIT};
@@ -112,10 +112,16 @@ fn serve(shared: &Weak<Shared>, mut client: Client, rx: &Receiver<Rank>, timeout
         };
         let Some(sh) = shared.upgrade() else { return };
         match client.confirm(suspect.0, timeout) {
-            Ok(()) => {
+            Ok(Verdict::Confirmed) => {
                 tracing::debug!(rank = suspect.0, "witness confirmed the suspicion");
                 sh.engine.lock().fail_peer(suspect);
                 wake(&sh, &mut wakers);
+            }
+            // R31: the suspect is still starting and the launcher hears from it; it
+            // began heartbeating later than this rank began watching it.
+            Ok(Verdict::Starting) => {
+                tracing::debug!(rank = suspect.0, "witness refused: the suspect is still starting");
+                sh.engine.lock().refute_suspect(suspect);
             }
             Err(runthrough_launch::Error::Excluded) => {
                 excluded_exit("by the launcher: another rank's claim against it came first (R32)")

@@ -248,3 +248,30 @@ fn startup_failures_3_netns_hosts_6_ranks() {
 fn cluster() -> Option<common::netns::Cluster> {
     common::netns::cluster(Some(("rs", "10.78.0")))
 }
+
+/// A rank slower to start than the others is not taken for failed (R31, R32): rank 2
+/// waits five detector timeouts after the last start-up fence before its detector starts
+/// (`RT_TEST_LATE_START`), its start-up heartbeat running. Rank 3's detector, started
+/// already, suspects it; the launcher, which still hears from rank 2, refuses the claim
+/// (`Starting`) and rank 3 observes it afresh. Every rank prints its `ok` line with
+/// nobody failed, on shared memory and over libfabric tcp.
+#[test]
+fn a_rank_slow_to_start_its_detector_is_not_taken_for_failed() {
+    let prog = example("startup_check");
+    for opts in [vec![], vec!["--transport", "fabric", "--provider", "tcp"]] {
+        let mut args = vec!["-n", "4"];
+        args.extend(opts.iter().copied());
+        args.push(prog.to_str().unwrap());
+        let env = [("RT_FT_TIMEOUT_MS", "300"), ("RT_TEST_LATE_START", "2:1500")];
+        let o = try_run_env(&args, &env, LIMIT).unwrap_or_else(|e| panic!("{e}"));
+        let out = common::stdout(&o);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(0), "{opts:?}\nstdout:\n{out}\nstderr:\n{err}");
+        let lines = ok_lines(&out, 4);
+        for r in 0..4 {
+            let l: Vec<&OkLine> = lines.iter().filter(|l| l.rank == r).collect();
+            assert_eq!(l.len(), 1, "{opts:?}: rank {r}'s ok line\nstdout:\n{out}\nstderr:\n{err}");
+            assert_eq!((l[0].at_init.as_str(), l[0].failed.as_str()), ("[]", "[]"), "{opts:?}: rank {r}\n{out}\n{err}");
+        }
+    }
+}

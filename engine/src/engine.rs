@@ -835,6 +835,17 @@ impl Engine {
         std::mem::take(&mut self.st.suspects)
     }
 
+    /// The witness refused the suspicion of `peer` (R31, R32: the launcher still hears
+    /// from it during its start-up): the detector drops it and gives `peer` a fresh
+    /// window, after which, silent still, it is suspected again.
+    pub fn refute_suspect(&mut self, peer: Rank) {
+        if let Some(ft) = self.st.ft.as_mut() {
+            let now = ft.now();
+            ft.det.handle_refuted(peer.0, now);
+        }
+        self.ft_service();
+    }
+
     /// Whether the detector runs.
     pub fn ft_enabled(&self) -> bool {
         self.st.ft.is_some()

@@ -243,6 +243,21 @@ impl Detector {
         self.witnessed = on;
     }
 
+    /// The witness refused the suspicion of `rank` (R31, R32: the launcher still hears
+    /// from it while it starts; it is slow, not failed). The suspicion is dropped and, if
+    /// this rank still observes it, its window starts afresh (δ from `now`); when that
+    /// window passes in silence it is suspected, and reported, again. Ignored for a rank
+    /// that is not the current suspect.
+    pub fn handle_refuted(&mut self, rank: u32, now: Time) {
+        if self.excluded || self.suspect != Some(rank) {
+            return;
+        }
+        self.suspect = None;
+        if self.observing == Some(rank) {
+            self.timers.set(Timer::Observe, now + self.cfg.timeout);
+        }
+    }
+
     /// The rank reported [`FtEvent::Suspected`] and not yet confirmed or learnt failed.
     pub fn suspect(&self) -> Option<u32> {
         self.suspect.filter(|&r| !self.failed.contains(r))
@@ -565,6 +580,49 @@ mod tests {
             d.handle_timeout(ms(t));
         }
         assert_eq!(d.poll_event(), Some(FtEvent::Suspected { rank: 2 }));
+    }
+
+    #[test]
+    fn a_refuted_suspicion_gives_the_suspect_a_fresh_window_then_is_reported_again() {
+        let cfg = Config::default();
+        let mut d = Detector::new(0, 4, cfg, ms(0));
+        d.set_witnessed(true);
+        drain(&mut d);
+        let mut t = 0;
+        while d.poll_event().is_none() {
+            t += 10;
+            d.handle_timeout(ms(t));
+        }
+        assert_eq!(d.suspect(), Some(3));
+        // Refusals of other ranks change nothing.
+        d.handle_refuted(2, ms(t));
+        assert_eq!(d.suspect(), Some(3));
+        // The witness refused: no suspect, nobody failed, a fresh window of δ.
+        d.handle_refuted(3, ms(t));
+        assert_eq!(d.suspect(), None);
+        assert!(d.failed().is_empty());
+        assert_eq!(d.observing(), Some(3));
+        let fresh = t + cfg.timeout().as_millis() as u64;
+        while t + 10 < fresh {
+            t += 10;
+            d.handle_timeout(ms(t));
+            assert_eq!(d.poll_event(), None, "suspected again at {t} ms, inside the fresh window");
+        }
+        // A heartbeat inside the window re-arms it as usual.
+        d.handle_message(3, Msg::Heartbeat, ms(t));
+        let quiet = t + cfg.timeout().as_millis() as u64;
+        while t + 10 < quiet {
+            t += 10;
+            d.handle_timeout(ms(t));
+            assert_eq!(d.poll_event(), None, "suspected at {t} ms despite the heartbeat");
+        }
+        // Silent for a whole window again: suspected and reported once more.
+        for _ in 0..3 {
+            t += 10;
+            d.handle_timeout(ms(t));
+        }
+        assert_eq!(d.poll_event(), Some(FtEvent::Suspected { rank: 3 }));
+        assert_eq!(d.suspect(), Some(3));
     }
 
     #[test]

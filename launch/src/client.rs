@@ -23,6 +23,16 @@ pub const REPLY_GRACE: Duration = Duration::from_secs(5);
 /// Longest key accepted by [`Client::put`] / [`Client::get`].
 pub const MAX_KEY_BYTES: usize = 4096;
 
+/// The witness's answer to a claim ([`Client::confirm`], R32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The suspect is out of the job (excluded now, or already out): fail it.
+    Confirmed,
+    /// Refused: the suspect is still in its start-up and the launcher heard from it
+    /// within the start-up timeout (R31). It is slow, not failed: observe it afresh.
+    Starting,
+}
+
 /// A connection to the launcher's key-value service.
 #[derive(Debug)]
 pub struct Client {
@@ -128,14 +138,20 @@ impl Client {
     }
 
     /// Asks the launcher, the job's witness (R32), to confirm that `suspect` failed:
-    /// `Ok(())` once it excluded `suspect` (or it was already out); [`Error::Excluded`]
-    /// if this rank was excluded first. `timeout` bounds the whole call (the launcher
-    /// answers at once; a rank cut off from it by a partition gets an I/O error).
+    /// [`Verdict::Confirmed`] once it excluded `suspect` (or it was already out);
+    /// [`Verdict::Starting`] when it refused because `suspect` is still in its start-up
+    /// and was heard from within the start-up timeout (R31); [`Error::Excluded`] if this
+    /// rank was excluded first. `timeout` bounds the whole call (the launcher answers at
+    /// once; a rank cut off from it by a partition gets an I/O error).
     ///
     /// # Errors
     /// [`Error::Excluded`], transport errors and timeouts.
-    pub fn confirm(&mut self, suspect: u32, timeout: Duration) -> Result<(), Error> {
-        expect_ok(self.call(&Request::Confirm { suspect }, timeout)?)
+    pub fn confirm(&mut self, suspect: u32, timeout: Duration) -> Result<Verdict, Error> {
+        match self.call(&Request::Confirm { suspect }, timeout)? {
+            Response::Ok => Ok(Verdict::Confirmed),
+            Response::Starting => Ok(Verdict::Starting),
+            other => Err(unexpected(other)),
+        }
     }
 
     /// Tells the launcher this rank finalized cleanly (exit-code rule R7).

@@ -485,6 +485,9 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
     let kv_ip = opts.kv_addr.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
     let layout = JobLayout::new(opts, &jobid);
     let mut server = Server::start_on(kv_ip, opts.ranks, &secret)?;
+    let timeout = startup_timeout(opts, &layout.placement);
+    // The witness refuses claims against ranks still starting and heard from (R31).
+    server.set_startup_timeout(timeout);
     sys::install_termination_handlers().map_err(LaunchError::Signals)?;
     tracing::debug!("job {jobid}: {} ranks of {:?}, key-value service on {}", opts.ranks, opts.program, server.addr());
     let forwarded = forwarded_environment();
@@ -577,7 +580,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
     drop(done_tx);
 
     let start = Instant::now();
-    let mut watch = StartupWatch::new(startup_timeout(opts, &layout.placement), start);
+    let mut watch = StartupWatch::new(timeout, start);
     let mut kills = opts.kills.clone();
     kills.sort_by_key(|k| k.after);
     let mut next_kill = 0;

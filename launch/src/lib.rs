@@ -39,7 +39,7 @@ pub mod server;
 mod sys;
 pub mod wire;
 
-pub use client::Client;
+pub use client::{Client, Verdict};
 pub use env::JobEnv;
 pub use error::Error;
 pub use server::Server;

@@ -90,9 +90,15 @@ struct State {
     last_seen: Vec<Option<Instant>>,
     /// Ranks whose `init` is done (`Started`).
     started: Vec<bool>,
+    /// When each rank said `Started`.
+    started_at: Vec<Option<Instant>>,
     /// Ranks in the fault-tolerant start-up (they sent `Alive` or `Join`): watched for
     /// silence. Clients of the plain protocol never are.
     watched: Vec<bool>,
+    /// The start-up timeout ([`Server::set_startup_timeout`]): a claim against a rank
+    /// still starting and heard from within it, or started within it, is refused.
+    /// `None`: never refused.
+    startup_timeout: Option<Duration>,
 }
 
 struct Shared {
@@ -177,7 +183,9 @@ impl Server {
                 join_done: HashMap::new(),
                 last_seen: vec![None; n],
                 started: vec![false; n],
+                started_at: vec![None; n],
                 watched: vec![false; n],
+                startup_timeout: None,
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -234,6 +242,17 @@ impl Server {
         st.excluded[r] = true;
         self.shared.changed.notify_all();
         true
+    }
+
+    /// Sets the start-up timeout of the job (the launcher's start-up watch, R31). From
+    /// then on the witness refuses (`Starting`) a claim against a rank that has not
+    /// finished its start-up and was heard from within `timeout`, or that finished it
+    /// (`Started`) less than `timeout` ago: such a rank is slow to start — its
+    /// successor's detector started watching it first, and its first heartbeats may
+    /// still be on their way — not failed. A rank silent for longer while starting is
+    /// fair game, as is every rank started for longer.
+    pub fn set_startup_timeout(&self, timeout: Duration) {
+        self.shared.lock().startup_timeout = Some(timeout);
     }
 
     /// The value stored under `key`, if any (the launcher reading what ranks published).
@@ -576,7 +595,9 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
         Request::Join { timeout_ms } => join(shared, me, timeout_ms),
         Request::Alive => Response::Ok,
         Request::Started => {
-            shared.lock().started[me] = true;
+            let mut st = shared.lock();
+            st.started[me] = true;
+            st.started_at[me] = Some(Instant::now());
             Response::Ok
         }
         Request::Departed => {
@@ -604,6 +625,15 @@ fn confirm(shared: &Shared, me: usize, suspect: u32) -> Response {
     let s = suspect as usize;
     if s == me || s >= st.out.len() {
         return Response::Failed { reason: format!("rank {suspect} cannot be suspected by rank {me}") };
+    }
+    if let Some(t) = st.startup_timeout.filter(|_| !st.out[s] && st.watched[s]) {
+        let within = |at: Option<Instant>| at.is_some_and(|at| at.elapsed() <= t);
+        // Still starting and heard from; or started so recently that its first ring
+        // heartbeats may not have reached its observer yet (a fresh connection).
+        let starting = if st.started[s] { within(st.started_at[s]) } else { within(st.last_seen[s]) };
+        if starting {
+            return Response::Starting;
+        }
     }
     if !st.out[s] {
         st.out[s] = true;

@@ -25,7 +25,7 @@
 //! | 0x09 | `Join`      | `timeout_ms: u64` (fault-tolerant fence)     | `Out`, `Timeout`, `Excluded`  |
 //! | 0x0a | `Alive`     | — (start-up heartbeat)                       | `Ok` or `Excluded`            |
 //! | 0x0b | `Started`   | — (`init` is done: start-up watch ends)      | `Ok` or `Excluded`            |
-//! | 0x0c | `Confirm`   | `suspect: u32` (the witness of R32)          | `Ok` or `Excluded`            |
+//! | 0x0c | `Confirm`   | `suspect: u32` (the witness of R32)          | `Ok`, `Starting`, `Excluded`  |
 //!
 //! Replies (server → client):
 //!
@@ -39,6 +39,7 @@
 //! | 0x85 | `Failed`     | `reason: str`           |
 //! | 0x86 | `Out`        | `n: u32, ranks: n × u32`|
 //! | 0x87 | `Excluded`   | —                       |
+//! | 0x88 | `Starting`   | —                       |
 //!
 //! The first frame of a connection must be `Hello` carrying the job secret (compared in
 //! constant time), the current [`PROTOCOL_VERSION`] and a rank `< size`; otherwise the
@@ -88,6 +89,7 @@ const T_EXITED_LIST: u8 = 0x84;
 const T_FAILED: u8 = 0x85;
 const T_OUT: u8 = 0x86;
 const T_EXCLUDED: u8 = 0x87;
+const T_STARTING: u8 = 0x88;
 
 /// A client → server message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,7 +153,9 @@ pub enum Request {
     /// the launcher, the job's witness (R32), excludes `suspect` and answers `Ok` — unless
     /// the sender itself was excluded first (a contradicting claim from the other side of
     /// a partition), which gets `Excluded`. Claims are decided one at a time, so of two
-    /// ranks that suspect each other exactly one goes on.
+    /// ranks that suspect each other exactly one goes on. A claim against a rank still
+    /// in its start-up that the launcher heard from within the start-up timeout is
+    /// refused with `Starting` (R31: slow, not failed).
     Confirm {
         /// The suspected rank.
         suspect: u32,
@@ -184,6 +188,9 @@ pub enum Response {
     Out(Vec<u32>),
     /// The launcher excluded the sender (it was taken for hung): it must stop.
     Excluded,
+    /// A `Confirm` refused: the suspect has not finished its start-up and the launcher
+    /// heard from it within the start-up timeout.
+    Starting,
 }
 
 impl Request {
@@ -297,6 +304,7 @@ impl Response {
                 put_u32s(out, ranks)?;
             }
             Response::Excluded => out.push(T_EXCLUDED),
+            Response::Starting => out.push(T_STARTING),
         }
         end_frame(out, start)
     }
@@ -316,6 +324,7 @@ impl Response {
             T_FAILED => Response::Failed { reason: c.str()? },
             T_OUT => Response::Out(c.u32s()?),
             T_EXCLUDED => Response::Excluded,
+            T_STARTING => Response::Starting,
             _ => return Err(proto("unknown response tag")),
         };
         c.finish()?;
@@ -521,6 +530,7 @@ mod tests {
             Response::Out(vec![2, 5]),
             Response::Out(Vec::new()),
             Response::Excluded,
+            Response::Starting,
         ];
         for r in resps {
             let mut out = Vec::new();

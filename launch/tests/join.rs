@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use runthrough_launch::outcome::RankStatus;
-use runthrough_launch::{Client, Error, JobEnv, Server};
+use runthrough_launch::{Client, Error, JobEnv, Server, Verdict};
 
 const T: Duration = Duration::from_secs(10);
 
@@ -135,15 +135,61 @@ fn confirm_decides_contradicting_claims_exactly_once() {
         let ra = a.confirm(1, T);
         let rb = tb.join().unwrap();
         let (winner, loser) = match (&ra, &rb) {
-            (Ok(()), Err(Error::Excluded)) => (0, 1),
-            (Err(Error::Excluded), Ok(())) => (1, 0),
+            (Ok(Verdict::Confirmed), Err(Error::Excluded)) => (0, 1),
+            (Err(Error::Excluded), Ok(Verdict::Confirmed)) => (1, 0),
             other => panic!("round {round}: expected exactly one confirmation, got {other:?}"),
         };
         assert!(server.is_out(loser) && !server.is_out(winner), "round {round}");
         assert_eq!(c.exited().unwrap(), vec![loser], "round {round}");
         // A third rank's claim against the loser: confirmed (already out).
-        c.confirm(loser, T).unwrap();
+        assert_eq!(c.confirm(loser, T).unwrap(), Verdict::Confirmed);
         // A claim against itself or outside the job is refused, not a crash.
         assert!(c.confirm(2, T).is_err());
     }
+}
+
+/// The witness and start-up (R31, R32): a claim against a rank still in its start-up
+/// that the launcher heard from within the start-up timeout, or against one whose
+/// start-up ended less than that timeout ago, is refused (`Starting`) and nobody is
+/// excluded; once the suspect is silent for longer than the timeout, or started longer
+/// ago, the same claim is confirmed. Without a start-up timeout set
+/// (a plain server) claims are never refused.
+#[test]
+fn confirm_refuses_a_claim_against_a_rank_still_starting_and_heard_from() {
+    let secret = "3d".repeat(32);
+    let timeout = Duration::from_millis(300);
+    let server = Server::start(4, &secret).unwrap();
+    server.set_startup_timeout(timeout);
+    let mut c: Vec<Client> = (0..4).map(|r| Client::connect(&env(&server, r, &secret), T).unwrap()).collect();
+    for cl in &mut c {
+        cl.alive().unwrap();
+    }
+    // Rank 1 is starting and was just heard from: refused, as often as asked.
+    for _ in 0..3 {
+        assert_eq!(c[0].confirm(1, T).unwrap(), Verdict::Starting);
+        c[1].alive().unwrap();
+    }
+    assert!(!server.is_out(1));
+    assert_eq!(c[2].exited().unwrap(), Vec::<u32>::new());
+    // Silent for longer than the start-up timeout: confirmed, and rank 1 is out.
+    thread::sleep(timeout + Duration::from_millis(100));
+    assert_eq!(c[0].confirm(1, T).unwrap(), Verdict::Confirmed);
+    assert!(server.is_out(1));
+    assert!(matches!(c[1].alive(), Err(Error::Excluded)));
+    // Rank 2 finished its start-up: for one timeout after, claims are refused (its
+    // first ring heartbeats may still be on their way); then, heard from a moment ago
+    // or not, a claim is confirmed (from now on the ring detector is the judge).
+    c[2].started().unwrap();
+    assert_eq!(c[3].confirm(2, T).unwrap(), Verdict::Starting);
+    thread::sleep(timeout + Duration::from_millis(100));
+    c[2].exited().unwrap();
+    assert_eq!(c[3].confirm(2, T).unwrap(), Verdict::Confirmed);
+    assert!(server.is_out(2));
+
+    // A server without a start-up timeout never refuses.
+    let plain = Server::start(2, &secret).unwrap();
+    let mut p: Vec<Client> = (0..2).map(|r| Client::connect(&env(&plain, r, &secret), T).unwrap()).collect();
+    p[1].alive().unwrap();
+    assert_eq!(p[0].confirm(1, T).unwrap(), Verdict::Confirmed);
+    assert!(plain.is_out(1));
 }
