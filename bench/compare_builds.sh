@@ -8,7 +8,9 @@
 # target), alternating A B A B ... RUNS times each (default 11), and prints each side's
 # median with min-max and the ratio new/base of the medians. Used to check that a change
 # keeps today's speed (issue 16: within 2 %). Build both first (cargo build --release
-# -p runthrough-bench --bins -p runthrough-launch).
+# -p runthrough-bench --bins -p runthrough-launch). RT_BUILD_SPECS replaces the two
+# measurements: comma-separated "TEST SIZE" pairs, TEST one of latency, bw, bibw
+# (e.g. RT_BUILD_SPECS="latency 65536,bw 65536,bibw 65536").
 set -euo pipefail
 base=${1:?usage: compare_builds.sh BASE_TARGET_DIR [NEW_TARGET_DIR] [RUNS]}
 new=${2:-$(cd "$(dirname "$0")/.." && pwd)/target}
@@ -36,7 +38,7 @@ one_try() { # target test size
     local t=$1 test=$2 size=$3 opts
     case $test in
         latency) opts=(-m "$size:$size" -i 20000 -x 2000) ;;
-        bw) opts=(-m "$size:$size" -i 200 -x 20) ;;
+        bw | bibw) opts=(-m "$size:$size" -i 200 -x 20) ;;
     esac
     timeout 120 "$t/release/rtrun" -n 2 --bind-to core --timeout 100s -- "$t/release/osu_$test" "${opts[@]}" |
         awk -v s="$size" '$1 == s { print $2 }'
@@ -51,7 +53,8 @@ stats() { # values... -> "median min max"
 echo "# compare_builds: base=$base new=$new runs=$runs ($(date -u +%FT%TZ), $(nproc) cpus)"
 echo "| test | size | base median (min-max) | new median (min-max) | new/base |"
 echo "|---|---|---|---|---|"
-for spec in "latency 8" "bw 1048576"; do
+IFS=, read -r -a specs <<<"${RT_BUILD_SPECS:-latency 8,bw 1048576}"
+for spec in "${specs[@]}"; do
     read -r test size <<<"$spec"
     a=() b=()
     for ((i = 0; i < runs; i++)); do

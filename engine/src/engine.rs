@@ -125,6 +125,12 @@ impl PullChoice {
     }
 }
 
+/// Default largest fragment of a streamed rendezvous: 64 KiB less one ring cell, so a
+/// fragment, its header and its record prefix fill exactly a quarter of a 256 KiB ring
+/// (1024 cells): four fragments in flight per ring. A whole 64 KiB fragment would take
+/// 1025 cells and leave room for three (1 MiB `osu_bibw` 0.86x, 9 interleaved runs).
+pub const DEFAULT_STREAM_CHUNK: usize = 64 * 1024 - 64;
+
 /// Engine tunables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
@@ -162,7 +168,7 @@ impl Default for Config {
         Self {
             eager_limit: DEFAULT_EAGER_LIMIT_BYTES,
             spin_polls: DEFAULT_SPIN_POLLS,
-            stream_chunk: 64 * 1024,
+            stream_chunk: DEFAULT_STREAM_CHUNK,
             rma_min: DEFAULT_RMA_MIN_BYTES,
             cma_min: DEFAULT_RMA_MIN_BYTES,
             cma_choose: false,
@@ -2333,7 +2339,22 @@ impl State {
 
 #[cfg(test)]
 mod tests {
-    use super::{PullChoice, CHOICE_SAMPLES};
+    use super::{PullChoice, CHOICE_SAMPLES, DEFAULT_STREAM_CHUNK};
+    use crate::wire::{Header, MAX_HEADER_BYTES};
+    use crate::ReqId;
+    use runthrough_shm::ring::{max_record, record_footprint};
+
+    /// The geometry of the default 256 KiB shared-memory ring: a 64 KiB payload with the
+    /// largest header is one record (eager, not a rendezvous), and a streamed fragment
+    /// with its header fills a quarter ring exactly, so four are in flight.
+    #[test]
+    fn a_64_kib_payload_is_one_record_and_four_stream_fragments_fill_a_ring() {
+        let ring = 256 * 1024;
+        assert!(max_record(ring) >= 64 * 1024 + MAX_HEADER_BYTES, "max_record {}", max_record(ring));
+        let data = Header::Data { rreq: ReqId::from_wire(1), offset: 0 }.encoded_len();
+        assert_eq!(4 * record_footprint(DEFAULT_STREAM_CHUNK + data), ring as usize);
+        assert!(DEFAULT_STREAM_CHUNK + data <= max_record(ring));
+    }
 
     /// Streams first, then pulls, then keeps whichever was faster per byte.
     #[test]

@@ -110,9 +110,12 @@ pub(crate) fn ring_stride(ring_bytes: u32) -> usize {
 }
 
 /// Largest record (header + payload bytes) a ring of `ring_bytes` accepts: a quarter of
-/// the ring minus the first cell's prefix, so a record always fits after one skip.
+/// the ring plus one cell, minus the first cell's prefix. The extra cell carries a
+/// message header beside a payload of a whole quarter ring (64 KiB in one record of a
+/// 256 KiB ring, not a rendezvous); a record still always fits after one skip (the skip
+/// is shorter than the record, so both take at most half the ring and two cells).
 pub const fn max_record(ring_bytes: u32) -> usize {
-    ring_bytes as usize / 4 - RECORD_OFFSET
+    ring_bytes as usize / 4 + CELL - RECORD_OFFSET
 }
 
 /// Ring bytes a record of `len` bytes occupies (excluding a possible skip marker).
@@ -608,10 +611,10 @@ mod tests {
     #[test]
     fn too_large() {
         let (mut tx, _rx) = channel(4096);
-        assert_eq!(tx.max_record(), 1008);
+        assert_eq!(tx.max_record(), 1072);
         let big = vec![0u8; 1000];
-        tx.try_push(&big, &[0; 8]).unwrap();
-        assert_eq!(tx.try_push(&big, &[0; 9]), Err(PushError::TooLarge { len: 1009, max: 1008 }));
+        tx.try_push(&big, &[0; 72]).unwrap();
+        assert_eq!(tx.try_push(&big, &[0; 73]), Err(PushError::TooLarge { len: 1073, max: 1072 }));
         assert!(matches!(Error::from(PushError::TooLarge { len: 1, max: 0 }), Error::TooLarge { len: 1, max: 0 }));
     }
 
