@@ -33,7 +33,8 @@
 //!
 //! Environment tunables: `RT_EAGER_LIMIT` (bytes, default 16384, or 65536 when every
 //! rank shares the node: [`SHM_EAGER_LIMIT`]), `RT_RING_BYTES` (per ring pair, power of
-//! two; default 256 KiB: [`DEFAULT_RING_BYTES`]), `RT_SPIN_POLLS` (busy polls before a wait
+//! two; default 256 KiB where ranks outnumber cores, else each rank's inbound rings share
+//! [`INBOUND_RING_BUDGET`], up to 4 MiB a ring), `RT_SPIN_POLLS` (busy polls before a wait
 //! yields; default 4000, or 16 when ranks outnumber cores), `RT_FATAL_SCOPE`
 //! (`group`, the default, or `job`: see [`FatalScope`]), `RT_CMA_MIN` (smallest message
 //! pulled by single copy, CMA or RMA; default 524288 where ranks outnumber cores or over
@@ -69,6 +70,25 @@ use crate::{witness, Error};
 /// alltoall 3.3–4.1 ms and allgather 2.8–3.3 ms with 256 KiB rings and 64 KiB records,
 /// against 4.8–5.0 and 4.3–4.8 ms with 1 MiB rings, where 56 MiB could be in flight).
 pub const DEFAULT_RING_BYTES: u32 = 256 * 1024;
+/// Bytes of inbound rings per rank on a node whose ranks each have a core (4 MiB a ring
+/// at most). There a rank's peer runs to drain its ring, and a larger ring holds a whole
+/// `osu_bibw` window of 64 KiB messages instead of three, so the two ranks stop waiting
+/// on each other every third message (2 ranks, 7 interleaved runs: 64 KiB `osu_bibw`
+/// 1.18x, 4 MiB `osu_bibw` 1.07x, 64 KiB `osu_bw` 1.05x, 1 MiB `osu_bw` 1.00x, 4 MiB
+/// `osu_bw` 0.96x against 256 KiB rings; bench/RESULTS.md §0.13).
+pub const INBOUND_RING_BUDGET: usize = 4 << 20;
+
+/// The default ring size of a node of `local` ranks on `cores` cores: when ranks
+/// outnumber cores, [`DEFAULT_RING_BYTES`]; else each rank's inbound rings share
+/// [`INBOUND_RING_BUDGET`] (the largest power of two that fits, 256 KiB at least).
+pub(crate) fn default_ring_bytes(local: usize, cores: usize) -> u32 {
+    if local < 2 || local > cores {
+        return DEFAULT_RING_BYTES;
+    }
+    let share = INBOUND_RING_BUDGET / (local - 1);
+    let pow2 = 1usize << (usize::BITS - 1 - share.leading_zeros());
+    pow2.max(DEFAULT_RING_BYTES as usize) as u32
+}
 /// Default eager limit when every rank of the job shares the node (only shared-memory
 /// rings): a quarter ring, the largest payload a 256 KiB ring takes in one record (a
 /// record holds a quarter ring plus one cell: a 64 KiB message goes eager, 2.05 against
@@ -203,7 +223,8 @@ pub fn init() -> Result<Runtime, Error> {
     let job = bootstrap::connect(found, BOOT_CONNECT_TIMEOUT)?;
     let cfg = engine_config(job.as_ref().map(|(j, _)| j))?;
     let local_size = job.as_ref().map_or(1, |(j, _)| j.local_size as usize);
-    let ring_bytes = env_num("RT_RING_BYTES", u64::from(DEFAULT_RING_BYTES))? as u32;
+    let ring_default = default_ring_bytes(local_size, node_cores());
+    let ring_bytes = env_num("RT_RING_BYTES", u64::from(ring_default))? as u32;
     let multi_host = job.as_ref().is_some_and(|(j, _)| j.local_size < j.size);
     let ft = ft_config(local_size, multi_host)?;
     let hb_period = Duration::from_millis(env_num("RT_FT_PERIOD_MS", DEFAULT_HB_PERIOD.as_millis() as u64)?.max(1));
@@ -642,5 +663,26 @@ impl Drop for Runtime {
         if let Err(e) = self.finalize_inner() {
             tracing::warn!(error = %e, "finalize on drop failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{default_ring_bytes, DEFAULT_RING_BYTES};
+
+    #[test]
+    fn rings_grow_only_where_every_rank_has_a_core_within_the_budget() {
+        const K: u32 = 1024;
+        // Oversubscribed, or a singleton: the cache-sized default.
+        assert_eq!(default_ring_bytes(4, 2), DEFAULT_RING_BYTES);
+        assert_eq!(default_ring_bytes(8, 2), DEFAULT_RING_BYTES);
+        assert_eq!(default_ring_bytes(1, 2), DEFAULT_RING_BYTES);
+        // A core each: 4 MiB of inbound rings per rank, a power of two per ring.
+        assert_eq!(default_ring_bytes(2, 2), 4096 * K);
+        assert_eq!(default_ring_bytes(3, 64), 2048 * K);
+        assert_eq!(default_ring_bytes(4, 64), 1024 * K);
+        assert_eq!(default_ring_bytes(9, 64), 512 * K);
+        assert_eq!(default_ring_bytes(17, 64), 256 * K);
+        assert_eq!(default_ring_bytes(64, 64), DEFAULT_RING_BYTES);
     }
 }
