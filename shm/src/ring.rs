@@ -302,6 +302,13 @@ pub struct RingTx {
     pos: u64,
     /// Last seen consumer head.
     cached_head: u64,
+    /// One bit per cell: its first word holds payload bytes (it was written as a
+    /// continuation cell and not since as a record's first cell or scrubbed). Such a
+    /// word could pass for the stamp of a record starting there on a later lap, so it
+    /// is zeroed ([`RingTx::scrub`]) before the consumer can look at it: before a record
+    /// ending at that cell is published. The producer does this on cells it owns and
+    /// writes next anyway; the consumer never writes the cells it reads.
+    dirty: Vec<u64>,
 }
 
 // SAFETY: RingTx owns its ring's producer side exclusively (single producer); the memory
@@ -324,7 +331,47 @@ impl RingTx {
         // SAFETY: forwarded contract.
         let raw = unsafe { Raw::new(base, ring_bytes, owner, claim) };
         let (head, tail) = raw.cursors()?;
-        Ok(RingTx { raw, pos: tail, cached_head: head })
+        // A ring that was written before: its cells' history is unknown, so every cell
+        // counts as dirty until scrubbed or rewritten.
+        let fill = if tail == 0 { 0 } else { u64::MAX };
+        let dirty = vec![fill; (raw.ncells as usize).div_ceil(64)];
+        Ok(RingTx { raw, pos: tail, cached_head: head, dirty })
+    }
+
+    /// Whether cell `c`'s first word may hold payload bytes (see `dirty`).
+    #[inline]
+    fn is_dirty(&self, c: u64) -> bool {
+        self.dirty[(c / 64) as usize] & (1 << (c % 64)) != 0
+    }
+
+    /// Cell `c`'s first word is (about to be) a stamp or zero.
+    #[inline]
+    fn set_clean(&mut self, c: u64) {
+        self.dirty[(c / 64) as usize] &= !(1 << (c % 64));
+    }
+
+    /// Marks cells `from..to` (inside the ring, `from <= to`) as continuation cells.
+    fn mark_dirty(&mut self, from: u64, to: u64) {
+        let mut c = from;
+        while c < to {
+            let (w, b) = ((c / 64) as usize, c % 64);
+            let n = (64 - b).min(to - c);
+            let bits = if n == 64 { u64::MAX } else { ((1u64 << n) - 1) << b };
+            self.dirty[w] |= bits;
+            c += n;
+        }
+    }
+
+    /// Zeroes the first word of cell `c` if it may hold payload bytes. Called only on a
+    /// free cell: the cell after a record about to be published (a dirty cell is never
+    /// a record's first cell, so it is not the consumer's head record even when the
+    /// ring is full), or cell 0 before a skip marker sends the consumer there.
+    #[inline]
+    fn scrub(&mut self, c: u64) {
+        if self.is_dirty(c) {
+            self.raw.stamp(c).store(0, Ordering::Relaxed);
+            self.set_clean(c);
+        }
     }
 
     /// Largest record (`head.len() + body.len()`) this ring accepts.
@@ -366,11 +413,21 @@ impl RingTx {
             }
         }
         if skip > 0 {
+            // The consumer goes on at cell 0 once it sees the marker; cell 0 is free (the
+            // record fits there).
+            self.scrub(0);
+            self.set_clean(idx);
             self.raw.len(idx).store(SKIP, Ordering::Relaxed);
             self.raw.stamp(idx).store(self.pos + 1, Ordering::Release);
             self.pos += skip;
         }
         let idx = self.pos & (n - 1);
+        self.set_clean(idx);
+        if need > 1 {
+            self.mark_dirty(idx + 1, idx + need);
+        }
+        // The consumer looks at the next cell once this record is out.
+        self.scrub((idx + need) & (n - 1));
         self.raw.len(idx).store(len as u32, Ordering::Relaxed);
         let dst = self.raw.cell(idx);
         // SAFETY: cells [idx, idx + need) are inside the ring (no wrap: checked above) and
@@ -485,11 +542,9 @@ impl RingRx {
         let Some(p) = self.peeked.take() else {
             return;
         };
-        // Clear the first word of continuation cells: it held payload bytes that could
-        // look like a valid stamp on a later lap.
-        for i in 1..p.need {
-            self.raw.stamp(p.idx + i).store(0, Ordering::Relaxed);
-        }
+        // Continuation cells keep their payload bytes: the producer scrubs a stale word
+        // before a record could start there (`RingTx::scrub`), so the consumer never
+        // writes (and takes back from the producer) the cache lines it read.
         self.pos += p.need;
         self.raw.ctl().cons.head.store(self.pos, Ordering::Release);
     }
@@ -680,6 +735,27 @@ mod tests {
         tx.try_push(&[2], &[]).unwrap(); // position 64 = cell 0
         assert_eq!(recv(&mut rx).unwrap(), [2]);
         assert!(rx.peek().is_none(), "continuation data taken for a record");
+    }
+
+    /// As above on a ring of 1024 cells, with the forged word in a cell of the second
+    /// 64-cell word of the producer's bitmap, after a record that spans the boundary.
+    #[test]
+    fn stale_continuation_word_past_a_bitmap_word_is_not_a_stamp() {
+        const N: usize = 1024;
+        let (mut tx, mut rx) = channel((N * CELL) as u32);
+        let mut rec = vec![0u8; 70 * CELL - RECORD_OFFSET]; // cells 0..70
+        let forged = N + 66; // the stamp of position N + 65 (cell 65)
+        let at = 65 * CELL - RECORD_OFFSET;
+        rec[at..at + 8].copy_from_slice(&(forged as u64).to_le_bytes());
+        tx.try_push(&rec, &[]).unwrap();
+        assert_eq!(recv(&mut rx).unwrap(), rec);
+        for _ in 70..N + 65 {
+            tx.try_push(&[1], &[]).unwrap();
+            assert_eq!(recv(&mut rx).unwrap(), [1]);
+        }
+        assert!(rx.peek().is_none(), "continuation data taken for a record");
+        tx.try_push(&[2], &[]).unwrap(); // position N + 65 = cell 65
+        assert_eq!(recv(&mut rx).unwrap(), [2]);
     }
 
     #[test]
