@@ -331,11 +331,34 @@ impl RingTx {
         // SAFETY: forwarded contract.
         let raw = unsafe { Raw::new(base, ring_bytes, owner, claim) };
         let (head, tail) = raw.cursors()?;
-        // A ring that was written before: its cells' history is unknown, so every cell
-        // counts as dirty until scrubbed or rewritten.
-        let fill = if tail == 0 { 0 } else { u64::MAX };
-        let dirty = vec![fill; (raw.ncells as usize).div_ceil(64)];
-        Ok(RingTx { raw, pos: tail, cached_head: head, dirty })
+        let mut tx = RingTx { raw, pos: tail, cached_head: head, dirty: Vec::new() };
+        tx.dirty = vec![0; (tx.raw.ncells as usize).div_ceil(64)];
+        if tail != 0 {
+            tx.mark_history(head, tail);
+        }
+        Ok(tx)
+    }
+
+    /// Attached to a ring written before: the free cells' first words are of unknown
+    /// origin, so they count as dirty; in the records not yet consumed (`head..tail`),
+    /// each record's (or skip marker's) first cell is clean and the rest dirty. Never a
+    /// live record's first cell is dirty, so a scrub cannot zero its stamp. The walk
+    /// stops at the first length that makes no sense (the consumer reports that ring
+    /// corrupt); the cells after it stay dirty.
+    fn mark_history(&mut self, head: u64, tail: u64) {
+        let n = self.raw.ncells;
+        self.dirty.fill(u64::MAX);
+        let mut p = head;
+        while p < tail {
+            let idx = p & (n - 1);
+            let len = self.raw.len(idx).load(Ordering::Relaxed);
+            self.set_clean(idx);
+            let need = if len == SKIP { n - idx } else { cells_for(len as usize) };
+            if len != SKIP && (len as usize > self.raw.max_record || need > n - idx) {
+                return;
+            }
+            p += need;
+        }
     }
 
     /// Whether cell `c`'s first word may hold payload bytes (see `dirty`).
@@ -756,6 +779,27 @@ mod tests {
         assert!(rx.peek().is_none(), "continuation data taken for a record");
         tx.try_push(&[2], &[]).unwrap(); // position N + 65 = cell 65
         assert_eq!(recv(&mut rx).unwrap(), [2]);
+    }
+
+    /// A producer attached to a ring with records not yet consumed never scrubs a live
+    /// record's stamp, even when it fills the ring up to that record.
+    #[test]
+    fn a_reattached_producer_keeps_the_live_records() {
+        let (mut tx, mut rx) = channel(4096); // 64 cells
+        tx.try_push(&[7; 100], &[]).unwrap(); // cells 0..2, not consumed
+        let (base, owner) = (tx.raw.ctl as *mut u8, tx.raw._owner.clone());
+        drop(tx);
+        // SAFETY: test-only re-attach to a live heap ring; the first producer is gone.
+        let mut tx = unsafe { RingTx::from_raw(base, 4096, owner, None) }.unwrap();
+        for i in 2..64u8 {
+            tx.try_push(&[i], &[]).unwrap(); // the last one ends at cell 0 (position 64)
+        }
+        assert_eq!(tx.try_push(&[0], &[]), Err(PushError::Full));
+        assert_eq!(recv(&mut rx).unwrap(), vec![7; 100], "the live record's stamp was scrubbed");
+        for i in 2..64u8 {
+            assert_eq!(recv(&mut rx).unwrap(), [i]);
+        }
+        assert!(rx.peek().is_none());
     }
 
     #[test]
