@@ -86,8 +86,7 @@ pub(crate) fn default_ring_bytes(local: usize, cores: usize) -> u32 {
         return DEFAULT_RING_BYTES;
     }
     let share = INBOUND_RING_BUDGET / (local - 1);
-    let pow2 = 1usize << (usize::BITS - 1 - share.leading_zeros());
-    pow2.max(DEFAULT_RING_BYTES as usize) as u32
+    (1usize << share.ilog2()).max(DEFAULT_RING_BYTES as usize) as u32
 }
 /// Default eager limit when every rank of the job shares the node (only shared-memory
 /// rings): a quarter ring, the largest payload a 256 KiB ring takes in one record (a
