@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use runthrough_engine::lock::BiasedMutex;
 use runthrough_engine::matching::Pattern;
 use runthrough_engine::{ContextId, Engine, Rank, Tag};
 
@@ -35,7 +35,7 @@ pub struct SendTarget {
 impl Comm {
     /// The engine this communicator runs on (for requests on memory only the caller can
     /// vouch for: `runthrough_engine::isend_unscoped` and `irecv_unscoped`).
-    pub fn engine(&self) -> &Arc<Mutex<Engine>> {
+    pub fn engine(&self) -> &Arc<BiasedMutex<Engine>> {
         &self.inner.shared.engine
     }
 

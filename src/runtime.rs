@@ -53,6 +53,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use runthrough_engine::engine::{Config, OVERSUBSCRIBED_SPIN_POLLS};
+use runthrough_engine::lock::{BiasedGuard, BiasedMutex};
 use runthrough_engine::{ContextId, Engine, Rank, Waiter};
 use runthrough_ft::{DEFAULT_HB_PERIOD, DEFAULT_HB_TIMEOUT};
 use runthrough_shm::PeerWatch;
@@ -140,7 +141,7 @@ pub enum FatalScope {
 /// State shared by the runtime and every communicator.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub(crate) engine: Arc<Mutex<Engine>>,
+    pub(crate) engine: Arc<BiasedMutex<Engine>>,
     /// The bootstrap service (rtrun, PMIx, PMI-2); none for a singleton.
     bootstrap: Mutex<Option<Bootstrap>>,
     pub(crate) world_size: u32,
@@ -246,7 +247,7 @@ pub fn init() -> Result<Runtime, Error> {
     };
     let Liveness { watch: peer_watch, departures } = liveness;
     let shared = Arc::new(Shared {
-        engine: Arc::new(Mutex::new(engine)),
+        engine: Arc::new(BiasedMutex::new(engine)),
         bootstrap: Mutex::new(bootstrap),
         world_size: size,
         rank,
@@ -411,7 +412,7 @@ fn spawn_progress(
                         if !e.pulls_pending() {
                             break;
                         }
-                        parking_lot::MutexGuard::bump(&mut e);
+                        BiasedGuard::bump(&mut e);
                         e.progress();
                     }
                     e.ft_tick();

@@ -90,7 +90,7 @@ pub(crate) unsafe fn start_send_mode(
     // SAFETY: `eng` is kept in the request next to `raw` (dropped after it); `bytes` is
     // valid until the request completes (see above).
     let raw = unsafe {
-        let e: &'static Mutex<runthrough_engine::Engine> = &*Arc::as_ptr(&eng);
+        let e: &'static runthrough_engine::lock::BiasedMutex<runthrough_engine::Engine> = &*Arc::as_ptr(&eng);
         if sync {
             runthrough_engine::issend_unscoped(e, target.ctx, target.me, target.dest, target.peer, target.tag, bytes)
         } else {
@@ -137,7 +137,7 @@ pub(crate) unsafe fn start_recv(
     };
     // SAFETY: as in `start_send`.
     let raw = unsafe {
-        let e: &'static Mutex<runthrough_engine::Engine> = &*Arc::as_ptr(&eng);
+        let e: &'static runthrough_engine::lock::BiasedMutex<runthrough_engine::Engine> = &*Arc::as_ptr(&eng);
         runthrough_engine::irecv_unscoped(e, pattern, peer, bytes)
     };
     Ok(Active::P2p { raw, unpack, _tmp: None, comm: c.clone(), _eng: eng })

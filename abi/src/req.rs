@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use runthrough_engine::lock::BiasedMutex;
 use runthrough_engine::{Engine, Waiter};
 
 use crate::comm::CommObj;
@@ -40,7 +41,7 @@ pub(crate) enum Active {
         unpack: Option<Unpack>,
         _tmp: Option<Vec<u8>>,
         comm: Arc<CommObj>,
-        _eng: Arc<Mutex<Engine>>,
+        _eng: Arc<BiasedMutex<Engine>>,
     },
     /// Complete at start (MPI_PROC_NULL, buffered sends, operations done inline).
     Done { status: MPI_Status, err: c_int },

@@ -30,7 +30,7 @@
 //! algorithms' message counts: when ranks outnumber cores, every round a member waits
 //! in costs a context switch.
 
-use parking_lot::Mutex;
+use crate::lock::BiasedMutex;
 
 mod shm;
 pub use shm::{shm_agreement, ShmColl, ShmPath};
@@ -166,7 +166,7 @@ fn split_ranges<'b>(buf: &'b mut [u8], counts: &[usize], displs: &[usize]) -> Re
 /// One collective call in progress.
 #[derive(Debug)]
 pub struct Coll<'a> {
-    eng: &'a Mutex<Engine>,
+    eng: &'a BiasedMutex<Engine>,
     group: &'a [Rank],
     /// The communicator's collective context.
     ctx: ContextId,
@@ -195,7 +195,7 @@ impl<'a> Coll<'a> {
     /// # Errors
     /// `RankFailStop` when the communicator is collectively inactive (R18).
     pub fn begin(
-        eng: &'a Mutex<Engine>,
+        eng: &'a BiasedMutex<Engine>,
         ctx: ContextId,
         group: &'a [Rank],
         me: u32,
@@ -232,7 +232,7 @@ impl<'a> Coll<'a> {
     /// engine lock: `None` unless slot `slot` of `shm` is collectively active with no
     /// recognised failure (then [`Coll::begin`] applies).
     pub fn begin_shm(
-        eng: &'a Mutex<Engine>,
+        eng: &'a BiasedMutex<Engine>,
         ctx: ContextId,
         group: &'a [Rank],
         me: u32,

@@ -62,6 +62,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 
+use crate::lock::BiasedMutex;
 use bytemuck::Pod;
 use parking_lot::Mutex;
 
@@ -85,8 +86,8 @@ static NEXT_SCOPE: AtomicU32 = AtomicU32::new(1);
 pub struct RequestScope<'scope, 'env: 'scope> {
     token: u32,
     /// The engines the scope's requests were started on (one in a normal program).
-    first: OnceLock<&'scope Mutex<Engine>>,
-    more: Mutex<Vec<&'scope Mutex<Engine>>>,
+    first: OnceLock<&'scope BiasedMutex<Engine>>,
+    more: Mutex<Vec<&'scope BiasedMutex<Engine>>>,
     /// Invariance over both lifetimes, as `std::thread::Scope`.
     scope: PhantomData<&'scope mut &'scope ()>,
     env: PhantomData<&'env mut &'env ()>,
@@ -136,7 +137,7 @@ where
 
 impl<'scope> RequestScope<'scope, '_> {
     /// Records a handle started on `eng`.
-    pub(crate) fn enter(&'scope self, eng: &'scope Mutex<Engine>) -> ScopeRef<'scope> {
+    pub(crate) fn enter(&'scope self, eng: &'scope BiasedMutex<Engine>) -> ScopeRef<'scope> {
         let first = self.first.get_or_init(|| eng);
         if !std::ptr::eq(*first, eng) {
             let mut more = self.more.lock();
@@ -186,7 +187,7 @@ pub(crate) struct ScopeRef<'scope> {
 #[derive(Debug)]
 #[must_use = "a request does nothing unless waited on or tested"]
 pub struct Request<'a> {
-    eng: &'a Mutex<Engine>,
+    eng: &'a BiasedMutex<Engine>,
     id: Option<ReqId>,
     /// A send or receive the small-message path completed at once
     /// (`Engine::try_send_now`, `Engine::try_recv_now`): it has no request slot, and
@@ -200,7 +201,7 @@ pub struct Request<'a> {
 #[allow(clippy::too_many_arguments)]
 pub fn isend<'s>(
     s: &'s RequestScope<'s, '_>,
-    eng: &'s Mutex<Engine>,
+    eng: &'s BiasedMutex<Engine>,
     ctx: ContextId,
     src: u32,
     dest: u32,
@@ -217,7 +218,7 @@ pub fn isend<'s>(
 #[allow(clippy::too_many_arguments)]
 fn start_send_in<'a>(
     s: Option<&'a RequestScope<'a, '_>>,
-    eng: &'a Mutex<Engine>,
+    eng: &'a BiasedMutex<Engine>,
     ctx: ContextId,
     src: u32,
     dest: u32,
@@ -243,7 +244,7 @@ fn start_send_in<'a>(
 /// borrowed until the scope ends.
 pub fn irecv<'s>(
     s: &'s RequestScope<'s, '_>,
-    eng: &'s Mutex<Engine>,
+    eng: &'s BiasedMutex<Engine>,
     pattern: Pattern,
     peer: Option<Rank>,
     buf: &'s mut [u8],
@@ -257,7 +258,7 @@ pub fn irecv<'s>(
 /// when there is one.
 fn start_recv_in<'a>(
     s: Option<&'a RequestScope<'a, '_>>,
-    eng: &'a Mutex<Engine>,
+    eng: &'a BiasedMutex<Engine>,
     pattern: Pattern,
     peer: Option<Rank>,
     buf: &'a mut [u8],
@@ -280,8 +281,8 @@ fn start_recv_in<'a>(
 /// The handle of engine request `id`, just started under the lock `e` (released here),
 /// owned by scope `s` when there is one.
 fn pending<'a>(
-    mut e: parking_lot::MutexGuard<'_, Engine>,
-    eng: &'a Mutex<Engine>,
+    mut e: crate::lock::BiasedGuard<'_, Engine>,
+    eng: &'a BiasedMutex<Engine>,
     s: Option<&'a RequestScope<'a, '_>>,
     id: ReqId,
 ) -> Request<'a> {
@@ -296,7 +297,7 @@ fn pending<'a>(
 /// handle in the function that made it, so the borrow never ends before the request
 /// settled.
 pub(crate) fn isend_local<'a>(
-    eng: &'a Mutex<Engine>,
+    eng: &'a BiasedMutex<Engine>,
     ctx: ContextId,
     src: u32,
     dest: u32,
@@ -311,7 +312,7 @@ pub(crate) fn isend_local<'a>(
 
 /// Starts an engine-internal receive (contract of [`isend_local`]).
 pub(crate) fn irecv_local<'a>(
-    eng: &'a Mutex<Engine>,
+    eng: &'a BiasedMutex<Engine>,
     pattern: Pattern,
     peer: Option<Rank>,
     buf: &'a mut [u8],
@@ -327,7 +328,7 @@ pub(crate) fn irecv_local<'a>(
 /// dropped (not leaked) — before the borrow of `buf` ends. The engine reads `buf` until
 /// then.
 pub unsafe fn isend_unscoped<'a>(
-    eng: &'a Mutex<Engine>,
+    eng: &'a BiasedMutex<Engine>,
     ctx: ContextId,
     src: u32,
     dest: u32,
@@ -344,7 +345,7 @@ pub unsafe fn isend_unscoped<'a>(
 /// # Safety
 /// As [`isend_unscoped`].
 pub unsafe fn issend_unscoped<'a>(
-    eng: &'a Mutex<Engine>,
+    eng: &'a BiasedMutex<Engine>,
     ctx: ContextId,
     src: u32,
     dest: u32,
@@ -364,7 +365,7 @@ pub unsafe fn issend_unscoped<'a>(
 /// As [`isend_unscoped`]: the request must settle before the borrow of `buf` ends; the
 /// engine writes `buf` until then.
 pub unsafe fn irecv_unscoped<'a>(
-    eng: &'a Mutex<Engine>,
+    eng: &'a BiasedMutex<Engine>,
     pattern: Pattern,
     peer: Option<Rank>,
     buf: &'a mut [u8],
@@ -376,7 +377,7 @@ pub unsafe fn irecv_unscoped<'a>(
 /// never leaves this call).
 #[allow(clippy::too_many_arguments)]
 pub fn send(
-    eng: &Mutex<Engine>,
+    eng: &BiasedMutex<Engine>,
     ctx: ContextId,
     src: u32,
     dest: u32,
@@ -388,7 +389,7 @@ pub fn send(
 }
 
 /// Receives into `buf` (a blocking receive: the request never leaves this call).
-pub fn recv(eng: &Mutex<Engine>, pattern: Pattern, peer: Option<Rank>, buf: &mut [u8]) -> Result<Status, Error> {
+pub fn recv(eng: &BiasedMutex<Engine>, pattern: Pattern, peer: Option<Rank>, buf: &mut [u8]) -> Result<Status, Error> {
     irecv_local(eng, pattern, peer, buf).wait()
 }
 
@@ -396,7 +397,7 @@ pub fn recv(eng: &Mutex<Engine>, pattern: Pattern, peer: Option<Rank>, buf: &mut
 /// `(send outcome, receive outcome)`.
 #[allow(clippy::too_many_arguments)]
 pub fn sendrecv(
-    eng: &Mutex<Engine>,
+    eng: &BiasedMutex<Engine>,
     ctx: ContextId,
     src: u32,
     dest: u32,
@@ -419,7 +420,7 @@ pub fn sendrecv(
 /// writes into memory that was freed.
 #[must_use = "a request does nothing unless waited on or tested"]
 pub struct OwnedRequest<T: Pod> {
-    eng: Arc<Mutex<Engine>>,
+    eng: Arc<BiasedMutex<Engine>>,
     id: Option<ReqId>,
     /// The vector's parts; rebuilt into a `Vec` only once the request has settled.
     ptr: NonNull<T>,
@@ -453,7 +454,7 @@ impl<T: Pod> OwnedRequest<T> {
 
     /// Starts a send of `buf` (see `Engine::start_send`).
     pub fn isend(
-        eng: &Arc<Mutex<Engine>>,
+        eng: &Arc<BiasedMutex<Engine>>,
         ctx: ContextId,
         src: u32,
         dest: u32,
@@ -475,7 +476,7 @@ impl<T: Pod> OwnedRequest<T> {
 
     /// Starts a receive into `buf` (see `Engine::start_recv`); the whole vector
     /// (`len` elements) is the receive buffer.
-    pub fn irecv(eng: &Arc<Mutex<Engine>>, pattern: Pattern, peer: Option<Rank>, buf: Vec<T>) -> Self {
+    pub fn irecv(eng: &Arc<BiasedMutex<Engine>>, pattern: Pattern, peer: Option<Rank>, buf: Vec<T>) -> Self {
         let (ptr, len, cap) = Self::parts(buf);
         let mut r = OwnedRequest { eng: eng.clone(), id: None, ptr, len, cap };
         // SAFETY: as in `isend`; nothing else can reach the allocation while the request
@@ -578,7 +579,7 @@ impl<T: Pod> Drop for OwnedRequest<T> {
 }
 
 /// Takes request `id`'s outcome if it has completed, making progress once if not yet.
-fn test_id(eng: &Mutex<Engine>, id: ReqId) -> Option<Result<Status, Error>> {
+fn test_id(eng: &BiasedMutex<Engine>, id: ReqId) -> Option<Result<Status, Error>> {
     let mut e = eng.lock();
     e.take_if_complete(id).or_else(|| {
         e.progress();
@@ -587,7 +588,7 @@ fn test_id(eng: &Mutex<Engine>, id: ReqId) -> Option<Result<Status, Error>> {
 }
 
 /// Waits until request `id` completes and takes its outcome.
-fn wait_id(eng: &Mutex<Engine>, id: ReqId) -> Result<Status, Error> {
+fn wait_id(eng: &BiasedMutex<Engine>, id: ReqId) -> Result<Status, Error> {
     let mut waiter = {
         let mut e = eng.lock();
         if let Some(out) = e.take_if_complete(id) {
@@ -610,7 +611,7 @@ fn wait_id(eng: &Mutex<Engine>, id: ReqId) -> Result<Status, Error> {
 /// Runs `f` on the engine for a poll: progresses first when the lock is free (else it
 /// only waits for the short critical section of whoever holds it), then wakes, once the
 /// lock is released, the futures whose requests `f` or the progress completed.
-pub(crate) fn with_engine_polled<R>(eng: &Mutex<Engine>, f: impl FnOnce(&mut Engine) -> R) -> R {
+pub(crate) fn with_engine_polled<R>(eng: &BiasedMutex<Engine>, f: impl FnOnce(&mut Engine) -> R) -> R {
     let mut wakers = Vec::new();
     let out = {
         let mut e = match eng.try_lock() {
@@ -631,7 +632,7 @@ pub(crate) fn with_engine_polled<R>(eng: &Mutex<Engine>, f: impl FnOnce(&mut Eng
 /// Polls request `id`: its outcome if it has one (after progressing), else registers
 /// the task's waker with the request (woken by whoever next finds it completed: the
 /// runtime's progress thread or another poll).
-fn poll_id(eng: &Mutex<Engine>, id: ReqId, cx: &Context<'_>) -> Poll<Result<Status, Error>> {
+fn poll_id(eng: &BiasedMutex<Engine>, id: ReqId, cx: &Context<'_>) -> Poll<Result<Status, Error>> {
     with_engine_polled(eng, |e| match e.take_if_complete(id) {
         Some(out) => Poll::Ready(out),
         None => {
@@ -643,7 +644,7 @@ fn poll_id(eng: &Mutex<Engine>, id: ReqId, cx: &Context<'_>) -> Poll<Result<Stat
 
 /// Releases request `id`: cancels it if nothing touches its buffer, else progresses
 /// until it completes.
-fn settle_id(eng: &Mutex<Engine>, id: ReqId) {
+fn settle_id(eng: &BiasedMutex<Engine>, id: ReqId) {
     let spin = {
         let mut e = eng.lock();
         if e.release(id) {
@@ -694,7 +695,7 @@ impl Waiter {
 impl<'a> Request<'a> {
     /// An operation that completed when it started (no request slot, nothing to settle).
     #[inline]
-    fn ready(eng: &'a Mutex<Engine>, st: Status) -> Self {
+    fn ready(eng: &'a BiasedMutex<Engine>, st: Status) -> Self {
         Request { eng, id: None, ready: Some(st), _buf: PhantomData }
     }
 

@@ -38,7 +38,7 @@ use std::ops::Range;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use parking_lot::Mutex;
+use crate::lock::BiasedMutex;
 
 use crate::buf::{RawBuf, RawBufMut};
 use crate::coll::CollView;
@@ -93,7 +93,7 @@ pub enum Kind {
 #[derive(Debug, Clone, Copy)]
 pub struct Members<'a> {
     /// The engine.
-    pub eng: &'a Mutex<Engine>,
+    pub eng: &'a BiasedMutex<Engine>,
     /// The communicator's point-to-point context.
     pub ctx: ContextId,
     /// Its members' world ranks, by local rank.
@@ -105,7 +105,7 @@ pub struct Members<'a> {
 /// A nonblocking collective in progress on buffers borrowed for `'a`.
 #[must_use = "a collective request does nothing unless waited on or tested"]
 pub struct ICollRequest<'a> {
-    eng: &'a Mutex<Engine>,
+    eng: &'a BiasedMutex<Engine>,
     group: &'a [Rank],
     ctx: ContextId,
     tag: crate::types::Tag,

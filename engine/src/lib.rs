@@ -25,6 +25,7 @@ pub mod engine;
 pub mod error;
 pub mod handle;
 pub mod icoll;
+pub mod lock;
 pub mod matching;
 pub mod note;
 pub mod request;

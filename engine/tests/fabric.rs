@@ -9,7 +9,7 @@
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use runthrough_engine::lock::BiasedMutex;
 use runthrough_engine::matching::Pattern;
 use runthrough_engine::transport::fabric::{FabricConfig, FabricTransport, Hints, Provider, ProviderRequest};
 use runthrough_engine::transport::{AnyTransport, Event, Posted, Transport, TransportError};
@@ -296,7 +296,7 @@ fn rma_read(p: Provider) {
 }
 
 /// Two engines on fabric transports.
-fn engines(p: Provider, cfg: FabricConfig, ecfg: Config) -> Option<Vec<Mutex<Engine>>> {
+fn engines(p: Provider, cfg: FabricConfig, ecfg: Config) -> Option<Vec<BiasedMutex<Engine>>> {
     let ts = open(p, 2, cfg)?;
     let world = [Rank(0), Rank(1)];
     Some(
@@ -305,13 +305,13 @@ fn engines(p: Provider, cfg: FabricConfig, ecfg: Config) -> Option<Vec<Mutex<Eng
             .map(|(r, t)| {
                 let mut e = Engine::new(Rank(r as u32), 2, AnyTransport::Fabric(Box::new(t)), ecfg);
                 e.register_comm(CTX, &world);
-                Mutex::new(e)
+                BiasedMutex::new(e)
             })
             .collect(),
     )
 }
 
-fn finish(engines: &[Mutex<Engine>], reqs: &mut Vec<Request<'_>>) {
+fn finish(engines: &[BiasedMutex<Engine>], reqs: &mut Vec<Request<'_>>) {
     let deadline = Instant::now() + LIMIT;
     while !reqs.is_empty() {
         for e in engines {

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use parking_lot::Mutex;
 use runthrough_engine::handle::{irecv, irecv_unscoped, isend_unscoped, scope};
 use runthrough_engine::icoll::{ICollRequest, Kind, Members};
+use runthrough_engine::lock::BiasedMutex;
 use runthrough_engine::matching::Pattern;
 use runthrough_engine::transport::sim::SimHub;
 use runthrough_engine::transport::AnyTransport;
@@ -20,7 +20,7 @@ use runthrough_engine::{Config, ContextId, Engine, Error, Rank, Request, Tag};
 
 const CTX: ContextId = ContextId(0);
 
-fn job(n: u32) -> (SimHub, Vec<Mutex<Engine>>) {
+fn job(n: u32) -> (SimHub, Vec<BiasedMutex<Engine>>) {
     let hub = SimHub::new(n, 64, 4096);
     let cfg =
         Config { eager_limit: 64, spin_polls: 0, stream_chunk: 1000, rma_min: 0, cma_min: 0, ..Config::default() };
@@ -29,7 +29,7 @@ fn job(n: u32) -> (SimHub, Vec<Mutex<Engine>>) {
         .map(|r| {
             let mut e = Engine::new(Rank(r), n, AnyTransport::Sim(hub.endpoint(Rank(r))), cfg);
             e.register_comm(CTX, &world);
-            Mutex::new(e)
+            BiasedMutex::new(e)
         })
         .collect();
     (hub, engines)
@@ -42,12 +42,12 @@ fn pat(src: u32, tag: i32) -> Pattern {
 // Every unscoped request below is finished or dropped (never leaked) before its buffer
 // is used again: the contract of `isend_unscoped` / `irecv_unscoped`.
 
-fn send<'a>(e: &'a [Mutex<Engine>], from: u32, to: u32, tag: i32, buf: &'a [u8]) -> Request<'a> {
+fn send<'a>(e: &'a [BiasedMutex<Engine>], from: u32, to: u32, tag: i32, buf: &'a [u8]) -> Request<'a> {
     // SAFETY: see above.
     unsafe { isend_unscoped(&e[from as usize], CTX, from, to, Rank(to), Tag(tag), buf) }
 }
 
-fn recv<'a>(e: &'a [Mutex<Engine>], at: u32, src: u32, tag: i32, buf: &'a mut [u8]) -> Request<'a> {
+fn recv<'a>(e: &'a [BiasedMutex<Engine>], at: u32, src: u32, tag: i32, buf: &'a mut [u8]) -> Request<'a> {
     // SAFETY: as in `send`.
     unsafe { irecv_unscoped(&e[at as usize], pat(src, tag), Some(Rank(src)), buf) }
 }
@@ -77,7 +77,7 @@ fn poll<F: Future + Unpin>(f: &mut F, w: &Waker) -> Poll<F::Output> {
 }
 
 /// What the progress thread does each tick: progress, then wake the completed futures.
-fn tick(e: &Mutex<Engine>) -> usize {
+fn tick(e: &BiasedMutex<Engine>) -> usize {
     let mut wakers = Vec::new();
     {
         let mut g = e.lock();
@@ -210,7 +210,7 @@ fn collective_futures_complete_when_polled_only_on_wakes() {
 /// Polls every future once, then, until all are ready (bounded), ticks the engines and
 /// polls a future only when its waker was woken since its last poll.
 fn drive<F: Future + Unpin>(
-    e: &[Mutex<Engine>],
+    e: &[BiasedMutex<Engine>],
     reqs: &mut [F],
     counters: &[(Arc<Count>, Waker)],
 ) -> Vec<Option<F::Output>> {

@@ -2,9 +2,9 @@
 //! segment, rings and CMA in this process): which protocol each takes under
 //! `Config::cma_min` and `Config::cma_choose`, and every byte arriving either way.
 
-use parking_lot::Mutex;
 use runthrough_engine::engine::CHOICE_SAMPLES;
 use runthrough_engine::handle::{irecv, isend, recv, scope, send};
+use runthrough_engine::lock::BiasedMutex;
 use runthrough_engine::matching::Pattern;
 use runthrough_engine::transport::shm::ShmTransport;
 use runthrough_engine::transport::AnyTransport;
@@ -17,7 +17,7 @@ const MESSAGES: usize = 2 * CHOICE_SAMPLES as usize + 4;
 
 /// Two engines over one fresh segment; both "processes" are this one, so CMA reads from
 /// this process.
-fn pair(cfg: Config, tag: &str) -> Vec<Mutex<Engine>> {
+fn pair(cfg: Config, tag: &str) -> Vec<BiasedMutex<Engine>> {
     let name = format!("/rt-pull-{tag}-{}", std::process::id());
     let _ = Segment::unlink(&name);
     let seg = Segment::create(&name, Layout { nranks: 2, ring_bytes: 256 * 1024, bulk_bytes: 0 }).unwrap();
@@ -28,7 +28,7 @@ fn pair(cfg: Config, tag: &str) -> Vec<Mutex<Engine>> {
             let t = ShmTransport::new(&seg, Rank(r), vec![pid, pid]).unwrap();
             let mut e = Engine::new(Rank(r), 2, AnyTransport::Shm(t), cfg);
             e.register_comm(CTX, &[Rank(0), Rank(1)]);
-            Mutex::new(e)
+            BiasedMutex::new(e)
         })
         .collect()
 }
@@ -46,7 +46,7 @@ fn pulled_after_each(cfg: Config, tag: &str) -> Vec<u64> {
 
 /// As [`pulled_after_each`], from engine `from` to engine `to` of `e`; the counts are
 /// `to`'s pulls since the call began.
-fn pulled_between(e: &[Mutex<Engine>], from: usize, to: usize) -> Vec<u64> {
+fn pulled_between(e: &[BiasedMutex<Engine>], from: usize, to: usize) -> Vec<u64> {
     let before = e[to].lock().stats().pulled;
     let mut counts = Vec::new();
     std::thread::scope(|s| {

@@ -1,8 +1,8 @@
 //! Engine tests over the in-process `SimTransport`: several engines in one thread, each
 //! progressed explicitly, so every interleaving is deterministic.
 
-use parking_lot::Mutex;
 use runthrough_engine::handle::{irecv_unscoped, isend_unscoped};
+use runthrough_engine::lock::BiasedMutex;
 use runthrough_engine::matching::Pattern;
 use runthrough_engine::transport::sim::SimHub;
 use runthrough_engine::transport::{AnyTransport, Transport};
@@ -12,12 +12,12 @@ const CTX: ContextId = ContextId(0);
 /// A communicator of world ranks 1.. (its rank i is world rank i + 1).
 const SUB: ContextId = ContextId(2);
 
-fn job(n: u32, capacity: usize, eager: usize) -> (SimHub, Vec<Mutex<Engine>>) {
+fn job(n: u32, capacity: usize, eager: usize) -> (SimHub, Vec<BiasedMutex<Engine>>) {
     job_with(n, capacity, eager, false)
 }
 
 /// [`job`], telling the engines whether ranks outnumber cores.
-fn job_with(n: u32, capacity: usize, eager: usize, oversubscribed: bool) -> (SimHub, Vec<Mutex<Engine>>) {
+fn job_with(n: u32, capacity: usize, eager: usize, oversubscribed: bool) -> (SimHub, Vec<BiasedMutex<Engine>>) {
     let hub = SimHub::new(n, capacity, 4096);
     let cfg = Config {
         eager_limit: eager,
@@ -34,7 +34,7 @@ fn job_with(n: u32, capacity: usize, eager: usize, oversubscribed: bool) -> (Sim
             let mut e = Engine::new(Rank(r), n, AnyTransport::Sim(hub.endpoint(Rank(r))), cfg);
             e.register_comm(CTX, &world);
             e.register_comm(SUB, &world[1..]);
-            Mutex::new(e)
+            BiasedMutex::new(e)
         })
         .collect();
     (hub, engines)
@@ -48,12 +48,18 @@ fn pat(src: Option<u32>, tag: Option<i32>) -> Pattern {
 // requests; every request below is finished or dropped (never leaked) before its buffer
 // is used again, which is the contract of `isend_unscoped` / `irecv_unscoped`.
 
-fn send<'a>(e: &'a [Mutex<Engine>], from: u32, to: u32, tag: i32, buf: &'a [u8]) -> Request<'a> {
+fn send<'a>(e: &'a [BiasedMutex<Engine>], from: u32, to: u32, tag: i32, buf: &'a [u8]) -> Request<'a> {
     // SAFETY: see above: the tests settle every request before touching its buffer.
     unsafe { isend_unscoped(&e[from as usize], CTX, from, to, Rank(to), Tag(tag), buf) }
 }
 
-fn recv<'a>(e: &'a [Mutex<Engine>], at: u32, src: Option<u32>, tag: Option<i32>, buf: &'a mut [u8]) -> Request<'a> {
+fn recv<'a>(
+    e: &'a [BiasedMutex<Engine>],
+    at: u32,
+    src: Option<u32>,
+    tag: Option<i32>,
+    buf: &'a mut [u8],
+) -> Request<'a> {
     // SAFETY: as in `send`.
     unsafe { irecv_unscoped(&e[at as usize], pat(src, tag), src.map(Rank), buf) }
 }
@@ -71,7 +77,7 @@ fn icoll<'a>(
 }
 
 /// Progresses every engine until `req` completes (bounded).
-fn finish(engines: &[Mutex<Engine>], req: &mut Request<'_>) -> Result<Status, Error> {
+fn finish(engines: &[BiasedMutex<Engine>], req: &mut Request<'_>) -> Result<Status, Error> {
     for _ in 0..100_000 {
         for e in engines {
             e.lock().progress();
@@ -83,7 +89,7 @@ fn finish(engines: &[Mutex<Engine>], req: &mut Request<'_>) -> Result<Status, Er
     panic!("request did not complete");
 }
 
-fn pump(engines: &[Mutex<Engine>], rounds: usize) {
+fn pump(engines: &[BiasedMutex<Engine>], rounds: usize) {
     for _ in 0..rounds {
         for e in engines {
             e.lock().progress();
@@ -282,7 +288,7 @@ fn probe_sees_unexpected_without_consuming() {
     assert_eq!(out, a);
 }
 
-fn kill(hub: &SimHub, e: &[Mutex<Engine>], victim: u32) {
+fn kill(hub: &SimHub, e: &[BiasedMutex<Engine>], victim: u32) {
     hub.kill(Rank(victim));
     for (i, eng) in e.iter().enumerate() {
         if i as u32 != victim {
@@ -655,7 +661,7 @@ fn shm_segment(tag: &str, n: u32, bulk_bytes: u32) -> runthrough_shm::Segment {
 /// from `cma_min` bytes, if given) and registers `CTX` on `world` again, now with a
 /// slot; returns each engine's [`runthrough_engine::coll::ShmColl`].
 fn enable_shm(
-    engines: &[Mutex<Engine>],
+    engines: &[BiasedMutex<Engine>],
     seg: &runthrough_shm::Segment,
     world: &[Rank],
     cma: Option<(i32, usize)>,
@@ -704,7 +710,7 @@ fn assert_still_waiting<T>(what: &str, handles: &[&std::thread::ScopedJoinHandle
 /// other member has entered the collective (its word moved), so they are waiting on
 /// the victim, not yet to start.
 fn last_member_fails_while_the_others_wait<T: Send>(
-    engines: &[Mutex<Engine>],
+    engines: &[BiasedMutex<Engine>],
     entered: impl Fn(u32) -> u64,
     call: impl Fn(usize) -> Result<T, Error> + Sync,
 ) {

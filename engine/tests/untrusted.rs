@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 
-use parking_lot::Mutex;
+use runthrough_engine::lock::BiasedMutex;
 use runthrough_engine::matching::Pattern;
 use runthrough_engine::transport::sim::{SimHub, SimTransport};
 use runthrough_engine::transport::{AnyTransport, Event, Transport};
@@ -18,7 +18,7 @@ use runthrough_fuzz::Rng;
 
 /// A receive outside any request scope (the tests drive engines by hand).
 fn irecv<'a>(
-    e: &'a Mutex<Engine>,
+    e: &'a BiasedMutex<Engine>,
     pattern: Pattern,
     peer: Option<Rank>,
     buf: &'a mut [u8],
@@ -33,7 +33,7 @@ static ALLOC: runthrough_fuzz::TrackingAlloc = runthrough_fuzz::TrackingAlloc;
 
 const CTX: ContextId = ContextId(0);
 
-fn job() -> (SimHub, Vec<Mutex<Engine>>) {
+fn job() -> (SimHub, Vec<BiasedMutex<Engine>>) {
     let hub = SimHub::new(2, 1 << 20, 4096);
     let cfg =
         Config { eager_limit: 64, spin_polls: 0, stream_chunk: 1000, rma_min: 0, cma_min: 0, ..Config::default() };
@@ -42,7 +42,7 @@ fn job() -> (SimHub, Vec<Mutex<Engine>>) {
         .map(|r| {
             let mut e = Engine::new(Rank(r), 2, AnyTransport::Sim(hub.endpoint(Rank(r))), cfg);
             e.register_comm(CTX, &world);
-            Mutex::new(e)
+            BiasedMutex::new(e)
         })
         .collect();
     (hub, engines)
@@ -73,7 +73,7 @@ fn replies(raw: &mut SimTransport) -> Vec<Header> {
 
 /// A streamed rendezvous receive at rank 1 for which (fake) rank 0 announced `len`
 /// bytes; returns the receive's id from the CTS rank 1 answered with.
-fn streaming_receive(e: &[Mutex<Engine>], raw: &mut SimTransport, seq: u32, len: u64) -> ReqId {
+fn streaming_receive(e: &[BiasedMutex<Engine>], raw: &mut SimTransport, seq: u32, len: u64) -> ReqId {
     let sreq = ReqId::from_wire(0x77);
     let region = RemoteRegion { addr: 0x1000, len, key: 0 };
     raw.try_send(Rank(1), &record(Header::Rts { env: env(seq, 5), len, sreq, region, pull: None }, &[]), &[]).unwrap();
@@ -172,7 +172,7 @@ fn seed_record(rng: &mut Rng, seq: u32, rreq: ReqId, out: &mut Vec<u8>) {
 fn fuzz_engine_record_handling() {
     struct Live {
         _hub: SimHub,
-        e: Vec<Mutex<Engine>>,
+        e: Vec<BiasedMutex<Engine>>,
         raw: SimTransport,
         seq: u32,
         rreq: ReqId,

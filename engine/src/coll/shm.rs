@@ -118,7 +118,7 @@
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use crate::lock::BiasedMutex;
 use runthrough_ft::reg_agree::{self, Outcome, Proposal, Registers};
 use runthrough_ft::Decision;
 use runthrough_shm::collarea::{CollArea, BULK_SLOTS, COLL_BUFS, COLL_DATA, COLL_SLOTS, COLL_VOTE_DATA};
@@ -1103,7 +1103,7 @@ impl Registers for SlotRegisters<'_> {
 /// `RankFailStop` naming this process if the others declared it failed (it was
 /// suspected; it must stop).
 pub fn shm_agreement(
-    eng: &Mutex<Engine>,
+    eng: &BiasedMutex<Engine>,
     ctx: ContextId,
     group: &[Rank],
     me: u32,
