@@ -156,27 +156,36 @@ impl<T: ?Sized> BiasedMutex<T> {
     }
 
     /// A non-owner that holds `slow`: announces itself and waits for the owner to leave
-    /// the fast path (`spin` polls of `fast` before yielding; `None` = no limit).
+    /// the fast path, or with `give_up` returns `None` (after withdrawing) if it is there.
     fn enter_slow<'a>(&'a self, g: parking_lot::MutexGuard<'a, ()>, give_up: bool) -> Option<BiasedGuard<'a, T>> {
         if self.owner == 0 {
             return Some(BiasedGuard { lock: self, how: How::Slow(g), _not_send: PhantomData });
         }
         self.wants.store(true, Ordering::Relaxed);
         heavy_barrier();
+        if give_up && self.fast.load(Ordering::Acquire) {
+            self.wants.store(false, Ordering::Release);
+            return None;
+        }
+        self.wait_owner_out();
+        Some(BiasedGuard { lock: self, how: How::Slow(g), _not_send: PhantomData })
+    }
+
+    /// Waits until the owner is out of the fast path (it will not come back while
+    /// `wants` is set). The owner holds the lock only for a short section, but it may
+    /// be descheduled inside it (ranks outnumbering cores): spin, then yield, then sleep.
+    fn wait_owner_out(&self) {
         let mut polls = 0u32;
         while self.fast.load(Ordering::Acquire) {
-            if give_up {
-                self.wants.store(false, Ordering::Release);
-                return None;
-            }
-            polls += 1;
+            polls = polls.saturating_add(1);
             if polls < 64 {
                 std::hint::spin_loop();
-            } else {
+            } else if polls < 64 + 256 {
                 std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
             }
         }
-        Some(BiasedGuard { lock: self, how: How::Slow(g), _not_send: PhantomData })
     }
 
     /// The owner holds `slow`: it marks itself inside with `fast` too, so that taking
@@ -291,9 +300,7 @@ impl<T: ?Sized> BiasedGuard<'_, T> {
                 parking_lot::MutexGuard::bump(inner);
                 lock.wants.store(true, Ordering::Relaxed);
                 heavy_barrier();
-                while lock.fast.load(Ordering::Acquire) {
-                    std::thread::yield_now();
-                }
+                lock.wait_owner_out();
             }
         }
     }
