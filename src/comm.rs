@@ -337,6 +337,7 @@ impl Comm {
     /// Starts a send of `buf` to rank `dest` with `tag` in request scope `s`
     /// ([`crate::scope`]). The buffer stays borrowed until the scope ends (zero-copy),
     /// and the scope completes the send before it returns even if the request is leaked.
+    #[inline]
     pub fn isend<'s, T: Pod>(
         &'s self,
         s: &'s RequestScope<'s, '_>,
@@ -355,6 +356,7 @@ impl Comm {
     /// [`ANY_TAG`]) in request scope `s` ([`crate::scope`]). The buffer stays borrowed
     /// until the scope ends; the scope cancels or completes the receive before it returns
     /// even if the request is leaked.
+    #[inline]
     pub fn irecv<'s, T: Pod>(
         &'s self,
         s: &'s RequestScope<'s, '_>,

@@ -199,6 +199,7 @@ pub struct Request<'a> {
 /// Starts a send of `buf` in scope `s` (see `Engine::start_send`); `buf` stays borrowed
 /// until the scope ends.
 #[allow(clippy::too_many_arguments)]
+#[inline]
 pub fn isend<'s>(
     s: &'s RequestScope<'s, '_>,
     eng: &'s BiasedMutex<Engine>,
@@ -216,6 +217,7 @@ pub fn isend<'s>(
 /// complete handle: the engine holds no view of `buf`, so a scope has nothing to settle
 /// for it), else as an engine request, owned by scope `s` when there is one.
 #[allow(clippy::too_many_arguments)]
+#[inline]
 fn start_send_in<'a>(
     s: Option<&'a RequestScope<'a, '_>>,
     eng: &'a BiasedMutex<Engine>,
@@ -242,6 +244,7 @@ fn start_send_in<'a>(
 
 /// Starts a receive into `buf` in scope `s` (see `Engine::start_recv`); `buf` stays
 /// borrowed until the scope ends.
+#[inline]
 pub fn irecv<'s>(
     s: &'s RequestScope<'s, '_>,
     eng: &'s BiasedMutex<Engine>,
@@ -256,6 +259,7 @@ pub fn irecv<'s>(
 /// it (`Engine::try_recv_now`: a complete handle; the engine keeps no view of `buf`, so
 /// a scope has nothing to settle for it), else as an engine request, owned by scope `s`
 /// when there is one.
+#[inline]
 fn start_recv_in<'a>(
     s: Option<&'a RequestScope<'a, '_>>,
     eng: &'a BiasedMutex<Engine>,
