@@ -8,7 +8,8 @@
 //! is exercised with a kill inside every algorithm: `barrier`, `bcast`, `reduce`,
 //! `allreduce` (short: recursive doubling), `allreduce-mid` (32 KB: reduce + bcast),
 //! `allreduce-long` (direct reduce-scatter + allgather on up to 8 members, else ring),
-//! `reduce-long`, `bcast-long` (pulled in place by CMA on one node), `allgather-long`, `dup`, `split`, `create`, `gather`, `scatter`,
+//! `reduce-long`, `bcast-long` (pulled in place by CMA on one node), `bcast-ring` (800 KB:
+//! through a ring in the root's bulk buffer when every member has a core), `allgather-long`, `dup`, `split`, `create`, `gather`, `scatter`,
 //! `allgather`, `alltoall`, `scan`, `exscan`, `gatherv`, `allgatherv`, `alltoallv`,
 //! `reduce_scatter`, the nonblocking `ibarrier`, `ibcast`, `ireduce`, `iallreduce`,
 //! or `validate` / `ivalidate` (nothing but the validate, blocking or nonblocking: the
@@ -56,7 +57,16 @@ fn sum_or_die(die_at: usize) -> impl Fn(&mut [u64], &[u64]) {
 fn rooted(op: &str) -> bool {
     matches!(
         op,
-        "bcast" | "bcast-long" | "reduce" | "reduce-long" | "gather" | "scatter" | "gatherv" | "ibcast" | "ireduce"
+        "bcast"
+            | "bcast-long"
+            | "bcast-ring"
+            | "reduce"
+            | "reduce-long"
+            | "gather"
+            | "scatter"
+            | "gatherv"
+            | "ibcast"
+            | "ireduce"
     )
 }
 
@@ -75,6 +85,12 @@ fn step(comm: &Comm, op: &str, root: usize, die_at: usize) -> Result<(), Error> 
             let mut b = long.clone();
             comm.bcast(&mut b, root)?;
             assert!(b.iter().all(|&x| x == root as u64), "bcast-long delivered wrong data");
+            Ok(())
+        }
+        "bcast-ring" => {
+            let mut b = vec![me; 100_000];
+            comm.bcast(&mut b, root)?;
+            assert!(b.iter().all(|&x| x == root as u64), "bcast-ring delivered wrong data");
             Ok(())
         }
         "reduce" if die_at > 0 => comm.reduce_with(&small, &mut [0; 4], root, sum_or_die(die_at)),

@@ -205,7 +205,8 @@ fn kill_loop_with_a_non_zero_root_live_or_failed() {
 
 /// Long collectives of two members, each with a core (through the bulk buffers: a reduce
 /// pipelined from the non-root to the root, broadcasts and allgathers piped part by
-/// part) with a kill between two of them: the survivor gets the failure, validates and
+/// part, 800 KB broadcasts through a ring in the root's bulk buffer) with a kill between
+/// two of them: the survivor gets the failure, validates and
 /// finishes, with the root live or the victim (then every later rooted one fails, R20).
 #[test]
 fn two_member_long_collectives_survive_a_kill() {
@@ -216,6 +217,8 @@ fn two_member_long_collectives_survive_a_kill() {
         ("allreduce-long", "0"),
         ("bcast-long", "0"),
         ("bcast-long", "1"),
+        ("bcast-ring", "0"),
+        ("bcast-ring", "1"),
         ("allgather-long", "0"),
     ];
     for (op, root) in cases {

@@ -887,6 +887,17 @@ fn long_bcast_allgather_pipe_through_bulk_buffers_when_ranks_outnumber_cores() {
     piped_collectives(true, 96 * 1024, 24 * 1024);
 }
 
+/// Bulk buffers of 1 MiB, broadcasts of 1 MiB + 4 KiB: the 1 MiB piece goes through the
+/// ring of 256 KiB at the start of the root's bulk buffer (the root waits for both
+/// readers before it reuses a part), the 4 KiB one linearly. Every byte is checked over
+/// 15 broadcasts from each root in turn; then the last member stops arriving at a
+/// broadcast from rank 0, whose root waits on the ring for it and fails with its failure,
+/// as does the other reader.
+#[test]
+fn long_bcasts_go_through_a_ring_in_the_root_s_bulk_buffer_and_stop_at_a_failure() {
+    piped_collectives_in(false, 1 << 20, (1 << 20) + 4096, 24 * 1024, 45);
+}
+
 /// Contributions the slots do not carry (more than `COLL_DATA`, 1 KiB) but under the
 /// bulk minimum of reductions pipe too when every member has a core: a 3 KiB broadcast
 /// and allgather block, alltoall blocks of 1 KiB (3 KiB a member), each in one piece.
@@ -900,14 +911,20 @@ fn mid_size_bcast_allgather_alltoall_pipe_through_bulk_buffers_and_stop_at_a_fai
 /// two for the others fit a buffer) pipe too unless ranks outnumber cores (then they go
 /// by messages). Every byte is checked, then a member stops arriving.
 fn piped_collectives(oversubscribed: bool, long: usize, block: usize) {
+    piped_collectives_in(oversubscribed, 64 * 1024, long, block, 46);
+}
+
+/// [`piped_collectives`] with bulk buffers of `bulk` bytes; the last member stops
+/// arriving at iteration `fail_at` (46: an allgather; 45: a broadcast from rank 0).
+fn piped_collectives_in(oversubscribed: bool, bulk: usize, long: usize, block: usize, fail_at: u64) {
     use runthrough_engine::coll::Coll;
 
     let n = 3u32;
-    let pieces = long.div_ceil(64 * 1024) as u64;
+    let pieces = long.div_ceil(bulk) as u64;
     let (_hub, engines) = job_with(n, 64, 4096, oversubscribed);
     let world: Vec<Rank> = (0..n).map(Rank).collect();
     let name = format!("piped-{}-{long}", if oversubscribed { "over" } else { "cores" });
-    let seg = shm_segment(&name, n, 64 * 1024);
+    let seg = shm_segment(&name, n, bulk as u32);
     let areas = enable_shm(&engines, &seg, &world, None);
     let area = seg.coll_area().unwrap();
     let entered = |r: u32| area.entered(r, 0).load(std::sync::atomic::Ordering::Acquire);
@@ -952,8 +969,9 @@ fn piped_collectives(oversubscribed: bool, long: usize, block: usize) {
         (0..n).all(|r| entered(r) == want),
         "every call but oversubscribed alltoalls went through the bulk buffers"
     );
-    // Rank 2 stops arriving: an allgather waits for its parts and gets its failure.
-    last_member_fails_while_the_others_wait(&engines, entered, |r| step(r, 46));
+    // Rank 2 stops arriving: the others wait for its parts (an allgather) or its ring
+    // progress (the root of a broadcast through a ring) and get its failure.
+    last_member_fails_while_the_others_wait(&engines, entered, |r| step(r, fail_at));
 }
 
 #[test]

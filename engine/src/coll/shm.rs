@@ -304,6 +304,21 @@ const PAIR_PART_MIN: usize = 8 * 1024;
 /// ([`Op::write_parts`], [`Op::copy_parts`]).
 const PAIR_PART_MAX: usize = 64 * 1024;
 
+/// Root line words of a piped broadcast written through a ring ([`RING_BYTES`]): reader
+/// `i` (the `i`-th member other than the root, in v-rank order) stores there the bytes of
+/// the piece it has copied out, and the root reuses ring space only once every reader is
+/// past it. `FILLED` (6) is the root's own; the others are free in a piped broadcast
+/// (no inline data: its pieces are longer than a line's). Larger groups write linearly.
+const TAKEN: [usize; 6] = [1, 2, 3, 4, 5, 7];
+/// The window of the root's bulk buffer a long piece goes through (four 64 KiB parts):
+/// a piece written linearly, 1 MiB of bulk buffer beside the 1 MiB being broadcast, left
+/// a core's 1 MiB L2 on this project's host, and a 2-rank 1 MiB broadcast took 48 µs
+/// against 25–31 µs in 128 KiB pieces (bench/RESULTS.md §0.14).
+const RING_BYTES: usize = 256 * 1024;
+/// Pieces from this long go through the ring, when every member has a core (when ranks
+/// outnumber cores the root would wait for readers that are not running).
+const RING_MIN: usize = 2 * RING_BYTES;
+
 /// The part of a piped copy or two-member reduce of `len` bytes: about [`PAIR_PARTS`]
 /// parts between [`PAIR_PART_MIN`] and [`PAIR_PART_MAX`] bytes, so a reader copies (or
 /// combines) one while the writer writes the next — also for a 64 KiB broadcast, which
@@ -522,17 +537,32 @@ impl<'a> Coll<'a> {
     /// Long broadcast piped through the root's bulk buffer ([`Coll::piped`]): the root
     /// writes each piece part by part ([`Op::write_parts`]) and returns; the others copy
     /// each part out as soon as it is there ([`Op::copy_parts`]).
+    /// A piece of at least [`RING_MIN`] bytes goes through a ring of [`RING_BYTES`] at
+    /// the start of the bulk buffer when every member has a core and the readers fit the
+    /// root's line ([`TAKEN`]): the root then waits for the readers to be past the part it
+    /// overwrites (and fails, like every wait, once a missing one is known failed).
     fn piped_bcast(&self, vroot: usize, buf: &mut [u8]) -> Option<Result<(), Error>> {
         let (sh, piece) = self.piped(buf.len(), true)?;
+        let readers = self.n() - 1;
         Some(buf.chunks_mut(piece).try_for_each(|p| {
             let part = pipe_part(p.len());
+            let ring = (!self.central && p.len() >= RING_MIN && readers <= TAKEN.len()).then_some(RING_BYTES);
             let mut op = self.enter_bulk(sh, p.len())?;
             if self.me == vroot {
-                op.write_parts(p, part);
-                return Ok(());
+                return match ring {
+                    None => {
+                        op.write_parts(p, part);
+                        Ok(())
+                    }
+                    Some(w) => op.write_ring(p, part, w, readers),
+                };
             }
             op.wait_ready(vroot)?;
-            op.copy_parts(vroot, 0, p, part)
+            match ring {
+                None => op.copy_parts(vroot, 0, p, part),
+                // This member's reader index: its place among the members but the root.
+                Some(w) => op.copy_ring(vroot, p, part, w, TAKEN[if self.me < vroot { self.me } else { self.me - 1 }]),
+            }
         }))
     }
 
@@ -845,6 +875,55 @@ impl<'a> Op<'_, 'a> {
                 filled.store(at as u64, Ordering::Release);
             }
         }
+    }
+
+    /// [`Op::write_parts`] through a ring of `window` bytes (a multiple of `part`) at the
+    /// start of the bulk buffer: part `k` goes at `k * part % window`, once each of the
+    /// `readers` has published (in this member's [`TAKEN`] words) that it copied out what
+    /// was there. Fails when the communicator becomes inactive meanwhile (a reader that
+    /// died): the readers still running then fail their own waits the same way.
+    fn write_ring(&mut self, data: &[u8], part: usize, window: usize, readers: usize) -> Result<(), Error> {
+        debug_assert!(window.is_multiple_of(part) && readers <= TAKEN.len());
+        let (area, slot, me) = (&self.sh.coll.area, self.sh.slot, self.sh.coll.me);
+        let filled = self.line(me, FILLED);
+        filled.store(0, Ordering::Relaxed);
+        // Every participant entered a collective after this member's previous one through
+        // its bulk buffer (`enter_bulk`), so no reader still stores an older count here.
+        for &w in &TAKEN[..readers] {
+            self.line(me, w).store(0, Ordering::Relaxed);
+        }
+        self.ready();
+        let mut at = 0;
+        for p in data.chunks(part) {
+            if at + p.len() > window {
+                let past = (at + p.len() - window) as u64;
+                for &w in &TAKEN[..readers] {
+                    self.wait_at_least(self.line(me, w), past)?;
+                }
+            }
+            area.bulk_write(me, slot, at % window, p);
+            at += p.len();
+            filled.store(at as u64, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// [`Op::copy_parts`] of a piece the root writes through a ring of `window` bytes
+    /// ([`Op::write_ring`]): after each part, publishes the bytes copied out in the
+    /// root's line word `taken`.
+    fn copy_ring(&mut self, v: usize, out: &mut [u8], part: usize, window: usize, taken: usize) -> Result<(), Error> {
+        let rank = self.world(v);
+        let filled = self.line(rank, FILLED);
+        let taken = self.line(rank, taken);
+        let mut done = 0;
+        for p in out.chunks_mut(part) {
+            let end = done + p.len();
+            self.wait_at_least(filled, end as u64)?;
+            p.copy_from_slice(self.sh.coll.area.bulk(rank, self.sh.slot, done % window, p.len()));
+            done = end;
+            taken.store(done as u64, Ordering::Release);
+        }
+        Ok(())
     }
 
     /// Piped copies: copies `out.len()` bytes at `at` of v-rank `v`'s bulk buffer (its
