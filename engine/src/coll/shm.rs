@@ -546,23 +546,15 @@ impl<'a> Coll<'a> {
         let readers = self.n() - 1;
         Some(buf.chunks_mut(piece).try_for_each(|p| {
             let part = pipe_part(p.len());
-            let ring = (!self.central && p.len() >= RING_MIN && readers <= TAKEN.len()).then_some(RING_BYTES);
+            let ring = !self.central && p.len() >= RING_MIN && readers <= TAKEN.len();
             let mut op = self.enter_bulk(sh, p.len())?;
             if self.me == vroot {
-                return match ring {
-                    None => {
-                        op.write_parts(p, part);
-                        Ok(())
-                    }
-                    Some(w) => op.write_ring(p, part, w, readers),
-                };
+                return op.write_parts(p, part, ring.then_some((RING_BYTES, readers)));
             }
             op.wait_ready(vroot)?;
-            match ring {
-                None => op.copy_parts(vroot, 0, p, part),
-                // This member's reader index: its place among the members but the root.
-                Some(w) => op.copy_ring(vroot, p, part, w, TAKEN[if self.me < vroot { self.me } else { self.me - 1 }]),
-            }
+            // This member's reader index: its place among the members but the root.
+            let seat = ring.then(|| (RING_BYTES, TAKEN[if self.me < vroot { self.me } else { self.me - 1 }]));
+            op.copy_parts(vroot, 0, p, part, seat)
         }))
     }
 
@@ -577,11 +569,11 @@ impl<'a> Coll<'a> {
             // smaller parts would only add publications (unlike a broadcast's readers).
             let part = PAIR_PART_MAX;
             let mut op = self.enter_bulk(sh, p.len())?;
-            op.write_parts(p, part);
+            op.write_parts(p, part, None)?;
             for v in self.others() {
                 let to = self.local(v) as usize * len + at;
                 op.wait_ready(v)?;
-                op.copy_parts(v, 0, &mut recv[to..to + p.len()], part)?;
+                op.copy_parts(v, 0, &mut recv[to..to + p.len()], part, None)?;
             }
             op.saw_all();
             at += p.len();
@@ -606,11 +598,11 @@ impl<'a> Coll<'a> {
         // Where the block for `u` sits in `v`'s bulk buffer (its own is not written).
         let slot_of = |v: usize, u: usize| (if u < v { u } else { u - 1 }) * len;
         let r = self.enter_bulk(sh, (n - 1) * len).and_then(|mut op| {
-            op.write_blocks(self.others().map(|u| &send[block(u)..block(u) + len]), part);
+            op.write_blocks(self.others().map(|u| &send[block(u)..block(u) + len]), part, None)?;
             for v in self.others() {
                 op.wait_ready(v)?;
                 let to = block(v);
-                op.copy_parts(v, slot_of(v, self.me), &mut recv[to..to + len], part)?;
+                op.copy_parts(v, slot_of(v, self.me), &mut recv[to..to + len], part, None)?;
             }
             op.saw_all();
             Ok(())
@@ -711,8 +703,7 @@ impl<'a> Coll<'a> {
         let part = (pipe_part(len) / elem * elem).max(elem);
         let mut op = self.enter_bulk(sh, len)?;
         if self.me != vroot {
-            op.write_parts(v.src(), part);
-            return Ok(());
+            return op.write_parts(v.src(), part, None);
         }
         let other = 1 - vroot;
         op.wait_ready(other)?;
@@ -856,35 +847,27 @@ impl<'a> Op<'_, 'a> {
     /// Piped copies: resets this member's `FILLED` word, stores its ready word, then
     /// writes `data` into its bulk buffer part by part, publishing the bytes written
     /// after each part (Release), so readers copy a part out while the next goes in.
-    fn write_parts(&self, data: &[u8], part: usize) {
-        self.write_blocks(std::iter::once(data), part);
+    /// With `ring` (see [`Op::write_blocks`]) it fails when a reader is known failed.
+    fn write_parts(&mut self, data: &[u8], part: usize, ring: Option<(usize, usize)>) -> Result<(), Error> {
+        self.write_blocks(std::iter::once(data), part, ring)
     }
 
     /// [`Op::write_parts`] of several blocks, one after the other in the bulk buffer
-    /// (parts of at most `part` bytes, none spanning two blocks).
-    fn write_blocks<'d>(&self, blocks: impl Iterator<Item = &'d [u8]>, part: usize) {
+    /// (parts of at most `part` bytes, none spanning two blocks). With `ring` = `(window,
+    /// readers)` they go through the first `window` bytes (a multiple of `part`): byte
+    /// `i` at `i % window`, written once each of the `readers` has published (in this
+    /// member's [`TAKEN`] words, [`Op::copy_parts`]) that it copied out what was there.
+    /// Only that wait can fail: when the communicator becomes inactive meanwhile (a
+    /// reader that died), as the readers still running then fail theirs.
+    fn write_blocks<'d>(
+        &mut self,
+        blocks: impl Iterator<Item = &'d [u8]>,
+        part: usize,
+        ring: Option<(usize, usize)>,
+    ) -> Result<(), Error> {
         let (area, slot, me) = (&self.sh.coll.area, self.sh.slot, self.sh.coll.me);
-        let filled = self.line(me, FILLED);
-        filled.store(0, Ordering::Relaxed);
-        self.ready();
-        let mut at = 0;
-        for b in blocks {
-            for p in b.chunks(part) {
-                area.bulk_write(me, slot, at, p);
-                at += p.len();
-                filled.store(at as u64, Ordering::Release);
-            }
-        }
-    }
-
-    /// [`Op::write_parts`] through a ring of `window` bytes (a multiple of `part`) at the
-    /// start of the bulk buffer: part `k` goes at `k * part % window`, once each of the
-    /// `readers` has published (in this member's [`TAKEN`] words) that it copied out what
-    /// was there. Fails when the communicator becomes inactive meanwhile (a reader that
-    /// died): the readers still running then fail their own waits the same way.
-    fn write_ring(&mut self, data: &[u8], part: usize, window: usize, readers: usize) -> Result<(), Error> {
-        debug_assert!(window.is_multiple_of(part) && readers <= TAKEN.len());
-        let (area, slot, me) = (&self.sh.coll.area, self.sh.slot, self.sh.coll.me);
+        let (window, readers) = ring.unwrap_or((usize::MAX, 0));
+        debug_assert!(ring.is_none() || window.is_multiple_of(part) && readers <= TAKEN.len());
         let filled = self.line(me, FILLED);
         filled.store(0, Ordering::Relaxed);
         // Every participant entered a collective after this member's previous one through
@@ -894,34 +877,18 @@ impl<'a> Op<'_, 'a> {
         }
         self.ready();
         let mut at = 0;
-        for p in data.chunks(part) {
-            if at + p.len() > window {
-                let past = (at + p.len() - window) as u64;
-                for &w in &TAKEN[..readers] {
-                    self.wait_at_least(self.line(me, w), past)?;
+        for b in blocks {
+            for p in b.chunks(part) {
+                if at + p.len() > window {
+                    let past = (at + p.len() - window) as u64;
+                    for &w in &TAKEN[..readers] {
+                        self.wait_at_least(self.line(me, w), past)?;
+                    }
                 }
+                area.bulk_write(me, slot, at % window, p);
+                at += p.len();
+                filled.store(at as u64, Ordering::Release);
             }
-            area.bulk_write(me, slot, at % window, p);
-            at += p.len();
-            filled.store(at as u64, Ordering::Release);
-        }
-        Ok(())
-    }
-
-    /// [`Op::copy_parts`] of a piece the root writes through a ring of `window` bytes
-    /// ([`Op::write_ring`]): after each part, publishes the bytes copied out in the
-    /// root's line word `taken`.
-    fn copy_ring(&mut self, v: usize, out: &mut [u8], part: usize, window: usize, taken: usize) -> Result<(), Error> {
-        let rank = self.world(v);
-        let filled = self.line(rank, FILLED);
-        let taken = self.line(rank, taken);
-        let mut done = 0;
-        for p in out.chunks_mut(part) {
-            let end = done + p.len();
-            self.wait_at_least(filled, end as u64)?;
-            p.copy_from_slice(self.sh.coll.area.bulk(rank, self.sh.slot, done % window, p.len()));
-            done = end;
-            taken.store(done as u64, Ordering::Release);
         }
         Ok(())
     }
@@ -929,16 +896,30 @@ impl<'a> Op<'_, 'a> {
     /// Piped copies: copies `out.len()` bytes at `at` of v-rank `v`'s bulk buffer (its
     /// ready word seen) into `out`, each part (of `part` bytes, as `v` wrote them) once
     /// `v` has published it; fails when the communicator becomes inactive meanwhile (a
-    /// writer that died).
-    fn copy_parts(&mut self, v: usize, at: usize, out: &mut [u8], part: usize) -> Result<(), Error> {
+    /// writer that died). With `ring` = `(window, taken)` the writer goes through a
+    /// ring ([`Op::write_blocks`]): byte `i` is read at `i % window`, and the bytes
+    /// copied out are published after each part in `v`'s line word `taken`.
+    fn copy_parts(
+        &mut self,
+        v: usize,
+        at: usize,
+        out: &mut [u8],
+        part: usize,
+        ring: Option<(usize, usize)>,
+    ) -> Result<(), Error> {
         let rank = self.world(v);
         let filled = self.line(rank, FILLED);
+        let window = ring.map_or(usize::MAX, |(w, _)| w);
+        let taken = ring.map(|(_, t)| self.line(rank, t));
         let mut done = 0;
         for p in out.chunks_mut(part) {
             let end = at + done + p.len();
             self.wait_at_least(filled, end as u64)?;
-            p.copy_from_slice(self.sh.coll.area.bulk(rank, self.sh.slot, at + done, p.len()));
+            p.copy_from_slice(self.sh.coll.area.bulk(rank, self.sh.slot, (at + done) % window, p.len()));
             done += p.len();
+            if let Some(t) = taken {
+                t.store(end as u64, Ordering::Release);
+            }
         }
         Ok(())
     }
