@@ -60,6 +60,9 @@ pub const RECORD_OFFSET: usize = 16;
 pub const MIN_RING_BYTES: u32 = 4096;
 /// Largest accepted `ring_bytes`.
 pub const MAX_RING_BYTES: u32 = 1 << 30;
+/// How many cells past the end of a record just peeked the consumer prefetches (0, 1,
+/// 2, 4 measured: 2 and 4 best, alike).
+const PREFETCH_AHEAD: u64 = 2;
 /// Length value marking a skip record (the rest of the lap is unused).
 const SKIP: u32 = u32::MAX;
 
@@ -193,6 +196,21 @@ impl Raw {
         debug_assert!(idx < self.ncells);
         // SAFETY: idx < ncells, so the offset stays inside the `ncells * CELL` cell bytes.
         unsafe { self.cells.add(idx as usize * CELL) }
+    }
+
+    /// Asks the CPU to bring cell `idx` into this core's cache (a hint: no effect on
+    /// what any load returns).
+    #[inline(always)]
+    fn prefetch(&self, idx: u64) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch instruction never faults and changes no memory or register
+        // state visible to the program; the address is inside the ring anyway.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(self.cell(idx).cast_const().cast());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = idx;
     }
 
     /// The stamp word of cell `idx`.
@@ -554,6 +572,11 @@ impl RingRx {
             }
             let p = Peeked { idx, need, len };
             self.peeked = Some(p);
+            // The records after this one are most likely written already when the
+            // consumer is the slower side: ask for a line ahead while this record is
+            // handled (the raw ring: 33 -> 46 M records/s, `examples/ring_stream.rs`;
+            // 8 B `osu_bw` about +4 %, RESULTS §0.15).
+            self.raw.prefetch((idx + need + PREFETCH_AHEAD) & (n - 1));
             return Some(Ok(self.slice(p)));
         }
     }
