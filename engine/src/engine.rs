@@ -57,6 +57,17 @@ const READ_CHUNK: usize = 256 * 1024;
 pub const CHOICE_SAMPLES: u8 = 9;
 /// Receives per timed span of [`PullChoice`].
 const CHOICE_SPAN: usize = 4;
+/// Sizes [`Config::cma_choose`] decides for separately: below 1 MiB, below 2 MiB, below
+/// 4 MiB, and 4 MiB or more. Which protocol wins changes with the size on some hosts
+/// (an Intel host, bench/RESULTS.md §0.15: one verdict taken on the first 512 KiB
+/// receives streamed 1 and 4 MiB `osu_bibw` in two of three runs, at 9.4-9.8 GB/s,
+/// where pulling took 13.2-14.9).
+const CHOICE_BUCKETS: usize = 4;
+
+/// The [`CHOICE_BUCKETS`] bucket of a long receive of `len` bytes.
+fn choice_bucket(len: u64) -> usize {
+    ((63 - len.max(1).leading_zeros()) as usize).saturating_sub(19).min(CHOICE_BUCKETS - 1)
+}
 
 /// [`Config::cma_choose`]'s measurements: per protocol, the lowest wall-clock time per
 /// byte over [`CHOICE_SPAN`] consecutive receives, from the completion of the one before
@@ -323,8 +334,8 @@ struct State {
     /// where in its buffer the read's bytes go.
     reads: std::collections::HashMap<u64, ChunkRead>,
     next_read: u64,
-    /// What [`Config::cma_choose`] measured so far.
-    choice: PullChoice,
+    /// What [`Config::cma_choose`] measured so far, per size ([`choice_bucket`]).
+    choice: [PullChoice; CHOICE_BUCKETS],
     newly_failed: Vec<Rank>,
     pool: Vec<Vec<u8>>,
     stats: Stats,
@@ -388,7 +399,7 @@ impl Engine {
                 pulls: Vec::new(),
                 reads: std::collections::HashMap::new(),
                 next_read: 0,
-                choice: PullChoice::default(),
+                choice: [PullChoice::default(); CHOICE_BUCKETS],
                 newly_failed: Vec::new(),
                 witnessed: false,
                 suspects: Vec::new(),
@@ -555,7 +566,8 @@ impl Engine {
             if let Some(Request { kind: Kind::Send { region: r, .. }, .. }) = st.reqs.get_mut(req) {
                 *r = Some(region);
             }
-            let pull = (st.cfg.cma_choose && st.choice.decided()).then(|| st.choice.pull());
+            let c = &st.choice[choice_bucket(len as u64)];
+            let pull = (st.cfg.cma_choose && c.decided()).then(|| c.pull());
             Header::Rts { env, len: len as u64, sreq: req, region, pull }
         };
         let out = Outgoing::Msg { req, header };
@@ -2095,7 +2107,7 @@ impl State {
                 *received = received.saturating_add(payload.len() as u64);
                 if *received >= *total {
                     if *timed {
-                        self.choice.record(false, *total, Instant::now());
+                        self.choice[choice_bucket(*total)].record(false, *total, Instant::now());
                     }
                     let total = *total as usize;
                     *outcome = Some(if total > dst.len() {
@@ -2164,10 +2176,11 @@ impl State {
         // The lower rank of a pair decides for both directions once it measured: from a
         // lower rank its verdict rides on the RTS; otherwise this rank's own choice.
         let verdict = hint.filter(|_| peer.0 < self.me.0);
+        let bucket = choice_bucket(len);
         if choosing {
-            rma = verdict.unwrap_or_else(|| self.choice.pull());
+            rma = verdict.unwrap_or_else(|| self.choice[bucket].pull());
         }
-        let timed = choosing && verdict.is_none() && !self.choice.decided();
+        let timed = choosing && verdict.is_none() && !self.choice[bucket].decided();
         if self.peers[peer.0 as usize].failed {
             self.set_outcome(rreq, Err(Error::RankFailStop { rank: src }));
             return 0;
@@ -2214,7 +2227,7 @@ impl State {
                 }
                 Ok(Posted::Done | Posted::InFlight(_)) => {
                     if timed {
-                        self.choice.record(true, len, Instant::now());
+                        self.choice[bucket].record(true, len, Instant::now());
                     }
                     *outcome = Some(if len as usize > dst.len() {
                         Err(Error::Truncate { posted: dst.len(), arrived: len as usize })
@@ -2339,7 +2352,7 @@ impl State {
 
 #[cfg(test)]
 mod tests {
-    use super::{PullChoice, CHOICE_SAMPLES, DEFAULT_STREAM_CHUNK};
+    use super::{choice_bucket, PullChoice, CHOICE_BUCKETS, CHOICE_SAMPLES, DEFAULT_STREAM_CHUNK};
     use crate::wire::{Header, MAX_HEADER_BYTES};
     use crate::ReqId;
     use runthrough_shm::ring::{max_record, record_footprint};
@@ -2379,6 +2392,20 @@ mod tests {
                 c.record(pulls, 1000, at(3000 + i));
             }
         }
+    }
+
+    /// Each size class has its own verdict: 512 KiB and up to 1 MiB, up to 2 MiB, up to
+    /// 4 MiB, then everything longer.
+    #[test]
+    fn long_receives_are_chosen_for_per_size_class() {
+        let k = 1024u64;
+        assert_eq!(choice_bucket(512 * k), 0);
+        assert_eq!(choice_bucket(1024 * k - 1), 0);
+        assert_eq!(choice_bucket(1024 * k), 1);
+        assert_eq!(choice_bucket(3 * 1024 * k), 2);
+        assert_eq!(choice_bucket(4 * 1024 * k), 3);
+        assert_eq!(choice_bucket(u64::MAX), CHOICE_BUCKETS - 1);
+        assert_eq!(choice_bucket(0), 0);
     }
 
     /// Completion to completion over [`CHOICE_SPAN`] receives, the lowest span: a

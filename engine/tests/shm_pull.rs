@@ -34,7 +34,11 @@ fn pair(cfg: Config, tag: &str) -> Vec<BiasedMutex<Engine>> {
 }
 
 fn message(i: usize) -> Vec<u8> {
-    (0..LEN).map(|b| (b.wrapping_mul(31) ^ i.wrapping_mul(7919)) as u8).collect()
+    message_of(i, LEN)
+}
+
+fn message_of(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|b| (b.wrapping_mul(31) ^ i.wrapping_mul(7919)) as u8).collect()
 }
 
 /// Sends [`MESSAGES`] long messages from engine 0 to engine 1, one at a time, checks
@@ -47,21 +51,27 @@ fn pulled_after_each(cfg: Config, tag: &str) -> Vec<u64> {
 /// As [`pulled_after_each`], from engine `from` to engine `to` of `e`; the counts are
 /// `to`'s pulls since the call began.
 fn pulled_between(e: &[BiasedMutex<Engine>], from: usize, to: usize) -> Vec<u64> {
+    pulled_between_of(e, from, to, LEN)
+}
+
+/// As [`pulled_between`], with messages of `len` bytes.
+fn pulled_between_of(e: &[BiasedMutex<Engine>], from: usize, to: usize, len: usize) -> Vec<u64> {
     let before = e[to].lock().stats().pulled;
     let mut counts = Vec::new();
     std::thread::scope(|s| {
         let sender = s.spawn(|| {
             for i in 0..MESSAGES {
-                send(&e[from], CTX, from as u32, to as u32, Rank(to as u32), Tag(i as i32), &message(i)).unwrap();
+                let m = message_of(i, len);
+                send(&e[from], CTX, from as u32, to as u32, Rank(to as u32), Tag(i as i32), &m).unwrap();
             }
         });
-        let mut buf = vec![0u8; LEN];
+        let mut buf = vec![0u8; len];
         for i in 0..MESSAGES {
             buf.fill(0);
             let pat = Pattern { ctx: CTX, src: Some(from as u32), tag: Some(Tag(i as i32)) };
             let st = recv(&e[to], pat, Some(Rank(from as u32)), &mut buf).unwrap();
-            assert_eq!(st.len, LEN);
-            assert!(buf == message(i), "message {i} arrived altered");
+            assert_eq!(st.len, len);
+            assert!(buf == message_of(i, len), "message {i} arrived altered");
             counts.push(e[to].lock().stats().pulled - before);
         }
         sender.join().unwrap();
@@ -90,6 +100,19 @@ fn the_choice_streams_some_pulls_as_many_then_keeps_one_protocol() {
     let rest = &counts[2 * k..];
     let all = (k as u64 + 1..=(MESSAGES - k) as u64).collect::<Vec<_>>();
     assert!(rest == vec![k as u64; MESSAGES - 2 * k].as_slice() || rest == all.as_slice(), "{counts:?}");
+}
+
+/// A longer size class is measured anew, whatever the shorter one decided: 1 MiB
+/// messages after the 512 KiB ones are again streamed k times, then pulled k times.
+#[test]
+fn each_size_class_makes_its_own_choice() {
+    let k = CHOICE_SAMPLES as usize;
+    let e = pair(config(LEN, true), "classes");
+    let short = pulled_between(&e, 0, 1);
+    assert_eq!(short[2 * k - 1], k as u64, "the 512 KiB class measured: {short:?}");
+    let long = pulled_between_of(&e, 0, 1, 2 * LEN);
+    let measured: Vec<u64> = (0..2 * k).map(|i| i.saturating_sub(k - 1) as u64).collect();
+    assert_eq!(&long[..2 * k], measured.as_slice(), "the 1 MiB class measured anew: {long:?}");
 }
 
 #[test]
