@@ -511,6 +511,11 @@ fn engine_config(job: Option<&JobInfo>) -> Result<Config, Error> {
         // not running to copy its half, and CMA's pull wins (4 ranks on 2 cores, 1 MiB
         // allgather 365 against 444-468 us).
         cfg.cma_choose = true;
+        // From just past the eager limit, not from 512 KiB: on some hosts one copy wins
+        // from there too (an Intel host, bench/RESULTS.md §0.15: 256 KiB `osu_bibw`
+        // 12.5-13.2 GB/s streamed, 26.2-27.3 pulled), on others the two pipelined
+        // copies do; the choice is per size class.
+        cfg.cma_min = cfg.eager_limit.saturating_add(1).min(cfg.cma_min);
     }
     if std::env::var_os("RT_CMA_MIN").is_some() {
         cfg.rma_min = env_num("RT_CMA_MIN", 0)? as usize;
