@@ -31,8 +31,9 @@
 //! `init` returns an error only when the launcher is gone (or a local step fails); when
 //! every other rank is gone, it returns a world where they all are failed.
 //!
-//! Environment tunables: `RT_EAGER_LIMIT` (bytes, default 16384, or 65536 when every
-//! rank shares the node: [`SHM_EAGER_LIMIT`]), `RT_RING_BYTES` (per ring pair, power of
+//! Environment tunables: `RT_EAGER_LIMIT` (bytes, default 16384; when every rank shares
+//! the node 32768 if each has a core, [`SHM_CHOOSING_EAGER_LIMIT`], else 65536,
+//! [`SHM_EAGER_LIMIT`]), `RT_RING_BYTES` (per ring pair, power of
 //! two; default 256 KiB where ranks outnumber cores, else each rank's inbound rings share
 //! [`INBOUND_RING_BUDGET`], up to 4 MiB a ring), `RT_SPIN_POLLS` (busy polls before a wait
 //! yields; default 4000, or 16 when ranks outnumber cores), `RT_FATAL_SCOPE`
@@ -96,6 +97,13 @@ pub(crate) fn default_ring_bytes(local: usize, cores: usize) -> u32 {
 /// records, and four times fewer of them per MiB (8 ranks, 1 MiB alltoall: 3.3–3.6
 /// against 4.1–4.8 ms with 16 KiB).
 pub const SHM_EAGER_LIMIT: usize = 64 * 1024;
+/// Default eager limit when every rank of the job shares the node and has a core of its
+/// own: longer messages are a rendezvous whose protocol (one CMA copy, or two pipelined
+/// copies through the ring) the engine times per size class (`Config::cma_choose`). On
+/// an Intel host one copy won from 64 KiB (`osu_latency` 64 KiB 4.8-5.0 against
+/// 8.5-8.6 µs eager, `osu_bibw` 22.6 against 15.0 GB/s; bench/RESULTS.md §0.15); on
+/// the AMD host of §0.13 a 64 KiB rendezvous cost 2.29 against 2.05 µs eager.
+pub const SHM_CHOOSING_EAGER_LIMIT: usize = 32 * 1024;
 /// Attempts of the progress thread to take the engine lock without waiting.
 const LOCK_TRIES: u32 = 64;
 /// Progress calls the progress thread makes at most per tick while pulls wait.
@@ -491,12 +499,12 @@ fn ft_config(local_ranks: usize, multi_host: bool) -> Result<Option<runthrough_f
 
 fn engine_config(job: Option<&JobInfo>) -> Result<Config, Error> {
     let mut cfg = Config::default();
-    if job.is_some_and(|j| j.local_size == j.size) {
-        cfg.eager_limit = SHM_EAGER_LIMIT;
-    }
-    cfg.eager_limit = env_num("RT_EAGER_LIMIT", cfg.eager_limit as u64)? as usize;
     let cores = node_cores();
     let local = job.map_or(1, |j| j.local_size as usize);
+    if job.is_some_and(|j| j.local_size == j.size) {
+        cfg.eager_limit = if local > cores { SHM_EAGER_LIMIT } else { SHM_CHOOSING_EAGER_LIMIT };
+    }
+    cfg.eager_limit = env_num("RT_EAGER_LIMIT", cfg.eager_limit as u64)? as usize;
     if local > cores {
         cfg.spin_polls = OVERSUBSCRIBED_SPIN_POLLS;
         cfg.oversubscribed = true;

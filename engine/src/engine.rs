@@ -57,17 +57,17 @@ const READ_CHUNK: usize = 256 * 1024;
 pub const CHOICE_SAMPLES: u8 = 9;
 /// Receives per timed span of [`PullChoice`].
 const CHOICE_SPAN: usize = 4;
-/// Sizes [`Config::cma_choose`] decides for separately: up to 128 KiB, 256 KiB, 512 KiB,
-/// 1 MiB, 2 MiB, 4 MiB, and longer. Which protocol wins changes with the size on some
+/// Sizes [`Config::cma_choose`] decides for separately: up to 64 KiB, 128 KiB, 256 KiB,
+/// 512 KiB, 1 MiB, 2 MiB, 4 MiB, and longer. Which protocol wins changes with the size on some
 /// hosts (an Intel host, bench/RESULTS.md §0.15: one verdict taken on the first 512 KiB
 /// receives streamed 4 MiB `osu_bibw` at 8.0-8.9 GB/s where pulling took 11.6-12.9).
-const CHOICE_BUCKETS: usize = 7;
+const CHOICE_BUCKETS: usize = 8;
 
 /// The [`CHOICE_BUCKETS`] bucket of a long receive of `len` bytes: `len` in
-/// (2^(16+b), 2^(17+b)] is in bucket `b` (shorter ones in the first, longer in the last).
+/// (2^(15+b), 2^(16+b)] is in bucket `b` (shorter ones in the first, longer in the last).
 fn choice_bucket(len: u64) -> usize {
     let bits = 64 - len.saturating_sub(1).leading_zeros() as usize;
-    bits.saturating_sub(17).min(CHOICE_BUCKETS - 1)
+    bits.saturating_sub(16).min(CHOICE_BUCKETS - 1)
 }
 
 /// [`Config::cma_choose`]'s measurements: per protocol, the lowest wall-clock time per
@@ -2395,20 +2395,21 @@ mod tests {
         }
     }
 
-    /// Each size class has its own verdict: up to 128 KiB, up to 256 KiB, ... up to
+    /// Each size class has its own verdict: up to 64 KiB, up to 128 KiB, ... up to
     /// 4 MiB, then everything longer.
     #[test]
     fn long_receives_are_chosen_for_per_size_class() {
         let k = 1024u64;
         assert_eq!(choice_bucket(0), 0);
-        assert_eq!(choice_bucket(64 * k + 1), 0);
-        assert_eq!(choice_bucket(128 * k), 0);
-        assert_eq!(choice_bucket(128 * k + 1), 1);
-        assert_eq!(choice_bucket(512 * k), 2);
-        assert_eq!(choice_bucket(1024 * k), 3);
-        assert_eq!(choice_bucket(1024 * k + 1), 4);
-        assert_eq!(choice_bucket(4 * 1024 * k), 5);
-        assert_eq!(choice_bucket(4 * 1024 * k + 1), 6);
+        assert_eq!(choice_bucket(32 * k + 1), 0);
+        assert_eq!(choice_bucket(64 * k), 0);
+        assert_eq!(choice_bucket(64 * k + 1), 1);
+        assert_eq!(choice_bucket(128 * k), 1);
+        assert_eq!(choice_bucket(512 * k), 3);
+        assert_eq!(choice_bucket(1024 * k), 4);
+        assert_eq!(choice_bucket(1024 * k + 1), 5);
+        assert_eq!(choice_bucket(4 * 1024 * k), 6);
+        assert_eq!(choice_bucket(4 * 1024 * k + 1), 7);
         assert_eq!(choice_bucket(u64::MAX), CHOICE_BUCKETS - 1);
     }
 
