@@ -109,7 +109,7 @@ impl FromStr for TransportMode {
 }
 
 impl TransportMode {
-    fn from_env() -> Result<Self, Error> {
+    pub(crate) fn from_env() -> Result<Self, Error> {
         std::env::var(TRANSPORT_ENV).unwrap_or_default().parse()
     }
 }

@@ -502,7 +502,10 @@ fn engine_config(job: Option<&JobInfo>) -> Result<Config, Error> {
     let cores = node_cores();
     let local = job.map_or(1, |j| j.local_size as usize);
     if job.is_some_and(|j| j.local_size == j.size) {
-        cfg.eager_limit = if local > cores { SHM_EAGER_LIMIT } else { SHM_CHOOSING_EAGER_LIMIT };
+        // The shorter limit only where the rendezvous protocol is chosen: on shared
+        // memory (`RT_TRANSPORT=fabric` on one node keeps 64 KiB eager).
+        let fabric = matches!(crate::boot::TransportMode::from_env(), Ok(crate::boot::TransportMode::Fabric));
+        cfg.eager_limit = if local > cores || fabric { SHM_EAGER_LIMIT } else { SHM_CHOOSING_EAGER_LIMIT };
     }
     cfg.eager_limit = env_num("RT_EAGER_LIMIT", cfg.eager_limit as u64)? as usize;
     if local > cores {
