@@ -55,6 +55,13 @@ const POOL_KEEP: usize = 64;
 const READ_CHUNK: usize = 256 * 1024;
 /// Long shared-memory receives timed per protocol before [`Config::cma_choose`] decides.
 pub const CHOICE_SAMPLES: u8 = 9;
+/// How much faster streaming must have been for [`PullChoice`] to keep it: a pull makes
+/// one copy on the receiver's core and leaves the sender's free (it only waits for the
+/// FIN), streaming copies on both, which a one-way measurement does not charge. Where the
+/// two were close the verdict was a coin toss with a lopsided cost: on an Intel host,
+/// 1 MiB `osu_bw` streamed 10.9-11.7 GB/s against 9.8-10.2 pulled, but a streamed 4 MiB
+/// `osu_bibw` took 7.7-8.0 against 10.8-12.9 (bench/RESULTS.md §0.15).
+const STREAM_MARGIN: f64 = 1.15;
 /// Receives per timed span of [`PullChoice`].
 const CHOICE_SPAN: usize = 4;
 /// Sizes [`Config::cma_choose`] decides for separately: up to 64 KiB, 128 KiB, 256 KiB,
@@ -107,12 +114,13 @@ impl PullChoice {
     }
 
     /// Whether the next long receive is pulled by CMA: not until streaming has its
-    /// samples, then until CMA has its own, then if it was the faster.
+    /// samples, then until CMA has its own, then unless streaming was faster by more
+    /// than [`STREAM_MARGIN`].
     fn pull(&self) -> bool {
         if self.stream.n < CHOICE_SAMPLES {
             return false;
         }
-        self.cma.n < CHOICE_SAMPLES || self.cma.per_byte <= self.stream.per_byte
+        self.cma.n < CHOICE_SAMPLES || self.cma.per_byte <= self.stream.per_byte * STREAM_MARGIN
     }
 
     /// A long receive of `bytes`, pulled (`cma`) or streamed, completed at `done`.
@@ -2376,8 +2384,9 @@ mod tests {
         let t0 = std::time::Instant::now();
         let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
         let k = u64::from(CHOICE_SAMPLES);
-        // Receives of 1000 B completing every `stream` ms, then every `cma` ms.
-        for (stream, cma, pulls) in [(9, 4, true), (1, 4, false)] {
+        // Receives of 1000 B completing every `stream` ms, then every `cma` ms: pulled
+        // unless streaming was faster by more than the margin (10 against 11 ms pulls).
+        for (stream, cma, pulls) in [(9, 4, true), (1, 4, false), (10, 11, true), (10, 12, false)] {
             let mut c = PullChoice::default();
             for i in 0..k {
                 assert!(!c.pull(), "streamed while streaming is measured");
