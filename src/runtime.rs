@@ -386,6 +386,8 @@ fn spawn_progress(
             let mut last_watch = Instant::now();
             let mut exits = Vec::new();
             let mut wakers = Vec::new();
+            // The engine's progress count when this thread last let go of the engine.
+            let mut seen: Option<u64> = None;
             loop {
                 // Parked, not asleep: finalize unparks it, so it returns at once rather
                 // than up to a tick later (a spurious wake only brings a tick forward).
@@ -411,17 +413,25 @@ fn spawn_progress(
                         Some(g) => g,
                         None => sh.engine.lock(),
                     };
-                    e.progress();
-                    // While the application computes, this thread alone moves its long
-                    // receives: all of them, not the MiB a progress call pulls. Between
-                    // calls the lock goes to a thread waiting for it (the application's),
-                    // which a window of pulls under one hold kept out (RESULTS §0.12).
-                    for _ in 0..BACKGROUND_PULL_ROUNDS {
-                        if !e.pulls_pending() {
-                            break;
-                        }
-                        BiasedGuard::bump(&mut e);
+                    // Another thread progressed since the last tick (the application,
+                    // waiting in a blocking call): it drains the transports and runs the
+                    // pulls itself, so this tick only keeps the detector's clock. Work
+                    // done here would be taken from that thread, which shares the core,
+                    // at the price of lock hand-overs (RESULTS §0.16: 4 MiB osu_bibw).
+                    let others_progress = seen.is_some_and(|s| s != e.progress_calls());
+                    if !others_progress {
                         e.progress();
+                        // While the application computes, this thread alone moves its long
+                        // receives: all of them, not the MiB a progress call pulls. Between
+                        // calls the lock goes to a thread waiting for it (the application's),
+                        // which a window of pulls under one hold kept out (RESULTS §0.12).
+                        for _ in 0..BACKGROUND_PULL_ROUNDS {
+                            if !e.pulls_pending() {
+                                break;
+                            }
+                            BiasedGuard::bump(&mut e);
+                            e.progress();
+                        }
                     }
                     e.ft_tick();
                     if let Some(w) = &witness {
@@ -432,6 +442,7 @@ fn spawn_progress(
                     }
                     // Futures whose requests completed (here or in anyone's progress).
                     e.take_wakers(&mut wakers);
+                    seen = Some(e.progress_calls());
                     if e.is_excluded() {
                         let rank = e.rank();
                         drop(e);

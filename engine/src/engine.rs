@@ -338,6 +338,9 @@ struct State {
     unexpected: UnexpectedQueue<UnexpEntry>,
     peers: Vec<Peer>,
     queued: usize,
+    /// Calls of [`Engine::progress`] so far (wrapping): the runtime's progress thread
+    /// compares it across its ticks to tell whether another thread is progressing.
+    progress_calls: u64,
     pulls: Vec<Pull>,
     /// Asynchronous reads in flight, by operation id (never reused): which receive and
     /// where in its buffer the read's bytes go.
@@ -405,6 +408,7 @@ impl Engine {
                 unexpected: UnexpectedQueue::default(),
                 peers: (0..size).map(|_| Peer::default()).collect(),
                 queued: 0,
+                progress_calls: 0,
                 pulls: Vec::new(),
                 reads: std::collections::HashMap::new(),
                 next_read: 0,
@@ -783,6 +787,7 @@ impl Engine {
     /// Returns the number of transport events handled.
     pub fn progress(&mut self) -> usize {
         let Engine { transport, st } = self;
+        st.progress_calls = st.progress_calls.wrapping_add(1);
         let n = transport.poll(POLL_BUDGET, |ev| st.on_event(ev));
         st.run_pulls(transport, true);
         if !st.byes.is_empty() {
@@ -817,6 +822,13 @@ impl Engine {
             self.agree_service();
         }
         n
+    }
+
+    /// How many times [`Engine::progress`] ran (wrapping): a background thread that
+    /// finds it changed since its last visit knows some other thread progressed the
+    /// engine in between, so it need not (`runtime.rs`, the progress thread).
+    pub fn progress_calls(&self) -> u64 {
+        self.st.progress_calls
     }
 
     /// Matched long receives whose pull waits for a later progress call (each call
