@@ -9,11 +9,13 @@
 //! `allreduce` (short: recursive doubling), `allreduce-mid` (32 KB: reduce + bcast),
 //! `allreduce-long` (direct reduce-scatter + allgather on up to 8 members, else ring),
 //! `reduce-long`, `bcast-long` (pulled in place by CMA on one node), `bcast-ring` (800 KB:
-//! through a ring in the root's bulk buffer when every member has a core), `allgather-long`, `dup`, `split`, `create`, `gather`, `scatter`,
-//! `allgather`, `alltoall`, `scan`, `exscan`, `gatherv`, `allgatherv`, `alltoallv`,
-//! `reduce_scatter`, the nonblocking `ibarrier`, `ibcast`, `ireduce`, `iallreduce`,
-//! or `validate` / `ivalidate` (nothing but the validate, blocking or nonblocking: the
-//! victim dies between two of them, so the kill lands inside the agreement).
+//! through a ring in the root's bulk buffer when every member has a core),
+//! `allgather-long` and `alltoall-long` (32 KB blocks: pulled in place by CMA when every
+//! member has a core), `dup`, `split`, `create`, `gather`, `scatter`, `allgather`,
+//! `alltoall`, `scan`, `exscan`, `gatherv`, `allgatherv`, `alltoallv`, `reduce_scatter`,
+//! the nonblocking `ibarrier`, `ibcast`, `ireduce`, `iallreduce`, or `validate` /
+//! `ivalidate` (nothing but the validate, blocking or nonblocking: the victim dies
+//! between two of them, so the kill lands inside the agreement).
 //! Prints `barrier_recovery: rank r done ITERS iterations, failed [..]` per survivor.
 //!
 //! Further words after OP: a number is the ROOT of the rooted collectives (default 0;
@@ -125,6 +127,7 @@ fn step(comm: &Comm, op: &str, root: usize, die_at: usize) -> Result<(), Error> 
         "allgather" => comm.allgather(&small, &mut vec![0; 4 * n]),
         "allgather-long" => comm.allgather(&long[..4000], &mut vec![0; 4000 * n]),
         "alltoall" => comm.alltoall(&vec![me; 4 * n], &mut vec![0; 4 * n]),
+        "alltoall-long" => comm.alltoall(&vec![me; 4000 * n], &mut vec![0; 4000 * n]),
         "scan" => comm.scan(&small, &mut [0; 4], Op::Sum),
         "exscan" => comm.exscan(&small, &mut [0; 4], Op::Sum).map(|_| ()),
         "gatherv" => {

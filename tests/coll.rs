@@ -77,6 +77,7 @@ fn kill_inside_every_collective_and_validate_survivors_finish() {
         "reduce-long",
         "bcast-long",
         "allgather-long",
+        "alltoall-long",
         "dup",
         "split",
         "create",
@@ -204,8 +205,9 @@ fn kill_loop_with_a_non_zero_root_live_or_failed() {
 }
 
 /// Long collectives of two members, each with a core (through the bulk buffers: a reduce
-/// pipelined from the non-root to the root, broadcasts and allgathers piped part by
-/// part, 800 KB broadcasts through a ring in the root's bulk buffer) with a kill between
+/// pipelined from the non-root to the root, broadcasts piped part by part, 800 KB
+/// broadcasts through a ring in the root's bulk buffer; allgathers and alltoalls of 32 KB
+/// blocks pulled in place by CMA) with a kill between
 /// two of them: the survivor gets the failure, validates and
 /// finishes, with the root live or the victim (then every later rooted one fails, R20).
 #[test]
@@ -220,6 +222,7 @@ fn two_member_long_collectives_survive_a_kill() {
         ("bcast-ring", "0"),
         ("bcast-ring", "1"),
         ("allgather-long", "0"),
+        ("alltoall-long", "0"),
     ];
     for (op, root) in cases {
         let args = ["-n", "2", prog.to_str().unwrap(), "1", "20", op, root];

@@ -974,6 +974,74 @@ fn piped_collectives_in(oversubscribed: bool, bulk: usize, long: usize, block: u
     last_member_fails_while_the_others_wait(&engines, entered, |r| step(r, fail_at));
 }
 
+/// When every member has a core and CMA works, long allgathers and alltoalls pull in
+/// place (`Coll::pulled_exchange`): each member exposes its whole send buffer and pulls
+/// its part of every other's, one copy a byte. 3 members, 24 KiB blocks, pulled from
+/// 4 KiB: every byte of 30 calls (allgather and alltoall in turn) is checked, each call
+/// was described in the line words (the exposed length: a block for an allgather, three
+/// for an alltoall), not piped through bulk buffers (there are none here, so without
+/// the pulled path they would go by messages and enter no shared-memory collective);
+/// then the last member stops arriving and the others, which exposed their buffers and
+/// wait for its own, fail with its failure (R17), and resume after the validate.
+#[test]
+fn long_allgather_alltoall_pull_in_place_when_every_member_has_a_core_and_stop_at_a_failure() {
+    use runthrough_engine::coll::Coll;
+    use std::sync::atomic::Ordering;
+
+    let n = 3u32;
+    let block = 24 * 1024;
+    let (_hub, engines) = job_with(n, 64, 4096, false);
+    let world: Vec<Rank> = (0..n).map(Rank).collect();
+    let seg = shm_segment("pulledx", n, 0);
+    let areas = enable_shm(&engines, &seg, &world, Some((std::process::id() as i32, 4096)));
+    let area = seg.coll_area().unwrap();
+    let entered = |r: u32| area.entered(r, 0).load(Ordering::Acquire);
+    let byte = |from: usize, to: usize, i: u64, k: usize| (from * 31 + to * 7 + i as usize * 13 + k % 251) as u8;
+    let (engines, world, areas) = (&engines, &world, &areas);
+    // Iteration i: an allgather when even, an alltoall when odd; whether the blocks of
+    // the first `live` members were right (a failed member's block is left as it was).
+    let step = move |r: usize, i: u64, live: usize| -> Result<bool, Error> {
+        let c = Coll::begin(&engines[r], CTX, world, r as u32, Some(&*areas[r]))?;
+        let mut recv = vec![0u8; block * n as usize];
+        let to = if i.is_multiple_of(2) {
+            let send: Vec<u8> = (0..block).map(|k| byte(r, 9, i, k)).collect();
+            c.allgather(&send, &mut recv)?;
+            9
+        } else {
+            let send: Vec<u8> = (0..block * n as usize).map(|k| byte(r, k / block, i, k % block)).collect();
+            c.alltoall(&send, &mut recv)?;
+            r
+        };
+        Ok(recv
+            .chunks(block)
+            .take(live)
+            .enumerate()
+            .all(|(v, b)| b.iter().enumerate().all(|(k, &x)| x == byte(v, to, i, k))))
+    };
+    let wrong: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let members: Vec<_> = (0..n as usize)
+            .map(|r| s.spawn(move || (0..30).filter(|&i| !step(r, i, n as usize).unwrap()).collect()))
+            .collect();
+        members.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(wrong.iter().all(Vec::is_empty), "wrong results (iterations by rank; even: allgather): {wrong:?}");
+    assert!((0..n).all(|r| entered(r) == 30), "every call went through shared memory");
+    let lens: Vec<u64> = (0..n)
+        .flat_map(|r| (0..4).map(move |k| (r, k)))
+        .map(|(r, k)| area.line_word(r, 0, k, 2).load(Ordering::Acquire))
+        .collect();
+    assert!(lens.contains(&(block as u64)) && lens.contains(&(3 * block as u64)), "exposed lengths {lens:?}");
+    last_member_fails_while_the_others_wait(engines, entered, |r| step(r, 30, n as usize));
+    // After the validate the two survivors exchange pulled in place again.
+    let wrong: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let members: Vec<_> =
+            (0..2).map(|r| s.spawn(move || (31..41).filter(|&i| !step(r, i, 2).unwrap()).collect())).collect();
+        members.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(wrong.iter().all(Vec::is_empty), "wrong results after the validate: {wrong:?}");
+    assert!((0..2).all(|r| entered(r) == (1 << 32) + 10), "a new epoch after the validate");
+}
+
 #[test]
 fn shared_memory_collectives_stop_at_a_failure_and_resume_after_validate() {
     use runthrough_engine::coll::Coll;

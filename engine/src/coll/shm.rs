@@ -33,10 +33,14 @@
 //! readers copy straight from its memory with CMA (`process_vm_readv`, one copy), then
 //! add one to its reader count. The owner returns once every reader counted itself.
 //! Measured at 8 ranks on 2 cores, a 1 MiB broadcast this way costs one hop instead of
-//! a tree of ring transfers (137 against 200 µs for Open MPI). Other long collectives
-//! stay on messages (or go through the bulk buffers below), where a CMA copy (≈ 10 GB/s
-//! here: page pinning) loses to two cache-hot copies: pulled in place, allgather at
-//! 64 KiB took 245 µs instead of 87, and reduce and alltoall at 1 MiB were slower too.
+//! a tree of ring transfers (137 against 200 µs for Open MPI). When ranks outnumber
+//! cores, other long collectives stay on messages, where a CMA copy (≈ 10 GB/s on the
+//! AMD host of that measure: page pinning) lost to two cache-hot copies: pulled in
+//! place, an 8-rank allgather at 64 KiB took 245 µs instead of 87, and reduce and
+//! alltoall at 1 MiB were slower too. When every member has a core, long allgathers and
+//! alltoalls are pulled in place the same way, every member exposing its send buffer
+//! ([`Coll::pulled_exchange`]): each member then both sends and receives, so the bulk
+//! buffers' two copies a byte (below) are two for each core, where one suffices.
 //!
 //! Run-through: an owner that gives up (its communicator became inactive, or a panic
 //! unwound through it) first sets `live = 0`, then lets its caller have the buffer back.
@@ -465,6 +469,10 @@ impl<'a> Coll<'a> {
 
     /// Allgather of `send` into `recv` (whose own block the caller filled).
     pub(super) fn shm_allgather(&self, send: &[u8], recv: &mut [u8]) -> Option<Result<(), Error>> {
+        let len = send.len();
+        if let Some(r) = self.pulled_exchange(send, len, recv, |_| 0) {
+            return Some(r);
+        }
         if let Some(r) = self.piped_allgather(send, recv) {
             return Some(r);
         }
@@ -484,6 +492,10 @@ impl<'a> Coll<'a> {
 
     /// Alltoall of blocks of `len` bytes (the caller copied its own block).
     pub(super) fn shm_alltoall(&self, send: &[u8], recv: &mut [u8], len: usize) -> Option<Result<(), Error>> {
+        let mine = self.local(self.me) as usize * len;
+        if let Some(r) = self.pulled_exchange(send, len, recv, |_| mine) {
+            return Some(r);
+        }
         if let Some(r) = self.piped_alltoall(send, recv, len) {
             return Some(r);
         }
@@ -499,6 +511,37 @@ impl<'a> Coll<'a> {
             Ok(())
         });
         Some(r)
+    }
+
+    /// Long allgather or alltoall pulled in place, when every member has a core: each
+    /// member exposes its whole `send` and pulls, from every other member `v`, the
+    /// `len` bytes at `from(v)` of `v`'s `send` into `v`'s block of `recv` (the caller
+    /// filled its own), then returns once every other member pulled from it. Every byte
+    /// moves in one copy, where the bulk buffers take two (one into the writer's bulk
+    /// buffer, one out): in these exchanges every member both sends and receives, so
+    /// two copies a byte are two copies for each core, not one each pipelined over two
+    /// cores as in a broadcast. 2 ranks on this project's Intel host (bench/RESULTS.md
+    /// §0.16): allgather and alltoall at 64 KiB and 1 MiB, as `osu_bibw` from 64 KiB.
+    fn pulled_exchange(
+        &self,
+        send: &[u8],
+        len: usize,
+        recv: &mut [u8],
+        from: impl Fn(usize) -> usize,
+    ) -> Option<Result<(), Error>> {
+        let long = |sh: &ShmRef<'_>| len > COLL_DATA && len >= sh.coll.cma_min && sh.coll.pids.is_some();
+        let sh = self.shm.filter(|sh| !self.central && long(sh))?;
+        let mut op = self.enter(sh, send.len());
+        let readers = self.n() as u64 - 1;
+        let r = op.expose(send).and_then(|()| {
+            for v in self.others() {
+                op.wait_ready(v)?;
+                let at = self.local(v) as usize * len;
+                op.pull_part(v, from(v), &mut recv[at..at + len])?;
+            }
+            op.wait_pulled(readers)
+        });
+        Some(r.map(|()| op.saw_all()))
     }
 
     /// Long broadcast: every other member pulls the root's buffer (one hop; the root
@@ -1032,16 +1075,26 @@ impl<'a> Op<'_, 'a> {
     /// before its buffer goes back to its caller, so every byte copied before the check
     /// is its data (the validation of a sequence lock) — and counts this reader done.
     fn pull(&mut self, v: usize, out: &mut [u8]) -> Result<(), Error> {
+        if out.len() != self.total {
+            self.line(self.world(v), DONE).fetch_add(1, Ordering::AcqRel);
+            return Err(Error::InvalidArg("collective buffer sizes differ between members"));
+        }
+        self.pull_part(v, 0, out)
+    }
+
+    /// [`Op::pull`] of the `out.len()` bytes at offset `at` of `v`'s exposed
+    /// contribution (which must be as long as this member's).
+    fn pull_part(&mut self, v: usize, at: usize, out: &mut [u8]) -> Result<(), Error> {
         let rank = self.world(v);
         let addr = self.line(rank, ADDR).load(Ordering::Relaxed);
         let len = self.line(rank, LEN).load(Ordering::Relaxed);
-        if len != self.total as u64 || out.len() != self.total {
+        if len != self.total as u64 || at.checked_add(out.len()).is_none_or(|end| end > self.total) {
             // Count this reader done anyway: an erroneous call must not hang the owner.
             self.line(rank, DONE).fetch_add(1, Ordering::AcqRel);
             return Err(Error::InvalidArg("collective buffer sizes differ between members"));
         }
         let pid = self.sh.coll.pids.as_ref().map_or(0, |p| p[rank as usize]);
-        let read = cma::read(pid, addr, out);
+        let read = cma::read(pid, addr + at as u64, out);
         fence(Ordering::SeqCst);
         let live = self.line(rank, LIVE).load(Ordering::SeqCst) == self.s;
         if !live || matches!(read, Err(ShmError::PeerGone { .. })) {
