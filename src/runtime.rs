@@ -386,8 +386,12 @@ fn spawn_progress(
             let mut last_watch = Instant::now();
             let mut exits = Vec::new();
             let mut wakers = Vec::new();
-            // The engine's progress count when this thread last let go of the engine.
+            // The engine's progress count at this thread's last look.
             let mut seen: Option<u64> = None;
+            let pulse = match shared.upgrade() {
+                Some(sh) => sh.engine.lock().pulse(),
+                None => return,
+            };
             loop {
                 // Parked, not asleep: finalize unparks it, so it returns at once rather
                 // than up to a tick later (a spurious wake only brings a tick forward).
@@ -396,7 +400,19 @@ fn spawn_progress(
                 if sh.stop.load(Ordering::Acquire) {
                     return;
                 }
-                {
+                // Another thread progressed since the last tick (the application, waiting
+                // in a blocking call): it drains the transports and runs the pulls, and its
+                // next progress call runs the detector's tick, so this thread leaves the
+                // lock alone, unless the engine holds something only the lock holder hands
+                // over (suspects, an exclusion, futures to wake). Sharing the core with
+                // that thread, taking the lock would cost hand-overs and context switches
+                // in the middle of its copies (RESULTS §0.16: 1 MiB osu_bibw).
+                let calls = pulse.calls();
+                let others_progress = seen.is_some_and(|s| s != calls);
+                seen = Some(calls);
+                if others_progress && !pulse.needs_lock() {
+                    pulse.request_tick();
+                } else {
                     // Prefer not to queue on the engine lock: a parked progress thread gets
                     // the lock handed over (fair unlock) and can stall the application
                     // until the scheduler runs it. But heartbeats must go out every tick, or
@@ -413,12 +429,9 @@ fn spawn_progress(
                         Some(g) => g,
                         None => sh.engine.lock(),
                     };
-                    // Another thread progressed since the last tick (the application,
-                    // waiting in a blocking call): it drains the transports and runs the
-                    // pulls itself, so this tick only keeps the detector's clock. Work
-                    // done here would be taken from that thread, which shares the core,
-                    // at the price of lock hand-overs (RESULTS §0.16: 4 MiB osu_bibw).
-                    let others_progress = seen.is_some_and(|s| s != e.progress_calls());
+                    // The lock is taken after another thread progressed only to hand
+                    // over what the engine holds: the transports and pulls are that
+                    // thread's, which shares the core.
                     if !others_progress {
                         e.progress();
                         // While the application computes, this thread alone moves its long
@@ -442,7 +455,8 @@ fn spawn_progress(
                     }
                     // Futures whose requests completed (here or in anyone's progress).
                     e.take_wakers(&mut wakers);
-                    seen = Some(e.progress_calls());
+                    e.refresh_pulse();
+                    seen = Some(pulse.calls());
                     if e.is_excluded() {
                         let rank = e.rank();
                         drop(e);

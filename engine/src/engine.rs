@@ -16,6 +16,7 @@
 //! slab, queues keep their capacity, unexpected payloads use pooled buffers.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use std::time::Instant;
 
@@ -338,9 +339,8 @@ struct State {
     unexpected: UnexpectedQueue<UnexpEntry>,
     peers: Vec<Peer>,
     queued: usize,
-    /// Calls of [`Engine::progress`] so far (wrapping): the runtime's progress thread
-    /// compares it across its ticks to tell whether another thread is progressing.
-    progress_calls: u64,
+    /// Shared with a background thread without the lock: see [`Pulse`].
+    pulse: std::sync::Arc<Pulse>,
     pulls: Vec<Pull>,
     /// Asynchronous reads in flight, by operation id (never reused): which receive and
     /// where in its buffer the read's bytes go.
@@ -388,6 +388,47 @@ pub struct Engine {
     st: State,
 }
 
+/// What an engine shares with a background thread (the runtime's progress thread)
+/// without its lock, so that the thread need not take the lock while another thread
+/// progresses the engine: it then only asks for the detector's tick, which the next
+/// [`Engine::progress`] runs. Taking the lock every tick from a thread that shares the
+/// core with the application's costs lock hand-overs and context switches in the
+/// middle of long copies (bench/RESULTS.md §0.16: 1 MiB `osu_bibw`).
+#[derive(Debug, Default)]
+pub struct Pulse {
+    /// [`Engine::progress`] calls so far (wrapping; written under the engine lock).
+    calls: AtomicU64,
+    /// The detector's tick is due: the next progress call runs [`Engine::ft_tick`].
+    tick_due: AtomicBool,
+    /// The engine has something only the lock holder can hand over: suspects for the
+    /// witness, an exclusion, futures to wake ([`Engine::refresh_pulse`]).
+    attention: AtomicBool,
+}
+
+impl Pulse {
+    /// Counts a progress call (single writer: the engine lock's holder).
+    #[inline]
+    fn count_call(&self) {
+        self.calls.store(self.calls.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// Progress calls so far (wrapping): changed between two looks, some thread
+    /// progressed the engine in between.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// Whether the engine holds something for the lock holder ([`Pulse`]'s `attention`).
+    pub fn needs_lock(&self) -> bool {
+        self.attention.load(Ordering::Relaxed)
+    }
+
+    /// Asks the next [`Engine::progress`] call to run the detector's tick.
+    pub fn request_tick(&self) {
+        self.tick_due.store(true, Ordering::Relaxed);
+    }
+}
+
 impl Engine {
     /// An engine for rank `me` of `size` ranks over `transport`.
     pub fn new(me: Rank, size: u32, transport: AnyTransport, cfg: Config) -> Self {
@@ -408,7 +449,7 @@ impl Engine {
                 unexpected: UnexpectedQueue::default(),
                 peers: (0..size).map(|_| Peer::default()).collect(),
                 queued: 0,
-                progress_calls: 0,
+                pulse: std::sync::Arc::default(),
                 pulls: Vec::new(),
                 reads: std::collections::HashMap::new(),
                 next_read: 0,
@@ -746,6 +787,7 @@ impl Engine {
     /// Registers `waker` to be woken once `req` has an outcome (a future pending on it).
     pub(crate) fn register_waker(&mut self, req: ReqId, waker: &std::task::Waker) {
         self.st.reqs.register_waker(req, waker);
+        self.st.pulse.attention.store(true, Ordering::Relaxed);
     }
 
     /// Moves into `out` the wakers of futures whose request has an outcome now (success,
@@ -786,8 +828,12 @@ impl Engine {
     /// Drives communication: drains the transport, runs pulls, retries queued work.
     /// Returns the number of transport events handled.
     pub fn progress(&mut self) -> usize {
+        self.st.pulse.count_call();
+        if self.st.pulse.tick_due.load(Ordering::Relaxed) {
+            self.st.pulse.tick_due.store(false, Ordering::Relaxed);
+            self.ft_tick();
+        }
         let Engine { transport, st } = self;
-        st.progress_calls = st.progress_calls.wrapping_add(1);
         let n = transport.poll(POLL_BUDGET, |ev| st.on_event(ev));
         st.run_pulls(transport, true);
         if !st.byes.is_empty() {
@@ -824,11 +870,16 @@ impl Engine {
         n
     }
 
-    /// How many times [`Engine::progress`] ran (wrapping): a background thread that
-    /// finds it changed since its last visit knows some other thread progressed the
-    /// engine in between, so it need not (`runtime.rs`, the progress thread).
-    pub fn progress_calls(&self) -> u64 {
-        self.st.progress_calls
+    /// What this engine shares with a background thread without its lock ([`Pulse`]).
+    pub fn pulse(&self) -> std::sync::Arc<Pulse> {
+        self.st.pulse.clone()
+    }
+
+    /// Recomputes [`Pulse::needs_lock`] (lock held): suspects for the witness, an
+    /// exclusion to act on, or futures waiting for a waker.
+    pub fn refresh_pulse(&self) {
+        let needs = !self.st.suspects.is_empty() || self.is_excluded() || self.st.reqs.has_wakers();
+        self.st.pulse.attention.store(needs, Ordering::Relaxed);
     }
 
     /// Matched long receives whose pull waits for a later progress call (each call
@@ -933,6 +984,7 @@ impl Engine {
                     FtEvent::Suspected { rank } if !st.departing => suspected.push(Rank(rank)),
                     FtEvent::Excluded => {
                         ft.excluded = true;
+                        st.pulse.attention.store(true, Ordering::Relaxed);
                         tracing::warn!("this rank was declared failed by the others: excluded");
                     }
                     _ => {}
@@ -1816,6 +1868,7 @@ impl State {
         if !known && !self.suspects.contains(&peer) {
             tracing::debug!(peer = peer.0, "suspected: asking the witness");
             self.suspects.push(peer);
+            self.pulse.attention.store(true, Ordering::Relaxed);
         }
     }
 

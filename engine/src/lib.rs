@@ -33,7 +33,7 @@ pub mod transport;
 pub mod types;
 pub mod wire;
 
-pub use engine::{Config, Engine, Stats};
+pub use engine::{Config, Engine, Pulse, Stats};
 pub use error::{Class, Error, Scope};
 pub use handle::{
     irecv, irecv_unscoped, isend, isend_unscoped, issend_unscoped, recv, scope, send, sendrecv, wait_all, wait_all_in,

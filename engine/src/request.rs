@@ -198,6 +198,11 @@ impl Slab {
     /// Moves into `out` the wakers of requests that have an outcome now (or were freed),
     /// for the caller to wake once it released the engine lock. O(registered wakers):
     /// nothing when no future is pending.
+    /// Whether some future waits on a request (a waker registered and not yet taken).
+    pub(crate) fn has_wakers(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
     pub(crate) fn take_wakers(&mut self, out: &mut Vec<Waker>) {
         if self.waiting.is_empty() {
             return;
