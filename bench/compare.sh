@@ -414,7 +414,8 @@ done
 # Report.
 
 # "median min max" over the runs of the value at one size ("" when no run produced
-# it). Size "-": the one value of a test without sizes (barrier).
+# it), latencies with three decimals as the programs print them (0.1 us is compared
+# to 0.9x). Size "-": the one value of a test without sizes (barrier).
 stats() { # test impl size
     local st
     st=$(for ((r = 1; r <= runs; r++)); do
@@ -422,7 +423,7 @@ stats() { # test impl size
             s == "-" && NF == 1 { print $1 }
             s != "-" && $1 == s && NF == 2 { print $2 }
             s != "-" && $1 == s && NF == 3 { print $3 / 1e6 }' "$rawdir/$1-$2-$r.txt"
-    done | median_min_max)
+    done | median_min_max "$([[ $1 == latency ]] && echo %.3f || echo %.2f)")
     echo -n "${st% *}"
 }
 

@@ -19,6 +19,11 @@
 #   - bandwidth: every implementation receives the 64 messages of a window into 64
 #     distinct buffers at the same offsets (osu_pt2pt -d; runthrough's programs always
 #     do).
+#   - like for like on the library: MPICH's wheel bundles its own libfabric (2.5.1 for
+#     mpich==5.0.2, without Debian's psm/verbs dependencies), while runthrough loads
+#     whatever `libfabric.so.1` the loader finds (Debian's 1.17). So runthrough also runs
+#     on MPICH's library (LD_LIBRARY_PATH=<mpich venv>/lib/mpich, "rt-mpichfi"), and the
+#     last column compares that with MPICH: the same provider code on both sides.
 # The medians replace their rows of bench/data/fabric.csv (the data `make plots` draws).
 #
 # Needs the venvs and C programs compare.sh builds (run it once first), Debian's
@@ -65,6 +70,17 @@ rt_run() { # test size
     target/release/rtrun -n 2 --bind-to core --transport fabric --provider "$prov" \
         "target/release/$prog" -m "$2:$2" "${it[@]}"
 }
+# runthrough on the libfabric MPICH's wheel bundles (its directory first in the loader's path).
+mpich_fi=$mpich/lib/mpich
+rtm_run() { # test size
+    LD_LIBRARY_PATH="$mpich_fi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" rt_run "$@"
+}
+# "major.minor.revision" of the libfabric.so.1 in directory $1 (its fi_version()).
+fi_version_in() { # dir
+    python3 -c 'import ctypes, sys
+v = ctypes.CDLL(sys.argv[1] + "/libfabric.so.1").fi_version()
+print(f"{v >> 16}.{v & 0xffff}")' "$1" 2>/dev/null || echo "?"
+}
 fi_run() { # latency size
     local port=$((20000 + RANDOM % 20000))
     taskset -c 0 fi_pingpong -p "$prov" -e rdm -I "$FI_ITERS" -S "$2" -B "$port" >/dev/null 2>&1 &
@@ -89,7 +105,13 @@ mpich_run() { # test size
 }
 
 cells=("latency 8" "latency 1024" "latency 65536" "bw 8" "bw 1048576")
-impls=(rt fi ompi mpich)
+impls=(rt rtm fi ompi mpich)
+if [[ ! -f $mpich_fi/libfabric.so.1 ]]; then
+    echo "compare_fabric.sh: $mpich_fi/libfabric.so.1 missing: runthrough runs on the system libfabric only" >&2
+    impls=(rt fi ompi mpich)
+fi
+sys_fi=$(fi_version_in "$(dirname "$(ldconfig -p | awk '/libfabric.so.1 / {print $NF; exit}')")")
+mpich_fi_version=$(fi_version_in "$mpich_fi")
 for ((r = 1; r <= runs; r++)); do
     for c in "${cells[@]}"; do
         read -r t s <<<"$c"
@@ -112,7 +134,8 @@ stats() { # test size impl
 }
 name() {
     case "$1" in
-        rt) echo "runthrough" ;; fi) echo "libfabric fi_pingpong" ;; ompi) echo "Open MPI 5" ;; mpich) echo "MPICH 5" ;;
+        rt) echo "runthrough" ;; rtm) echo "runthrough on MPICH's libfabric" ;; fi) echo "libfabric fi_pingpong" ;;
+        ompi) echo "Open MPI 5" ;; mpich) echo "MPICH 5" ;;
     esac
 }
 
@@ -122,13 +145,15 @@ report=bench/out/compare_fabric-$stamp.md
 {
     echo "## Network path, 2 ranks on loopback, provider $prov ($stamp UTC)"
     echo
-    echo "Median (min–max) of $runs runs, interleaved run by run (runthrough, fi_pingpong, Open MPI, MPICH)."
+    echo "Median (min–max) of $runs runs, interleaved run by run (runthrough, runthrough on MPICH's libfabric,"
+    echo "fi_pingpong, Open MPI, MPICH). libfabric: runthrough and fi_pingpong the system's ($sys_fi), MPICH its"
+    echo "bundled one ($mpich_fi_version), which the second column runs runthrough on as well."
     echo "Latency: 5000 timed round trips each (OSU programs after 500 warm-up ones); bw: 50 windows of 64"
     echo "messages after 5, into 64 distinct buffers for every implementation. Everything bound one process"
     echo "per core (fi_pingpong with taskset -c 0 / -c 1). Raw outputs: $raw/."
     echo
-    echo "| test | runthrough fabric | raw fi_pingpong | Open MPI 5 tcp | MPICH 5 ofi/$prov | runthrough / fi_pingpong | runthrough / best MPI |"
-    echo "|---|---:|---:|---:|---:|---:|---:|"
+    echo "| test | runthrough fabric | runthrough on MPICH's libfabric | raw fi_pingpong | Open MPI 5 tcp | MPICH 5 ofi/$prov | runthrough / fi_pingpong | runthrough / best MPI | runthrough / MPICH, both on MPICH's libfabric |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     for c in "${cells[@]}"; do
         read -r t s <<<"$c"
         declare -A st=()
@@ -143,7 +168,7 @@ report=bench/out/compare_fabric-$stamp.md
         done
         label="latency $s B (us)"
         [[ $t == bw ]] && label="bw $s B (MB/s)"
-        awk -v label="$label" -v t="$t" -v rt="${st[rt]}" -v fi="${st[fi]:-}" -v om="${st[ompi]}" -v mp="${st[mpich]}" '
+        awk -v label="$label" -v t="$t" -v rt="${st[rt]}" -v rtm="${st[rtm]:-}" -v fi="${st[fi]:-}" -v om="${st[ompi]}" -v mp="${st[mpich]}" '
             function med(v, a) { split(v, a, " "); return a[1] }
             function cell(v, a) { if (v == "") return "n/a"; split(v, a, " "); return a[1] " (" a[2] "–" a[3] ")" }
             BEGIN {
@@ -152,8 +177,9 @@ report=bench/out/compare_fabric-$stamp.md
                 if (mp != "" && (best == "" || (t == "bw" ? med(mp) > best + 0 : med(mp) < best + 0))) best = med(mp)
                 r1 = (rt == "" || fi == "") ? "" : sprintf("%.2fx", med(rt) / med(fi))
                 r2 = (rt == "" || best == "") ? "n/a" : sprintf("%.2fx", med(rt) / best)
+                r3 = (rtm == "" || mp == "") ? "n/a" : sprintf("%.2fx", med(rtm) / med(mp))
                 fcell = (t == "bw") ? "" : (fi == "" ? "n/a" : cell(fi))
-                printf "| %s | %s | %s | %s | %s | %s | %s |\n", label, cell(rt), fcell, cell(om), cell(mp), r1, r2
+                printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", label, cell(rt), cell(rtm), fcell, cell(om), cell(mp), r1, r2, r3
             }'
     done
 } >"$report"

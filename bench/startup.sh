@@ -8,6 +8,9 @@
 #   Open MPI 5 tcp   ... --mca btl tcp,self --mca btl_tcp_if_include lo
 #   MPICH 5 shm      mpiexec -iface lo -n N -bind-to none
 #   MPICH 5 tcp      MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp mpiexec ...
+#   runthrough tcp on MPICH's libfabric   LD_LIBRARY_PATH=<mpich venv>/lib/mpich rtrun ...
+#                    (the libfabric MPICH's wheel bundles, without Debian's psm/verbs
+#                    dependencies, whose loading alone takes 0.4 s for 8 processes here)
 # at N = 2, 4 and 8 ranks (8 oversubscribe this 2-CPU host), interleaved run by run
 # (every configuration once per run, the order rotating), RUNS runs (default 7). A run
 # counts only when it exits 0 and rank 0 printed its "ok" line. Each cell is the median
@@ -61,6 +64,10 @@ run_job() { # config n
     case "$1" in
         rt-shm) "$target/release/rtrun" -n "$2" --timeout 60s "$target/release/init_barrier" ;;
         rt-tcp) "$target/release/rtrun" -n "$2" --timeout 60s --transport fabric --provider tcp "$target/release/init_barrier" ;;
+        rt-tcpmpichfi)
+            LD_LIBRARY_PATH="$mpich/lib/mpich${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$target/release/rtrun" -n "$2" \
+                --timeout 60s --transport fabric --provider tcp "$target/release/init_barrier"
+            ;;
         ompi-shm | ompi-tcp)
             local btl=sm,self extra=()
             [[ $1 == ompi-tcp ]] && btl=tcp,self extra=(--mca btl_tcp_if_include lo)
@@ -75,7 +82,7 @@ run_job() { # config n
             ;;
     esac
 }
-configs=(rt-shm ompi-shm mpich-shm rt-tcp ompi-tcp mpich-tcp)
+configs=(rt-shm ompi-shm mpich-shm rt-tcp ompi-tcp mpich-tcp rt-tcpmpichfi)
 
 for ((r = 1; r <= runs; r++)); do
     for n in $rank_list; do
@@ -119,8 +126,8 @@ report=$here/out/startup-$stamp.md
     echo "a run counts when it exits 0 with rank 0's ok line (ok/runs after the figures). Host: $(nproc) CPUs,"
     echo "load before $(cut -d' ' -f1-3 /proc/loadavg). Raw outputs: bench/out/raw/startup-$stamp/."
     echo
-    echo "| ranks | runthrough shm | Open MPI 5 shm | MPICH 5 shm | runthrough tcp | Open MPI 5 tcp | MPICH 5 tcp |"
-    echo "|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| ranks | runthrough shm | Open MPI 5 shm | MPICH 5 shm | runthrough tcp | Open MPI 5 tcp | MPICH 5 tcp | runthrough tcp on MPICH's libfabric |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
     for n in $rank_list; do
         line="| $n |"
         for c in "${configs[@]}"; do

@@ -357,9 +357,11 @@ pub(crate) fn boot(
     x.put("host", env.node.as_bytes())?;
     let probe = std::ptr::addr_of!(CMA_PROBE) as u64;
     x.put("probe", &probe.to_le_bytes())?;
+    let mut rxm = None;
     let mut fabric = match provider {
         Some(request) => {
-            let t = open_fabric(env, request, one_host, &mut about)?;
+            let t;
+            (t, rxm) = open_fabric(env, request, one_host, &mut about)?;
             x.put("fi", &t.address().map_err(init_err("fabric address"))?)?;
             Some(t)
         }
@@ -437,6 +439,7 @@ pub(crate) fn boot(
         t.connect_known(&known).map_err(init_err("fabric address vector"))?;
         let fabric_peers = env.size as usize - shm_peers;
         about.push(format!("{} to {fabric_peers} of {} ranks", t.describe(), env.size));
+        about.extend(rxm.take());
         if mode == TransportMode::Fabric && std::env::var("RT_CMA_MIN").is_err() {
             // Every rendezvous goes by RMA read (zero copy) unless the user set a threshold.
             cfg.rma_min = 0;
@@ -575,14 +578,46 @@ fn pin_interface(iface: &str) {
     }
 }
 
+/// `FI_OFI_RXM_MSG_RX_SIZE`, the receive buffers `ofi_rxm` posts to its message
+/// provider (tcp, verbs), set to [`RXM_MSG_RX_SIZE`] unless the user set it.
+const RXM_MSG_RX_ENV: &str = "FI_OFI_RXM_MSG_RX_SIZE";
+
+/// The default of [`RXM_MSG_RX_ENV`]. Left unset, rxm over tcp takes 4096 buffers of its
+/// 16 KiB bounce size for the shared receive context it uses there: 64 MiB that every
+/// rank allocates and clears when its endpoint is enabled, most of the start-up of an
+/// 8-rank tcp job on 2 cores (page clearing was a third of its samples; 8 ranks with
+/// libfabric 2.5.1 started in 0.67–0.93 s unset against 0.18–0.21 s at 256, with
+/// Debian's 1.17 in 0.93–0.99 against 0.77–0.84; a rank's resident memory 83 MiB against
+/// 31: bench/RESULTS.md §0.17). 256 still holds four `osu_bw` windows of 64 messages;
+/// a sender that outruns it waits in TCP's flow control, nothing is dropped.
+pub(crate) const RXM_MSG_RX_SIZE: u32 = 256;
+
+/// Sets [`RXM_MSG_RX_ENV`] to [`RXM_MSG_RX_SIZE`] unless the user set it, and returns the
+/// value libfabric will see. Same rules as [`pin_interface`]: before any libfabric call
+/// of this process and before its threads start.
+fn bound_rxm_receives() -> String {
+    let user = std::env::var_os(RXM_MSG_RX_ENV).is_some();
+    if !user {
+        std::env::set_var(RXM_MSG_RX_ENV, RXM_MSG_RX_SIZE.to_string());
+    }
+    // What libfabric will read: this process's environment, read back.
+    let v = std::env::var(RXM_MSG_RX_ENV).unwrap_or_default();
+    if user {
+        format!("{} ({RXM_MSG_RX_ENV} set)", v.trim())
+    } else {
+        v
+    }
+}
+
 /// Opens the libfabric endpoint of this rank: pinned to loopback when the job runs on one
-/// host, to this host's fabric address ([`fabric_address`]) otherwise.
+/// host, to this host's fabric address ([`fabric_address`]) otherwise. Also returns, for
+/// a provider under `ofi_rxm`, the receive pool it was given ([`bound_rxm_receives`]).
 fn open_fabric(
     env: &JobInfo,
     request: ProviderRequest,
     one_host: bool,
     about: &mut Vec<String>,
-) -> Result<FabricTransport, Error> {
+) -> Result<(FabricTransport, Option<String>), Error> {
     let mut hints = Hints::default();
     if one_host {
         pin_interface("lo");
@@ -599,12 +634,15 @@ fn open_fabric(
         tracing::debug!(iface = %at.iface, ip = %at.ip, "fabric endpoint address");
         about.push(format!("fabric address {} on {}", at.ip, at.iface));
     }
+    let rxm = bound_rxm_receives();
     let mut fcfg = FabricConfig::default();
     if let Ok(v) = std::env::var(STALL_ENV) {
         let ms: u64 = v.trim().parse().map_err(|_| Error::Init(format!("{STALL_ENV}={v:?}: expected milliseconds")))?;
         fcfg.stall = Duration::from_millis(ms.max(1));
     }
-    FabricTransport::open(request, &hints, Rank(env.rank), env.size, fcfg).map_err(init_err("fabric"))
+    let t = FabricTransport::open(request, &hints, Rank(env.rank), env.size, fcfg).map_err(init_err("fabric"))?;
+    let rxm = t.describe().contains("ofi_rxm").then(|| format!("ofi_rxm receive buffers {rxm}"));
+    Ok((t, rxm))
 }
 
 pub(crate) fn init_err<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> Error {

@@ -22,10 +22,15 @@ fn p2p(n: &str, args: &[&str], env: &[(&str, &str)]) {
 
 /// The all-pairs check with every peer on libfabric `provider`; returns stdout.
 fn p2p_fabric(provider: &str, n: &str, args: &[&str]) -> String {
+    p2p_fabric_env(provider, n, args, &[])
+}
+
+/// As [`p2p_fabric`], with `env` added to the job's environment.
+fn p2p_fabric_env(provider: &str, n: &str, args: &[&str], env: &[(&str, &str)]) -> String {
     let prog = example("p2p_check");
     let mut a = vec!["-n", n, "--transport", "fabric", "--provider", provider, prog.to_str().unwrap()];
     a.extend_from_slice(args);
-    let out = ok(&run_env(&a, &[], LIMIT));
+    let out = ok(&run_env(&a, env, LIMIT));
     assert!(out.contains(&format!("p2p_check: ok ranks={n}")), "{out}");
     let fi_name = if provider == "tcp" { "tcp;ofi_rxm" } else { provider };
     assert!(out.contains(&format!("transport: libfabric {fi_name} on domain")), "{out}");
@@ -46,6 +51,21 @@ fn fabric_tcp_all_pairs_4_ranks() {
 #[test]
 fn fabric_tcp_all_pairs_8_ranks() {
     p2p_fabric("tcp", "8", &["4", "1048576", "23"]);
+}
+
+/// Over `tcp;ofi_rxm` the rank gives libfabric a bounded rxm receive pool (256 buffers,
+/// `FI_OFI_RXM_MSG_RX_SIZE`) unless the user sized it: left unset, rxm takes 4096 shared
+/// buffers of 16 KiB, 64 MiB that every rank allocates and clears at start-up
+/// (bench/RESULTS.md §0.17). A value the user set is passed through unchanged, and a
+/// provider without rxm (sockets) is not told about it.
+#[test]
+fn fabric_tcp_bounds_the_rxm_receive_pool_unless_the_user_sized_it() {
+    let out = p2p_fabric("tcp", "2", &["4", "1048576", "27"]);
+    assert!(out.contains("ofi_rxm receive buffers 256;"), "{out}");
+    let out = p2p_fabric_env("tcp", "2", &["4", "1048576", "28"], &[("FI_OFI_RXM_MSG_RX_SIZE", "48")]);
+    assert!(out.contains("ofi_rxm receive buffers 48 (FI_OFI_RXM_MSG_RX_SIZE set);"), "{out}");
+    let out = p2p_fabric("sockets", "2", &["2", "65536", "29"]);
+    assert!(!out.contains("ofi_rxm receive buffers"), "{out}");
 }
 
 #[test]

@@ -159,7 +159,7 @@ int main(int argc, char **argv)
             t_end = MPI_Wtime();
             if (rank == 0) {
                 double lat = (t_end - t_start) * 1e6 / (2.0 * (double)iters);
-                printf("%-10ld%18.2f\n", sz, lat);
+                printf("%-10ld%18.3f\n", sz, lat); /* three decimals: 0.1 us latencies */
                 fflush(stdout);
             }
         } else if (mode == BW) {

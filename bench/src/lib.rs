@@ -360,6 +360,13 @@ pub fn format_row(size: usize, value: f64) -> String {
     format!("{size:<10}{value:>18.2}\n")
 }
 
+/// A latency row: as [`format_row`] with three decimals. Shared-memory latencies of
+/// 0.1 us are compared to 0.9x, which two decimals cannot resolve (0.13 against 0.14
+/// is anything from 0.90x to 1.0x); `bench/c/osu_pt2pt.c` prints them alike.
+pub fn format_latency_row(size: usize, value: f64) -> String {
+    format!("{size:<10}{value:>18.3}\n")
+}
+
 /// Runs `body` `warmup + timed` times and returns the time taken by the last
 /// `timed` runs (the clock starts when warm-up ends, as in OSU).
 ///
@@ -640,6 +647,8 @@ fn drive(
             let mut sum = [0.0f64; 2];
             world.allreduce(&mine, &mut sum, runthrough::Op::Sum)?;
             format!("{msg:<10}{:>18.2}{:>18.2}\n", sum[0], sum[1])
+        } else if test == Test::Latency {
+            format_latency_row(msg, test.result(msg, iterations.timed, elapsed))
         } else {
             format_row(msg, test.result(msg, iterations.timed, elapsed))
         };
@@ -737,6 +746,7 @@ mod tests {
         assert_eq!(format_row(0, 0.17), "0                       0.17\n");
         assert_eq!(format_row(1_048_576, 8_912.345_6), "1048576              8912.35\n");
         assert_eq!(format_row(8, 123_456_789.0), "8               123456789.00\n");
+        assert_eq!(format_latency_row(8, 0.1234), "8                      0.123\n");
         assert_eq!(Test::Latency.header(), "# OSU MPI-style Latency Test (runthrough)\n# Size          Latency (us)\n");
         assert!(Test::Bandwidth.header().ends_with("\n# Size      Bandwidth (MB/s)\n"));
         assert!(Test::BiBandwidth.header().starts_with("# OSU MPI-style Bi-Directional"));
