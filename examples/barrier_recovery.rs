@@ -11,7 +11,8 @@
 //! `reduce-long`, `bcast-long` (pulled in place by CMA on one node), `bcast-ring` (800 KB:
 //! through a ring in the root's bulk buffer when every member has a core),
 //! `allgather-long` and `alltoall-long` (32 KB blocks: pulled in place by CMA when every
-//! member has a core), `dup`, `split`, `create`, `gather`, `scatter`, `allgather`,
+//! member has a core), `alltoall-short` (1 KB blocks: through the bulk buffers in one
+//! piece when ranks outnumber cores), `dup`, `split`, `create`, `gather`, `scatter`, `allgather`,
 //! `alltoall`, `scan`, `exscan`, `gatherv`, `allgatherv`, `alltoallv`, `reduce_scatter`,
 //! the nonblocking `ibarrier`, `ibcast`, `ireduce`, `iallreduce`, or `validate` /
 //! `ivalidate` (nothing but the validate, blocking or nonblocking: the victim dies
@@ -128,6 +129,7 @@ fn step(comm: &Comm, op: &str, root: usize, die_at: usize) -> Result<(), Error> 
         "allgather-long" => comm.allgather(&long[..4000], &mut vec![0; 4000 * n]),
         "alltoall" => comm.alltoall(&vec![me; 4 * n], &mut vec![0; 4 * n]),
         "alltoall-long" => comm.alltoall(&vec![me; 4000 * n], &mut vec![0; 4000 * n]),
+        "alltoall-short" => comm.alltoall(&vec![me; 128 * n], &mut vec![0; 128 * n]),
         "scan" => comm.scan(&small, &mut [0; 4], Op::Sum),
         "exscan" => comm.exscan(&small, &mut [0; 4], Op::Sum).map(|_| ()),
         "gatherv" => {

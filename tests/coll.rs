@@ -97,6 +97,7 @@ fn kill_inside_every_collective_and_validate_survivors_finish() {
         "ireduce",
         "iallreduce",
         "ivalidate",
+        "alltoall-short",
     ];
     for (i, op) in ops.iter().enumerate() {
         let (n, victim) = if i % 2 == 0 { (4, 1) } else { (5, 4) };

@@ -1042,6 +1042,56 @@ fn long_allgather_alltoall_pull_in_place_when_every_member_has_a_core_and_stop_a
     assert!((0..2).all(|r| entered(r) == (1 << 32) + 10), "a new epoch after the validate");
 }
 
+/// When ranks outnumber cores (the engines oversubscribed), a short alltoall (a 1 KiB
+/// block for each of 4 members: more than the slots carry) goes through the bulk buffers
+/// in one piece, not through messages: every byte of 20 calls lands, each call enters
+/// shared memory (it fails without the path: the messages enter nothing); then the last
+/// member stops arriving, the others fail with its failure (R17) and resume after the
+/// validate.
+#[test]
+fn short_alltoall_goes_through_the_bulk_buffers_when_ranks_outnumber_cores_and_stops_at_a_failure() {
+    use runthrough_engine::coll::Coll;
+    use std::sync::atomic::Ordering;
+
+    let n = 4u32;
+    let block = 1024;
+    let (_hub, engines) = job_with(n, 64, 4096, true);
+    let world: Vec<Rank> = (0..n).map(Rank).collect();
+    let seg = shm_segment("shortx", n, 16384);
+    let areas = enable_shm(&engines, &seg, &world, None);
+    let area = seg.coll_area().unwrap();
+    let entered = |r: u32| area.entered(r, 0).load(Ordering::Acquire);
+    let byte = |from: usize, to: usize, i: u64, k: usize| (from * 31 + to * 7 + i as usize * 13 + k % 251) as u8;
+    let (engines, world, areas) = (&engines, &world, &areas);
+    // Whether the blocks of the first `live` members were right.
+    let step = move |r: usize, i: u64, live: usize| -> Result<bool, Error> {
+        let c = Coll::begin(&engines[r], CTX, world, r as u32, Some(&*areas[r]))?;
+        let send: Vec<u8> = (0..block * n as usize).map(|k| byte(r, k / block, i, k % block)).collect();
+        let mut recv = vec![0u8; block * n as usize];
+        c.alltoall(&send, &mut recv)?;
+        Ok(recv
+            .chunks(block)
+            .take(live)
+            .enumerate()
+            .all(|(v, b)| b.iter().enumerate().all(|(k, &x)| x == byte(v, r, i, k))))
+    };
+    let wrong: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let members: Vec<_> = (0..n as usize)
+            .map(|r| s.spawn(move || (0..20).filter(|&i| !step(r, i, n as usize).unwrap()).collect()))
+            .collect();
+        members.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(wrong.iter().all(Vec::is_empty), "wrong results (iterations by rank): {wrong:?}");
+    assert!((0..n).all(|r| entered(r) == 20), "every call went through shared memory");
+    last_member_fails_while_the_others_wait(engines, entered, |r| step(r, 20, n as usize));
+    let wrong: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let members: Vec<_> =
+            (0..3).map(|r| s.spawn(move || (21..31).filter(|&i| !step(r, i, 3).unwrap()).collect())).collect();
+        members.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(wrong.iter().all(Vec::is_empty), "wrong results after the validate: {wrong:?}");
+}
+
 #[test]
 fn shared_memory_collectives_stop_at_a_failure_and_resume_after_validate() {
     use runthrough_engine::coll::Coll;

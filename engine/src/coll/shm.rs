@@ -296,6 +296,16 @@ const REDUCED: usize = 5;
 /// Reductions of at least this many bytes go through the bulk buffers, when the
 /// communicator has them.
 const BULK_MIN: usize = 16 * 1024;
+/// Alltoalls whose whole contribution (a block for every member) is at most this many
+/// bytes, and more than [`COLL_DATA`], go through the bulk buffers in one piece also when
+/// ranks outnumber cores: one write and one read for each member against 2(n - 1)
+/// messages, each of which wants its receiver scheduled. 8 ranks on 2 cores, 4 alternated
+/// runs of `osu_alltoall` (bench/RESULTS.md §0.17): 1 KiB 11.1–20.6 against 21.1–24.7 µs,
+/// 4 KiB 16.5–44.4 against 23.3–34.5, 8 KiB 22.6–62.3 against 30.7–60.0 (the first run of
+/// each the high one); 4 ranks within the ranges from 4 to 16 KiB, below them from 256 B to
+/// 2 KiB. Longer ones keep the messages (1 MiB at 4 ranks: 440–445 µs through messages
+/// against 463–578 piped).
+const SHORT_ALLTOALL_MAX: usize = 64 * 1024;
 /// Line word of a two-member long reduce: bytes of this collective's vector the member
 /// has written into its bulk buffer so far (see [`Coll::pair_reduce`]; reset before the
 /// ready word).
@@ -626,12 +636,15 @@ impl<'a> Coll<'a> {
 
     /// Long alltoall piped through every member's bulk buffer, when the blocks for the
     /// others fit in it: each writes them in v-rank order, then copies its block out of
-    /// every other's as its parts land.
+    /// every other's as its parts land. When ranks outnumber cores, only a short one
+    /// ([`SHORT_ALLTOALL_MAX`]; longer ones go through messages).
     fn piped_alltoall(&self, send: &[u8], recv: &mut [u8], len: usize) -> Option<Result<(), Error>> {
         let n = self.n();
-        // When ranks outnumber cores, the messages did as well (4 ranks on 2 cores, 1 MiB:
-        // 440-445 us through messages against 463-578 piped).
-        let (sh, piece) = self.piped(n * len, false)?;
+        let (sh, piece) = if self.central && n * len <= SHORT_ALLTOALL_MAX {
+            self.bulk_piece(n * len, 1, COLL_DATA + 1)?
+        } else {
+            self.piped(n * len, false)?
+        };
         if (n - 1) * len > piece {
             return None;
         }
