@@ -737,6 +737,38 @@ fn last_member_fails_while_the_others_wait<T: Send>(
     }
 }
 
+/// The byte `k` of the block member `from` sends to `to` in iteration `i` of the exchange
+/// tests (`to` 9: the one block of a broadcast or an allgather).
+fn xbyte(from: usize, to: usize, i: u64, k: usize) -> u8 {
+    (from * 31 + to * 7 + i as usize * 13 + k % 251) as u8
+}
+
+/// Whether the first `live` blocks of `recv` are those each member sent to `to` in
+/// iteration `i` ([`xbyte`]); a failed member's block is left as it was.
+fn blocks_right(recv: &[u8], block: usize, live: usize, to: usize, i: u64) -> bool {
+    recv.chunks(block).take(live).enumerate().all(|(v, b)| b.iter().enumerate().all(|(k, &x)| x == xbyte(v, to, i, k)))
+}
+
+/// Runs iterations `iters` of a collective on members `0..members`, one thread each;
+/// `right(r, i)` runs member `r`'s iteration `i` and says whether its result was right.
+/// Returns, by member, the iterations that were not.
+fn wrong_iterations(
+    members: usize,
+    iters: std::ops::Range<u64>,
+    right: impl Fn(usize, u64) -> bool + Sync,
+) -> Vec<Vec<u64>> {
+    let right = &right;
+    std::thread::scope(|s| {
+        let threads: Vec<_> = (0..members)
+            .map(|r| {
+                let iters = iters.clone();
+                s.spawn(move || iters.filter(|&i| !right(r, i)).collect())
+            })
+            .collect();
+        threads.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 #[test]
 fn long_reductions_through_bulk_buffers_stop_at_a_failure_and_resume_after_validate() {
     use runthrough_engine::coll::Coll;
@@ -929,7 +961,7 @@ fn piped_collectives_in(oversubscribed: bool, bulk: usize, long: usize, block: u
     let area = seg.coll_area().unwrap();
     let entered = |r: u32| area.entered(r, 0).load(std::sync::atomic::Ordering::Acquire);
     // Bytes that name their source, destination, iteration and offset.
-    let byte = |from: usize, to: usize, i: u64, k: usize| (from * 31 + to * 7 + i as usize * 13 + k % 251) as u8;
+    let byte = xbyte;
     // Iteration i: bcast from i % 3, allgather, alltoall, in turn; the wrong results.
     let step = |r: usize, i: u64| -> Result<bool, Error> {
         let c = Coll::begin(&engines[r], CTX, &world, r as u32, Some(&*areas[r]))?;
@@ -954,11 +986,7 @@ fn piped_collectives_in(oversubscribed: bool, bulk: usize, long: usize, block: u
             }
         })
     };
-    let wrong: Vec<Vec<u64>> = std::thread::scope(|s| {
-        let members: Vec<_> =
-            (0..n as usize).map(|r| s.spawn(move || (0..45).filter(|&i| !step(r, i).unwrap()).collect())).collect();
-        members.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let wrong = wrong_iterations(n as usize, 0..45, |r, i| step(r, i).unwrap());
     assert!(
         wrong.iter().all(Vec::is_empty),
         "wrong results (iterations by rank; i % 3: bcast, allgather, alltoall): {wrong:?}"
@@ -996,7 +1024,7 @@ fn long_allgather_alltoall_pull_in_place_when_every_member_has_a_core_and_stop_a
     let areas = enable_shm(&engines, &seg, &world, Some((std::process::id() as i32, 4096)));
     let area = seg.coll_area().unwrap();
     let entered = |r: u32| area.entered(r, 0).load(Ordering::Acquire);
-    let byte = |from: usize, to: usize, i: u64, k: usize| (from * 31 + to * 7 + i as usize * 13 + k % 251) as u8;
+    let byte = xbyte;
     let (engines, world, areas) = (&engines, &world, &areas);
     // Iteration i: an allgather when even, an alltoall when odd; whether the blocks of
     // the first `live` members were right (a failed member's block is left as it was).
@@ -1012,18 +1040,9 @@ fn long_allgather_alltoall_pull_in_place_when_every_member_has_a_core_and_stop_a
             c.alltoall(&send, &mut recv)?;
             r
         };
-        Ok(recv
-            .chunks(block)
-            .take(live)
-            .enumerate()
-            .all(|(v, b)| b.iter().enumerate().all(|(k, &x)| x == byte(v, to, i, k))))
+        Ok(blocks_right(&recv, block, live, to, i))
     };
-    let wrong: Vec<Vec<u64>> = std::thread::scope(|s| {
-        let members: Vec<_> = (0..n as usize)
-            .map(|r| s.spawn(move || (0..30).filter(|&i| !step(r, i, n as usize).unwrap()).collect()))
-            .collect();
-        members.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let wrong = wrong_iterations(n as usize, 0..30, |r, i| step(r, i, n as usize).unwrap());
     assert!(wrong.iter().all(Vec::is_empty), "wrong results (iterations by rank; even: allgather): {wrong:?}");
     assert!((0..n).all(|r| entered(r) == 30), "every call went through shared memory");
     let lens: Vec<u64> = (0..n)
@@ -1033,11 +1052,7 @@ fn long_allgather_alltoall_pull_in_place_when_every_member_has_a_core_and_stop_a
     assert!(lens.contains(&(block as u64)) && lens.contains(&(3 * block as u64)), "exposed lengths {lens:?}");
     last_member_fails_while_the_others_wait(engines, entered, |r| step(r, 30, n as usize));
     // After the validate the two survivors exchange pulled in place again.
-    let wrong: Vec<Vec<u64>> = std::thread::scope(|s| {
-        let members: Vec<_> =
-            (0..2).map(|r| s.spawn(move || (31..41).filter(|&i| !step(r, i, 2).unwrap()).collect())).collect();
-        members.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let wrong = wrong_iterations(2, 31..41, |r, i| step(r, i, 2).unwrap());
     assert!(wrong.iter().all(Vec::is_empty), "wrong results after the validate: {wrong:?}");
     assert!((0..2).all(|r| entered(r) == (1 << 32) + 10), "a new epoch after the validate");
 }
@@ -1061,7 +1076,7 @@ fn short_alltoall_goes_through_the_bulk_buffers_when_ranks_outnumber_cores_and_s
     let areas = enable_shm(&engines, &seg, &world, None);
     let area = seg.coll_area().unwrap();
     let entered = |r: u32| area.entered(r, 0).load(Ordering::Acquire);
-    let byte = |from: usize, to: usize, i: u64, k: usize| (from * 31 + to * 7 + i as usize * 13 + k % 251) as u8;
+    let byte = xbyte;
     let (engines, world, areas) = (&engines, &world, &areas);
     // Whether the blocks of the first `live` members were right.
     let step = move |r: usize, i: u64, live: usize| -> Result<bool, Error> {
@@ -1069,26 +1084,13 @@ fn short_alltoall_goes_through_the_bulk_buffers_when_ranks_outnumber_cores_and_s
         let send: Vec<u8> = (0..block * n as usize).map(|k| byte(r, k / block, i, k % block)).collect();
         let mut recv = vec![0u8; block * n as usize];
         c.alltoall(&send, &mut recv)?;
-        Ok(recv
-            .chunks(block)
-            .take(live)
-            .enumerate()
-            .all(|(v, b)| b.iter().enumerate().all(|(k, &x)| x == byte(v, r, i, k))))
+        Ok(blocks_right(&recv, block, live, r, i))
     };
-    let wrong: Vec<Vec<u64>> = std::thread::scope(|s| {
-        let members: Vec<_> = (0..n as usize)
-            .map(|r| s.spawn(move || (0..20).filter(|&i| !step(r, i, n as usize).unwrap()).collect()))
-            .collect();
-        members.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let wrong = wrong_iterations(n as usize, 0..20, |r, i| step(r, i, n as usize).unwrap());
     assert!(wrong.iter().all(Vec::is_empty), "wrong results (iterations by rank): {wrong:?}");
     assert!((0..n).all(|r| entered(r) == 20), "every call went through shared memory");
     last_member_fails_while_the_others_wait(engines, entered, |r| step(r, 20, n as usize));
-    let wrong: Vec<Vec<u64>> = std::thread::scope(|s| {
-        let members: Vec<_> =
-            (0..3).map(|r| s.spawn(move || (21..31).filter(|&i| !step(r, i, 3).unwrap()).collect())).collect();
-        members.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let wrong = wrong_iterations(3, 21..31, |r, i| step(r, i, 3).unwrap());
     assert!(wrong.iter().all(Vec::is_empty), "wrong results after the validate: {wrong:?}");
 }
 
