@@ -75,7 +75,7 @@ mpich_fi=$mpich/lib/mpich
 rtm_run() { # test size
     LD_LIBRARY_PATH="$mpich_fi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" rt_run "$@"
 }
-# "major.minor.revision" of the libfabric.so.1 in directory $1 (its fi_version()).
+# "major.minor" of the libfabric.so.1 in directory $1 (its fi_version()).
 fi_version_in() { # dir
     python3 -c 'import ctypes, sys
 v = ctypes.CDLL(sys.argv[1] + "/libfabric.so.1").fi_version()

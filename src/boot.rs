@@ -357,11 +357,11 @@ pub(crate) fn boot(
     x.put("host", env.node.as_bytes())?;
     let probe = std::ptr::addr_of!(CMA_PROBE) as u64;
     x.put("probe", &probe.to_le_bytes())?;
-    let mut rxm = None;
+    let mut rxm = String::new();
     let mut fabric = match provider {
         Some(request) => {
-            let t;
-            (t, rxm) = open_fabric(env, request, one_host, &mut about)?;
+            let (t, pool) = open_fabric(env, request, one_host, &mut about)?;
+            rxm = pool;
             x.put("fi", &t.address().map_err(init_err("fabric address"))?)?;
             Some(t)
         }
@@ -438,8 +438,11 @@ pub(crate) fn boot(
         let known: Vec<Option<&[u8]>> = addrs.iter().map(Option::as_deref).collect();
         t.connect_known(&known).map_err(init_err("fabric address vector"))?;
         let fabric_peers = env.size as usize - shm_peers;
-        about.push(format!("{} to {fabric_peers} of {} ranks", t.describe(), env.size));
-        about.extend(rxm.take());
+        let describe = t.describe();
+        about.push(format!("{describe} to {fabric_peers} of {} ranks", env.size));
+        if describe.contains("ofi_rxm") {
+            about.push(format!("ofi_rxm receive buffers {rxm}"));
+        }
         if mode == TransportMode::Fabric && std::env::var("RT_CMA_MIN").is_err() {
             // Every rendezvous goes by RMA read (zero copy) unless the user set a threshold.
             cfg.rma_min = 0;
@@ -610,14 +613,15 @@ fn bound_rxm_receives() -> String {
 }
 
 /// Opens the libfabric endpoint of this rank: pinned to loopback when the job runs on one
-/// host, to this host's fabric address ([`fabric_address`]) otherwise. Also returns, for
-/// a provider under `ofi_rxm`, the receive pool it was given ([`bound_rxm_receives`]).
+/// host, to this host's fabric address ([`fabric_address`]) otherwise. Also returns the
+/// rxm receive pool libfabric was given ([`bound_rxm_receives`]; it matters only under
+/// `ofi_rxm`).
 fn open_fabric(
     env: &JobInfo,
     request: ProviderRequest,
     one_host: bool,
     about: &mut Vec<String>,
-) -> Result<(FabricTransport, Option<String>), Error> {
+) -> Result<(FabricTransport, String), Error> {
     let mut hints = Hints::default();
     if one_host {
         pin_interface("lo");
@@ -641,7 +645,6 @@ fn open_fabric(
         fcfg.stall = Duration::from_millis(ms.max(1));
     }
     let t = FabricTransport::open(request, &hints, Rank(env.rank), env.size, fcfg).map_err(init_err("fabric"))?;
-    let rxm = t.describe().contains("ofi_rxm").then(|| format!("ofi_rxm receive buffers {rxm}"));
     Ok((t, rxm))
 }
 
