@@ -12,7 +12,8 @@
 //! through a ring in the root's bulk buffer when every member has a core),
 //! `allgather-long` and `alltoall-long` (32 KB blocks: pulled in place by CMA when every
 //! member has a core), `alltoall-short` (1 KB blocks: through the bulk buffers in one
-//! piece when ranks outnumber cores), `dup`, `split`, `create`, `gather`, `scatter`, `allgather`,
+//! piece when ranks outnumber cores), `alltoall-pulled` (128 KB blocks: pulled in place
+//! by CMA also when ranks outnumber cores), `dup`, `split`, `create`, `gather`, `scatter`, `allgather`,
 //! `alltoall`, `scan`, `exscan`, `gatherv`, `allgatherv`, `alltoallv`, `reduce_scatter`,
 //! the nonblocking `ibarrier`, `ibcast`, `ireduce`, `iallreduce`, or `validate` /
 //! `ivalidate` (nothing but the validate, blocking or nonblocking: the victim dies
@@ -130,6 +131,7 @@ fn step(comm: &Comm, op: &str, root: usize, die_at: usize) -> Result<(), Error> 
         "alltoall" => comm.alltoall(&vec![me; 4 * n], &mut vec![0; 4 * n]),
         "alltoall-long" => comm.alltoall(&vec![me; 4000 * n], &mut vec![0; 4000 * n]),
         "alltoall-short" => comm.alltoall(&vec![me; 128 * n], &mut vec![0; 128 * n]),
+        "alltoall-pulled" => comm.alltoall(&vec![me; 16_000 * n], &mut vec![0; 16_000 * n]),
         "scan" => comm.scan(&small, &mut [0; 4], Op::Sum),
         "exscan" => comm.exscan(&small, &mut [0; 4], Op::Sum).map(|_| ()),
         "gatherv" => {

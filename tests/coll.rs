@@ -98,6 +98,7 @@ fn kill_inside_every_collective_and_validate_survivors_finish() {
         "iallreduce",
         "ivalidate",
         "alltoall-short",
+        "alltoall-pulled",
     ];
     for (i, op) in ops.iter().enumerate() {
         let (n, victim) = if i % 2 == 0 { (4, 1) } else { (5, 4) };

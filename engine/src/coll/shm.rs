@@ -40,7 +40,10 @@
 //! alltoall at 1 MiB were slower too. When every member has a core, long allgathers and
 //! alltoalls are pulled in place the same way, every member exposing its send buffer
 //! ([`Coll::pulled_exchange`]): each member then both sends and receives, so the bulk
-//! buffers' two copies a byte (below) are two for each core, where one suffices.
+//! buffers' two copies a byte (below) are two for each core, where one suffices. So are
+//! alltoalls when ranks outnumber cores, from [`OVERSUBSCRIBED_PULL_PER_MEMBER`] bytes a
+//! block per member: on a later (Intel) host the messages' two copies cost more than
+//! waiting for each owner to be scheduled.
 //!
 //! Run-through: an owner that gives up (its communicator became inactive, or a panic
 //! unwound through it) first sets `live = 0`, then lets its caller have the buffer back.
@@ -96,8 +99,9 @@
 //! collective, as above. When ranks outnumber cores this beat the CMA pull as well
 //! (4 ranks on 2 cores, 1 MiB bcast 17.7–20.4 µs against 105–108, allgather 175–247
 //! against 353–422; 8 ranks: 30–33 against 124–128 and 1358–1371 against 2622–2639),
-//! which is left for communicators without bulk buffers; alltoalls of oversubscribed
-//! members go by messages (piped: 463–578 µs against 440–445 at 4 ranks).
+//! which is left for communicators without bulk buffers; long alltoalls of
+//! oversubscribed members are pulled in place (above) or go by messages (piped: 463–578
+//! µs against 440–445 at 4 ranks, 1 MiB).
 //!
 //! Which members a step waits for depends on the operation: everyone in barrier,
 //! allreduce, allgather and alltoall; the root in a broadcast (non-root side) and the
@@ -306,6 +310,19 @@ const BULK_MIN: usize = 16 * 1024;
 /// 2 KiB. Longer ones keep the messages (1 MiB at 4 ranks: 440–445 µs through messages
 /// against 463–578 piped).
 const SHORT_ALLTOALL_MAX: usize = 64 * 1024;
+/// When ranks outnumber cores, an alltoall block of at least this many bytes per member
+/// (64 KiB at 4 members, 128 KiB at 8) is pulled in place ([`Coll::pulled_exchange`]),
+/// one CMA copy a byte, instead of going through messages: chunked eager records, a copy
+/// into the ring and one out, which on an Intel host took 73 % of both cores' samples in a
+/// 4-rank 1 MiB alltoall against 38 % (CMA plus its own block) for MPICH
+/// (bench/RESULTS.md §0.18). 3 alternated runs of `osu_alltoall` on 2 cores there,
+/// messages against pulled: 4 ranks 64 KiB 68–75 against 29–50 µs, 256 KiB 256–334
+/// against 243–259, 1 MiB 1219–1258 against 842–1196; 8 ranks 128 KiB 529–625 against
+/// 457–721, 256 KiB 1211–1314 against 938–998, 1 MiB 6682–7275 against 5291–5967. Below
+/// the bound the pulls lose: every one waits for its owner to be scheduled (8 ranks 64 KiB
+/// 244–287 against 277–347; 4 ranks 32 KiB within each other's range). On the AMD host
+/// of §0.17 the pulls were level with the messages at 4 ranks, 512 KiB and 1 MiB.
+const OVERSUBSCRIBED_PULL_PER_MEMBER: usize = 16 * 1024;
 /// Line word of a two-member long reduce: bytes of this collective's vector the member
 /// has written into its bulk buffer so far (see [`Coll::pair_reduce`]; reset before the
 /// ready word).
@@ -480,7 +497,7 @@ impl<'a> Coll<'a> {
     /// Allgather of `send` into `recv` (whose own block the caller filled).
     pub(super) fn shm_allgather(&self, send: &[u8], recv: &mut [u8]) -> Option<Result<(), Error>> {
         let len = send.len();
-        if let Some(r) = self.pulled_exchange(send, len, recv, |_| 0) {
+        if let Some(r) = self.pulled_exchange(send, len, recv, |_| 0, false) {
             return Some(r);
         }
         if let Some(r) = self.piped_allgather(send, recv) {
@@ -503,7 +520,8 @@ impl<'a> Coll<'a> {
     /// Alltoall of blocks of `len` bytes (the caller copied its own block).
     pub(super) fn shm_alltoall(&self, send: &[u8], recv: &mut [u8], len: usize) -> Option<Result<(), Error>> {
         let mine = self.local(self.me) as usize * len;
-        if let Some(r) = self.pulled_exchange(send, len, recv, |_| mine) {
+        let pull_oversubscribed = len >= OVERSUBSCRIBED_PULL_PER_MEMBER * self.n();
+        if let Some(r) = self.pulled_exchange(send, len, recv, |_| mine, pull_oversubscribed) {
             return Some(r);
         }
         if let Some(r) = self.piped_alltoall(send, recv, len) {
@@ -523,7 +541,8 @@ impl<'a> Coll<'a> {
         Some(r)
     }
 
-    /// Long allgather or alltoall pulled in place, when every member has a core: each
+    /// Long allgather or alltoall pulled in place, when every member has a core (an alltoall
+    /// also when ranks outnumber cores: `oversubscribed_too`): each
     /// member exposes its whole `send` and pulls, from every other member `v`, the
     /// `len` bytes at `from(v)` of `v`'s `send` into `v`'s block of `recv` (the caller
     /// filled its own), then returns once every other member pulled from it. Every byte
@@ -538,9 +557,10 @@ impl<'a> Coll<'a> {
         len: usize,
         recv: &mut [u8],
         from: impl Fn(usize) -> usize,
+        oversubscribed_too: bool,
     ) -> Option<Result<(), Error>> {
         let long = |sh: &ShmRef<'_>| len > COLL_DATA && len >= sh.coll.cma_min && sh.coll.pids.is_some();
-        let sh = self.shm.filter(|sh| !self.central && long(sh))?;
+        let sh = self.shm.filter(|sh| (!self.central || oversubscribed_too) && long(sh))?;
         let mut op = self.enter(sh, send.len());
         let readers = self.n() as u64 - 1;
         let r = op.expose(send).and_then(|()| {
