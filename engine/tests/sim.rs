@@ -749,6 +749,22 @@ fn blocks_right(recv: &[u8], block: usize, live: usize, to: usize, i: u64) -> bo
     recv.chunks(block).take(live).enumerate().all(|(v, b)| b.iter().enumerate().all(|(k, &x)| x == xbyte(v, to, i, k)))
 }
 
+/// Member `r`'s alltoall of iteration `i` over `n` members, [`xbyte`] blocks of `block`
+/// bytes: whether the blocks of the first `live` members arrived right ([`blocks_right`]).
+fn xalltoall_right(
+    c: &runthrough_engine::coll::Coll<'_>,
+    r: usize,
+    i: u64,
+    block: usize,
+    n: usize,
+    live: usize,
+) -> Result<bool, Error> {
+    let send: Vec<u8> = (0..block * n).map(|k| xbyte(r, k / block, i, k % block)).collect();
+    let mut recv = vec![0u8; block * n];
+    c.alltoall(&send, &mut recv)?;
+    Ok(blocks_right(&recv, block, live, r, i))
+}
+
 /// Runs iterations `iters` of a collective on members `0..members`, one thread each;
 /// `right(r, i)` runs member `r`'s iteration `i` and says whether its result was right.
 /// Returns, by member, the iterations that were not.
@@ -978,12 +994,7 @@ fn piped_collectives_in(oversubscribed: bool, bulk: usize, long: usize, block: u
                 c.allgather(&send, &mut recv)?;
                 recv.chunks(long).enumerate().all(|(v, b)| b.iter().enumerate().all(|(k, &x)| x == byte(v, 9, i, k)))
             }
-            _ => {
-                let send: Vec<u8> = (0..block * n as usize).map(|k| byte(r, k / block, i, k % block)).collect();
-                let mut recv = vec![0u8; block * n as usize];
-                c.alltoall(&send, &mut recv)?;
-                recv.chunks(block).enumerate().all(|(v, b)| b.iter().enumerate().all(|(k, &x)| x == byte(v, r, i, k)))
-            }
+            _ => xalltoall_right(&c, r, i, block, n as usize, n as usize)?,
         })
     };
     let wrong = wrong_iterations(n as usize, 0..45, |r, i| step(r, i).unwrap());
@@ -1045,17 +1056,13 @@ fn pulled_exchanges(oversubscribed: bool, block: usize) {
     // is left as it was).
     let step = move |r: usize, i: u64, live: usize| -> Result<bool, Error> {
         let c = Coll::begin(&engines[r], CTX, world, r as u32, Some(&*areas[r]))?;
+        if oversubscribed || !i.is_multiple_of(2) {
+            return xalltoall_right(&c, r, i, block, n as usize, live);
+        }
+        let send: Vec<u8> = (0..block).map(|k| byte(r, 9, i, k)).collect();
         let mut recv = vec![0u8; block * n as usize];
-        let to = if i.is_multiple_of(2) && !oversubscribed {
-            let send: Vec<u8> = (0..block).map(|k| byte(r, 9, i, k)).collect();
-            c.allgather(&send, &mut recv)?;
-            9
-        } else {
-            let send: Vec<u8> = (0..block * n as usize).map(|k| byte(r, k / block, i, k % block)).collect();
-            c.alltoall(&send, &mut recv)?;
-            r
-        };
-        Ok(blocks_right(&recv, block, live, to, i))
+        c.allgather(&send, &mut recv)?;
+        Ok(blocks_right(&recv, block, live, 9, i))
     };
     let wrong = wrong_iterations(n as usize, 0..30, |r, i| step(r, i, n as usize).unwrap());
     assert!(wrong.iter().all(Vec::is_empty), "wrong results (iterations by rank): {wrong:?}");
@@ -1092,15 +1099,11 @@ fn short_alltoall_goes_through_the_bulk_buffers_when_ranks_outnumber_cores_and_s
     let areas = enable_shm(&engines, &seg, &world, None);
     let area = seg.coll_area().unwrap();
     let entered = |r: u32| area.entered(r, 0).load(Ordering::Acquire);
-    let byte = xbyte;
     let (engines, world, areas) = (&engines, &world, &areas);
     // Whether the blocks of the first `live` members were right.
     let step = move |r: usize, i: u64, live: usize| -> Result<bool, Error> {
         let c = Coll::begin(&engines[r], CTX, world, r as u32, Some(&*areas[r]))?;
-        let send: Vec<u8> = (0..block * n as usize).map(|k| byte(r, k / block, i, k % block)).collect();
-        let mut recv = vec![0u8; block * n as usize];
-        c.alltoall(&send, &mut recv)?;
-        Ok(blocks_right(&recv, block, live, r, i))
+        xalltoall_right(&c, r, i, block, n as usize, live)
     };
     let wrong = wrong_iterations(n as usize, 0..20, |r, i| step(r, i, n as usize).unwrap());
     assert!(wrong.iter().all(Vec::is_empty), "wrong results (iterations by rank): {wrong:?}");
