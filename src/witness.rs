@@ -20,6 +20,13 @@
 //! - **Two ranks that suspect each other** (an asymmetric cut, both still reaching the
 //!   launcher): the first claim wins, the other claimant is excluded and stops.
 //!
+//! **Busy is not dead.** Where the launcher started the suspect itself (no launch agent),
+//! it reads the suspect's process state first: alive and not stopped (running, runnable,
+//! sleeping), the claim is refused (`Alive`) and the observer gives the suspect a fresh
+//! window, however late its heartbeats — a rank starved of a core, or computing while its
+//! progress thread waits for one, is slow, not failed. Stopped (`SIGSTOP`: hung) or dead,
+//! the claim is confirmed at once as before (`docs/DETECTOR.md`).
+//!
 //! Evidence that is certain does not wait: the launcher's own exit notices and a
 //! shared-memory peer's process exit (its pidfd) fail the peer at once.
 //!
@@ -121,6 +128,12 @@ fn serve(shared: &Weak<Shared>, mut client: Client, rx: &Receiver<Rank>, timeout
             // began heartbeating later than this rank began watching it.
             Ok(Verdict::Starting) => {
                 tracing::debug!(rank = suspect.0, "witness refused: the suspect is still starting");
+                sh.engine.lock().refute_suspect(suspect);
+            }
+            // Busy is not dead: the suspect's process is alive on the launcher's host
+            // (starved of a core, or computing while its progress thread waits for one).
+            Ok(Verdict::Alive) => {
+                tracing::debug!(rank = suspect.0, "witness refused: the suspect's process is alive");
                 sh.engine.lock().refute_suspect(suspect);
             }
             Err(runthrough_launch::Error::Excluded) => {

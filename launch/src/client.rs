@@ -31,6 +31,9 @@ pub enum Verdict {
     /// Refused: the suspect is still in its start-up and the launcher heard from it
     /// within the start-up timeout (R31). It is slow, not failed: observe it afresh.
     Starting,
+    /// Refused: the suspect's process runs on the launcher's host and is alive, not
+    /// stopped — busy or starved of a core, not failed. Observe it afresh.
+    Alive,
 }
 
 /// A connection to the launcher's key-value service.
@@ -140,7 +143,9 @@ impl Client {
     /// Asks the launcher, the job's witness (R32), to confirm that `suspect` failed:
     /// [`Verdict::Confirmed`] once it excluded `suspect` (or it was already out);
     /// [`Verdict::Starting`] when it refused because `suspect` is still in its start-up
-    /// and was heard from within the start-up timeout (R31); [`Error::Excluded`] if this
+    /// and was heard from within the start-up timeout (R31); [`Verdict::Alive`] when it
+    /// refused because the suspect's process is alive on the launcher's host (busy is
+    /// not dead); [`Error::Excluded`] if this
     /// rank was excluded first. `timeout` bounds the whole call (the launcher answers at
     /// once; a rank cut off from it by a partition gets an I/O error).
     ///
@@ -150,6 +155,7 @@ impl Client {
         match self.call(&Request::Confirm { suspect }, timeout)? {
             Response::Ok => Ok(Verdict::Confirmed),
             Response::Starting => Ok(Verdict::Starting),
+            Response::Alive => Ok(Verdict::Alive),
             other => Err(unexpected(other)),
         }
     }

@@ -17,9 +17,10 @@
 //! survivor is told it is out, [`crate::server`]) and then SIGKILLed, so it can never
 //! rejoin. Taken for hung: a rank in the start-up watch (it sent a heartbeat or joined a
 //! fence) whose start-up is not done and that sent nothing for the start-up timeout while
-//! its process is stopped (`T` in `/proc/PID/stat`), or for [`SILENT_FACTOR`] timeouts
-//! whatever its state (a process starved of a core is slow, not hung; a launch agent's
-//! process tells nothing of the rank behind it); or
+//! its process is stopped (`T` in `/proc/PID/stat`), or — behind a launch agent, whose
+//! process tells nothing of the rank behind it — for [`SILENT_FACTOR`] timeouts whatever
+//! its state (a process of this host that is alive, however starved of a core, is slow,
+//! not hung, and never excluded for silence); or
 //! a rank not yet in the watch while others wait for it in a fence, whose process has
 //! been stopped for the start-up timeout, or that is not in
 //! the watch [`CONNECT_TIMEOUT`] after launch. (Clients of the plain key-value protocol,
@@ -250,17 +251,23 @@ impl StartupWatch {
         }
         self.last_round = now;
         let steady = now.saturating_duration_since(self.steady_since) > self.timeout;
-        let mut hung = Vec::new();
+        let mut hung_ranks = Vec::new();
         if steady {
-            // Silent for the timeout and its process stopped: hung. Silent but running
-            // (starved of a core, or its process is a launch agent's): only after
-            // SILENT_FACTOR timeouts.
+            // Silent for the timeout and its process stopped: hung. Silent but alive on
+            // this host (running, runnable, sleeping): slow, never excluded for it. Behind
+            // a launch agent (the process seen is the agent's): after SILENT_FACTOR
+            // timeouts.
             let long = server.silent_ranks(self.timeout * SILENT_FACTOR);
             for r in server.silent_ranks(self.timeout) {
-                let stopped =
-                    ranks.get(r as usize).and_then(|rk| rk.child.as_ref()).is_some_and(|c| sys::is_stopped(c.id()));
-                if stopped || long.contains(&r) {
-                    hung.push(r);
+                let Some(rk) = ranks.get(r as usize) else { continue };
+                let Some(child) = rk.child.as_ref() else { continue };
+                let hung = match sys::proc_state(child.id()) {
+                    sys::ProcState::Stopped => true,
+                    sys::ProcState::Alive if rk.agent.is_none() => false,
+                    _ => long.contains(&r),
+                };
+                if hung {
+                    hung_ranks.push(r);
                 }
             }
         }
@@ -274,16 +281,16 @@ impl StartupWatch {
             if sys::is_stopped(child.id()) {
                 let since = *rk.stalled_since.get_or_insert(now);
                 if steady && now.saturating_duration_since(since) > self.timeout {
-                    hung.push(r as u32);
+                    hung_ranks.push(r as u32);
                 }
             } else {
                 rk.stalled_since = None;
                 if now.saturating_duration_since(self.launched) > CONNECT_TIMEOUT {
-                    hung.push(r as u32);
+                    hung_ranks.push(r as u32);
                 }
             }
         }
-        for r in hung {
+        for r in hung_ranks {
             if server.exclude(r) {
                 tracing::debug!("rank {r} is unresponsive during start-up: excluded and killed");
                 if let Some(rk) = ranks.get_mut(r as usize) {
@@ -549,6 +556,10 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
         sys::kill_on_parent_death(&mut cmd);
         match cmd.spawn() {
             Ok(mut child) => {
+                if opts.agent.is_none() {
+                    // Busy is not dead: the witness may look at this process's state.
+                    server.watch_process(rank, child.id());
+                }
                 forwarders += spawn_forwarders(&mut child, rank, opts.tag_output, &done_tx);
                 ranks.push(Rank {
                     child: Some(child),

@@ -49,6 +49,7 @@ use std::time::{Duration, Instant};
 use crate::error::Error;
 use crate::outcome::RankStatus;
 use crate::report::Phase;
+use crate::sys;
 use crate::wire::{self, Request, Response, MAX_FRAME_BYTES, MAX_HELLO_FRAME_BYTES};
 
 /// How long a new connection may take to send its `Hello`.
@@ -99,6 +100,10 @@ struct State {
     /// still starting and heard from within it, or started within it, is refused.
     /// `None`: never refused.
     startup_timeout: Option<Duration>,
+    /// Each rank's process on the launcher's host, when the launcher started it directly
+    /// ([`Server::watch_process`]): a claim against it is refused while that process is
+    /// alive and not stopped. Cleared when the rank is recorded as exited.
+    pids: Vec<Option<u32>>,
 }
 
 struct Shared {
@@ -186,6 +191,7 @@ impl Server {
                 started_at: vec![None; n],
                 watched: vec![false; n],
                 startup_timeout: None,
+                pids: vec![None; n],
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -222,6 +228,7 @@ impl Server {
         };
         if !*seen {
             *seen = true;
+            st.pids[rank as usize] = None;
             st.exited.push((rank, status));
             st.out[rank as usize] = true;
             self.shared.changed.notify_all();
@@ -253,6 +260,20 @@ impl Server {
     /// fair game, as is every rank started for longer.
     pub fn set_startup_timeout(&self, timeout: Duration) {
         self.shared.lock().startup_timeout = Some(timeout);
+    }
+
+    /// Tells the witness that `rank` runs as process `pid` on this host, started by the
+    /// launcher itself (no launch agent in between). From then on a claim against `rank`
+    /// (R32) is refused (`Alive`) while `/proc/PID/stat` shows the process alive and not
+    /// stopped: running, runnable or sleeping, it is busy or starved of a core, not
+    /// failed, however late its heartbeats. A stopped (`T`) or dead process is confirmed
+    /// as before. Ranks behind a launch agent are never registered: the process the
+    /// launcher sees is the agent's, and a rank behind a partition may be alive but cut
+    /// off (`docs/DETECTOR.md`).
+    pub fn watch_process(&self, rank: u32, pid: u32) {
+        if let Some(p) = self.shared.lock().pids.get_mut(rank as usize) {
+            *p = Some(pid);
+        }
     }
 
     /// The value stored under `key`, if any (the launcher reading what ranks published).
@@ -634,6 +655,11 @@ fn confirm(shared: &Shared, me: usize, suspect: u32) -> Response {
         if starting {
             return Response::Starting;
         }
+    }
+    // Busy is not dead: a process of this host that is alive and not stopped is slow
+    // (starved of a core, or computing with its progress thread starved), not failed.
+    if !st.out[s] && st.pids[s].is_some_and(|pid| sys::proc_state(pid) == sys::ProcState::Alive) {
+        return Response::Alive;
     }
     if !st.out[s] {
         st.out[s] = true;

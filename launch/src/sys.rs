@@ -156,14 +156,35 @@ pub(crate) fn interface_addresses() -> io::Result<Vec<(String, IpAddr, bool)>> {
     Ok(out)
 }
 
-/// Whether process `pid` is stopped (state `T`, stopped by a signal, or `t`, stopped by
-/// a tracer) according to `/proc/PID/stat`; `false` when it cannot be read (gone, or no
-/// procfs). Safe code: it reads a file.
-pub(crate) fn is_stopped(pid: u32) -> bool {
+/// What `/proc/PID/stat` says of a process on this host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProcState {
+    /// Running, runnable, sleeping or in an uninterruptible wait (`R`, `S`, `D`, `I`,
+    /// ...): alive, however long since it was last scheduled.
+    Alive,
+    /// Stopped by a signal (`T`) or by a tracer (`t`): hung until continued.
+    Stopped,
+    /// A zombie (`Z`), dead (`X`), or gone (no `/proc/PID/stat`, or no procfs).
+    Dead,
+}
+
+/// The state of process `pid` according to `/proc/PID/stat`. Safe code: it reads a file.
+pub(crate) fn proc_state(pid: u32) -> ProcState {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
+        return ProcState::Dead;
     };
     // "PID (COMM) STATE ...": COMM may contain spaces and parentheses; the state
     // follows the last ')'.
-    stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).is_some_and(|s| s == "T" || s == "t")
+    match stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()) {
+        Some("T" | "t") => ProcState::Stopped,
+        Some("Z" | "X" | "x") | None => ProcState::Dead,
+        Some(_) => ProcState::Alive,
+    }
+}
+
+/// Whether process `pid` is stopped (state `T`, stopped by a signal, or `t`, stopped by
+/// a tracer) according to `/proc/PID/stat`; `false` when it cannot be read (gone, or no
+/// procfs).
+pub(crate) fn is_stopped(pid: u32) -> bool {
+    proc_state(pid) == ProcState::Stopped
 }

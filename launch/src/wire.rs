@@ -25,7 +25,7 @@
 //! | 0x09 | `Join`      | `timeout_ms: u64` (fault-tolerant fence)     | `Out`, `Timeout`, `Excluded`  |
 //! | 0x0a | `Alive`     | — (start-up heartbeat)                       | `Ok` or `Excluded`            |
 //! | 0x0b | `Started`   | — (`init` is done: start-up watch ends)      | `Ok` or `Excluded`            |
-//! | 0x0c | `Confirm`   | `suspect: u32` (the witness of R32)          | `Ok`, `Starting`, `Excluded`  |
+//! | 0x0c | `Confirm`   | `suspect: u32` (the witness of R32)          | `Ok`, `Starting`, `Alive`, `Excluded` |
 //!
 //! Replies (server → client):
 //!
@@ -40,6 +40,7 @@
 //! | 0x86 | `Out`        | `n: u32, ranks: n × u32`|
 //! | 0x87 | `Excluded`   | —                       |
 //! | 0x88 | `Starting`   | —                       |
+//! | 0x89 | `Alive`      | —                       |
 //!
 //! The first frame of a connection must be `Hello` carrying the job secret (compared in
 //! constant time), the current [`PROTOCOL_VERSION`] and a rank `< size`; otherwise the
@@ -90,6 +91,7 @@ const T_FAILED: u8 = 0x85;
 const T_OUT: u8 = 0x86;
 const T_EXCLUDED: u8 = 0x87;
 const T_STARTING: u8 = 0x88;
+const T_ALIVE_REPLY: u8 = 0x89;
 
 /// A client → server message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,6 +193,10 @@ pub enum Response {
     /// A `Confirm` refused: the suspect has not finished its start-up and the launcher
     /// heard from it within the start-up timeout.
     Starting,
+    /// A `Confirm` refused: the suspect's process runs on the launcher's host and is
+    /// alive and not stopped (runnable, running or sleeping) — busy or starved of a core,
+    /// not failed, however late its heartbeats.
+    Alive,
 }
 
 impl Request {
@@ -305,6 +311,7 @@ impl Response {
             }
             Response::Excluded => out.push(T_EXCLUDED),
             Response::Starting => out.push(T_STARTING),
+            Response::Alive => out.push(T_ALIVE_REPLY),
         }
         end_frame(out, start)
     }
@@ -325,6 +332,7 @@ impl Response {
             T_OUT => Response::Out(c.u32s()?),
             T_EXCLUDED => Response::Excluded,
             T_STARTING => Response::Starting,
+            T_ALIVE_REPLY => Response::Alive,
             _ => return Err(proto("unknown response tag")),
         };
         c.finish()?;
@@ -531,6 +539,7 @@ mod tests {
             Response::Out(Vec::new()),
             Response::Excluded,
             Response::Starting,
+            Response::Alive,
         ];
         for r in resps {
             let mut out = Vec::new();

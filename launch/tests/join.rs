@@ -193,3 +193,55 @@ fn confirm_refuses_a_claim_against_a_rank_still_starting_and_heard_from() {
     assert_eq!(p[0].confirm(1, T).unwrap(), Verdict::Confirmed);
     assert!(plain.is_out(1));
 }
+
+/// Busy is not dead: a claim against a rank whose process the launcher started itself
+/// ([`Server::watch_process`]) is refused (`Alive`) while that process sleeps or spins,
+/// as often as asked; once it is stopped (SIGSTOP: hung) the claim is confirmed, as is a
+/// claim against a dead process (a zombie not yet reaped, then gone). A rank without a
+/// registered process is confirmed at once.
+#[test]
+fn confirm_refuses_a_claim_against_a_live_process_and_confirms_a_stopped_or_dead_one() {
+    use std::process::{Command, Stdio};
+    let secret = "5e".repeat(32);
+    let server = Server::start(4, &secret).unwrap();
+    let mut c: Vec<Client> = (0..4).map(|r| Client::connect(&env(&server, r, &secret), T).unwrap()).collect();
+    let spawn = |script: &str| Command::new("sh").args(["-c", script]).stdout(Stdio::null()).spawn().unwrap();
+    let mut sleeper = spawn("sleep 30");
+    let mut spinner = spawn("while :; do :; done");
+    let mut quitter = spawn("exit 0");
+    server.watch_process(1, sleeper.id());
+    server.watch_process(2, spinner.id());
+    server.watch_process(3, quitter.id());
+    for _ in 0..3 {
+        assert_eq!(c[0].confirm(1, T).unwrap(), Verdict::Alive, "a sleeping process");
+        assert_eq!(c[0].confirm(2, T).unwrap(), Verdict::Alive, "a spinning process");
+    }
+    assert!(!server.is_out(1) && !server.is_out(2));
+    // SIGSTOP: hung, confirmed at once.
+    let stop = |pid: u32| assert!(Command::new("kill").args(["-STOP", &pid.to_string()]).status().unwrap().success());
+    stop(spinner.id());
+    let t0 = Instant::now();
+    while c[1].confirm(2, T).unwrap() != Verdict::Confirmed {
+        assert!(t0.elapsed() < T, "a stopped process was never confirmed");
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert!(server.is_out(2));
+    // Exited and not yet reaped (a zombie): confirmed.
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(format!("/proc/{}/stat", quitter.id())).unwrap().contains(") Z") {
+        assert!(t0.elapsed() < T, "the child never became a zombie");
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(c[0].confirm(3, T).unwrap(), Verdict::Confirmed);
+    // Killed and reaped (gone): confirmed; the rank with no process registered too.
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert_eq!(c[0].confirm(1, T).unwrap(), Verdict::Confirmed);
+    let plain = Server::start(2, &secret).unwrap();
+    let mut p: Vec<Client> = (0..2).map(|r| Client::connect(&env(&plain, r, &secret), T).unwrap()).collect();
+    assert_eq!(p[0].confirm(1, T).unwrap(), Verdict::Confirmed);
+    for child in [&mut spinner, &mut quitter] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

@@ -276,3 +276,40 @@ pub(crate) fn abi_program(src: &str) -> PathBuf {
     assert!(st.success(), "gcc {src} failed");
     out
 }
+
+/// Other work loading this machine: `factor` × its cores processes spinning on the CPU
+/// for as long as the guard lives (killed and reaped on drop, also on panic). What a
+/// shared CI runner or an oversubscribed node does to a job's ranks.
+pub(crate) struct Load(Vec<std::process::Child>);
+
+impl Load {
+    pub(crate) fn start(factor: usize) -> Load {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Load(
+            (0..factor * cores)
+                .map(|_| {
+                    Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .spawn()
+                        .expect("spawn a spinning process")
+                })
+                .collect(),
+        )
+    }
+
+    /// How many spinning processes.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

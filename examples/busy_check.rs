@@ -1,0 +1,85 @@
+//! Busy is not dead, checked from every rank: used by `tests/busy.rs` on a machine loaded
+//! far beyond its cores.
+//!
+//! `rtrun -n N busy_check SECS`: every rank `init`s, then makes no MPI call for `SECS`
+//! seconds (default 30) — even ranks compute (spin on the CPU), odd ranks sleep — then,
+//! until one round succeeds everywhere, `validate`s the world, `allreduce`s the sum of
+//! `rank + 1` over the members and `agree`s on whether every member's allreduce
+//! succeeded. The sum must be that over the members outside the validated failed group.
+//! Each rank then prints
+//!
+//! `busy_check: ok rank R of N failed=[..] sum=S rounds=K`
+//!
+//! Any check that fails prints `busy_check: FAILED ...` on stderr and exits 3.
+
+use std::time::{Duration, Instant};
+
+use runthrough::{ErrorMode, Op};
+
+/// Rounds before giving up.
+const MAX_ROUNDS: u32 = 20;
+
+fn fail(what: &str) -> ! {
+    eprintln!("busy_check: FAILED {what}");
+    std::process::exit(3);
+}
+
+/// Spins for `d`, doing work the optimiser cannot drop.
+fn compute(d: Duration) -> u64 {
+    let t0 = Instant::now();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    while t0.elapsed() < d {
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+    }
+    std::hint::black_box(x)
+}
+
+fn main() {
+    let secs: f64 = std::env::args().nth(1).map_or(30.0, |s| s.parse().unwrap_or_else(|_| fail("SECS: a number")));
+    let rt = runthrough::init().unwrap_or_else(|e| fail(&format!("init: {e}")));
+    let world = rt.world();
+    world.set_error_mode(ErrorMode::ErrorsReturn);
+    let (me, n) = (world.rank(), world.size());
+    let busy = Duration::from_secs_f64(secs);
+    if me % 2 == 0 {
+        compute(busy);
+    } else {
+        std::thread::sleep(busy);
+    }
+    let mut rounds = 0;
+    let (failed, sum) = loop {
+        rounds += 1;
+        if rounds > MAX_ROUNDS {
+            fail(&format!("rank {me}: no successful round in {MAX_ROUNDS}"));
+        }
+        let failed = match world.validate() {
+            Ok(g) => g.world_ranks(),
+            Err(e) => {
+                eprintln!("busy_check: rank {me} round {rounds}: validate: {e}; again");
+                continue;
+            }
+        };
+        if failed.contains(&me) {
+            fail(&format!("rank {me}: validate names this rank failed: {failed:?}"));
+        }
+        let mut out = [0u64];
+        let res = world.allreduce(&[me as u64 + 1], &mut out, Op::Sum);
+        match world.agree(i32::from(res.is_ok())) {
+            Ok(1) => break (failed, out[0]),
+            Ok(_) => {}
+            Err(e) => eprintln!("busy_check: rank {me} round {rounds}: agree: {e}; again"),
+        }
+    };
+    let expected: u64 = (0..n).filter(|r| !failed.contains(r)).map(|r| r as u64 + 1).sum();
+    if sum != expected {
+        fail(&format!("rank {me}: allreduce over the survivors gave {sum}, expected {expected} (failed {failed:?})"));
+    }
+    println!("busy_check: ok rank {me} of {n} failed={failed:?} sum={sum} rounds={rounds}");
+    if let Err(e) = rt.finalize() {
+        fail(&format!("rank {me}: finalize: {e}"));
+    }
+}
