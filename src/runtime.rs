@@ -215,11 +215,19 @@ impl Shared {
     }
 }
 
+/// The context of [`Runtime::comm_self`]: reserved at every process, so made locally.
+const SELF_CTX: u32 = 2;
+/// The first context communicator creation proposes (the world's is 0, the self
+/// communicator's [`SELF_CTX`]; each takes two, point-to-point and collective).
+const FIRST_CREATED_CTX: u32 = 4;
+
 /// An initialised runthrough process. Dropping it finalizes.
 #[derive(Debug)]
 pub struct Runtime {
     shared: Arc<Shared>,
     world: Comm,
+    /// This process alone ([`Runtime::comm_self`]).
+    solo: Comm,
     finalized: bool,
     about: String,
     watchdog: Option<JoinHandle<()>>,
@@ -259,7 +267,7 @@ pub fn init() -> Result<Runtime, Error> {
         bootstrap: Mutex::new(bootstrap),
         world_size: size,
         rank,
-        next_ctx: AtomicU32::new(2),
+        next_ctx: AtomicU32::new(FIRST_CREATED_CTX),
         job_fatal: AtomicBool::new(std::env::var("RT_FATAL_SCOPE").is_ok_and(|v| v == "job")),
         stop: AtomicBool::new(false),
         departures,
@@ -316,7 +324,8 @@ pub fn init() -> Result<Runtime, Error> {
     if let Some(Err(e)) = shared.bootstrap.lock().as_mut().map(Bootstrap::initialized) {
         tracing::warn!(error = %e, "could not tell the launcher that init completed");
     }
-    Ok(Runtime { shared, world, finalized: false, about, watchdog })
+    let solo = Comm::new(shared.clone(), ContextId(SELF_CTX), Arc::from([Rank(rank)]), 0, ErrorMode::ErrorsAreFatal);
+    Ok(Runtime { shared, world, solo, finalized: false, about, watchdog })
 }
 
 /// Stops this process: the others declared it failed (`how`), so it must never rejoin
@@ -602,6 +611,13 @@ impl Runtime {
     /// The world communicator (all ranks; `ErrorsAreFatal` by default).
     pub fn world(&self) -> Comm {
         self.world.clone()
+    }
+
+    /// The communicator of this process alone (MPI_COMM_SELF; `ErrorsAreFatal` by
+    /// default, every call returns the same communicator). Made locally at `init`, on a
+    /// context every process reserves, so it exists whatever failed around this process.
+    pub fn comm_self(&self) -> Comm {
+        self.solo.clone()
     }
 
     /// A one-line description of how this process communicates: transport, NUMA

@@ -84,6 +84,22 @@ fn abi_check_passes_at_1_2_and_4_ranks() {
     }
 }
 
+/// `abi/c/conformance.c`: MPI-4.1 behaviours by group (status error fields, the codes of
+/// the completion calls, Dims_create...), every rank's line checked.
+#[test]
+fn conformance_checks_pass_at_1_2_and_4_ranks() {
+    let prog = abi_program("abi/c/conformance.c");
+    for n in [1u32, 2, 4] {
+        let ns = n.to_string();
+        let o = run_abi(&["-n", &ns, prog.to_str().unwrap()], Duration::from_secs(60));
+        let out = ok(&o);
+        for r in 0..n {
+            assert!(out.contains(&format!("conformance: rank {r} ok (")), "n={n} rank {r}:\n{out}");
+        }
+        assert!(!out.contains("FAILED"), "{out}");
+    }
+}
+
 #[test]
 fn osu_programs_through_the_abi_at_2_ranks() {
     let pt2pt = abi_program("bench/c/osu_pt2pt.c");

@@ -16,6 +16,10 @@
 //! job_ms min/median/max=..` and fails if any job was lost (any check above not met, or
 //! the job exceeding its time limit); every lost job is listed with its output.
 //!
+//! `startup_failures_through_the_abi_*` run the C twin (`abi/c/startup_check.c`, MPI_Init,
+//! MPI_Comm_set_errhandler, MPIX_Comm_validate, MPI_Allreduce, MPIX_Comm_agree) on
+//! `libmpi_abi.so.1` under the same sweep and checks.
+//!
 //! The only allowed skip: the namespace configuration prints `skipped: <reason>` where
 //! this machine cannot create network namespaces (as `tests/multihost.rs`).
 
@@ -50,12 +54,15 @@ impl Fault {
     }
 }
 
-/// One configuration: name, ranks, extra `rtrun` options, the non-0 victim.
+/// One configuration: name, ranks, extra `rtrun` options, the non-0 victim, and whether
+/// the program is the C twin through the standard ABI (`abi/c/startup_check.c` on
+/// `libmpi_abi.so.1`) instead of the Rust example.
 struct Config {
     name: &'static str,
     ranks: usize,
     opts: Vec<&'static str>,
     other_victim: usize,
+    abi: bool,
 }
 
 fn unix_ms() -> u128 {
@@ -101,7 +108,9 @@ fn ok_lines(out: &str, n: usize) -> Vec<OkLine> {
 /// Runs one job; `Ok(job time)` when every check of the module doc holds, else `Err`
 /// with the reason and the job's output.
 fn run_case(cfg: &Config, fault: Option<(Fault, usize, u128)>) -> Result<(Duration, u128), String> {
-    let prog = example("startup_check");
+    let prog = if cfg.abi { common::abi_program("abi/c/startup_check.c") } else { example("startup_check") };
+    let lib = common::abi_lib().to_string_lossy().into_owned();
+    let env: Vec<(&str, &str)> = if cfg.abi { vec![("LD_LIBRARY_PATH", lib.as_str())] } else { vec![] };
     common::rtrun(); // built before the clock starts
     let ranks = cfg.ranks.to_string();
     let spec = fault.map(|(_, v, t)| format!("{v}@{t}ms"));
@@ -113,7 +122,7 @@ fn run_case(cfg: &Config, fault: Option<(Fault, usize, u128)>) -> Result<(Durati
     args.push(prog.to_str().unwrap());
     let spawned = unix_ms();
     let t0 = Instant::now();
-    let o = try_run_env(&args, &[], LIMIT)?;
+    let o = try_run_env(&args, &env, LIMIT)?;
     let took = t0.elapsed();
     let out = common::stdout(&o);
     let err = common::stderr(&o);
@@ -214,24 +223,32 @@ fn sweep(cfg: &Config) {
 
 #[test]
 fn startup_failures_shm_4_ranks() {
-    sweep(&Config { name: "shm-4", ranks: 4, opts: vec![], other_victim: 2 });
+    sweep(&Config { name: "shm-4", ranks: 4, opts: vec![], other_victim: 2, abi: false });
 }
 
 #[test]
 fn startup_failures_shm_8_ranks_oversubscribed() {
-    sweep(&Config { name: "shm-8", ranks: 8, opts: vec![], other_victim: 5 });
+    sweep(&Config { name: "shm-8", ranks: 8, opts: vec![], other_victim: 5, abi: false });
 }
 
 #[test]
 fn startup_failures_fabric_tcp_4_ranks() {
     let opts = vec!["--transport", "fabric", "--provider", "tcp"];
-    sweep(&Config { name: "fabric-tcp-4", ranks: 4, opts, other_victim: 3 });
+    sweep(&Config { name: "fabric-tcp-4", ranks: 4, opts, other_victim: 3, abi: false });
 }
 
 #[test]
 fn startup_failures_fabric_tcp_8_ranks_oversubscribed() {
     let opts = vec!["--transport", "fabric", "--provider", "tcp"];
-    sweep(&Config { name: "fabric-tcp-8", ranks: 8, opts, other_victim: 6 });
+    sweep(&Config { name: "fabric-tcp-8", ranks: 8, opts, other_victim: 6, abi: false });
+}
+
+/// The same through the standard ABI, a C program: every survivor's `MPI_Init` returns
+/// success with the victim already failed where it failed first, and
+/// `MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN)` works (seeds/000 17.5.2).
+#[test]
+fn startup_failures_through_the_abi_shm_4_ranks() {
+    sweep(&Config { name: "abi-shm-4", ranks: 4, opts: vec![], other_victim: 2, abi: true });
 }
 
 /// Six ranks on three namespace hosts (two per host: shared memory within a host,
@@ -241,7 +258,7 @@ fn startup_failures_fabric_tcp_8_ranks_oversubscribed() {
 fn startup_failures_3_netns_hosts_6_ranks() {
     let Some(_cluster) = cluster() else { return };
     let opts = vec!["--host", HOSTS, "--launch-agent", AGENT, "--kv-addr", KV_ADDR, "--provider", "tcp"];
-    sweep(&Config { name: "netns-3-hosts-6", ranks: 6, opts, other_victim: 1 });
+    sweep(&Config { name: "netns-3-hosts-6", ranks: 6, opts, other_victim: 1, abi: false });
 }
 
 /// This test binary's cluster (see `common::netns`).

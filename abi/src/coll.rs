@@ -229,6 +229,24 @@ fn ty(h: Handle) -> Result<Arc<Dtype>, c_int> {
     crate::dtype::lookup(h).ok_or(MPI_ERR_TYPE)
 }
 
+/// `input` (this member's packed contribution) reduced with the non-commutative `comb` in
+/// rank order, `x0 op x1 op ... op x(n-1)` over the members not known failed, the result at
+/// every member: the contributions are gathered everywhere, then folded from the last.
+fn ordered_reduce(c: &CommObj, input: &[u8], comb: &crate::op::Combine) -> Result<Vec<u8>, c_int> {
+    let n = c.size();
+    let len = input.len();
+    let mut all = vec![0u8; len * n];
+    c.comm.allgather(input, &mut all).map_err(code)?;
+    let failed = c.comm.group_failed().world_ranks();
+    let mut live = (0..n).rev().filter(|&i| !failed.contains(&(c.world[i] as usize)));
+    let Some(last) = live.next() else { return Ok(input.to_vec()) };
+    let mut acc = all[last * len..(last + 1) * len].to_vec();
+    for i in live {
+        comb.apply(&mut acc, &all[i * len..(i + 1) * len]);
+    }
+    Ok(acc)
+}
+
 /// Runs collective `k` with `a` on `c`.
 ///
 /// # Safety
@@ -272,6 +290,19 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
             }
             let f = |acc: &mut [u8], inc: &[u8]| comb.apply(acc, inc);
             let elem = comb.elem();
+            if !comb.commutative() && matches!(k, Coll::Reduce | Coll::Allreduce) {
+                // Rank order, whatever shape the engine's trees take (MPI-4.1 6.9.5).
+                if fast {
+                    // SAFETY: the program's buffer.
+                    unsafe { crate::dtype::pack_into(src.cast(), a.rcount, &t, &mut input) };
+                }
+                let out = ordered_reduce(c, &input, &comb)?;
+                if is_root || matches!(k, Coll::Allreduce) {
+                    // SAFETY: the program's buffer.
+                    unsafe { crate::dtype::unpack_from(&out, a.rbuf.0.cast(), a.rcount, &t) };
+                }
+                return Ok(());
+            }
             match k {
                 Coll::Reduce => {
                     let mut out = if is_root { vec![0u8; input.len()] } else { Vec::new() };
@@ -326,7 +357,11 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
             // SAFETY: the program's buffer of `total` elements.
             unsafe { crate::dtype::pack_into(src.cast(), total, &t, &mut input) };
             let f = |acc: &mut [u8], inc: &[u8]| comb.apply(acc, inc);
-            cm.allreduce_bytes(&mut input, comb.elem(), &f).map_err(code)?;
+            if comb.commutative() {
+                cm.allreduce_bytes(&mut input, comb.elem(), &f).map_err(code)?;
+            } else {
+                input = ordered_reduce(c, &input, &comb)?;
+            }
             let start: usize = cnt[..me].iter().sum::<usize>() * t.size;
             // SAFETY: the program's buffer of cnt[me] elements.
             unsafe { crate::dtype::unpack_from(&input[start..start + cnt[me] * t.size], a.rbuf.0.cast(), cnt[me], &t) };

@@ -123,6 +123,20 @@ pub(crate) fn raise_on(comm: Handle, code: c_int) -> c_int {
     }
 }
 
+/// Raises the failure of a multiple-completion call (`MPI_Waitall`, `MPI_Waitsome`,
+/// `MPI_Testall`, `MPI_Testsome`) on `comm`, the communicator of its first failed request:
+/// the handler is called with that request's own code `first` (as `MPI_Wait` and
+/// `MPI_Waitany` would call it; the statuses hold each request's code), and the call
+/// returns `MPI_ERR_IN_STATUS` where the handler returns.
+pub(crate) fn raise_in_status(comm: Handle, first: c_int) -> c_int {
+    raise_on(comm, first);
+    if fatal_pending() {
+        first
+    } else {
+        MPI_ERR_IN_STATUS
+    }
+}
+
 /// A fatal handler's abort waiting for the guard: the handler, the code and, for
 /// `MPI_ERRORS_ABORT`, the communicator whose group is aborted.
 type Pending = Option<(Handle, c_int, Option<std::sync::Arc<crate::comm::CommObj>>)>;

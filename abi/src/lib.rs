@@ -40,6 +40,7 @@ mod more;
 mod op;
 mod p2p;
 mod req;
+mod topo;
 pub mod types;
 
 /// Every implementation, under its MPI name, for `exports.rs`.
@@ -56,4 +57,5 @@ mod imp {
     pub(crate) use crate::op::*;
     pub(crate) use crate::p2p::*;
     pub(crate) use crate::req::*;
+    pub(crate) use crate::topo::*;
 }

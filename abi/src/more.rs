@@ -529,46 +529,6 @@ pub(crate) unsafe fn MPI_Comm_get_parent(parent: *mut Handle) -> c_int {
     MPI_SUCCESS
 }
 
-pub(crate) unsafe fn MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    if nnodes < 0 || ndims < 0 {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
-    }
-    let n = ndims as usize;
-    // SAFETY: the program's array of ndims entries.
-    let d = unsafe { std::slice::from_raw_parts_mut(dims, n) };
-    let fixed: i64 = d.iter().filter(|&&x| x > 0).map(|&x| x as i64).product();
-    if d.iter().any(|&x| x < 0) || (fixed > 0 && nnodes as i64 % fixed != 0) {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_DIMS);
-    }
-    let free: Vec<usize> = (0..n).filter(|&i| d[i] == 0).collect();
-    if free.is_empty() {
-        return if fixed == nnodes as i64 { MPI_SUCCESS } else { raise_on(MPI_COMM_WORLD, MPI_ERR_DIMS) };
-    }
-    // Spread the prime factors of what is left, largest first, over the free
-    // dimensions (as balanced as possible, non-increasing).
-    let mut rest = (nnodes as i64 / fixed.max(1)) as u64;
-    let mut factors = Vec::new();
-    let mut f = 2;
-    while rest > 1 {
-        while rest % f == 0 {
-            factors.push(f);
-            rest /= f;
-        }
-        f += 1;
-    }
-    factors.sort_unstable_by(|a, b| b.cmp(a));
-    let mut vals = vec![1u64; free.len()];
-    for p in factors {
-        let i = (0..vals.len()).min_by_key(|&i| vals[i]).unwrap_or(0);
-        vals[i] *= p;
-    }
-    vals.sort_unstable_by(|a, b| b.cmp(a));
-    for (k, &i) in free.iter().enumerate() {
-        d[i] = vals[k] as c_int;
-    }
-    MPI_SUCCESS
-}
-
 pub(crate) unsafe fn MPI_Comm_idup_with_info(
     comm: Handle,
     info: Handle,

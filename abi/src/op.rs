@@ -104,6 +104,15 @@ impl Combine {
         }
     }
 
+    /// Whether the operation may be applied in any order: every predefined one, and a
+    /// user operation created as commutative.
+    pub(crate) fn commutative(&self) -> bool {
+        match self {
+            Combine::Predefined(..) => true,
+            Combine::User(u, _, _) => u.commute,
+        }
+    }
+
     /// `acc = incoming op acc`, element by element (MPI's `inoutvec = invec op inoutvec`).
     pub(crate) fn apply(&self, acc: &mut [u8], incoming: &[u8]) {
         match self {

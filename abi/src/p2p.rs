@@ -242,8 +242,9 @@ unsafe fn fast_recv(
     Some(match runthrough_engine::recv(c.comm.engine(), pattern, peer, bytes) {
         Ok(st) => {
             if !status.is_null() {
-                // SAFETY: non-null: the program's writable status (MPI contract).
-                unsafe { status.write(MPI_Status::new(st.source as c_int, st.tag, st.len)) };
+                // SAFETY: the program's writable status (MPI contract); its error field
+                // is left as it was.
+                unsafe { crate::types::put_status(status, MPI_Status::new(st.source as c_int, st.tag, st.len)) };
             }
             MPI_SUCCESS
         }

@@ -12,7 +12,7 @@ use runthrough_engine::{Engine, Waiter};
 use crate::comm::CommObj;
 use crate::consts::*;
 use crate::dtype::Dtype;
-use crate::err::raise_on;
+use crate::err::{raise_in_status, raise_on};
 use crate::handles::USER_BASE;
 use crate::types::{Handle, MPI_Status, SendPtr};
 
@@ -361,8 +361,7 @@ pub(crate) unsafe fn MPI_Waitall(
     let n = count.max(0) as usize;
     let mut done = vec![false; n];
     let mut left = n;
-    let mut any_err = false;
-    let mut first_comm = MPI_COMM_WORLD;
+    let mut first_err = None;
     let mut w = waiter();
     while left > 0 {
         let mut progressed = false;
@@ -378,15 +377,12 @@ pub(crate) unsafe fn MPI_Waitall(
                     done[i] = true;
                     left -= 1;
                     progressed = true;
-                    if err != MPI_SUCCESS && !inactive {
-                        if !any_err {
-                            first_comm = comm;
-                        }
-                        any_err = true;
+                    if err != MPI_SUCCESS && !inactive && first_err.is_none() {
+                        first_err = Some((comm, err));
                     }
                     st.MPI_ERROR = err;
                     // SAFETY: status array entry or ignored.
-                    unsafe { store(status_at(array_of_statuses, i), st) };
+                    unsafe { crate::types::put_status_with_error(status_at(array_of_statuses, i), st) };
                 }
             }
         }
@@ -394,8 +390,8 @@ pub(crate) unsafe fn MPI_Waitall(
             w.snooze();
         }
     }
-    if any_err {
-        return raise_on(first_comm, MPI_ERR_IN_STATUS);
+    if let Some((comm, err)) = first_err {
+        return raise_in_status(comm, err);
     }
     if !array_of_statuses.is_null() {
         for i in 0..n {
@@ -556,12 +552,12 @@ unsafe fn some(
                 Ok(Some(((mut st, err), false, comm))) => {
                     st.MPI_ERROR = err;
                     if err != MPI_SUCCESS && err_comm.is_none() {
-                        err_comm = Some(comm);
+                        err_comm = Some((comm, err));
                     }
                     // SAFETY: output arrays of incount entries.
                     unsafe {
                         *indices.add(got) = i as c_int;
-                        store(status_at(statuses, got), st);
+                        crate::types::put_status_with_error(status_at(statuses, got), st);
                     }
                     got += 1;
                 }
@@ -570,8 +566,8 @@ unsafe fn some(
         if got > 0 || active == 0 || !block {
             // SAFETY: output argument.
             unsafe { *outcount = if got == 0 && active == 0 { MPI_UNDEFINED } else { got as c_int } };
-            if let Some(c) = err_comm {
-                return raise_on(c, MPI_ERR_IN_STATUS);
+            if let Some((c, err)) = err_comm {
+                return raise_in_status(c, err);
             }
             return MPI_SUCCESS;
         }

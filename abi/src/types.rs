@@ -75,11 +75,31 @@ impl MPI_Status {
     }
 }
 
-/// Writes `s` to `dst` unless it is `MPI_STATUS_IGNORE` (null).
+/// Writes `s` to `dst` unless it is `MPI_STATUS_IGNORE` (null), all but its `MPI_ERROR`
+/// field: single-completion calls leave that untouched (MPI-4.1 3.2.5), which
+/// multi-threaded programs that check it rely on.
 ///
 /// # Safety
 /// `dst` is null or points to a writable `MPI_Status`.
 pub unsafe fn put_status(dst: *mut MPI_Status, s: MPI_Status) {
+    if !dst.is_null() {
+        // SAFETY: non-null and writable (function contract); fields written one by one,
+        // nothing read.
+        unsafe {
+            std::ptr::addr_of_mut!((*dst).MPI_SOURCE).write(s.MPI_SOURCE);
+            std::ptr::addr_of_mut!((*dst).MPI_TAG).write(s.MPI_TAG);
+            std::ptr::addr_of_mut!((*dst).MPI_internal).write(s.MPI_internal);
+        }
+    }
+}
+
+/// Writes `s` to `dst` unless it is null (`MPI_STATUS(ES)_IGNORE`), its `MPI_ERROR` field
+/// included: the statuses of the multiple-completion calls (`MPI_Waitall`,
+/// `MPI_Waitsome`, `MPI_Testall`, `MPI_Testsome`), the only calls that set it.
+///
+/// # Safety
+/// `dst` is null or points to a writable `MPI_Status`.
+pub unsafe fn put_status_with_error(dst: *mut MPI_Status, s: MPI_Status) {
     if !dst.is_null() {
         // SAFETY: non-null and writable (function contract).
         unsafe { dst.write(s) }

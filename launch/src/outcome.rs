@@ -5,6 +5,11 @@
 //! the launcher it finalized. Then:
 //! 1. no rank failed → rank 0's exit code;
 //! 2. otherwise → the exit code of the lowest-numbered rank that exited after finalizing;
+//!
+//! and in both cases, where that code is 0 but another rank that finalized exited
+//! non-zero, the lowest such rank's code instead (as `mpirun` does: a rank that reports an
+//! error through its exit code after `MPI_Finalize` fails the job, which scripts and test
+//! harnesses rely on). Otherwise:
 //! 3. if none did → the code of the last abort request;
 //! 4. if there was none → `128 + signal` of the last rank killed by a signal;
 //! 5. if none was → the exit code of the lowest-numbered rank with a non-zero exit code,
@@ -62,11 +67,13 @@ impl RankOutcome {
 /// An empty slice gives 0.
 pub fn job_exit_code(outcomes: &[RankOutcome]) -> i32 {
     let lowest = |it: &mut dyn Iterator<Item = &RankOutcome>| it.min_by_key(|o| o.rank).copied();
-    if !outcomes.iter().any(RankOutcome::is_failed) {
-        return lowest(&mut outcomes.iter()).map_or(0, |o| o.exit_code());
-    }
+    // Cases 1 and 2: the ranks that did not fail, the lowest first, its code unless 0.
     if let Some(o) = lowest(&mut outcomes.iter().filter(|o| !o.is_failed())) {
-        return o.exit_code();
+        return match o.exit_code() {
+            0 => lowest(&mut outcomes.iter().filter(|o| !o.is_failed() && o.exit_code() != 0))
+                .map_or(0, |o| o.exit_code()),
+            c => c,
+        };
     }
     if let Some(m) = outcomes.iter().filter_map(|o| o.abort).max_by_key(|m| m.seq) {
         return m.code;
@@ -92,6 +99,16 @@ mod tests {
         let v = [o(1, Exited(5), true), o(0, Exited(3), true), o(2, Exited(0), true)];
         assert_eq!(job_exit_code(&v), 3);
         assert_eq!(job_exit_code(&[]), 0);
+    }
+
+    #[test]
+    fn a_rank_exiting_non_zero_after_finalize_fails_the_job() {
+        let v = [o(0, Exited(0), true), o(1, Exited(0), true), o(2, Exited(3), true), o(3, Exited(4), true)];
+        assert_eq!(job_exit_code(&v), 3);
+        let v = [o(0, Signaled(9), false), o(1, Exited(0), true), o(2, Exited(6), true)];
+        assert_eq!(job_exit_code(&v), 6);
+        let v = [o(0, Exited(0), true), o(1, Exited(0), true)];
+        assert_eq!(job_exit_code(&v), 0);
     }
 
     #[test]

@@ -1,0 +1,255 @@
+/*
+ * conformance.c - MPI-4.1 behaviours a conformance suite checks, each in a named group,
+ * at any number of ranks, through the standard ABI only (gcc -I abi/include, or MPICH's
+ * mpicc_abi), so the same binary runs on runthrough's and on MPICH's libmpi_abi.so.1.
+ * Every rank prints "conformance: rank R ok (N checks)" or one
+ * "conformance: rank R FAILED [group] line L: what" per failed check, and exits 1.
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size, checks, failures;
+static const char *group = "";
+
+#define CHECK(cond, ...)                                                              \
+    do {                                                                              \
+        checks++;                                                                     \
+        if (!(cond)) {                                                                \
+            failures++;                                                               \
+            printf("conformance: rank %d FAILED [%s] line %d: ", rank, group, __LINE__); \
+            printf(__VA_ARGS__);                                                      \
+            printf("\n");                                                             \
+        }                                                                             \
+    } while (0)
+
+#define SENTINEL 4242
+
+/* MPI-4.1 3.2.5: single-completion calls leave status.MPI_ERROR untouched. */
+static void status_error_untouched(void)
+{
+    group = "status";
+    MPI_Comm c = MPI_COMM_SELF;
+    int out[2] = {1, 2}, in[2] = {0, 0}, flag = 0;
+    MPI_Status st;
+    MPI_Request r;
+    MPI_Message m;
+
+    MPI_Isend(out, 2, MPI_INT, 0, 7, c, &r);
+    st.MPI_ERROR = SENTINEL;
+    MPI_Probe(0, 7, c, &st);
+    CHECK(st.MPI_ERROR == SENTINEL && st.MPI_TAG == 7, "MPI_Probe: error field %d tag %d", st.MPI_ERROR, st.MPI_TAG);
+    st.MPI_ERROR = SENTINEL;
+    MPI_Iprobe(0, 7, c, &flag, &st);
+    CHECK(flag && st.MPI_ERROR == SENTINEL, "MPI_Iprobe: error field %d", st.MPI_ERROR);
+    st.MPI_ERROR = SENTINEL;
+    MPI_Recv(in, 2, MPI_INT, 0, 7, c, &st);
+    CHECK(st.MPI_ERROR == SENTINEL && in[1] == 2, "MPI_Recv: error field %d", st.MPI_ERROR);
+    st.MPI_ERROR = SENTINEL;
+    MPI_Wait(&r, &st);
+    CHECK(st.MPI_ERROR == SENTINEL, "MPI_Wait: error field %d", st.MPI_ERROR);
+
+    MPI_Isend(out, 2, MPI_INT, 0, 8, c, &r);
+    st.MPI_ERROR = SENTINEL;
+    MPI_Mprobe(0, 8, c, &m, &st);
+    CHECK(st.MPI_ERROR == SENTINEL, "MPI_Mprobe: error field %d", st.MPI_ERROR);
+    st.MPI_ERROR = SENTINEL;
+    MPI_Mrecv(in, 2, MPI_INT, &m, &st);
+    CHECK(st.MPI_ERROR == SENTINEL, "MPI_Mrecv: error field %d", st.MPI_ERROR);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+
+    MPI_Isend(out, 2, MPI_INT, 0, 9, c, &r);
+    st.MPI_ERROR = SENTINEL;
+    flag = 0;
+    while (!flag)
+        MPI_Improbe(0, 9, c, &flag, &m, &st);
+    CHECK(st.MPI_ERROR == SENTINEL, "MPI_Improbe: error field %d", st.MPI_ERROR);
+    MPI_Request rr;
+    MPI_Imrecv(in, 2, MPI_INT, &m, &rr);
+    st.MPI_ERROR = SENTINEL;
+    MPI_Wait(&rr, &st);
+    CHECK(st.MPI_ERROR == SENTINEL, "MPI_Imrecv+MPI_Wait: error field %d", st.MPI_ERROR);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+
+    int idx = -1;
+    MPI_Isend(out, 1, MPI_INT, 0, 10, c, &r);
+    MPI_Irecv(in, 1, MPI_INT, 0, 10, c, &rr);
+    st.MPI_ERROR = SENTINEL;
+    MPI_Waitany(1, &rr, &idx, &st);
+    CHECK(st.MPI_ERROR == SENTINEL && idx == 0, "MPI_Waitany: error field %d", st.MPI_ERROR);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+    st.MPI_ERROR = SENTINEL;
+    MPI_Sendrecv(out, 1, MPI_INT, 0, 11, in, 1, MPI_INT, 0, 11, c, &st);
+    CHECK(st.MPI_ERROR == SENTINEL, "MPI_Sendrecv: error field %d", st.MPI_ERROR);
+}
+
+static int eh_calls, eh_code;
+static void record_error(MPI_Comm *comm, int *code, ...)
+{
+    (void)comm;
+    eh_calls++;
+    eh_code = *code;
+}
+
+/* A truncated receive fails its request with MPI_ERR_TRUNCATE. The multiple-completion
+ * calls return MPI_ERR_IN_STATUS, the failing request's status holds its own code, and
+ * the communicator's handler is called with that code, as MPI_Wait's would be. */
+static void completion_error_codes(void)
+{
+    group = "completion";
+    MPI_Comm c;
+    MPI_Errhandler eh;
+    MPI_Comm_dup(MPI_COMM_SELF, &c);
+    MPI_Comm_create_errhandler(record_error, &eh);
+    MPI_Comm_set_errhandler(c, eh);
+    int out[2] = {1, 2}, in[2], cls = 0;
+    const char *names[] = {"MPI_Waitall", "MPI_Testall", "MPI_Waitsome", "MPI_Testsome", "MPI_Wait"};
+    for (int which = 0; which < 5; which++) {
+        MPI_Request rq[2];
+        MPI_Status st[2];
+        int outcount = 0, idx[2], flag = 0, rc = MPI_SUCCESS;
+        MPI_Isend(out, 2, MPI_INT, 0, 20 + which, c, &rq[1]);
+        MPI_Irecv(in, 1, MPI_INT, 0, 20 + which, c, &rq[0]);
+        MPI_Wait(&rq[1], MPI_STATUS_IGNORE);
+        eh_calls = 0;
+        eh_code = 0;
+        st[0].MPI_ERROR = SENTINEL;
+        switch (which) {
+        case 0: rc = MPI_Waitall(1, rq, st); break;
+        case 1: while (!flag) rc = MPI_Testall(1, rq, &flag, st); break;
+        case 2: rc = MPI_Waitsome(1, rq, &outcount, idx, st); break;
+        case 3: while (!outcount) rc = MPI_Testsome(1, rq, &outcount, idx, st); break;
+        case 4: rc = MPI_Wait(rq, st); break;
+        }
+        MPI_Error_class(eh_code, &cls);
+        CHECK(eh_calls == 1 && cls == MPI_ERR_TRUNCATE, "%s: handler called %d times with class %d", names[which],
+              eh_calls, cls);
+        if (which < 4) {
+            MPI_Error_class(st[0].MPI_ERROR, &cls);
+            CHECK(rc == MPI_ERR_IN_STATUS, "%s returned %d", names[which], rc);
+            CHECK(cls == MPI_ERR_TRUNCATE, "%s: status error field %d", names[which], st[0].MPI_ERROR);
+        } else {
+            MPI_Error_class(rc, &cls);
+            CHECK(cls == MPI_ERR_TRUNCATE, "MPI_Wait returned %d", rc);
+        }
+    }
+    MPI_Errhandler_free(&eh);
+    MPI_Comm_free(&c);
+}
+
+/* MPI-4.1 8.5.2: dimensions as close to each other as possible. */
+static void dims(void)
+{
+    group = "dims";
+    int d2[2] = {0, 0}, d3[3] = {0, 0, 0}, f3[3] = {0, 3, 0}, p2[2] = {0, 0};
+    MPI_Dims_create(72, 2, d2);
+    CHECK(d2[0] == 9 && d2[1] == 8, "72 in 2-D: %d x %d", d2[0], d2[1]);
+    MPI_Dims_create(12, 3, d3);
+    CHECK(d3[0] == 3 && d3[1] == 2 && d3[2] == 2, "12 in 3-D: %d x %d x %d", d3[0], d3[1], d3[2]);
+    MPI_Dims_create(24, 3, f3);
+    CHECK(f3[0] == 4 && f3[1] == 3 && f3[2] == 2, "24 in 3-D with 3 fixed: %d x %d x %d", f3[0], f3[1], f3[2]);
+    MPI_Dims_create(13, 2, p2);
+    CHECK(p2[0] == 13 && p2[1] == 1, "13 in 2-D: %d x %d", p2[0], p2[1]);
+}
+
+/* An affine map x -> a*x + b as (a, b): composing is associative, not commutative.
+ * inout = in o inout, MPI's inoutvec = invec op inoutvec. */
+typedef struct { long long a, b; } affine;
+static void compose(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    affine *x = in, *y = inout;
+    for (int i = 0; i < *len; i++) {
+        affine r = {x[i].a * y[i].a, x[i].a * y[i].b + x[i].b};
+        y[i] = r;
+    }
+}
+static affine mine_of(int r, int i) { affine m = {2 + (r + i) % 3, r + 1 + i}; return m; }
+/* m0 o m1 o ... o m(hi-1), from rank lo. */
+static affine fold(int lo, int hi, int i)
+{
+    affine acc = mine_of(hi - 1, i);
+    for (int r = hi - 2; r >= lo; r--) {
+        affine m = mine_of(r, i), t = {m.a * acc.a, m.a * acc.b + m.b};
+        acc = t;
+    }
+    return acc;
+}
+
+/* MPI-4.1 6.9.5: a non-commutative operation is applied in rank order. */
+static void noncommutative_reductions(void)
+{
+    group = "noncommutative";
+    MPI_Op op;
+    MPI_Datatype t;
+    MPI_Op_create(compose, 0, &op);
+    MPI_Type_contiguous(2, MPI_LONG_LONG, &t);
+    MPI_Type_commit(&t);
+    enum { K = 3 };
+    affine in[K * 8], out[K * 8];
+    for (int i = 0; i < K * size && i < K * 8; i++)
+        in[i] = mine_of(rank, i);
+    memset(out, 0, sizeof out);
+    MPI_Allreduce(in, out, K, t, op, MPI_COMM_WORLD);
+    for (int i = 0; i < K; i++) {
+        affine e = fold(0, size, i);
+        CHECK(out[i].a == e.a && out[i].b == e.b, "Allreduce elem %d: (%lld,%lld) want (%lld,%lld)", i, out[i].a,
+              out[i].b, e.a, e.b);
+    }
+    memset(out, 0, sizeof out);
+    MPI_Reduce(in, out, K, t, op, size - 1, MPI_COMM_WORLD);
+    if (rank == size - 1)
+        for (int i = 0; i < K; i++) {
+            affine e = fold(0, size, i);
+            CHECK(out[i].a == e.a && out[i].b == e.b, "Reduce elem %d: (%lld,%lld) want (%lld,%lld)", i, out[i].a,
+                  out[i].b, e.a, e.b);
+        }
+    memset(out, 0, sizeof out);
+    MPI_Scan(in, out, K, t, op, MPI_COMM_WORLD);
+    for (int i = 0; i < K; i++) {
+        affine e = fold(0, rank + 1, i);
+        CHECK(out[i].a == e.a && out[i].b == e.b, "Scan elem %d: (%lld,%lld) want (%lld,%lld)", i, out[i].a, out[i].b,
+              e.a, e.b);
+    }
+    memset(out, 0, sizeof out);
+    MPI_Exscan(in, out, K, t, op, MPI_COMM_WORLD);
+    if (rank > 0)
+        for (int i = 0; i < K; i++) {
+            affine e = fold(0, rank, i);
+            CHECK(out[i].a == e.a && out[i].b == e.b, "Exscan elem %d: (%lld,%lld) want (%lld,%lld)", i, out[i].a,
+                  out[i].b, e.a, e.b);
+        }
+    if (size <= 8) {
+        /* Reduce_scatter_block: K elements per rank; element j of the whole vector. */
+        affine big[K * 8], part[K];
+        for (int j = 0; j < K * size; j++)
+            big[j] = mine_of(rank, j);
+        MPI_Reduce_scatter_block(big, part, K, t, op, MPI_COMM_WORLD);
+        for (int i = 0; i < K; i++) {
+            affine e = fold(0, size, rank * K + i);
+            CHECK(part[i].a == e.a && part[i].b == e.b, "Reduce_scatter_block elem %d: (%lld,%lld) want (%lld,%lld)",
+                  i, part[i].a, part[i].b, e.a, e.b);
+        }
+    }
+    MPI_Type_free(&t);
+    MPI_Op_free(&op);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    status_error_untouched();
+    completion_error_codes();
+    dims();
+    noncommutative_reductions();
+    if (failures == 0)
+        printf("conformance: rank %d ok (%d checks)\n", rank, checks);
+    fflush(stdout);
+    MPI_Finalize();
+    return failures ? 1 : 0;
+}
