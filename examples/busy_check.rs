@@ -1,8 +1,11 @@
 //! Busy is not dead, checked from every rank: used by `tests/busy.rs` on a machine loaded
 //! far beyond its cores.
 //!
-//! `rtrun -n N busy_check SECS`: every rank `init`s, then makes no MPI call for `SECS`
-//! seconds (default 30) — even ranks compute (spin on the CPU), odd ranks sleep — then,
+//! `rtrun -n N busy_check SECS [STARVED]`: every rank `init`s (rank `STARVED`, if given,
+//! then moves itself into the CPU cgroup named by `BUSY_CHECK_CGROUP`, which the harness
+//! throttled: runnable, but held off the CPU for most of every period, while its ring
+//! observer runs on time), then makes no MPI call for `SECS` seconds (default 30) — even
+//! ranks compute (spin on the CPU), odd ranks sleep — then,
 //! until one round succeeds everywhere, `validate`s the world, `allreduce`s the sum of
 //! `rank + 1` over the members and `agree`s on whether every member's allreduce
 //! succeeded. The sum must be that over the members outside the validated failed group.
@@ -38,12 +41,26 @@ fn compute(d: Duration) -> u64 {
     std::hint::black_box(x)
 }
 
+/// Moves this process into the CPU cgroup `dir` (its path from `BUSY_CHECK_CGROUP`, made
+/// and throttled by the test harness): from then on it is runnable but held off the CPU
+/// most of the time, its progress thread with it.
+fn starve_self() {
+    let dir = std::env::var("BUSY_CHECK_CGROUP").unwrap_or_else(|_| fail("STARVED given without BUSY_CHECK_CGROUP"));
+    let procs = std::path::Path::new(&dir).join("cgroup.procs");
+    std::fs::write(&procs, std::process::id().to_string())
+        .unwrap_or_else(|e| fail(&format!("{}: {e}", procs.display())));
+}
+
 fn main() {
     let secs: f64 = std::env::args().nth(1).map_or(30.0, |s| s.parse().unwrap_or_else(|_| fail("SECS: a number")));
     let rt = runthrough::init().unwrap_or_else(|e| fail(&format!("init: {e}")));
     let world = rt.world();
     world.set_error_mode(ErrorMode::ErrorsReturn);
     let (me, n) = (world.rank(), world.size());
+    let starved: Option<usize> = std::env::args().nth(2).map(|s| s.parse().unwrap_or_else(|_| fail("STARVED: a rank")));
+    if starved == Some(me) {
+        starve_self();
+    }
     let busy = Duration::from_secs_f64(secs);
     if me % 2 == 0 {
         compute(busy);

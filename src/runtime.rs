@@ -289,7 +289,10 @@ pub fn init() -> Result<Runtime, Error> {
         };
         {
             let mut e = shared.engine.lock();
-            e.set_witnessed(witness.is_some());
+            // Every verdict is a suspicion first: the launcher witnesses it (R32), or,
+            // without one, this node's evidence of the suspect's process (busy is not
+            // dead) decides it in the progress thread.
+            e.set_witnessed(true);
             if let Some(cfg) = ft {
                 e.enable_ft(cfg);
             }
@@ -456,10 +459,25 @@ fn spawn_progress(
                         }
                     }
                     e.ft_tick();
-                    if let Some(w) = &witness {
-                        for r in e.take_suspects() {
-                            // The witness thread ends only with the runtime.
-                            let _ = w.send(r);
+                    match &witness {
+                        Some(w) => {
+                            for r in e.take_suspects() {
+                                // The witness thread ends only with the runtime.
+                                let _ = w.send(r);
+                            }
+                        }
+                        // No launcher to witness (a singleton, Slurm, RT_WITNESS=0): this
+                        // node's own evidence. Busy is not dead: a peer of this host
+                        // whose process is alive and not stopped gets a fresh window.
+                        None => {
+                            for r in e.take_suspects() {
+                                if peer_watch.as_ref().and_then(|w| w.is_running(r.0)) == Some(true) {
+                                    tracing::debug!(rank = r.0, "suspect's process is alive on this host: refuted");
+                                    e.refute_suspect(r);
+                                } else {
+                                    e.fail_peer(r);
+                                }
+                            }
                         }
                     }
                     // Futures whose requests completed (here or in anyone's progress).

@@ -41,6 +41,8 @@ pub struct PeerWatch {
     pollfds: Vec<libc::pollfd>,
     /// Peers already gone when the watch was opened (`ESRCH`): reported by the next poll.
     gone: Vec<u32>,
+    /// Every peer given to [`PeerWatch::open`], `(rank, pid)`.
+    pids: Vec<(u32, i32)>,
     departures: Departures,
 }
 
@@ -70,6 +72,7 @@ impl PeerWatch {
             fds: Vec::with_capacity(peers.len()),
             pollfds: Vec::with_capacity(peers.len()),
             gone: Vec::new(),
+            pids: peers.to_vec(),
             departures,
         };
         for &(rank, pid) in peers {
@@ -87,6 +90,20 @@ impl PeerWatch {
             }
         }
         Ok(w)
+    }
+
+    /// Whether peer `rank`'s process is alive and not stopped — running, runnable or
+    /// sleeping (`/proc/PID/stat`) — however long since it was last scheduled: `None`
+    /// for a rank this watch does not cover, `Some(false)` once it exited (seen by
+    /// [`PeerWatch::poll_exited`], or its state is zombie or gone) or while it is stopped
+    /// (`T`: hung until continued). Busy is not dead: a peer starved of a core, or
+    /// computing while its progress thread waits for one, is `Some(true)`.
+    pub fn is_running(&self, rank: u32) -> Option<bool> {
+        let &(_, pid) = self.pids.iter().find(|p| p.0 == rank)?;
+        if !self.ranks.contains(&rank) {
+            return Some(false);
+        }
+        Some(process_running(pid))
     }
 
     /// Number of peers still watched (not yet reported).
@@ -136,6 +153,19 @@ impl PeerWatch {
     }
 }
 
+/// Whether process `pid` of this host is alive and not stopped according to
+/// `/proc/PID/stat` (state `R`, `S`, `D`, `I`...; not `T`/`t` stopped, not `Z`/`X` dead,
+/// not gone). Safe code: it reads a file.
+pub fn process_running(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "PID (COMM) STATE ...": the state follows the last ')'.
+    stat.rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next())
+        .is_some_and(|s| !matches!(s, "T" | "t" | "Z" | "X" | "x"))
+}
+
 #[cfg(test)]
 mod tests {
     use std::process::Command;
@@ -171,6 +201,33 @@ mod tests {
                 false
             }
         }
+    }
+
+    /// Busy is not dead: a sleeping or spinning peer is running; a stopped one is not,
+    /// nor one that exited; a rank the watch does not cover is `None`.
+    #[test]
+    fn is_running_tells_busy_from_stopped_and_gone() {
+        if !pidfds_available() {
+            return;
+        }
+        let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+        let mut spinner = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+        let pids = [(1, sleeper.id() as i32), (2, spinner.id() as i32)];
+        let mut w = PeerWatch::open(&pids, departures("running")).expect("pidfds of live children");
+        assert_eq!((w.is_running(1), w.is_running(2), w.is_running(3)), (Some(true), Some(true), None));
+        assert!(Command::new("kill").args(["-STOP", &spinner.id().to_string()]).status().unwrap().success());
+        let t0 = Instant::now();
+        while w.is_running(2) != Some(false) {
+            assert!(t0.elapsed() < Duration::from_secs(10), "a stopped process still running");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        sleeper.kill().unwrap();
+        sleeper.wait().unwrap();
+        assert_eq!(w.is_running(1), Some(false), "a reaped process");
+        assert_eq!(wait_exits(&mut w, 1), vec![PeerExit { rank: 1, finalized: false }]);
+        assert_eq!(w.is_running(1), Some(false), "an exit reported");
+        spinner.kill().unwrap();
+        spinner.wait().unwrap();
     }
 
     #[test]

@@ -313,3 +313,50 @@ impl Drop for Load {
         }
     }
 }
+
+/// A CPU cgroup that lets its processes run `quota` out of every `period` (cgroup v1's
+/// `cpu.cfs_quota_us`, or v2's `cpu.max`): a process moved in is runnable but held off
+/// the CPU for the rest of each period, as in a container with a CPU limit on a busy
+/// node. Removed on drop (once its processes exited). `None`, with the reason, where
+/// this machine has no writable CPU controller (not root, no cgroup filesystem).
+pub(crate) struct CpuThrottle(PathBuf);
+
+impl CpuThrottle {
+    pub(crate) fn new(quota: Duration, period: Duration) -> Result<CpuThrottle, String> {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let name = format!("rt-throttle-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        let (q, p) = (quota.as_micros(), period.as_micros());
+        let v1 = PathBuf::from("/sys/fs/cgroup/cpu");
+        let v2 = PathBuf::from("/sys/fs/cgroup");
+        let made = if v1.join("cpu.cfs_quota_us").exists() {
+            let dir = v1.join(&name);
+            std::fs::create_dir(&dir)
+                .and_then(|_| std::fs::write(dir.join("cpu.cfs_period_us"), p.to_string()))
+                .and_then(|_| std::fs::write(dir.join("cpu.cfs_quota_us"), q.to_string()))
+                .map(|_| dir)
+        } else if std::fs::read_to_string(v2.join("cgroup.controllers")).is_ok_and(|c| c.contains("cpu")) {
+            let dir = v2.join(&name);
+            let _ = std::fs::write(v2.join("cgroup.subtree_control"), "+cpu");
+            std::fs::create_dir(&dir).and_then(|_| std::fs::write(dir.join("cpu.max"), format!("{q} {p}"))).map(|_| dir)
+        } else {
+            return Err("no cgroup CPU controller at /sys/fs/cgroup/cpu (v1) or /sys/fs/cgroup (v2)".into());
+        };
+        made.map(CpuThrottle).map_err(|e| format!("cannot make a throttled CPU cgroup: {e}"))
+    }
+
+    /// The cgroup's directory (a process joins by writing its pid to `cgroup.procs`).
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for CpuThrottle {
+    fn drop(&mut self) {
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.0).is_ok() || !self.0.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
