@@ -100,6 +100,23 @@ fn conformance_checks_pass_at_1_2_and_4_ranks() {
     }
 }
 
+/// `abi/c/conformance_types.c`: datatypes (negative extents, Get_elements, large counts,
+/// descriptions that do not grow with counts) and attributes (keyvals freed while
+/// attached, copy/delete callbacks, the MPI-1 calls, MPI_Finalize's order).
+#[test]
+fn conformance_types_pass_at_1_2_and_4_ranks() {
+    let prog = abi_program("abi/c/conformance_types.c");
+    for n in [1u32, 2, 4] {
+        let ns = n.to_string();
+        let o = run_abi(&["-n", &ns, prog.to_str().unwrap()], Duration::from_secs(60));
+        let out = ok(&o);
+        for r in 0..n {
+            assert!(out.contains(&format!("conformance_types: rank {r} ok (")), "n={n} rank {r}:\n{out}");
+        }
+        assert!(!out.contains("FAILED"), "{out}");
+    }
+}
+
 #[test]
 fn osu_programs_through_the_abi_at_2_ranks() {
     let pt2pt = abi_program("bench/c/osu_pt2pt.c");

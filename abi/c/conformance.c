@@ -237,6 +237,89 @@ static void noncommutative_reductions(void)
     MPI_Op_free(&op);
 }
 
+/* MPI ignores the receive arguments of a gather and the send arguments of a scatter
+ * away from the root: MPI_DATATYPE_NULL (and NULL arrays) must be accepted there; an
+ * empty message needs no datatype. */
+static void null_arguments(void)
+{
+    group = "null args";
+    int v = rank + 1, all[64], rc, cnt[64], dsp[64];
+    int root = size - 1, is_root = rank == root;
+    for (int i = 0; i < size && i < 64; i++) {
+        all[i] = -1;
+        cnt[i] = 1;
+        dsp[i] = i;
+    }
+    rc = MPI_Gather(&v, 1, MPI_INT, is_root ? all : NULL, is_root ? 1 : 0, is_root ? MPI_INT : MPI_DATATYPE_NULL,
+                    root, MPI_COMM_WORLD);
+    CHECK(rc == MPI_SUCCESS, "MPI_Gather with MPI_DATATYPE_NULL away from the root: rc %d", rc);
+    if (is_root)
+        for (int i = 0; i < size && i < 64; i++)
+            CHECK(all[i] == i + 1, "MPI_Gather block %d = %d", i, all[i]);
+    rc = MPI_Gatherv(&v, 1, MPI_INT, is_root ? all : NULL, is_root ? cnt : NULL, is_root ? dsp : NULL,
+                     is_root ? MPI_INT : MPI_DATATYPE_NULL, root, MPI_COMM_WORLD);
+    CHECK(rc == MPI_SUCCESS, "MPI_Gatherv with null receive arguments away from the root: rc %d", rc);
+    int got = -1;
+    for (int i = 0; i < size && i < 64; i++)
+        all[i] = 100 + i;
+    rc = MPI_Scatter(is_root ? all : NULL, is_root ? 1 : 0, is_root ? MPI_INT : MPI_DATATYPE_NULL, &got, 1, MPI_INT,
+                     root, MPI_COMM_WORLD);
+    CHECK(rc == MPI_SUCCESS && got == 100 + rank, "MPI_Scatter with MPI_DATATYPE_NULL away from the root: rc %d got %d",
+          rc, got);
+    got = -1;
+    rc = MPI_Scatterv(is_root ? all : NULL, is_root ? cnt : NULL, is_root ? dsp : NULL,
+                      is_root ? MPI_INT : MPI_DATATYPE_NULL, &got, 1, MPI_INT, root, MPI_COMM_WORLD);
+    CHECK(rc == MPI_SUCCESS && got == 100 + rank, "MPI_Scatterv with null send arguments: rc %d got %d", rc, got);
+    MPI_Status st;
+    rc = MPI_Send(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD);
+    CHECK(rc == MPI_SUCCESS, "MPI_Send of 0 MPI_DATATYPE_NULL to MPI_PROC_NULL: rc %d", rc);
+    rc = MPI_Recv(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st);
+    CHECK(rc == MPI_SUCCESS && st.MPI_SOURCE == MPI_PROC_NULL, "MPI_Recv of 0 MPI_DATATYPE_NULL from MPI_PROC_NULL: rc %d",
+          rc);
+}
+
+static void add_pairs(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    for (int i = 0; i < 2 * *len; i++)
+        ((int *)inout)[i] += ((int *)in)[i];
+}
+
+/* MPI-4.1 5.1.10 and 6.9.5: a datatype or operation freed while a nonblocking or
+ * persistent collective uses it stays with that collective until it completes. */
+static void freed_while_in_use(void)
+{
+    group = "freed in use";
+    MPI_Op op;
+    MPI_Datatype t;
+    MPI_Request r;
+    int in[2] = {rank, 1}, out[2] = {0, 0}, rc;
+    int want0 = size * (size - 1) / 2;
+    MPI_Op_create(add_pairs, 1, &op);
+    MPI_Type_contiguous(2, MPI_INT, &t);
+    MPI_Type_commit(&t);
+    MPI_Iallreduce(in, out, 1, t, op, MPI_COMM_WORLD, &r);
+    MPI_Op_free(&op);
+    MPI_Type_free(&t);
+    rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
+    CHECK(rc == MPI_SUCCESS && out[0] == want0 && out[1] == size, "MPI_Iallreduce after freeing its op and type: rc %d "
+          "result (%d,%d)", rc, out[0], out[1]);
+    MPI_Op_create(add_pairs, 1, &op);
+    MPI_Type_contiguous(2, MPI_INT, &t);
+    MPI_Type_commit(&t);
+    MPI_Allreduce_init(in, out, 1, t, op, MPI_COMM_WORLD, MPI_INFO_NULL, &r);
+    MPI_Op_free(&op);
+    MPI_Type_free(&t);
+    for (int round = 0; round < 2; round++) {
+        out[0] = out[1] = 0;
+        MPI_Start(&r);
+        rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
+        CHECK(rc == MPI_SUCCESS && out[0] == want0 && out[1] == size, "persistent MPI_Allreduce round %d after freeing: "
+              "rc %d result (%d,%d)", round, rc, out[0], out[1]);
+    }
+    MPI_Request_free(&r);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -247,6 +330,8 @@ int main(int argc, char **argv)
     completion_error_codes();
     dims();
     noncommutative_reductions();
+    null_arguments();
+    freed_while_in_use();
     if (failures == 0)
         printf("conformance: rank %d ok (%d checks)\n", rank, checks);
     fflush(stdout);

@@ -225,8 +225,48 @@ pub(crate) enum Coll {
     Exscan,
 }
 
-fn ty(h: Handle) -> Result<Arc<Dtype>, c_int> {
-    crate::dtype::lookup(h).ok_or(MPI_ERR_TYPE)
+/// The datatypes and the user operation of a collective, taken when it starts: a
+/// nonblocking or persistent collective keeps them even when the program frees the
+/// handles before it completes (MPI-4.1 5.1.10: "any communication that is currently
+/// using this datatype will complete normally"; the same for operations, 6.9.5).
+/// Empty for a blocking call, which looks the handles up as it runs.
+#[derive(Default, Clone)]
+pub(crate) struct Held {
+    types: Vec<(Handle, Arc<Dtype>)>,
+    op: Option<(Handle, Arc<crate::op::UserOp>)>,
+}
+
+impl Held {
+    /// What `a` names now.
+    fn of(a: &Args) -> Held {
+        let types = [a.stype, a.rtype].into_iter().filter_map(|h| crate::dtype::lookup(h).map(|t| (h, t))).collect();
+        Held { types, op: crate::op::user_op(a.op).map(|u| (a.op, u)) }
+    }
+
+    /// The datatype `h`: the one taken at the start, else the handle's now.
+    fn ty(&self, h: Handle) -> Result<Arc<Dtype>, c_int> {
+        match self.types.iter().find(|(x, _)| *x == h) {
+            Some((_, t)) => Ok(t.clone()),
+            None => crate::dtype::lookup(h).ok_or(MPI_ERR_TYPE),
+        }
+    }
+
+    /// The datatype of an argument that matters only where `used` (the receive type of a
+    /// gather at the root, the send type of a scatter at the root): elsewhere MPI ignores
+    /// it, so `MPI_DATATYPE_NULL` or any other value is accepted (MPI_BYTE stands in).
+    fn ty_if(&self, h: Handle, used: bool) -> Result<Arc<Dtype>, c_int> {
+        match self.ty(h) {
+            Ok(t) => Ok(t),
+            Err(_) if !used => self.ty(MPI_BYTE),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// How to combine with operation `op` over `t` (datatype handle `dt`).
+    fn combine(&self, op: Handle, dt: Handle, t: &Arc<Dtype>) -> Result<crate::op::Combine, c_int> {
+        let held = self.op.as_ref().filter(|(h, _)| *h == op).map(|(_, u)| u.clone());
+        crate::op::resolve_held(held, op, dt, t)
+    }
 }
 
 /// `input` (this member's packed contribution) reduced with the non-commutative `comb` in
@@ -251,7 +291,7 @@ fn ordered_reduce(c: &CommObj, input: &[u8], comb: &crate::op::Combine) -> Resul
 ///
 /// # Safety
 /// The buffers and arrays in `a` are the program's, valid for the call (MPI contract).
-pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
+pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args, held: &Held) -> R {
     if c.inter.is_some() && !matches!(k, Coll::Barrier) {
         // Intercommunicator collectives (MPI_ROOT, two groups) are not implemented; a
         // barrier over both groups is the barrier of the underlying communicator.
@@ -266,7 +306,7 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
         Coll::Barrier => cm.barrier().map_err(code),
         Coll::Bcast => {
             root_ok(c, a.root)?;
-            let t = ty(a.stype)?;
+            let t = held.ty(a.stype)?;
             // SAFETY: the program's buffer.
             let mut rb = unsafe { RBuf::new(a.sbuf.0, a.scount, &t, me == a.root as usize) };
             cm.bcast(rb.bytes(), a.root as usize).map_err(code)?;
@@ -276,8 +316,8 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
             Ok(())
         }
         Coll::Reduce | Coll::Allreduce | Coll::Scan | Coll::Exscan => {
-            let t = ty(a.rtype)?;
-            let comb = crate::op::resolve(a.op, a.rtype, &t)?;
+            let t = held.ty(a.rtype)?;
+            let comb = held.combine(a.op, a.rtype, &t)?;
             let root = if matches!(k, Coll::Reduce) { root_ok(c, a.root).map(|_| a.root as usize)? } else { 0 };
             let is_root = matches!(k, Coll::Reduce) && me == root;
             // The contribution, packed.
@@ -343,8 +383,8 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
             Ok(())
         }
         Coll::ReduceScatter | Coll::ReduceScatterBlock => {
-            let t = ty(a.rtype)?;
-            let comb = crate::op::resolve(a.op, a.rtype, &t)?;
+            let t = held.ty(a.rtype)?;
+            let comb = held.combine(a.op, a.rtype, &t)?;
             let cnt: Vec<usize> = if matches!(k, Coll::ReduceScatterBlock) {
                 vec![a.rcount; n]
             } else {
@@ -368,8 +408,8 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
             Ok(())
         }
         Coll::Gather | Coll::Allgather => {
-            let rt = ty(a.rtype)?;
             let is_root = matches!(k, Coll::Allgather) || me == a.root as usize;
+            let rt = held.ty_if(a.rtype, is_root)?;
             if matches!(k, Coll::Gather) {
                 root_ok(c, a.root)?;
             }
@@ -380,7 +420,7 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
                 // SAFETY: as above.
                 unsafe { sbytes(p.cast(), a.rcount, &rt, &mut keep) }.to_vec()
             } else {
-                let st = ty(a.stype)?;
+                let st = held.ty(a.stype)?;
                 // SAFETY: the program's send buffer.
                 unsafe { sbytes(a.sbuf.0, a.scount, &st, &mut keep) }.to_vec()
             };
@@ -400,7 +440,7 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
         Coll::Scatter => {
             root_ok(c, a.root)?;
             let is_root = me == a.root as usize;
-            let st = ty(a.stype)?;
+            let st = held.ty_if(a.stype, is_root)?;
             let send: Vec<u8> = if is_root {
                 // SAFETY: the program's send buffer of n blocks.
                 unsafe { sbytes(a.sbuf.0, a.scount * n, &st, &mut keep) }.to_vec()
@@ -412,7 +452,7 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
                 cm.scatter(&send, &mut scratch, a.root as usize).map_err(code)?;
                 return Ok(());
             }
-            let rt = ty(a.rtype)?;
+            let rt = held.ty(a.rtype)?;
             // SAFETY: the program's receive buffer.
             let mut rb = unsafe { RBuf::new(a.rbuf.0, a.rcount, &rt, false) };
             cm.scatter(&send, rb.bytes(), a.root as usize).map_err(code)?;
@@ -420,12 +460,12 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
             Ok(())
         }
         Coll::Alltoall => {
-            let rt = ty(a.rtype)?;
+            let rt = held.ty(a.rtype)?;
             let send: Vec<u8> = if is_in_place(a.sbuf.0) {
                 // SAFETY: the program's receive buffer holds the data.
                 unsafe { sbytes(a.rbuf.0, a.rcount * n, &rt, &mut keep) }.to_vec()
             } else {
-                let st = ty(a.stype)?;
+                let st = held.ty(a.stype)?;
                 // SAFETY: the program's send buffer.
                 unsafe { sbytes(a.sbuf.0, a.scount * n, &st, &mut keep) }.to_vec()
             };
@@ -436,12 +476,12 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
             Ok(())
         }
         Coll::Gatherv | Coll::Allgatherv => {
-            let rt = ty(a.rtype)?;
             let all = matches!(k, Coll::Allgatherv);
             if !all {
                 root_ok(c, a.root)?;
             }
             let is_root = all || me == a.root as usize;
+            let rt = held.ty_if(a.rtype, is_root)?;
             let (cnt, dsp) = if is_root {
                 // SAFETY: n counts and displacements (at the root / everywhere).
                 unsafe { (counts(a.rcounts.0, n, a.wide), counts(a.rdispls.0, n, a.wide)) }
@@ -455,7 +495,7 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
                 // SAFETY: as above.
                 unsafe { sbytes(p.cast(), c_me, &rt, &mut keep) }.to_vec()
             } else {
-                let st = ty(a.stype)?;
+                let st = held.ty(a.stype)?;
                 // SAFETY: the program's send buffer.
                 unsafe { sbytes(a.sbuf.0, a.scount, &st, &mut keep) }.to_vec()
             };
@@ -489,7 +529,7 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
             let is_root = me == a.root as usize;
             let (mut send, mut bc, mut bd) = (Vec::new(), Vec::new(), Vec::new());
             if is_root {
-                let st = ty(a.stype)?;
+                let st = held.ty(a.stype)?;
                 // SAFETY: n counts and displacements at the root.
                 let (cnt, dsp) = unsafe { (counts(a.scounts.0, n, a.wide), counts(a.sdispls.0, n, a.wide)) };
                 for i in 0..n {
@@ -507,7 +547,7 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
                 cm.scatterv(&send, &bc, &bd, &mut scratch, a.root as usize).map_err(code)?;
                 return Ok(());
             }
-            let rt = ty(a.rtype)?;
+            let rt = held.ty(a.rtype)?;
             // SAFETY: the program's receive buffer.
             let mut rb = unsafe { RBuf::new(a.rbuf.0, a.rcount, &rt, false) };
             cm.scatterv(&send, &bc, &bd, rb.bytes(), a.root as usize).map_err(code)?;
@@ -515,9 +555,9 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args) -> R {
             Ok(())
         }
         Coll::Alltoallv => {
-            let rt = ty(a.rtype)?;
+            let rt = held.ty(a.rtype)?;
             let in_place = is_in_place(a.sbuf.0);
-            let st = if in_place { rt.clone() } else { ty(a.stype)? };
+            let st = if in_place { rt.clone() } else { held.ty(a.stype)? };
             // SAFETY: n counts and displacements.
             let (rc, rd) = unsafe { (counts(a.rcounts.0, n, a.wide), counts(a.rdispls.0, n, a.wide)) };
             let (sc, sd) = if in_place {
@@ -568,7 +608,7 @@ unsafe fn blocking(comm: Handle, k: Coll, a: Args) -> c_int {
     let rc = if c.worker.busy() {
         let c2 = c.clone();
         // SAFETY: the program's buffers stay valid: this thread waits for the job.
-        let job = c.worker.submit(move || match unsafe { run(&c2, k, a) } {
+        let job = c.worker.submit(move || match unsafe { run(&c2, k, a, &Held::default()) } {
             Ok(()) => MPI_SUCCESS,
             Err(e) => e,
         });
@@ -578,7 +618,7 @@ unsafe fn blocking(comm: Handle, k: Coll, a: Args) -> c_int {
         job.rc.load(Ordering::Acquire)
     } else {
         // SAFETY: the program's buffers (MPI contract).
-        match unsafe { run(&c, k, a) } {
+        match unsafe { run(&c, k, a, &Held::default()) } {
             Ok(()) => MPI_SUCCESS,
             Err(e) => e,
         }
@@ -637,7 +677,7 @@ unsafe fn snapshot(c: &CommObj, k: Coll, mut a: Args) -> (Args, Vec<Vec<i64>>) {
 ///
 /// # Safety
 /// As [`run`], for buffers until the request completes; arrays only for this call.
-pub(crate) unsafe fn start(c: &Arc<CommObj>, k: Coll, a: Args) -> Active {
+pub(crate) unsafe fn start(c: &Arc<CommObj>, k: Coll, a: Args, held: Held) -> Active {
     // SAFETY: forwarded (function contract).
     let (a, keep) = unsafe { snapshot(c, k, a) };
     let c2 = c.clone();
@@ -645,7 +685,7 @@ pub(crate) unsafe fn start(c: &Arc<CommObj>, k: Coll, a: Args) -> Active {
     // nonblocking-call contract); the arrays are the copies in `keep`, moved along.
     let job = c.worker.submit(move || {
         let _keep = &keep;
-        match unsafe { run(&c2, k, a) } {
+        match unsafe { run(&c2, k, a, &held) } {
             Ok(()) => MPI_SUCCESS,
             Err(e) => e,
         }
@@ -656,7 +696,7 @@ pub(crate) unsafe fn start(c: &Arc<CommObj>, k: Coll, a: Args) -> Active {
 unsafe fn nonblocking(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c_int {
     let c = comm!(comm);
     // SAFETY: forwarded program arguments.
-    let act = unsafe { start(&c, k, a) };
+    let act = unsafe { start(&c, k, a, Held::of(&a)) };
     // SAFETY: output argument.
     unsafe { *request = crate::req::new_active(comm, act) };
     MPI_SUCCESS
@@ -668,11 +708,13 @@ unsafe fn persistent(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c_
     // the call (mpi4py does), and each start reads the copies.
     // SAFETY: forwarded program arguments.
     let (a, keep) = unsafe { snapshot(&c, k, a) };
+    // The datatypes and operation too: the program may free them while the request lives.
+    let held = Held::of(&a);
     let starter = Box::new(move || {
         let _keep = &keep;
         // SAFETY: the buffers are the program's, valid while the request lives (MPI
         // contract); the arrays are `keep`.
-        Ok(unsafe { start(&c, k, a) })
+        Ok(unsafe { start(&c, k, a, held.clone()) })
     });
     // SAFETY: output argument.
     unsafe { *request = crate::req::persistent(comm, starter) };

@@ -1,8 +1,6 @@
 //! Communicators, groups and attributes.
 
-use std::collections::HashMap;
-use std::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::ffi::{c_char, c_int};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -11,7 +9,7 @@ use runthrough::Comm;
 use crate::consts::*;
 use crate::err::raise_on;
 use crate::handles::{Kind, Table};
-use crate::types::{FnPtr, Handle};
+use crate::types::Handle;
 
 /// A communicator as the C layer sees it.
 pub(crate) struct CommObj {
@@ -20,7 +18,8 @@ pub(crate) struct CommObj {
     pub(crate) world: Vec<u32>,
     pub(crate) rank: usize,
     pub(crate) errhandler: Mutex<Handle>,
-    pub(crate) attrs: Mutex<HashMap<c_int, *mut c_void>>,
+    /// Its attributes (attr.rs).
+    pub(crate) attrs: Mutex<crate::attr::Attrs>,
     pub(crate) name: Mutex<String>,
     /// The ordered runner of this communicator's nonblocking collectives.
     pub(crate) worker: crate::coll::Worker,
@@ -106,7 +105,7 @@ impl CommObj {
             world,
             rank,
             errhandler: Mutex::new(errhandler),
-            attrs: Mutex::new(HashMap::new()),
+            attrs: Mutex::default(),
             name: Mutex::new(name.to_string()),
             worker: crate::coll::Worker::default(),
             ft_worker: crate::coll::Worker::default(),
@@ -160,16 +159,20 @@ macro_rules! comm {
 pub(crate) use comm;
 
 /// Registers a new communicator derived from `parent` (inheriting its error handler and
-/// copying its attributes as their copy callbacks say) and returns its handle.
-pub(crate) fn register_child(parent: &Arc<CommObj>, parent_h: Handle, c: Comm) -> Handle {
+/// copying its attributes as their copy callbacks say) and returns its handle; a failing
+/// copy callback's code, the new communicator freed.
+pub(crate) fn register_child(parent: &Arc<CommObj>, parent_h: Handle, c: Comm) -> Result<Handle, c_int> {
     let eh = *parent.errhandler.lock();
     let obj = match &parent.inter {
         Some(i) => CommObj::new_inter(c, eh, i.clone()),
         None => CommObj::new(c, eh, ""),
     };
     let h = COMMS.insert(obj.clone());
-    copy_attrs(parent, parent_h, &obj, h);
-    h
+    if let Err(e) = copy_attrs(parent, parent_h, &obj, h) {
+        COMMS.remove(h);
+        return Err(e);
+    }
+    Ok(h)
 }
 
 /// Registers a new communicator that inherits nothing but the error handler (split,
@@ -179,233 +182,18 @@ pub(crate) fn register_plain(parent: &Arc<CommObj>, c: Comm) -> Handle {
 }
 
 // ---------------------------------------------------------------------------------------
-// Attributes (keyvals shared by communicators and datatypes)
+// Attributes (attr.rs)
 
-type CopyFn = unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
-type DeleteFn = unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void) -> c_int;
-
-#[derive(Clone, Copy)]
-struct Keyval {
-    copy: usize,
-    delete: usize,
-    extra: *mut c_void,
-}
-// SAFETY: callbacks and the opaque extra-state word are only passed back to the program.
-unsafe impl Send for Keyval {}
-
-static KEYVALS: Mutex<Option<HashMap<c_int, Keyval>>> = Mutex::new(None);
-static NEXT_KEYVAL: AtomicUsize = AtomicUsize::new(1000);
-
-/// Whether `k` is a keyval created by the program.
-pub(crate) fn keyval_exists(k: c_int) -> bool {
-    keyval(k).is_some()
+/// Copies the attributes of `parent` to its duplicate `child` as their copy callbacks
+/// say; a failing callback's code (the attributes copied so far deleted again).
+fn copy_attrs(parent: &Arc<CommObj>, parent_h: Handle, child: &Arc<CommObj>, child_h: Handle) -> Result<(), c_int> {
+    crate::attr::copy_all(&parent.attrs, parent_h, &child.attrs, child_h)
 }
 
-fn keyval(k: c_int) -> Option<Keyval> {
-    KEYVALS.lock().as_ref().and_then(|m| m.get(&k).copied())
-}
-
-fn copy_attrs(parent: &Arc<CommObj>, parent_h: Handle, child: &Arc<CommObj>, _child_h: Handle) {
-    let attrs: Vec<(c_int, *mut c_void)> = parent.attrs.lock().iter().map(|(k, v)| (*k, *v)).collect();
-    for (k, v) in attrs {
-        let Some(kv) = keyval(k) else { continue };
-        match kv.copy {
-            0 => {}
-            1 => {
-                child.attrs.lock().insert(k, v);
-            }
-            f => {
-                // SAFETY: an MPI_Comm_copy_attr_function registered with this keyval.
-                let f: CopyFn = unsafe { std::mem::transmute::<usize, CopyFn>(f) };
-                let mut out: *mut c_void = std::ptr::null_mut();
-                let mut flag: c_int = 0;
-                // SAFETY: called as MPI prescribes.
-                let rc = unsafe { f(parent_h, k, kv.extra, v, (&mut out as *mut *mut c_void).cast(), &mut flag) };
-                if rc == MPI_SUCCESS && flag != 0 {
-                    child.attrs.lock().insert(k, out);
-                }
-            }
-        }
-    }
-}
-
-/// Runs the delete callbacks of every attribute of `c` (communicator free).
+/// Runs the delete callbacks of every attribute of `c`, the last set first
+/// (MPI_Comm_free, and MPI_Finalize for MPI_COMM_SELF, MPI-4.1 11.2.4).
 pub(crate) fn delete_attrs(c: &Arc<CommObj>, h: Handle) -> c_int {
-    let attrs: Vec<(c_int, *mut c_void)> = c.attrs.lock().drain().collect();
-    for (k, v) in attrs {
-        let rc = call_delete(h, k, v);
-        if rc != MPI_SUCCESS {
-            return rc;
-        }
-    }
-    MPI_SUCCESS
-}
-
-fn call_delete(h: Handle, k: c_int, v: *mut c_void) -> c_int {
-    let Some(kv) = keyval(k) else { return MPI_SUCCESS };
-    if kv.delete == 0 {
-        return MPI_SUCCESS;
-    }
-    // SAFETY: an MPI_Comm_delete_attr_function registered with this keyval.
-    let f: DeleteFn = unsafe { std::mem::transmute::<usize, DeleteFn>(kv.delete) };
-    // SAFETY: called as MPI prescribes.
-    unsafe { f(h, k, v, kv.extra) }
-}
-
-pub(crate) unsafe fn MPI_Comm_create_keyval(
-    comm_copy_attr_fn: FnPtr,
-    comm_delete_attr_fn: FnPtr,
-    comm_keyval: *mut c_int,
-    extra_state: *mut c_void,
-) -> c_int {
-    let k = NEXT_KEYVAL.fetch_add(1, Ordering::Relaxed) as c_int;
-    KEYVALS.lock().get_or_insert_with(HashMap::new).insert(
-        k,
-        Keyval { copy: comm_copy_attr_fn as usize, delete: comm_delete_attr_fn as usize, extra: extra_state },
-    );
-    // SAFETY: output argument.
-    unsafe { *comm_keyval = k };
-    MPI_SUCCESS
-}
-
-pub(crate) unsafe fn MPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int {
-    // SAFETY: in/out argument.
-    let k = unsafe { *comm_keyval };
-    if KEYVALS.lock().as_mut().and_then(|m| m.remove(&k)).is_none() {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_KEYVAL);
-    }
-    // SAFETY: in/out argument.
-    unsafe { *comm_keyval = MPI_KEYVAL_INVALID };
-    MPI_SUCCESS
-}
-
-pub(crate) unsafe fn MPI_Type_create_keyval(
-    type_copy_attr_fn: FnPtr,
-    type_delete_attr_fn: FnPtr,
-    type_keyval: *mut c_int,
-    extra_state: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded arguments.
-    unsafe { MPI_Comm_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) }
-}
-
-pub(crate) unsafe fn MPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int {
-    // SAFETY: forwarded arguments.
-    unsafe { MPI_Comm_free_keyval(type_keyval) }
-}
-
-struct Predef(c_int);
-// SAFETY: immutable plain data exposed to C by address.
-unsafe impl Sync for Predef {}
-static ATTR_TAG_UB: Predef = Predef(runthrough::TAG_UB);
-static ATTR_IO: Predef = Predef(MPI_ANY_SOURCE);
-static ATTR_HOST: Predef = Predef(MPI_PROC_NULL);
-static ATTR_WTIME_GLOBAL: Predef = Predef(0);
-static ATTR_APPNUM: Predef = Predef(0);
-static mut ATTR_LASTUSED: c_int = 0;
-static mut ATTR_UNIVERSE: c_int = 0;
-
-pub(crate) unsafe fn MPI_Comm_get_attr(
-    comm: Handle,
-    comm_keyval: c_int,
-    attribute_val: *mut c_void,
-    flag: *mut c_int,
-) -> c_int {
-    let c = comm!(comm);
-    let out = attribute_val.cast::<*mut c_void>();
-    let predefined: Option<*const c_int> = match comm_keyval {
-        MPI_TAG_UB => Some(&ATTR_TAG_UB.0),
-        MPI_IO => Some(&ATTR_IO.0),
-        MPI_HOST => Some(&ATTR_HOST.0),
-        MPI_WTIME_IS_GLOBAL => Some(&ATTR_WTIME_GLOBAL.0),
-        MPI_APPNUM => Some(&ATTR_APPNUM.0),
-        MPI_LASTUSEDCODE => {
-            // SAFETY: written here only, under the guard of the single statement; a racing
-            // reader sees an old or new code, both valid.
-            unsafe { ATTR_LASTUSED = crate::err::last_used_code() };
-            Some(std::ptr::addr_of!(ATTR_LASTUSED))
-        }
-        MPI_UNIVERSE_SIZE => {
-            // SAFETY: as above.
-            unsafe { ATTR_UNIVERSE = crate::env::world().map_or(1, |w| w.size() as c_int) };
-            Some(std::ptr::addr_of!(ATTR_UNIVERSE))
-        }
-        _ => None,
-    };
-    if let Some(p) = predefined {
-        if comm_keyval == MPI_APPNUM || comm_keyval == MPI_HOST {
-            // Not provided by this implementation.
-            // SAFETY: output argument.
-            unsafe { *flag = 0 };
-            return MPI_SUCCESS;
-        }
-        // SAFETY: output arguments (the value is a pointer to the attribute's int).
-        unsafe {
-            *out = p as *mut c_void;
-            *flag = 1;
-        }
-        return MPI_SUCCESS;
-    }
-    if keyval(comm_keyval).is_none() {
-        return raise_on(comm, MPI_ERR_KEYVAL);
-    }
-    let v = c.attrs.lock().get(&comm_keyval).copied();
-    // SAFETY: output arguments.
-    unsafe {
-        match v {
-            Some(v) => {
-                *out = v;
-                *flag = 1;
-            }
-            None => *flag = 0,
-        }
-    }
-    MPI_SUCCESS
-}
-
-pub(crate) unsafe fn MPI_Comm_set_attr(comm: Handle, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    let c = comm!(comm);
-    if keyval(comm_keyval).is_none() {
-        return raise_on(comm, MPI_ERR_KEYVAL);
-    }
-    let old = c.attrs.lock().insert(comm_keyval, attribute_val);
-    if let Some(old) = old {
-        let rc = call_delete(comm, comm_keyval, old);
-        if rc != MPI_SUCCESS {
-            return raise_on(comm, rc);
-        }
-    }
-    MPI_SUCCESS
-}
-
-pub(crate) unsafe fn MPI_Comm_delete_attr(comm: Handle, comm_keyval: c_int) -> c_int {
-    let c = comm!(comm);
-    let old = c.attrs.lock().remove(&comm_keyval);
-    match old {
-        Some(v) => {
-            let rc = call_delete(comm, comm_keyval, v);
-            if rc != MPI_SUCCESS {
-                return raise_on(comm, rc);
-            }
-            MPI_SUCCESS
-        }
-        None => raise_on(comm, MPI_ERR_KEYVAL),
-    }
-}
-
-pub(crate) unsafe fn MPI_Attr_get(comm: Handle, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    // SAFETY: forwarded arguments.
-    unsafe { MPI_Comm_get_attr(comm, keyval, attribute_val, flag) }
-}
-
-pub(crate) unsafe fn MPI_Attr_put(comm: Handle, keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    // SAFETY: forwarded arguments.
-    unsafe { MPI_Comm_set_attr(comm, keyval, attribute_val) }
-}
-
-pub(crate) unsafe fn MPI_Attr_delete(comm: Handle, keyval: c_int) -> c_int {
-    // SAFETY: forwarded arguments.
-    unsafe { MPI_Comm_delete_attr(comm, keyval) }
+    crate::attr::delete_all(&c.attrs, h)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -439,8 +227,9 @@ pub(crate) unsafe fn MPI_Comm_dup(comm: Handle, newcomm: *mut Handle) -> c_int {
         Ok(d) => {
             let h = register_child(&c, comm, d);
             // SAFETY: output argument.
-            unsafe { *newcomm = h };
-            MPI_SUCCESS
+            unsafe { *newcomm = *h.as_ref().unwrap_or(&MPI_COMM_NULL) };
+            // A copy callback's error fails the dup (MPI-4.1 7.7.2).
+            h.map_or_else(|e| raise_on(comm, e), |_| MPI_SUCCESS)
         }
         Err(e) => crate::err::raise_error(comm, &e),
     }

@@ -1,14 +1,17 @@
 //! Datatypes: the predefined ones, the derived constructors, sizes and extents, pack and
 //! unpack.
 //!
-//! A datatype is its type map flattened into byte segments of one element (offset from
-//! the element's start, length, leaf element size), merged where contiguous. Sends of a
-//! contiguous type go straight from the program's buffer; any other layout is packed into
-//! a temporary buffer first and unpacked on arrival.
+//! A datatype's data is described by its [`Layout`]: one element's runs of bytes as a
+//! tree of strided repetitions whose size does not grow with the constructors' counts
+//! (`dtype/layout.rs`), built with the bounds rules of MPI-4.1 5.1 (`dtype/build.rs`).
+//! Sends of a contiguous type go straight from the program's buffer; any other layout is
+//! packed into a temporary buffer first and unpacked on arrival. The `_c` constructors
+//! take counts past `int` ([`type_vector_c`] and its siblings); their envelope holds the
+//! `int` arguments when they fit, as the plain constructor's would, else large counts.
 
 use std::ffi::{c_char, c_int};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
@@ -17,78 +20,13 @@ use crate::err::{put_string, raise_on};
 use crate::handles::{Kind, Table};
 use crate::types::{Handle, MPI_Count, MPI_Status};
 
-/// What a reduction sees in one (packed) element.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Basic {
-    I8,
-    U8,
-    I16,
-    U16,
-    I32,
-    U32,
-    I64,
-    U64,
-    I128,
-    F32,
-    F64,
-    Bool,
-    Byte,
-    CF32,
-    CF64,
-    /// `(value, index)` pairs for MINLOC/MAXLOC.
-    Pair(PairKind),
-    /// C's long double (16 bytes, x87 extended precision).
-    LongDouble,
-    /// C's long double _Complex (32 bytes).
-    CLongDouble,
-    /// Data no predefined operation applies to (long double, half precision, wchar).
-    Opaque(usize),
-}
+mod build;
+mod layout;
+mod predef;
 
-/// The MINLOC/MAXLOC pair types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PairKind {
-    FloatInt,
-    DoubleInt,
-    LongInt,
-    TwoInt,
-    ShortInt,
-    TwoFloat,
-    TwoDouble,
-    LongDoubleInt,
-}
-
-impl Basic {
-    /// Bytes of one packed element.
-    pub(crate) fn size(self) -> usize {
-        use Basic::*;
-        match self {
-            I8 | U8 | Bool | Byte => 1,
-            I16 | U16 => 2,
-            I32 | U32 | F32 => 4,
-            I64 | U64 | F64 | CF32 => 8,
-            I128 | CF64 | LongDouble => 16,
-            CLongDouble => 32,
-            Pair(p) => match p {
-                PairKind::FloatInt | PairKind::TwoInt | PairKind::TwoFloat => 8,
-                PairKind::DoubleInt | PairKind::LongInt => 12,
-                PairKind::ShortInt => 6,
-                PairKind::TwoDouble => 16,
-                PairKind::LongDoubleInt => 20,
-            },
-            Opaque(n) => n,
-        }
-    }
-}
-
-/// A run of data bytes in one element.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Seg {
-    pub(crate) off: isize,
-    pub(crate) len: usize,
-    /// Size of the leaf elements in it (for MPI_Get_elements).
-    pub(crate) esize: usize,
-}
+use build::Acc;
+pub(crate) use layout::Layout;
+pub(crate) use predef::{contiguous_predefined_size, init_predefined, Basic, PairKind};
 
 /// A datatype.
 #[derive(Debug)]
@@ -98,7 +36,11 @@ pub(crate) struct Dtype {
     pub(crate) ub: isize,
     pub(crate) true_lb: isize,
     pub(crate) true_ub: isize,
-    pub(crate) segs: Vec<Seg>,
+    /// One element's data (`for s in &t.segs` yields its runs in type-map order).
+    pub(crate) segs: Layout,
+    /// Whether the bounds are explicit markers (MPI_Type_create_resized, and any type
+    /// built from one: MPI-4.1 5.1.7).
+    pub(crate) marked: bool,
     /// The element every reduction works on, when the whole type is made of one.
     pub(crate) basic: Option<Basic>,
     /// Largest leaf alignment (struct extents are padded to it).
@@ -115,6 +57,8 @@ pub(crate) struct Dtype {
     pub(crate) type_objs: Vec<Arc<Dtype>>,
     /// Large counts of the constructor (the `_c` forms past `int`).
     pub(crate) large: Vec<MPI_Count>,
+    /// Its attributes (MPI_Type_set_attr).
+    pub(crate) attrs: Mutex<crate::attr::Attrs>,
 }
 
 impl Dtype {
@@ -125,174 +69,41 @@ impl Dtype {
     /// Whether `count` elements are `count * size` bytes from the buffer start.
     #[inline]
     pub(crate) fn contiguous(&self) -> bool {
-        self.size == 0
-            || (self.segs.len() == 1
-                && self.segs[0].off == 0
-                && self.segs[0].len == self.size
-                && self.extent() == self.size as isize)
+        self.size == 0 || (self.segs.sequential() && self.extent() == self.size as isize)
     }
 
-    fn leaf(name: &str, size: usize, basic: Basic) -> Dtype {
+    /// A derived type of layout `segs`, bounds `0..size` until the constructor sets them.
+    pub(crate) fn derived(segs: Layout, basic: Option<Basic>, align: usize) -> Dtype {
+        let size = segs.size();
         Dtype {
             size,
             lb: 0,
             ub: size as isize,
             true_lb: 0,
             true_ub: size as isize,
-            segs: if size > 0 { vec![Seg { off: 0, len: size, esize: size }] } else { Vec::new() },
-            basic: Some(basic),
-            align: size.clamp(1, 16),
-            predefined: true,
-            committed: AtomicBool::new(true),
-            name: Mutex::new(name.to_string()),
-            combiner: MPI_COMBINER_NAMED,
+            segs,
+            marked: false,
+            basic,
+            align,
+            predefined: false,
+            committed: AtomicBool::new(false),
+            name: Mutex::new(String::new()),
+            combiner: 0,
             ints: Vec::new(),
             aints: Vec::new(),
             types: Vec::new(),
             type_objs: Vec::new(),
             large: Vec::new(),
+            attrs: Mutex::default(),
         }
     }
 
-    /// A pair type: `a` bytes at 0, `b` bytes at `boff`, extent `ext`.
-    fn pair(name: &str, a: usize, boff: usize, b: usize, ext: usize, kind: PairKind) -> Dtype {
-        let segs = if boff == a {
-            vec![Seg { off: 0, len: a + b, esize: a.min(b) }]
-        } else {
-            vec![Seg { off: 0, len: a, esize: a }, Seg { off: boff as isize, len: b, esize: b }]
-        };
-        Dtype {
-            size: a + b,
-            lb: 0,
-            ub: ext as isize,
-            true_lb: 0,
-            true_ub: (boff + b) as isize,
-            segs,
-            basic: Some(Basic::Pair(kind)),
-            align: a.max(b).min(16),
-            ..Dtype::leaf(name, 0, Basic::Byte)
-        }
+    /// A type with `t`'s layout and bounds (dup, resized, the F90 types).
+    fn like(t: &Dtype) -> Dtype {
+        let mut d = Dtype::derived(t.segs.clone(), t.basic, t.align);
+        (d.lb, d.ub, d.true_lb, d.true_ub, d.marked) = (t.lb, t.ub, t.true_lb, t.true_ub, t.marked);
+        d
     }
-}
-
-#[inline]
-fn predefined_table() -> &'static Vec<Option<Arc<Dtype>>> {
-    static T: OnceLock<Vec<Option<Arc<Dtype>>>> = OnceLock::new();
-    T.get_or_init(|| {
-        use Basic::*;
-        let mut t: Vec<Option<Arc<Dtype>>> = vec![None; 0x100];
-        let mut put = |h: Handle, d: Dtype| t[h - 0x200] = Some(Arc::new(d));
-        let leaves: &[(Handle, &str, usize, Basic)] = &[
-            (MPI_AINT, "MPI_AINT", 8, I64),
-            (MPI_COUNT, "MPI_COUNT", 8, I64),
-            (MPI_OFFSET, "MPI_OFFSET", 8, I64),
-            (MPI_PACKED, "MPI_PACKED", 1, Byte),
-            (MPI_SHORT, "MPI_SHORT", 2, I16),
-            (MPI_INT, "MPI_INT", 4, I32),
-            (MPI_LONG, "MPI_LONG", 8, I64),
-            (MPI_LONG_LONG, "MPI_LONG_LONG", 8, I64),
-            (MPI_UNSIGNED_SHORT, "MPI_UNSIGNED_SHORT", 2, U16),
-            (MPI_UNSIGNED, "MPI_UNSIGNED", 4, U32),
-            (MPI_UNSIGNED_LONG, "MPI_UNSIGNED_LONG", 8, U64),
-            (MPI_UNSIGNED_LONG_LONG, "MPI_UNSIGNED_LONG_LONG", 8, U64),
-            (MPI_FLOAT, "MPI_FLOAT", 4, F32),
-            (MPI_C_FLOAT_COMPLEX, "MPI_C_FLOAT_COMPLEX", 8, CF32),
-            (MPI_CXX_FLOAT_COMPLEX, "MPI_CXX_FLOAT_COMPLEX", 8, CF32),
-            (MPI_DOUBLE, "MPI_DOUBLE", 8, F64),
-            (MPI_C_DOUBLE_COMPLEX, "MPI_C_DOUBLE_COMPLEX", 16, CF64),
-            (MPI_CXX_DOUBLE_COMPLEX, "MPI_CXX_DOUBLE_COMPLEX", 16, CF64),
-            (MPI_LOGICAL, "MPI_LOGICAL", 4, I32),
-            (MPI_INTEGER, "MPI_INTEGER", 4, I32),
-            (MPI_REAL, "MPI_REAL", 4, F32),
-            (MPI_COMPLEX, "MPI_COMPLEX", 8, CF32),
-            (MPI_DOUBLE_PRECISION, "MPI_DOUBLE_PRECISION", 8, F64),
-            (MPI_DOUBLE_COMPLEX, "MPI_DOUBLE_COMPLEX", 16, CF64),
-            (MPI_CHARACTER, "MPI_CHARACTER", 1, I8),
-            (MPI_LONG_DOUBLE, "MPI_LONG_DOUBLE", 16, LongDouble),
-            (MPI_C_LONG_DOUBLE_COMPLEX, "MPI_C_LONG_DOUBLE_COMPLEX", 32, CLongDouble),
-            (MPI_CXX_LONG_DOUBLE_COMPLEX, "MPI_CXX_LONG_DOUBLE_COMPLEX", 32, CLongDouble),
-            (MPI_C_BOOL, "MPI_C_BOOL", 1, Bool),
-            (MPI_CXX_BOOL, "MPI_CXX_BOOL", 1, Bool),
-            (MPI_WCHAR, "MPI_WCHAR", 4, Opaque(4)),
-            (MPI_INT8_T, "MPI_INT8_T", 1, I8),
-            (MPI_UINT8_T, "MPI_UINT8_T", 1, U8),
-            (MPI_CHAR, "MPI_CHAR", 1, I8),
-            (MPI_SIGNED_CHAR, "MPI_SIGNED_CHAR", 1, I8),
-            (MPI_UNSIGNED_CHAR, "MPI_UNSIGNED_CHAR", 1, U8),
-            (MPI_BYTE, "MPI_BYTE", 1, Byte),
-            (MPI_INT16_T, "MPI_INT16_T", 2, I16),
-            (MPI_UINT16_T, "MPI_UINT16_T", 2, U16),
-            (MPI_INT32_T, "MPI_INT32_T", 4, I32),
-            (MPI_UINT32_T, "MPI_UINT32_T", 4, U32),
-            (MPI_INT64_T, "MPI_INT64_T", 8, I64),
-            (MPI_UINT64_T, "MPI_UINT64_T", 8, U64),
-            (MPI_LOGICAL1, "MPI_LOGICAL1", 1, I8),
-            (MPI_INTEGER1, "MPI_INTEGER1", 1, I8),
-            (MPI_LOGICAL2, "MPI_LOGICAL2", 2, I16),
-            (MPI_INTEGER2, "MPI_INTEGER2", 2, I16),
-            (MPI_REAL2, "MPI_REAL2", 2, Opaque(2)),
-            (MPI_LOGICAL4, "MPI_LOGICAL4", 4, I32),
-            (MPI_INTEGER4, "MPI_INTEGER4", 4, I32),
-            (MPI_REAL4, "MPI_REAL4", 4, F32),
-            (MPI_COMPLEX4, "MPI_COMPLEX4", 4, Opaque(4)),
-            (MPI_LOGICAL8, "MPI_LOGICAL8", 8, I64),
-            (MPI_INTEGER8, "MPI_INTEGER8", 8, I64),
-            (MPI_REAL8, "MPI_REAL8", 8, F64),
-            (MPI_COMPLEX8, "MPI_COMPLEX8", 8, CF32),
-            (MPI_LOGICAL16, "MPI_LOGICAL16", 16, Opaque(16)),
-            (MPI_INTEGER16, "MPI_INTEGER16", 16, I128),
-            (MPI_REAL16, "MPI_REAL16", 16, Opaque(16)),
-            (MPI_COMPLEX16, "MPI_COMPLEX16", 16, CF64),
-            (MPI_COMPLEX32, "MPI_COMPLEX32", 32, Opaque(32)),
-        ];
-        for &(h, n, s, b) in leaves {
-            let mut d = Dtype::leaf(n, s, b);
-            if matches!(b, CF32 | CF64 | CLongDouble) {
-                d.align = s / 2;
-                d.segs[0].esize = s;
-            }
-            put(h, d);
-        }
-        put(MPI_FLOAT_INT, Dtype::pair("MPI_FLOAT_INT", 4, 4, 4, 8, PairKind::FloatInt));
-        put(MPI_DOUBLE_INT, Dtype::pair("MPI_DOUBLE_INT", 8, 8, 4, 16, PairKind::DoubleInt));
-        put(MPI_LONG_INT, Dtype::pair("MPI_LONG_INT", 8, 8, 4, 16, PairKind::LongInt));
-        put(MPI_2INT, Dtype::pair("MPI_2INT", 4, 4, 4, 8, PairKind::TwoInt));
-        put(MPI_SHORT_INT, Dtype::pair("MPI_SHORT_INT", 2, 4, 4, 8, PairKind::ShortInt));
-        put(MPI_LONG_DOUBLE_INT, Dtype::pair("MPI_LONG_DOUBLE_INT", 16, 16, 4, 32, PairKind::LongDoubleInt));
-        put(MPI_2REAL, Dtype::pair("MPI_2REAL", 4, 4, 4, 8, PairKind::TwoFloat));
-        put(MPI_2DOUBLE_PRECISION, Dtype::pair("MPI_2DOUBLE_PRECISION", 8, 8, 8, 16, PairKind::TwoDouble));
-        put(MPI_2INTEGER, Dtype::pair("MPI_2INTEGER", 4, 4, 4, 8, PairKind::TwoInt));
-        for (i, d) in t.iter().enumerate() {
-            if let Some(d) = d.as_ref().filter(|d| d.contiguous()) {
-                CONTIG_SIZE[i].store(d.size as u32 + 1, Ordering::Relaxed);
-            }
-        }
-        t
-    })
-}
-
-/// Per predefined handle (`h - 0x200`): the type's size plus one when it is contiguous,
-/// 0 otherwise or before the table is built: one load for the hot paths.
-static CONTIG_SIZE: [AtomicU32; 0x100] = [const { AtomicU32::new(0) }; 0x100];
-
-/// The size of predefined contiguous datatype `h`; `None` for any other handle (or
-/// before [`init_predefined`]), which the general path then resolves.
-#[inline(always)]
-pub(crate) fn contiguous_predefined_size(h: Handle) -> Option<usize> {
-    let i = h.wrapping_sub(0x200);
-    if i >= 0x100 {
-        return None;
-    }
-    match CONTIG_SIZE[i].load(Ordering::Relaxed) {
-        0 => None,
-        n => Some(n as usize - 1),
-    }
-}
-
-/// Builds the table of predefined datatypes (MPI_Init calls it, so the hot paths find
-/// [`contiguous_predefined_size`] filled).
-pub(crate) fn init_predefined() {
-    predefined_table();
 }
 
 pub(crate) static TYPES: Table<Dtype> = Table::new(Kind::Datatype);
@@ -300,7 +111,7 @@ pub(crate) static TYPES: Table<Dtype> = Table::new(Kind::Datatype);
 /// The datatype of handle `h`.
 pub(crate) fn lookup(h: Handle) -> Option<Arc<Dtype>> {
     if (0x200..0x300).contains(&h) {
-        return predefined_table()[h - 0x200].clone();
+        return predef::predefined(h);
     }
     TYPES.get(h)
 }
@@ -315,106 +126,44 @@ macro_rules! dtype {
 }
 pub(crate) use dtype;
 
-/// Appends `s` to `segs`, merging it with the last one when they touch.
-fn push_seg(segs: &mut Vec<Seg>, s: Seg) {
-    if s.len == 0 {
-        return;
-    }
-    if let Some(last) = segs.last_mut() {
-        if last.off + last.len as isize == s.off && last.esize == s.esize {
-            last.len += s.len;
-            return;
+/// `let x = world!(result);`: the value, or raise the error class on MPI_COMM_WORLD.
+macro_rules! world {
+    ($r:expr) => {
+        match $r {
+            Ok(v) => v,
+            Err(e) => return raise_on(MPI_COMM_WORLD, e),
         }
-    }
-    segs.push(s);
+    };
 }
 
-/// The general constructor: blocks of `count[i]` elements of `types[i]` at byte
-/// displacement `displs[i]` (struct; every other constructor is a special case).
-fn build(blocks: &[(usize, isize, Arc<Dtype>)], is_struct: bool) -> Dtype {
-    let mut segs = Vec::new();
-    let mut size = 0usize;
-    let (mut lb, mut ub) = (isize::MAX, isize::MIN);
-    let (mut tlb, mut tub) = (isize::MAX, isize::MIN);
-    let mut basic: Option<Option<Basic>> = None;
-    let mut align = 1;
-    for (n, d, t) in blocks {
-        if *n == 0 {
-            continue;
-        }
-        let ext = t.extent();
-        if t.contiguous() && t.size > 0 {
-            // n contiguous elements are one run of bytes.
-            let s0 = t.segs[0];
-            push_seg(&mut segs, Seg { off: *d, len: n * t.size, esize: s0.esize });
-        } else {
-            for j in 0..*n as isize {
-                let base = d + j * ext;
-                for s in &t.segs {
-                    push_seg(&mut segs, Seg { off: base + s.off, len: s.len, esize: s.esize });
-                }
-            }
-        }
-        size += n * t.size;
-        lb = lb.min(d + t.lb);
-        ub = ub.max(d + t.lb + *n as isize * ext);
-        if t.size > 0 {
-            tlb = tlb.min(d + t.true_lb);
-            tub = tub.max(d + (*n as isize - 1) * ext + t.true_ub);
-        }
-        basic = Some(match basic {
-            None => t.basic,
-            Some(b) if b == t.basic => b,
-            Some(_) => None,
-        });
-        align = align.max(t.align);
-    }
-    if lb == isize::MAX {
-        (lb, ub) = (0, 0);
-    }
-    if tlb == isize::MAX {
-        (tlb, tub) = (0, 0);
-    }
-    if is_struct {
-        // Pad the extent to the largest alignment, as C pads a struct.
-        let ext = ub - lb;
-        let a = align as isize;
-        if ext % a != 0 {
-            ub += a - ext % a;
-        }
-    }
-    Dtype {
-        size,
-        lb,
-        ub,
-        true_lb: tlb,
-        true_ub: tub,
-        segs,
-        basic: basic.flatten(),
-        align,
-        predefined: false,
-        committed: AtomicBool::new(false),
-        name: Mutex::new(String::new()),
-        combiner: 0,
-        ints: Vec::new(),
-        aints: Vec::new(),
-        types: Vec::new(),
-        type_objs: Vec::new(),
-        large: Vec::new(),
-    }
-}
-
-unsafe fn new_type(
-    mut d: Dtype,
-    combiner: c_int,
+/// The arguments MPI_Type_get_contents returns.
+#[derive(Default)]
+struct Env {
     ints: Vec<c_int>,
     aints: Vec<isize>,
-    types: Vec<Handle>,
-    out: *mut Handle,
-) -> c_int {
+    large: Vec<MPI_Count>,
+}
+
+impl Env {
+    fn ints(ints: Vec<c_int>) -> Env {
+        Env { ints, ..Env::default() }
+    }
+
+    /// `int` arguments `ints` and address arguments `aints` when the ints fit (the plain
+    /// constructor's envelope), else every argument as a large count (the `_c` form's).
+    fn small_or_large(ints: &[MPI_Count], aints: &[MPI_Count]) -> Env {
+        match ints.iter().map(|&v| c_int::try_from(v)).collect::<Result<Vec<_>, _>>() {
+            Ok(i) => Env { ints: i, aints: aints.iter().map(|&a| a as isize).collect(), large: Vec::new() },
+            Err(_) => Env { large: ints.iter().chain(aints).copied().collect(), ..Env::default() },
+        }
+    }
+}
+
+unsafe fn new_type(mut d: Dtype, combiner: c_int, env: Env, types: Vec<Handle>, out: *mut Handle) -> c_int {
     d.combiner = combiner;
-    d.ints = ints;
-    d.aints = aints;
+    d.ints = env.ints;
+    d.aints = env.aints;
+    d.large = env.large;
     d.type_objs = types.iter().filter_map(|&h| lookup(h)).collect();
     d.types = types;
     // SAFETY: output argument.
@@ -424,6 +173,12 @@ unsafe fn new_type(
 
 /// Reads `n` values of a C array (empty for a null pointer).
 pub(crate) unsafe fn slice<'a, T>(p: *const T, n: c_int) -> &'a [T] {
+    // SAFETY: forwarded (function contract).
+    unsafe { slice_c(p, n as MPI_Count) }
+}
+
+/// [`slice`] with a large count.
+unsafe fn slice_c<'a, T>(p: *const T, n: MPI_Count) -> &'a [T] {
     if p.is_null() || n <= 0 {
         &[]
     } else {
@@ -432,27 +187,86 @@ pub(crate) unsafe fn slice<'a, T>(p: *const T, n: c_int) -> &'a [T] {
     }
 }
 
-pub(crate) unsafe fn MPI_Type_contiguous(count: c_int, oldtype: Handle, newtype: *mut Handle) -> c_int {
-    let t = dtype!(oldtype);
-    if count < 0 {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
-    }
-    let d = build(&[(count as usize, 0, t)], false);
-    // SAFETY: output argument.
-    unsafe { new_type(d, MPI_COMBINER_CONTIGUOUS, vec![count], vec![], vec![oldtype], newtype) }
+/// A count argument: `MPI_ERR_COUNT` when negative or past the address space.
+fn ucount(n: MPI_Count) -> Result<usize, c_int> {
+    usize::try_from(n).ok().filter(|&n| isize::try_from(n).is_ok()).ok_or(MPI_ERR_COUNT)
 }
 
-/// MPI_Type_contiguous_c with a count beyond `int` (its count is kept as the large count
-/// of the envelope is not modelled: the integer list holds nothing).
+/// A displacement or stride argument in bytes.
+fn disp(n: MPI_Count) -> Result<isize, c_int> {
+    isize::try_from(n).map_err(|_| MPI_ERR_ARG)
+}
+
+/// `n` elements of extent `ext` in bytes.
+fn scaled(n: MPI_Count, ext: isize) -> Result<isize, c_int> {
+    disp(n)?.checked_mul(ext).ok_or(MPI_ERR_COUNT)
+}
+
+// ---------------------------------------------------------------------------------------
+// Constructors (each with its large-count form, which the `_c` functions call)
+
+/// MPI_Type_contiguous with a large count.
 pub(crate) unsafe fn contiguous_large(count: MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
     let t = dtype!(oldtype);
-    if count < 0 {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
-    }
-    let mut d = build(&[(count as usize, 0, t)], false);
-    d.large = vec![count];
+    let n = world!(ucount(count));
+    let mut a = Acc::default();
+    a.block(n, 0, &t);
+    let d = world!(a.finish(false));
     // SAFETY: output argument.
-    unsafe { new_type(d, MPI_COMBINER_CONTIGUOUS, vec![], vec![], vec![oldtype], newtype) }
+    unsafe { new_type(d, MPI_COMBINER_CONTIGUOUS, Env::small_or_large(&[count], &[]), vec![oldtype], newtype) }
+}
+
+pub(crate) unsafe fn MPI_Type_contiguous(count: c_int, oldtype: Handle, newtype: *mut Handle) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { contiguous_large(count as MPI_Count, oldtype, newtype) }
+}
+
+/// MPI_Type_vector (`bytes`: MPI_Type_create_hvector) with large counts.
+unsafe fn strided(
+    count: MPI_Count,
+    blocklength: MPI_Count,
+    stride: MPI_Count,
+    bytes: bool,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    let t = dtype!(oldtype);
+    let (n, bl) = (world!(ucount(count)), world!(ucount(blocklength)));
+    let s = world!(if bytes { disp(stride) } else { scaled(stride, t.extent()) });
+    let mut a = Acc::default();
+    a.blocks(n, s, bl, 0, &t);
+    let d = world!(a.finish(false));
+    let (combiner, env) = if bytes {
+        (MPI_COMBINER_HVECTOR, Env::small_or_large(&[count, blocklength], &[stride]))
+    } else {
+        (MPI_COMBINER_VECTOR, Env::small_or_large(&[count, blocklength, stride], &[]))
+    };
+    // SAFETY: output argument.
+    unsafe { new_type(d, combiner, env, vec![oldtype], newtype) }
+}
+
+/// MPI_Type_vector_c.
+pub(crate) unsafe fn type_vector_c(
+    count: MPI_Count,
+    blocklength: MPI_Count,
+    stride: MPI_Count,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { strided(count, blocklength, stride, false, oldtype, newtype) }
+}
+
+/// MPI_Type_create_hvector_c.
+pub(crate) unsafe fn type_hvector_c(
+    count: MPI_Count,
+    blocklength: MPI_Count,
+    stride: MPI_Count,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { strided(count, blocklength, stride, true, oldtype, newtype) }
 }
 
 pub(crate) unsafe fn MPI_Type_vector(
@@ -462,16 +276,8 @@ pub(crate) unsafe fn MPI_Type_vector(
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> c_int {
-    let t = dtype!(oldtype);
-    if count < 0 || blocklength < 0 {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
-    }
-    let ext = t.extent();
-    let blocks: Vec<_> =
-        (0..count as isize).map(|i| (blocklength as usize, i * stride as isize * ext, t.clone())).collect();
-    let d = build(&blocks, false);
-    // SAFETY: output argument.
-    unsafe { new_type(d, MPI_COMBINER_VECTOR, vec![count, blocklength, stride], vec![], vec![oldtype], newtype) }
+    // SAFETY: forwarded.
+    unsafe { type_vector_c(count as MPI_Count, blocklength as MPI_Count, stride as MPI_Count, oldtype, newtype) }
 }
 
 pub(crate) unsafe fn MPI_Type_create_hvector(
@@ -481,14 +287,51 @@ pub(crate) unsafe fn MPI_Type_create_hvector(
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { type_hvector_c(count as MPI_Count, blocklength as MPI_Count, stride as MPI_Count, oldtype, newtype) }
+}
+
+/// The indexed constructors with large counts: blocks of `bl[i]` elements (`bl[0]` for
+/// all with `block`) at displacements `dp[i]` (bytes with `bytes`, else extents of the
+/// old type).
+unsafe fn indexed(
+    count: MPI_Count,
+    bl: &[MPI_Count],
+    dp: &[MPI_Count],
+    block: bool,
+    bytes: bool,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
     let t = dtype!(oldtype);
-    if count < 0 || blocklength < 0 {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
+    let n = world!(ucount(count));
+    if dp.len() != n || bl.len() != if block { 1 } else { n } {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
     }
-    let blocks: Vec<_> = (0..count as isize).map(|i| (blocklength as usize, i * stride, t.clone())).collect();
-    let d = build(&blocks, false);
+    let ext = t.extent();
+    let mut a = Acc::default();
+    for (i, &d) in dp.iter().enumerate() {
+        let b = world!(ucount(bl[if block { 0 } else { i }]));
+        let off = world!(if bytes { disp(d) } else { scaled(d, ext) });
+        a.block(b, off, &t);
+    }
+    let d = world!(a.finish(false));
+    let mut ints = vec![count];
+    ints.extend_from_slice(bl);
+    let (combiner, env) = match (block, bytes) {
+        (false, false) => (MPI_COMBINER_INDEXED, Env::small_or_large(&[&ints[..], dp].concat(), &[])),
+        (false, true) => (MPI_COMBINER_HINDEXED, Env::small_or_large(&ints, dp)),
+        (true, false) => (MPI_COMBINER_INDEXED_BLOCK, Env::small_or_large(&[&ints[..], dp].concat(), &[])),
+        (true, true) => (MPI_COMBINER_HINDEXED_BLOCK, Env::small_or_large(&ints, dp)),
+    };
     // SAFETY: output argument.
-    unsafe { new_type(d, MPI_COMBINER_HVECTOR, vec![count, blocklength], vec![stride], vec![oldtype], newtype) }
+    unsafe { new_type(d, combiner, env, vec![oldtype], newtype) }
+}
+
+/// Widens a C array of `n` values to large counts.
+unsafe fn widen<T: Copy + Into<i64>>(p: *const T, n: c_int) -> Vec<MPI_Count> {
+    // SAFETY: forwarded (function contract).
+    unsafe { slice(p, n) }.iter().map(|&v| v.into()).collect()
 }
 
 pub(crate) unsafe fn MPI_Type_indexed(
@@ -498,20 +341,11 @@ pub(crate) unsafe fn MPI_Type_indexed(
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> c_int {
-    let t = dtype!(oldtype);
-    // SAFETY: arrays of count entries (MPI contract).
-    let (bl, dp) = unsafe { (slice(array_of_blocklengths, count), slice(array_of_displacements, count)) };
-    if bl.iter().any(|&b| b < 0) || count < 0 {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
+    // SAFETY: arrays of count entries (MPI contract); output argument.
+    unsafe {
+        let (bl, dp) = (widen(array_of_blocklengths, count), widen(array_of_displacements, count));
+        type_indexed_c(count as MPI_Count, bl.as_ptr(), dp.as_ptr(), oldtype, newtype)
     }
-    let ext = t.extent();
-    let blocks: Vec<_> = bl.iter().zip(dp).map(|(&b, &d)| (b as usize, d as isize * ext, t.clone())).collect();
-    let d = build(&blocks, false);
-    let mut ints = vec![count];
-    ints.extend_from_slice(bl);
-    ints.extend_from_slice(dp);
-    // SAFETY: output argument.
-    unsafe { new_type(d, MPI_COMBINER_INDEXED, ints, vec![], vec![oldtype], newtype) }
 }
 
 pub(crate) unsafe fn MPI_Type_create_hindexed(
@@ -521,18 +355,12 @@ pub(crate) unsafe fn MPI_Type_create_hindexed(
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> c_int {
-    let t = dtype!(oldtype);
-    // SAFETY: arrays of count entries.
-    let (bl, dp) = unsafe { (slice(array_of_blocklengths, count), slice(array_of_displacements, count)) };
-    if bl.iter().any(|&b| b < 0) || count < 0 {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
+    // SAFETY: arrays of count entries (MPI contract); output argument.
+    unsafe {
+        let bl = widen(array_of_blocklengths, count);
+        let dp: Vec<MPI_Count> = slice(array_of_displacements, count).iter().map(|&d| d as MPI_Count).collect();
+        type_hindexed_c(count as MPI_Count, bl.as_ptr(), dp.as_ptr(), oldtype, newtype)
     }
-    let blocks: Vec<_> = bl.iter().zip(dp).map(|(&b, &d)| (b as usize, d, t.clone())).collect();
-    let d = build(&blocks, false);
-    let mut ints = vec![count];
-    ints.extend_from_slice(bl);
-    // SAFETY: output argument.
-    unsafe { new_type(d, MPI_COMBINER_HINDEXED, ints, dp.to_vec(), vec![oldtype], newtype) }
 }
 
 pub(crate) unsafe fn MPI_Type_create_indexed_block(
@@ -542,19 +370,11 @@ pub(crate) unsafe fn MPI_Type_create_indexed_block(
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> c_int {
-    let t = dtype!(oldtype);
-    // SAFETY: array of count entries.
-    let dp = unsafe { slice(array_of_displacements, count) };
-    if blocklength < 0 || count < 0 {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
+    // SAFETY: an array of count entries (MPI contract); output argument.
+    unsafe {
+        let dp = widen(array_of_displacements, count);
+        type_indexed_block_c(count as MPI_Count, blocklength as MPI_Count, dp.as_ptr(), oldtype, newtype)
     }
-    let ext = t.extent();
-    let blocks: Vec<_> = dp.iter().map(|&d| (blocklength as usize, d as isize * ext, t.clone())).collect();
-    let d = build(&blocks, false);
-    let mut ints = vec![count, blocklength];
-    ints.extend_from_slice(dp);
-    // SAFETY: output argument.
-    unsafe { new_type(d, MPI_COMBINER_INDEXED_BLOCK, ints, vec![], vec![oldtype], newtype) }
 }
 
 pub(crate) unsafe fn MPI_Type_create_hindexed_block(
@@ -564,16 +384,89 @@ pub(crate) unsafe fn MPI_Type_create_hindexed_block(
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> c_int {
-    let t = dtype!(oldtype);
-    // SAFETY: array of count entries.
-    let dp = unsafe { slice(array_of_displacements, count) };
-    if blocklength < 0 || count < 0 {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
+    // SAFETY: an array of count entries (MPI contract); output argument.
+    unsafe {
+        let dp: Vec<MPI_Count> = slice(array_of_displacements, count).iter().map(|&d| d as MPI_Count).collect();
+        type_hindexed_block_c(count as MPI_Count, blocklength as MPI_Count, dp.as_ptr(), oldtype, newtype)
     }
-    let blocks: Vec<_> = dp.iter().map(|&d| (blocklength as usize, d, t.clone())).collect();
-    let d = build(&blocks, false);
+}
+
+/// MPI_Type_indexed_c.
+pub(crate) unsafe fn type_indexed_c(
+    count: MPI_Count,
+    array_of_blocklengths: *const MPI_Count,
+    array_of_displacements: *const MPI_Count,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    // SAFETY: arrays of count entries (MPI contract); output argument.
+    unsafe {
+        let (bl, dp) = (slice_c(array_of_blocklengths, count), slice_c(array_of_displacements, count));
+        indexed(count, bl, dp, false, false, oldtype, newtype)
+    }
+}
+
+/// MPI_Type_create_hindexed_c.
+pub(crate) unsafe fn type_hindexed_c(
+    count: MPI_Count,
+    array_of_blocklengths: *const MPI_Count,
+    array_of_displacements: *const MPI_Count,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    // SAFETY: arrays of count entries (MPI contract); output argument.
+    unsafe {
+        let (bl, dp) = (slice_c(array_of_blocklengths, count), slice_c(array_of_displacements, count));
+        indexed(count, bl, dp, false, true, oldtype, newtype)
+    }
+}
+
+/// MPI_Type_create_indexed_block_c.
+pub(crate) unsafe fn type_indexed_block_c(
+    count: MPI_Count,
+    blocklength: MPI_Count,
+    array_of_displacements: *const MPI_Count,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    // SAFETY: an array of count entries (MPI contract); output argument.
+    unsafe { indexed(count, &[blocklength], slice_c(array_of_displacements, count), true, false, oldtype, newtype) }
+}
+
+/// MPI_Type_create_hindexed_block_c.
+pub(crate) unsafe fn type_hindexed_block_c(
+    count: MPI_Count,
+    blocklength: MPI_Count,
+    array_of_displacements: *const MPI_Count,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    // SAFETY: an array of count entries (MPI contract); output argument.
+    unsafe { indexed(count, &[blocklength], slice_c(array_of_displacements, count), true, true, oldtype, newtype) }
+}
+
+/// MPI_Type_create_struct with large counts.
+unsafe fn structure(
+    count: MPI_Count,
+    bl: &[MPI_Count],
+    dp: &[MPI_Count],
+    ty: &[Handle],
+    newtype: *mut Handle,
+) -> c_int {
+    let n = world!(ucount(count));
+    if bl.len() != n || dp.len() != n || ty.len() != n {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    let mut a = Acc::default();
+    for i in 0..n {
+        let t = dtype!(ty[i]);
+        a.block(world!(ucount(bl[i])), world!(disp(dp[i])), &t);
+    }
+    let d = world!(a.finish(true));
+    let mut ints = vec![count];
+    ints.extend_from_slice(bl);
     // SAFETY: output argument.
-    unsafe { new_type(d, MPI_COMBINER_HINDEXED_BLOCK, vec![count, blocklength], dp.to_vec(), vec![oldtype], newtype) }
+    unsafe { new_type(d, MPI_COMBINER_STRUCT, Env::small_or_large(&ints, dp), ty.to_vec(), newtype) }
 }
 
 pub(crate) unsafe fn MPI_Type_create_struct(
@@ -583,40 +476,61 @@ pub(crate) unsafe fn MPI_Type_create_struct(
     array_of_types: *const Handle,
     newtype: *mut Handle,
 ) -> c_int {
-    // SAFETY: arrays of count entries.
-    let (bl, dp, ty) = unsafe {
-        (slice(array_of_blocklengths, count), slice(array_of_displacements, count), slice(array_of_types, count))
-    };
-    if bl.iter().any(|&b| b < 0) || count < 0 {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
+    // SAFETY: arrays of count entries (MPI contract); output argument.
+    unsafe {
+        let bl = widen(array_of_blocklengths, count);
+        let dp: Vec<MPI_Count> = slice(array_of_displacements, count).iter().map(|&d| d as MPI_Count).collect();
+        type_struct_c(count as MPI_Count, bl.as_ptr(), dp.as_ptr(), array_of_types, newtype)
     }
-    let mut blocks = Vec::with_capacity(ty.len());
-    for ((&b, &d), &t) in bl.iter().zip(dp).zip(ty) {
-        blocks.push((b as usize, d, dtype!(t)));
+}
+
+/// MPI_Type_create_struct_c.
+pub(crate) unsafe fn type_struct_c(
+    count: MPI_Count,
+    array_of_blocklengths: *const MPI_Count,
+    array_of_displacements: *const MPI_Count,
+    array_of_types: *const Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    // SAFETY: arrays of count entries (MPI contract); output argument.
+    unsafe {
+        let (bl, dp) = (slice_c(array_of_blocklengths, count), slice_c(array_of_displacements, count));
+        structure(count, bl, dp, slice_c(array_of_types, count), newtype)
     }
-    let d = build(&blocks, true);
-    let mut ints = vec![count];
-    ints.extend_from_slice(bl);
-    // SAFETY: output argument.
-    unsafe { new_type(d, MPI_COMBINER_STRUCT, ints, dp.to_vec(), ty.to_vec(), newtype) }
 }
 
 pub(crate) unsafe fn MPI_Type_create_resized(oldtype: Handle, lb: isize, extent: isize, newtype: *mut Handle) -> c_int {
     let t = dtype!(oldtype);
-    let mut d = build(&[(1, 0, t)], false);
-    d.lb = lb;
-    d.ub = lb + extent;
+    let Some(ub) = lb.checked_add(extent) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG) };
+    let mut d = Dtype::like(&t);
+    (d.lb, d.ub, d.marked) = (lb, ub, true);
     // SAFETY: output argument.
-    unsafe { new_type(d, MPI_COMBINER_RESIZED, vec![], vec![lb, extent], vec![oldtype], newtype) }
+    unsafe {
+        let env = Env { aints: vec![lb, extent], ..Env::default() };
+        new_type(d, MPI_COMBINER_RESIZED, env, vec![oldtype], newtype)
+    }
 }
 
 pub(crate) unsafe fn MPI_Type_dup(oldtype: Handle, newtype: *mut Handle) -> c_int {
     let t = dtype!(oldtype);
-    let mut d = build(&[(1, 0, t.clone())], false);
-    (d.lb, d.ub, d.true_lb, d.true_ub) = (t.lb, t.ub, t.true_lb, t.true_ub);
+    let d = Dtype::like(&t);
     d.committed.store(t.committed.load(Ordering::Relaxed), Ordering::Relaxed);
     // SAFETY: output argument.
-    unsafe { new_type(d, MPI_COMBINER_DUP, vec![], vec![], vec![oldtype], newtype) }
+    let rc = unsafe { new_type(d, MPI_COMBINER_DUP, Env::default(), vec![oldtype], newtype) };
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    // The attributes, as their copy callbacks say; a failing callback fails the dup.
+    // SAFETY: output argument, set above.
+    let h = unsafe { *newtype };
+    let Some(n) = TYPES.get(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_INTERN) };
+    if let Err(e) = crate::attr::copy_all(&t.attrs, oldtype, &n.attrs, h) {
+        TYPES.remove(h);
+        // SAFETY: output argument.
+        unsafe { *newtype = MPI_DATATYPE_NULL };
+        return raise_on(MPI_COMM_WORLD, e);
+    }
+    MPI_SUCCESS
 }
 
 pub(crate) unsafe fn MPI_Type_commit(datatype: *mut Handle) -> c_int {
@@ -629,13 +543,20 @@ pub(crate) unsafe fn MPI_Type_commit(datatype: *mut Handle) -> c_int {
 pub(crate) unsafe fn MPI_Type_free(datatype: *mut Handle) -> c_int {
     // SAFETY: in/out argument.
     let h = unsafe { *datatype };
-    if lookup(h).is_some_and(|t| t.predefined) || TYPES.remove(h).is_none() {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_TYPE);
-    }
+    let t = match lookup(h) {
+        Some(t) if !t.predefined => t,
+        _ => return raise_on(MPI_COMM_WORLD, MPI_ERR_TYPE),
+    };
+    // The delete callbacks of its attributes run now (MPI-4.1 7.7.4).
+    let rc = crate::attr::delete_all(&t.attrs, h);
+    TYPES.remove(h);
     // SAFETY: in/out argument.
     unsafe { *datatype = MPI_DATATYPE_NULL };
-    MPI_SUCCESS
+    raise_on(MPI_COMM_WORLD, rc)
 }
+
+// ---------------------------------------------------------------------------------------
+// Queries
 
 pub(crate) unsafe fn MPI_Type_size(datatype: Handle, size: *mut c_int) -> c_int {
     let t = dtype!(datatype);
@@ -806,15 +727,35 @@ pub(crate) unsafe fn MPI_Type_get_contents(
 /// # Safety
 /// `buf` holds `count` elements of `t` (the program's buffer).
 pub(crate) unsafe fn pack_into(buf: *const u8, count: usize, t: &Dtype, out: &mut Vec<u8>) {
-    out.reserve(count * t.size);
-    let ext = t.extent();
-    for i in 0..count as isize {
-        for s in &t.segs {
-            // SAFETY: inside the program's buffer (function contract).
-            let src = unsafe { std::slice::from_raw_parts(buf.offset(i * ext + s.off), s.len) };
-            out.extend_from_slice(src);
-        }
+    let total = count * t.size;
+    if total == 0 {
+        return;
     }
+    if t.contiguous() {
+        // SAFETY: `total` bytes of the program's buffer (function contract).
+        out.extend_from_slice(unsafe { std::slice::from_raw_parts(buf, total) });
+        return;
+    }
+    out.reserve(total);
+    let start = out.len();
+    // SAFETY: `total` bytes reserved past `start`.
+    let mut dst = unsafe { out.as_mut_ptr().add(start) };
+    let ext = t.extent();
+    let mut base = 0isize;
+    for _ in 0..count {
+        t.segs.walk(base, &mut |off, len| {
+            // SAFETY: a run of the program's element (function contract) into the
+            // reserved room; the layout's runs add up to `t.size` bytes an element.
+            unsafe {
+                std::ptr::copy_nonoverlapping(buf.offset(off), dst, len);
+                dst = dst.add(len);
+            }
+            true
+        });
+        base += ext;
+    }
+    // SAFETY: the `total` bytes past `start` were written above.
+    unsafe { out.set_len(start + total) };
 }
 
 /// Copies packed bytes `src` into `count` elements of `t` at `buf`, stopping when `src`
@@ -823,39 +764,44 @@ pub(crate) unsafe fn pack_into(buf: *const u8, count: usize, t: &Dtype, out: &mu
 /// # Safety
 /// `buf` holds `count` elements of `t`.
 pub(crate) unsafe fn unpack_from(src: &[u8], buf: *mut u8, count: usize, t: &Dtype) {
+    if t.contiguous() {
+        let n = src.len().min(count * t.size);
+        // SAFETY: `n` bytes of src into the program's `count` elements.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), buf, n) };
+        return;
+    }
     let ext = t.extent();
     let mut pos = 0;
-    for i in 0..count as isize {
-        for s in &t.segs {
-            if pos >= src.len() {
-                return;
-            }
-            let n = s.len.min(src.len() - pos);
-            // SAFETY: inside the program's buffer (function contract); `n` bytes of src.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().add(pos), buf.offset(i * ext + s.off), n) };
-            pos += n;
+    let mut base = 0isize;
+    for _ in 0..count {
+        if pos >= src.len() {
+            return;
         }
+        t.segs.walk(base, &mut |off, len| {
+            let n = len.min(src.len() - pos);
+            // SAFETY: inside the program's buffer (function contract); `n` bytes of src.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().add(pos), buf.offset(off), n) };
+            pos += n;
+            pos < src.len()
+        });
+        base += ext;
     }
 }
 
-/// The number of leaf elements in `bytes` packed bytes of `t`.
-pub(crate) fn elements(t: &Dtype, bytes: i64) -> i64 {
+/// The basic elements in `bytes` packed bytes of `t`; `None` (MPI_UNDEFINED) when they
+/// end inside a basic element, as MPICH says. A pair type such as MPI_DOUBLE_INT holds
+/// two (its type map is a struct of two basic types).
+pub(crate) fn elements(t: &Dtype, bytes: i64) -> Option<i64> {
+    let bytes = u64::try_from(bytes).ok()?;
     if t.size == 0 {
-        return 0;
+        return (bytes == 0).then_some(0);
     }
-    let per: i64 = t.segs.iter().map(|s| (s.len / s.esize.max(1)) as i64).sum();
-    let whole = bytes / t.size as i64;
-    let mut rest = bytes % t.size as i64;
-    let mut n = whole * per;
-    for s in &t.segs {
-        if rest <= 0 {
-            break;
-        }
-        let take = rest.min(s.len as i64);
-        n += take / s.esize.max(1) as i64;
-        rest -= take;
+    let whole = (bytes / t.size as u64).checked_mul(t.segs.elems())?;
+    let (part, left) = t.segs.partial_elements(bytes % t.size as u64);
+    if left != 0 {
+        return None;
     }
-    n
+    i64::try_from(whole.checked_add(part)?).ok()
 }
 
 pub(crate) unsafe fn MPI_Pack(
@@ -916,17 +862,20 @@ pub(crate) unsafe fn MPI_Pack_size(incount: c_int, datatype: Handle, comm: Handl
     MPI_SUCCESS
 }
 
+/// The whole elements of `t` in `bytes`; `None` (MPI_UNDEFINED) for a part of one.
+fn whole_count(t: &Dtype, bytes: i64) -> Option<i64> {
+    if t.size == 0 {
+        // MPICH: 0 for nothing received, undefined otherwise.
+        return (bytes == 0).then_some(0);
+    }
+    (bytes % t.size as i64 == 0).then(|| bytes / t.size as i64)
+}
+
 pub(crate) unsafe fn MPI_Get_count(status: *const MPI_Status, datatype: Handle, count: *mut c_int) -> c_int {
     let t = dtype!(datatype);
     // SAFETY: the program's status.
     let bytes = unsafe { (*status).bytes() };
-    let c = if t.size == 0 {
-        0
-    } else if bytes % t.size as i64 != 0 {
-        MPI_UNDEFINED
-    } else {
-        (bytes / t.size as i64) as c_int
-    };
+    let c = whole_count(&t, bytes).and_then(|c| c_int::try_from(c).ok()).unwrap_or(MPI_UNDEFINED);
     // SAFETY: output argument.
     unsafe { *count = c };
     MPI_SUCCESS
@@ -936,15 +885,8 @@ pub(crate) unsafe fn MPI_Get_count_c(status: *const MPI_Status, datatype: Handle
     let t = dtype!(datatype);
     // SAFETY: the program's status.
     let bytes = unsafe { (*status).bytes() };
-    let c = if t.size == 0 {
-        0
-    } else if bytes % t.size as i64 != 0 {
-        MPI_UNDEFINED as MPI_Count
-    } else {
-        bytes / t.size as i64
-    };
     // SAFETY: output argument.
-    unsafe { *count = c };
+    unsafe { *count = whole_count(&t, bytes).unwrap_or(MPI_UNDEFINED as MPI_Count) };
     MPI_SUCCESS
 }
 
@@ -952,8 +894,9 @@ pub(crate) unsafe fn MPI_Get_elements(status: *const MPI_Status, datatype: Handl
     let t = dtype!(datatype);
     // SAFETY: the program's status.
     let bytes = unsafe { (*status).bytes() };
+    let c = elements(&t, bytes).and_then(|c| c_int::try_from(c).ok()).unwrap_or(MPI_UNDEFINED);
     // SAFETY: output argument.
-    unsafe { *count = elements(&t, bytes) as c_int };
+    unsafe { *count = c };
     MPI_SUCCESS
 }
 
@@ -962,7 +905,7 @@ pub(crate) unsafe fn MPI_Get_elements_c(status: *const MPI_Status, datatype: Han
     // SAFETY: the program's status.
     let bytes = unsafe { (*status).bytes() };
     // SAFETY: output argument.
-    unsafe { *count = elements(&t, bytes) };
+    unsafe { *count = elements(&t, bytes).unwrap_or(MPI_UNDEFINED as MPI_Count) };
     MPI_SUCCESS
 }
 
@@ -1077,52 +1020,70 @@ pub(crate) unsafe fn MPI_Type_create_subarray(
     let n = sz.len();
     if ndims <= 0
         || (order != MPI_ORDER_C && order != MPI_ORDER_FORTRAN)
-        || (0..n).any(|i| sz[i] <= 0 || sub[i] <= 0 || st[i] < 0 || sub[i] + st[i] > sz[i])
+        || (0..n).any(|i| sz[i] <= 0 || sub[i] <= 0 || st[i] < 0 || sub[i] as i64 + st[i] as i64 > sz[i] as i64)
     {
         return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
     }
-    // Dimensions from the slowest to the fastest varying.
+    // Dimensions from the slowest to the fastest varying, each a run of indices.
     let dims: Vec<usize> = if order == MPI_ORDER_C { (0..n).collect() } else { (0..n).rev().collect() };
-    let ext = t.extent();
-    // Stride (in elements) of each dimension in the full array.
-    let mut stride = vec![1isize; n];
-    for k in (0..n - 1).rev() {
-        stride[k] = stride[k + 1] * sz[dims[k + 1]] as isize;
+    let idx: Vec<Vec<usize>> =
+        dims.iter().map(|&k| (st[k] as usize..st[k] as usize + sub[k] as usize).collect()).collect();
+    // SAFETY: output argument.
+    unsafe {
+        array_type(
+            &t,
+            &dims,
+            sz,
+            &idx,
+            MPI_COMBINER_SUBARRAY,
+            subarray_ints(ndims, sz, sub, st, order),
+            oldtype,
+            newtype,
+        )
     }
-    let last = n - 1;
-    let run = sub[dims[last]] as usize;
-    let mut blocks = Vec::new();
-    let mut idx = vec![0isize; last];
-    loop {
-        let mut off = st[dims[last]] as isize * stride[last];
-        for k in 0..last {
-            off += (st[dims[k]] as isize + idx[k]) * stride[k];
-        }
-        blocks.push((run, off * ext, t.clone()));
-        // Next index tuple over the slower dimensions.
-        let mut k = last;
-        loop {
-            if k == 0 {
-                let total: isize = sz.iter().map(|&x| x as isize).product();
-                let mut d = build(&blocks, false);
-                d.lb = 0;
-                d.ub = total * ext;
-                let mut ints = vec![ndims];
-                ints.extend_from_slice(sz);
-                ints.extend_from_slice(sub);
-                ints.extend_from_slice(st);
-                ints.push(order);
-                // SAFETY: output argument.
-                return unsafe { new_type(d, MPI_COMBINER_SUBARRAY, ints, vec![], vec![oldtype], newtype) };
-            }
-            k -= 1;
-            idx[k] += 1;
-            if idx[k] < sub[dims[k]] as isize {
-                break;
-            }
-            idx[k] = 0;
-        }
+}
+
+fn subarray_ints(ndims: c_int, sz: &[c_int], sub: &[c_int], st: &[c_int], order: c_int) -> Vec<c_int> {
+    let mut ints = vec![ndims];
+    ints.extend_from_slice(sz);
+    ints.extend_from_slice(sub);
+    ints.extend_from_slice(st);
+    ints.push(order);
+    ints
+}
+
+/// A subarray or darray: the elements of `t` at index lists `idx` (by dimension from the
+/// slowest varying, `dims[k]` the array dimension of position `k`) of an array of sizes
+/// `sizes`, resized to the whole array (lb 0, extent its size).
+#[allow(clippy::too_many_arguments)]
+unsafe fn array_type(
+    t: &Dtype,
+    dims: &[usize],
+    sizes: &[c_int],
+    idx: &[Vec<usize>],
+    combiner: c_int,
+    ints: Vec<c_int>,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    let n = dims.len();
+    let mut strides = vec![1isize; n];
+    for k in (0..n.saturating_sub(1)).rev() {
+        strides[k] = world!(strides[k + 1].checked_mul(sizes[dims[k + 1]] as isize).ok_or(MPI_ERR_COUNT));
     }
+    let mut a = Acc::default();
+    if idx.iter().all(|v| !v.is_empty()) {
+        let Some((l, tb)) = build::grid(t, idx, &strides) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT) };
+        a.layout(&l, tb, t);
+    }
+    let mut d = world!(a.finish(false));
+    let total = sizes.iter().try_fold(1isize, |p, &s| p.checked_mul(s as isize));
+    let Some(ub) = total.and_then(|n| n.checked_mul(t.extent())) else {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_COUNT);
+    };
+    (d.lb, d.ub, d.marked) = (0, ub, true);
+    // SAFETY: output argument.
+    unsafe { new_type(d, combiner, Env::ints(ints), vec![oldtype], newtype) }
 }
 
 /// The predefined type of a Fortran `SELECTED_*_KIND(p, r)` (MPI_UNDEFINED: any).
@@ -1139,8 +1100,7 @@ unsafe fn f90(combiner: c_int, p: c_int, r: c_int, base: Option<Handle>, newtype
     let h = match g.iter().find(|e| (e.0, e.1, e.2) == (combiner, p, r)) {
         Some(e) => e.3,
         None => {
-            let mut d = build(&[(1, 0, base.clone())], false);
-            d.basic = base.basic;
+            let mut d = Dtype::like(&base);
             d.predefined = true;
             d.committed.store(true, Ordering::Relaxed);
             d.combiner = combiner;
@@ -1171,84 +1131,6 @@ pub(crate) unsafe fn MPI_Type_create_f90_integer(r: c_int, newtype: *mut Handle)
     let b = f90_kind(0, r, &[(0, 2, MPI_INTEGER1), (0, 4, MPI_INTEGER2), (0, 9, MPI_INTEGER4), (0, 18, MPI_INTEGER8)]);
     // SAFETY: output argument.
     unsafe { f90(MPI_COMBINER_F90_INTEGER, MPI_UNDEFINED, r, b, newtype) }
-}
-
-/// Datatype attributes, by (type handle, keyval).
-static TYPE_ATTRS: parking_lot::Mutex<Vec<(Handle, c_int, usize)>> = parking_lot::Mutex::new(Vec::new());
-
-pub(crate) unsafe fn MPI_Type_set_attr(
-    datatype: Handle,
-    type_keyval: c_int,
-    attribute_val: *mut std::ffi::c_void,
-) -> c_int {
-    let _t = dtype!(datatype);
-    if !crate::comm::keyval_exists(type_keyval) {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_KEYVAL);
-    }
-    let mut g = TYPE_ATTRS.lock();
-    g.retain(|&(h, k, _)| !(h == datatype && k == type_keyval));
-    g.push((datatype, type_keyval, attribute_val as usize));
-    MPI_SUCCESS
-}
-
-pub(crate) unsafe fn MPI_Type_get_attr(
-    datatype: Handle,
-    type_keyval: c_int,
-    attribute_val: *mut std::ffi::c_void,
-    flag: *mut c_int,
-) -> c_int {
-    let _t = dtype!(datatype);
-    if !crate::comm::keyval_exists(type_keyval) {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_KEYVAL);
-    }
-    let v = TYPE_ATTRS.lock().iter().find(|&&(h, k, _)| h == datatype && k == type_keyval).map(|e| e.2);
-    // SAFETY: output arguments.
-    unsafe {
-        match v {
-            Some(v) => {
-                *attribute_val.cast::<usize>() = v;
-                *flag = 1;
-            }
-            None => *flag = 0,
-        }
-    }
-    MPI_SUCCESS
-}
-
-pub(crate) unsafe fn MPI_Type_delete_attr(datatype: Handle, type_keyval: c_int) -> c_int {
-    let _t = dtype!(datatype);
-    let mut g = TYPE_ATTRS.lock();
-    let n = g.len();
-    g.retain(|&(h, k, _)| !(h == datatype && k == type_keyval));
-    if g.len() == n {
-        drop(g);
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_KEYVAL);
-    }
-    MPI_SUCCESS
-}
-
-/// The global indices of one dimension owned by grid coordinate `c` of `p` processes.
-fn darray_indices(g: usize, distrib: c_int, darg: c_int, p: usize, c: usize) -> Result<Vec<usize>, c_int> {
-    match distrib {
-        MPI_DISTRIBUTE_NONE => {
-            if p != 1 {
-                return Err(MPI_ERR_ARG);
-            }
-            Ok((0..g).collect())
-        }
-        MPI_DISTRIBUTE_BLOCK => {
-            let b = if darg == MPI_DISTRIBUTE_DFLT_DARG { g.div_ceil(p.max(1)) } else { darg.max(0) as usize };
-            if b * p < g || b == 0 && g > 0 {
-                return Err(MPI_ERR_ARG);
-            }
-            Ok((c * b..((c + 1) * b).min(g)).collect())
-        }
-        MPI_DISTRIBUTE_CYCLIC => {
-            let k = if darg == MPI_DISTRIBUTE_DFLT_DARG { 1 } else { darg.max(1) as usize };
-            Ok((0..g).filter(|i| (i / k) % p == c).collect())
-        }
-        _ => Err(MPI_ERR_ARG),
-    }
 }
 
 pub(crate) unsafe fn MPI_Type_create_darray(
@@ -1293,47 +1175,19 @@ pub(crate) unsafe fn MPI_Type_create_darray(
     }
     let mut idx = Vec::with_capacity(n);
     for k in 0..n {
-        match darray_indices(gs[k] as usize, ds[k], da[k], ps[k] as usize, coords[k]) {
+        match build::darray_indices(gs[k] as usize, ds[k], da[k], ps[k] as usize, coords[k]) {
             Ok(v) => idx.push(v),
             Err(e) => return raise_on(MPI_COMM_WORLD, e),
         }
     }
-    // Dimensions from the slowest varying to the fastest, and their strides.
+    // Dimensions from the slowest varying to the fastest, each with its indices.
     let dims: Vec<usize> = if order == MPI_ORDER_C { (0..n).collect() } else { (0..n).rev().collect() };
-    let mut stride = vec![1isize; n];
-    for k in (0..n - 1).rev() {
-        stride[k] = stride[k + 1] * gs[dims[k + 1]] as isize;
-    }
-    let ext = t.extent();
-    let mut blocks = Vec::new();
-    let mut pos = vec![0usize; n];
-    if idx.iter().all(|v| !v.is_empty()) {
-        'outer: loop {
-            let off: isize = (0..n).map(|k| idx[dims[k]][pos[k]] as isize * stride[k]).sum();
-            blocks.push((1usize, off * ext, t.clone()));
-            let mut k = n;
-            loop {
-                if k == 0 {
-                    break 'outer;
-                }
-                k -= 1;
-                pos[k] += 1;
-                if pos[k] < idx[dims[k]].len() {
-                    break;
-                }
-                pos[k] = 0;
-            }
-        }
-    }
-    let mut d = build(&blocks, false);
-    let total: isize = gs.iter().map(|&g| g as isize).product();
-    d.lb = 0;
-    d.ub = total * ext;
+    let idx: Vec<Vec<usize>> = dims.iter().map(|&k| std::mem::take(&mut idx[k])).collect();
     let mut ints = vec![size, rank, ndims];
     for a in [gs, ds, da, ps] {
         ints.extend_from_slice(a);
     }
     ints.push(order);
     // SAFETY: output argument.
-    unsafe { new_type(d, MPI_COMBINER_DARRAY, ints, vec![], vec![oldtype], newtype) }
+    unsafe { array_type(&t, &dims, gs, &idx, MPI_COMBINER_DARRAY, ints, oldtype, newtype) }
 }

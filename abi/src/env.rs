@@ -104,6 +104,10 @@ pub(crate) unsafe fn MPI_Finalize() -> c_int {
     if let Some(s) = self_comm() {
         crate::comm::delete_attrs(&s, MPI_COMM_SELF);
     }
+    // Then MPI_COMM_WORLD's (as MPICH: their delete callbacks run while MPI still works).
+    if let Some(w) = world() {
+        crate::comm::delete_attrs(&w, MPI_COMM_WORLD);
+    }
     if let Some(w) = world() {
         w.worker.drain();
     }

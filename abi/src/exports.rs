@@ -3311,20 +3311,20 @@ pub unsafe extern "C" fn PMPI_Issend_c(buf: *const c_void, count: MPI_Count, dat
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Keyval_create(copy_fn: FnPtr, delete_fn: FnPtr, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Keyval_create", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Keyval_create", || unsafe { crate::imp::MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Keyval_create(copy_fn: FnPtr, delete_fn: FnPtr, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Keyval_create", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Keyval_create", || unsafe { crate::imp::MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Keyval_free(keyval: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Keyval_free", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Keyval_free", || unsafe { crate::imp::MPI_Keyval_free(keyval) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Keyval_free", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Keyval_free", || unsafe { crate::imp::MPI_Keyval_free(keyval) })
 }
 
 #[no_mangle]

@@ -21,6 +21,7 @@
     unreachable_pub
 )]
 
+mod attr;
 mod coll;
 mod comm;
 #[rustfmt::skip]
@@ -45,6 +46,7 @@ pub mod types;
 
 /// Every implementation, under its MPI name, for `exports.rs`.
 mod imp {
+    pub(crate) use crate::attr::*;
     pub(crate) use crate::coll::*;
     pub(crate) use crate::comm::*;
     pub(crate) use crate::dtype::*;

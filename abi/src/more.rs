@@ -298,7 +298,7 @@ pub(crate) unsafe fn MPI_Type_vector_c(
     newtype: *mut Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe { crate::dtype::MPI_Type_vector(small!(count), small!(blocklength), small!(stride), oldtype, newtype) }
+    unsafe { crate::dtype::type_vector_c(count, blocklength, stride, oldtype, newtype) }
 }
 pub(crate) unsafe fn MPI_Type_create_hvector_c(
     count: MPI_Count,
@@ -308,9 +308,7 @@ pub(crate) unsafe fn MPI_Type_create_hvector_c(
     newtype: *mut Handle,
 ) -> c_int {
     // SAFETY: forwarded.
-    unsafe {
-        crate::dtype::MPI_Type_create_hvector(small!(count), small!(blocklength), stride as isize, oldtype, newtype)
-    }
+    unsafe { crate::dtype::type_hvector_c(count, blocklength, stride, oldtype, newtype) }
 }
 pub(crate) unsafe fn MPI_Type_indexed_c(
     count: MPI_Count,
@@ -319,10 +317,8 @@ pub(crate) unsafe fn MPI_Type_indexed_c(
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> c_int {
-    let bl: Vec<c_int> = wide!(array_of_blocklengths, count);
-    let dp: Vec<c_int> = wide!(array_of_displacements, count);
     // SAFETY: forwarded.
-    unsafe { crate::dtype::MPI_Type_indexed(small!(count), bl.as_ptr(), dp.as_ptr(), oldtype, newtype) }
+    unsafe { crate::dtype::type_indexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) }
 }
 pub(crate) unsafe fn MPI_Type_create_hindexed_c(
     count: MPI_Count,
@@ -331,10 +327,8 @@ pub(crate) unsafe fn MPI_Type_create_hindexed_c(
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> c_int {
-    let bl: Vec<c_int> = wide!(array_of_blocklengths, count);
-    let dp: Vec<isize> = wide!(array_of_displacements, count);
     // SAFETY: forwarded.
-    unsafe { crate::dtype::MPI_Type_create_hindexed(small!(count), bl.as_ptr(), dp.as_ptr(), oldtype, newtype) }
+    unsafe { crate::dtype::type_hindexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) }
 }
 pub(crate) unsafe fn MPI_Type_create_indexed_block_c(
     count: MPI_Count,
@@ -343,11 +337,8 @@ pub(crate) unsafe fn MPI_Type_create_indexed_block_c(
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> c_int {
-    let dp: Vec<c_int> = wide!(array_of_displacements, count);
     // SAFETY: forwarded.
-    unsafe {
-        crate::dtype::MPI_Type_create_indexed_block(small!(count), small!(blocklength), dp.as_ptr(), oldtype, newtype)
-    }
+    unsafe { crate::dtype::type_indexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype) }
 }
 pub(crate) unsafe fn MPI_Type_create_hindexed_block_c(
     count: MPI_Count,
@@ -356,11 +347,8 @@ pub(crate) unsafe fn MPI_Type_create_hindexed_block_c(
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> c_int {
-    let dp: Vec<isize> = wide!(array_of_displacements, count);
     // SAFETY: forwarded.
-    unsafe {
-        crate::dtype::MPI_Type_create_hindexed_block(small!(count), small!(blocklength), dp.as_ptr(), oldtype, newtype)
-    }
+    unsafe { crate::dtype::type_hindexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype) }
 }
 pub(crate) unsafe fn MPI_Type_create_struct_c(
     count: MPI_Count,
@@ -369,10 +357,10 @@ pub(crate) unsafe fn MPI_Type_create_struct_c(
     array_of_types: *const Handle,
     newtype: *mut Handle,
 ) -> c_int {
-    let bl: Vec<c_int> = wide!(array_of_blocklengths, count);
-    let dp: Vec<isize> = wide!(array_of_displacements, count);
     // SAFETY: forwarded.
-    unsafe { crate::dtype::MPI_Type_create_struct(small!(count), bl.as_ptr(), dp.as_ptr(), array_of_types, newtype) }
+    unsafe {
+        crate::dtype::type_struct_c(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype)
+    }
 }
 pub(crate) unsafe fn MPI_Type_create_resized_c(
     oldtype: Handle,

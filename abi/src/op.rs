@@ -62,9 +62,26 @@ pub(crate) enum Combine {
     User(Arc<UserOp>, Handle, Arc<Dtype>),
 }
 
+/// The user operation behind `op`, if it is one (taken when a nonblocking collective
+/// starts, so that freeing the handle does not take it from the operation).
+pub(crate) fn user_op(op: Handle) -> Option<Arc<UserOp>> {
+    OPS.get(op)
+}
+
 /// Checks that `op` applies to `t` and returns how to combine packed data.
 pub(crate) fn resolve(op: Handle, dt: Handle, t: &Arc<Dtype>) -> Result<Combine, c_int> {
-    if let Some(u) = OPS.get(op) {
+    resolve_held(None, op, dt, t)
+}
+
+/// [`resolve`], with `held`, the user operation taken for `op` when the collective
+/// started, used first.
+pub(crate) fn resolve_held(
+    held: Option<Arc<UserOp>>,
+    op: Handle,
+    dt: Handle,
+    t: &Arc<Dtype>,
+) -> Result<Combine, c_int> {
+    if let Some(u) = held.or_else(|| OPS.get(op)) {
         return Ok(Combine::User(u, dt, t.clone()));
     }
     let code = match op {

@@ -33,6 +33,19 @@ fn tag_sel(tag: c_int) -> Result<TagSel, c_int> {
     }
 }
 
+/// `dtype!` for a buffer of `count` elements: a count of 0 needs no datatype, so
+/// `MPI_DATATYPE_NULL` is accepted there (as MPICH does; an empty message, typically to or
+/// from `MPI_PROC_NULL`).
+macro_rules! dtype_n {
+    ($h:expr, $count:expr) => {
+        if $count == 0 && $h == MPI_DATATYPE_NULL {
+            crate::dtype::lookup(MPI_BYTE).expect("MPI_BYTE is predefined")
+        } else {
+            dtype!($h)
+        }
+    };
+}
+
 /// Starts a send of `count` elements of `t` at `buf` to `dest`.
 ///
 /// # Safety
@@ -311,7 +324,7 @@ unsafe fn send_general(
     sync: bool,
 ) -> c_int {
     let c = comm!(comm);
-    let t = dtype!(datatype);
+    let t = dtype_n!(datatype, count);
     if count < 0 {
         return raise_on(comm, MPI_ERR_COUNT);
     }
@@ -338,7 +351,7 @@ unsafe fn isend_common(
     sync: bool,
 ) -> c_int {
     let c = comm!(comm);
-    let t = dtype!(datatype);
+    let t = dtype_n!(datatype, count);
     if count < 0 {
         return raise_on(comm, MPI_ERR_COUNT);
     }
@@ -388,7 +401,7 @@ unsafe fn recv_general(
     status: *mut MPI_Status,
 ) -> c_int {
     let c = comm!(comm);
-    let t = dtype!(datatype);
+    let t = dtype_n!(datatype, count);
     if count < 0 {
         return raise_on(comm, MPI_ERR_COUNT);
     }
@@ -414,7 +427,7 @@ unsafe fn irecv_common(
     request: *mut Handle,
 ) -> c_int {
     let c = comm!(comm);
-    let t = dtype!(datatype);
+    let t = dtype_n!(datatype, count);
     if count < 0 {
         return raise_on(comm, MPI_ERR_COUNT);
     }
@@ -438,7 +451,7 @@ unsafe fn bsend_common(
     comm: Handle,
 ) -> c_int {
     let c = comm!(comm);
-    let t = dtype!(datatype);
+    let t = dtype_n!(datatype, count);
     if count < 0 {
         return raise_on(comm, MPI_ERR_COUNT);
     }
@@ -725,7 +738,7 @@ unsafe fn send_init(
     sync: bool,
 ) -> c_int {
     let c = comm!(comm);
-    let t = dtype!(datatype);
+    let t = dtype_n!(datatype, count);
     if count < 0 {
         return raise_on(comm, MPI_ERR_COUNT);
     }
@@ -799,7 +812,7 @@ pub(crate) unsafe fn MPI_Recv_init(
     request: *mut Handle,
 ) -> c_int {
     let c = comm!(comm);
-    let t = dtype!(datatype);
+    let t = dtype_n!(datatype, count);
     if count < 0 {
         return raise_on(comm, MPI_ERR_COUNT);
     }
@@ -1035,8 +1048,8 @@ pub(crate) unsafe fn MPI_Sendrecv(
     status: *mut MPI_Status,
 ) -> c_int {
     let c = comm!(comm);
-    let st = dtype!(sendtype);
-    let rt = dtype!(recvtype);
+    let st = dtype_n!(sendtype, sendcount);
+    let rt = dtype_n!(recvtype, recvcount);
     if sendcount < 0 || recvcount < 0 {
         return raise_on(comm, MPI_ERR_COUNT);
     }
@@ -1061,7 +1074,7 @@ pub(crate) unsafe fn MPI_Sendrecv_replace(
     comm: Handle,
     status: *mut MPI_Status,
 ) -> c_int {
-    let t = dtype!(datatype);
+    let t = dtype_n!(datatype, count);
     let mut copy = Vec::new();
     // SAFETY: the program's buffer of `count` elements.
     unsafe { crate::dtype::pack_into(buf.cast(), count.max(0) as usize, &t, &mut copy) };
@@ -1100,8 +1113,8 @@ pub(crate) unsafe fn MPI_Isendrecv(
     request: *mut Handle,
 ) -> c_int {
     let c = comm!(comm);
-    let st = dtype!(sendtype);
-    let rt = dtype!(recvtype);
+    let st = dtype_n!(sendtype, sendcount);
+    let rt = dtype_n!(recvtype, recvcount);
     if sendcount < 0 || recvcount < 0 {
         return raise_on(comm, MPI_ERR_COUNT);
     }
@@ -1126,7 +1139,7 @@ pub(crate) unsafe fn MPI_Isendrecv_replace(
     request: *mut Handle,
 ) -> c_int {
     let c = comm!(comm);
-    let t = dtype!(datatype);
+    let t = dtype_n!(datatype, count);
     if count < 0 {
         return raise_on(comm, MPI_ERR_COUNT);
     }
