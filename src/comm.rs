@@ -678,6 +678,17 @@ impl Comm {
         self.check(r)
     }
 
+    /// [`Comm::agree`], and the failed members the agreement decided on (world ranks,
+    /// ascending), the same at every member that returns: what ULFM's `MPIX_Comm_agree`
+    /// compares with the failures this process acknowledged.
+    pub fn agree_failed(&self, flag: i32) -> Result<(i32, Vec<usize>), Error> {
+        let r = self
+            .not_corrupted()
+            .and_then(|()| self.agreement(flag as u32))
+            .map(|d| (d.flag as i32, d.failed.iter().map(|&r| r as usize).collect()));
+        self.check(r)
+    }
+
     /// A new communicator of the members not failed (ULFM's `MPIX_Comm_shrink`, R29):
     /// fault tolerant and uniform — one agreement over the live members decides both the
     /// failed set and the new context, so every member that returns gets the same

@@ -117,6 +117,20 @@ fn conformance_types_pass_at_1_2_and_4_ranks() {
     }
 }
 
+/// ULFM's agreement (`abi/c/ulfm_agree.c`): with an unacknowledged failure every
+/// survivor's `MPIX_Comm_agree` returns `MPIX_ERR_PROC_FAILED` with the flag agreed; once
+/// acknowledged, success (blocking and `MPIX_Comm_iagree`).
+#[test]
+fn ulfm_agree_fails_until_the_failure_is_acknowledged() {
+    let prog = abi_program("abi/c/ulfm_agree.c");
+    let o = run_abi(&["-n", "4", prog.to_str().unwrap()], Duration::from_secs(60));
+    let out = ok_failed(&o, &[3]);
+    for r in 0..3 {
+        assert!(out.contains(&format!("ulfm_agree: rank {r} ok")), "rank {r}:\n{out}");
+    }
+    assert!(!out.contains("FAILED"), "{out}");
+}
+
 #[test]
 fn osu_programs_through_the_abi_at_2_ranks() {
     let pt2pt = abi_program("bench/c/osu_pt2pt.c");

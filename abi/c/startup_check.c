@@ -6,7 +6,7 @@
  * Every rank: MPI_Init (must succeed at every survivor, whatever failed when), then
  * MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN) (must succeed), then, until
  * one round succeeds everywhere: MPIX_Comm_validate the world (the same failed group at
- * every member), MPI_Allreduce the sum of rank + 1 over the members, and MPIX_Comm_agree
+ * every member), MPIX_Comm_failure_ack, MPI_Allreduce the sum of rank + 1 over the members, and MPIX_Comm_agree
  * on whether every member's allreduce succeeded. The sum must be that over the members
  * outside the validated failed group. Each rank then prints
  *
@@ -105,6 +105,9 @@ int main(int argc, char **argv)
             if (!found)
                 fail(me, "validate misses a start-up failure", at_init[i]);
         }
+        /* ULFM's agreement fails where a failure it decides on is not acknowledged. */
+        if ((rc = MPIX_Comm_failure_ack(MPI_COMM_WORLD)) != MPI_SUCCESS)
+            fail(me, "MPIX_Comm_failure_ack", rc);
         long long mine = me + 1;
         int ok = MPI_Allreduce(&mine, &sum, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS;
         int flag = ok;

@@ -33,6 +33,25 @@ extern "C" {
 /* Run-through stabilization (seeds/000, 17.5.1): the same class as MPIX_ERR_PROC_FAILED. */
 #define MPIX_ERR_RANK_FAIL_STOP       MPIX_ERR_PROC_FAILED
 
+/* The unprefixed names Open MPI 5's mpi-ext.h also gives (ULFM programs written for it use
+ * them), unless another header defined them first. */
+#ifndef MPI_ERR_PROC_FAILED
+#define MPI_ERR_PROC_FAILED           MPIX_ERR_PROC_FAILED
+#endif
+#ifndef MPI_ERR_PROC_FAILED_PENDING
+#define MPI_ERR_PROC_FAILED_PENDING   MPIX_ERR_PROC_FAILED_PENDING
+#endif
+#ifndef MPI_ERR_REVOKED
+#define MPI_ERR_REVOKED               MPIX_ERR_REVOKED
+#endif
+
+/* Predefined attribute of MPI_COMM_WORLD (Open MPI 5's MPI_FT / MPIX_FT): its value, an
+ * int, is 1 — this library runs through process failures. */
+#define MPIX_FT                       600
+#ifndef MPI_FT
+#define MPI_FT                        MPIX_FT
+#endif
+
 int MPIX_Comm_revoke(MPI_Comm comm);
 int MPIX_Comm_is_revoked(MPI_Comm comm, int *flag);
 int MPIX_Comm_shrink(MPI_Comm comm, MPI_Comm *newcomm);

@@ -245,6 +245,8 @@ static ATTR_IO: Predef = Predef(MPI_ANY_SOURCE);
 /// No host process (MPI-4.1 9.1.2 allows MPI_PROC_NULL).
 static ATTR_HOST: Predef = Predef(MPI_PROC_NULL);
 static ATTR_WTIME_GLOBAL: Predef = Predef(0);
+/// `MPIX_FT` (mpi-ext.h, Open MPI 5's name): fault tolerance is on.
+static ATTR_FT: Predef = Predef(1);
 static mut ATTR_LASTUSED: c_int = 0;
 static mut ATTR_UNIVERSE: c_int = 0;
 
@@ -256,6 +258,7 @@ fn predefined(k: c_int) -> Option<Option<*const c_int>> {
         MPI_IO => &ATTR_IO.0,
         MPI_HOST => &ATTR_HOST.0,
         MPI_WTIME_IS_GLOBAL => &ATTR_WTIME_GLOBAL.0,
+        MPIX_FT => &ATTR_FT.0,
         // Not provided by this implementation.
         MPI_APPNUM => return Some(None),
         MPI_LASTUSEDCODE => {

@@ -51,14 +51,31 @@ pub(crate) unsafe fn MPIX_Comm_shrink(comm: Handle, newcomm: *mut Handle) -> c_i
     }
 }
 
+/// Whether the agreement decided on a failed member this process has not acknowledged
+/// (`MPIX_Comm_failure_ack` / `MPIX_Comm_ack_failed`): ULFM's `MPIX_Comm_agree` then
+/// returns `MPIX_ERR_PROC_FAILED`, the agreed flag set all the same.
+fn unacknowledged(c: &crate::comm::CommObj, agreed_failed: &[usize]) -> bool {
+    let acked = c.comm.ack_failed(0);
+    let known = c.comm.get_failed().world_ranks();
+    let acked = &known[..acked.min(known.len())];
+    agreed_failed.iter().any(|f| !acked.contains(f))
+}
+
+/// ULFM's agreement: the bitwise AND of the live members' flags, uniform; it returns
+/// `MPIX_ERR_PROC_FAILED` (flag set) where a failed member it decided on was not
+/// acknowledged here (as Open MPI's ULFM compares its agreed failed group with the
+/// acknowledged one).
 pub(crate) unsafe fn MPIX_Comm_agree(comm: Handle, flag: *mut c_int) -> c_int {
     let c = comm!(comm);
     c.ft_worker.drain();
     // SAFETY: in/out argument.
-    match c.comm.agree(unsafe { *flag }) {
-        Ok(v) => {
+    match c.comm.agree_failed(unsafe { *flag }) {
+        Ok((v, failed)) => {
             // SAFETY: in/out argument.
             unsafe { *flag = v };
+            if unacknowledged(&c, &failed) {
+                return raise_on(comm, MPIX_ERR_PROC_FAILED);
+            }
             MPI_SUCCESS
         }
         Err(e) => raise_error(comm, &e),
@@ -72,11 +89,15 @@ pub(crate) unsafe fn MPIX_Comm_iagree(comm: Handle, flag: *mut c_int, request: *
     let job = c.ft_worker.submit(move || {
         let f = f;
         // SAFETY: the program keeps `flag` valid until the request completes.
-        match c2.comm.agree(unsafe { *f.0.cast::<c_int>() }) {
-            Ok(v) => {
+        match c2.comm.agree_failed(unsafe { *f.0.cast::<c_int>() }) {
+            Ok((v, failed)) => {
                 // SAFETY: as above.
                 unsafe { *f.0.cast::<c_int>() = v };
-                MPI_SUCCESS
+                if unacknowledged(&c2, &failed) {
+                    MPIX_ERR_PROC_FAILED
+                } else {
+                    MPI_SUCCESS
+                }
             }
             Err(e) => crate::err::code_of(&c2.comm.check_error(e)),
         }
