@@ -4,7 +4,8 @@
  *   1. MPIX_Comm_agree before acknowledging: MPIX_ERR_PROC_FAILED at every survivor,
  *      the flag still the AND of the survivors' flags (0b01);
  *   2. MPIX_Comm_failure_ack, then MPIX_Comm_agree: MPI_SUCCESS, flag 1;
- *   3. the same with MPIX_Comm_iagree + MPI_Wait.
+ *   3. the same with MPIX_Comm_iagree + MPI_Wait;
+ * and, first, the MPIX_FT attribute of MPI_COMM_WORLD is 1.
  * Each survivor prints "ulfm_agree: rank R ok"; a failed check prints
  * "ulfm_agree: rank R FAILED ..." and exits 1.
  */
@@ -27,6 +28,12 @@ int main(int argc, char **argv)
     if (!RT_HAVE(MPIX_Comm_agree) || !RT_HAVE(MPIX_Comm_failure_ack)) {
         fprintf(stderr, "ulfm_agree: unsupported on this MPI\n");
         return RT_EXIT_UNSUPPORTED;
+    }
+    int *ft = NULL, has = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPIX_FT, &ft, &has);
+    if (!has || !ft || *ft != 1) {
+        printf("ulfm_agree: rank %d FAILED the MPIX_FT attribute: flag %d value %d\n", rank, has, ft ? *ft : -1);
+        bad = 1;
     }
     int victim = size - 1;
     if (rank == victim)
