@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! rtrun -n N [--bind-to core|none|numa] [--timeout DURATION] [--tag-output] [--quiet]
-//!       [--outcome-file PATH]
+//!       [--outcome-file PATH] [--output pty|pipe] [--initial-errhandler NAME]
 //!       [--kill|--stop|--cont RANK@DURATION]... [--ft-period D] [--ft-timeout D] [--no-ft]
 //!       [--transport auto|shm|fabric]
 //!       [--provider auto|tcp|sockets|verbs|cxi]
@@ -37,6 +37,14 @@ options:
   --quiet                  no end-of-job line for ranks that ended abnormally
   --outcome-file PATH      write one line per rank to PATH after the job: rank, host,
                            exit code or signal, phase, cause (machine-readable)
+  --output pty|pipe        the ranks' standard output: a pseudo-terminal (default, as
+                           Open MPI's mpirun: C programs line-buffer it, so a line
+                           printed just before a crash is not lost) or a pipe
+  --initial-errhandler NAME
+                           the error handler MPI_COMM_WORLD, MPI_COMM_SELF and sessions
+                           start with (MPI-4.1 11.2.2): mpi_errors_are_fatal (default),
+                           mpi_errors_abort or mpi_errors_return (sets
+                           RT_INITIAL_ERRHANDLER; MPI_INFO_ENV's mpi_initial_errhandler)
   --kill RANK@DURATION     SIGKILL RANK DURATION after start (fault injection; repeatable)
   --stop RANK@DURATION     SIGSTOP RANK (it hangs; repeatable)
   --cont RANK@DURATION     SIGCONT RANK (a stopped rank resumes; repeatable)
@@ -60,6 +68,21 @@ options:
 
 DURATION: a number with an optional unit us, ms, s or m (default s): 250ms, 1.5s, 2.
 ";
+
+/// Where the ranks' standard output goes (`--output`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputMode {
+    /// A pseudo-terminal per rank (the default): the C library line-buffers a terminal,
+    /// so what a rank printed reaches `rtrun` line by line, even if it is killed next.
+    #[default]
+    Pty,
+    /// A pipe per rank: the C library fully buffers it (what a rank prints just before it
+    /// is killed may be lost).
+    Pipe,
+}
+
+/// The error handlers a rank may start with (`--initial-errhandler`, MPI-4.1 11.2.2).
+pub const INITIAL_ERRHANDLERS: [&str; 3] = ["mpi_errors_are_fatal", "mpi_errors_abort", "mpi_errors_return"];
 
 /// The binding policy (`--bind-to`, exported as `RT_BIND`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -158,6 +181,11 @@ pub struct Options {
     pub quiet: bool,
     /// `--outcome-file`: where to write the per-rank records ([`crate::report`]).
     pub outcome_file: Option<std::path::PathBuf>,
+    /// `--output`.
+    pub output: OutputMode,
+    /// `--initial-errhandler`, one of [`INITIAL_ERRHANDLERS`] (exported as
+    /// `RT_INITIAL_ERRHANDLER`).
+    pub initial_errhandler: Option<String>,
     /// Every `--kill`, in command-line order.
     pub kills: Vec<KillSpec>,
     /// `--transport`, if given (else the ranks inherit `RT_TRANSPORT`).
@@ -259,6 +287,20 @@ pub enum UsageError {
         /// The value given.
         value: String,
     },
+    /// `--output` value is not `pty` or `pipe`.
+    #[error("invalid --output {value:?}: expected pty or pipe")]
+    BadOutput {
+        /// The value given.
+        value: String,
+    },
+    /// `--initial-errhandler` names no predefined error handler.
+    #[error(
+        "invalid --initial-errhandler {value:?}: expected mpi_errors_are_fatal, mpi_errors_abort or mpi_errors_return"
+    )]
+    BadErrhandler {
+        /// The value given.
+        value: String,
+    },
     /// An unknown option.
     #[error("unknown option {option:?}")]
     UnknownOption {
@@ -357,6 +399,8 @@ where
     let mut bind = Bind::default();
     let mut timeout = None;
     let mut tag_output = false;
+    let mut output = OutputMode::default();
+    let mut initial_errhandler = None;
     let mut quiet = false;
     let mut outcome_file = None;
     let mut kills = Vec::new();
@@ -471,6 +515,22 @@ where
                 timeout = Some(d);
             }
             "--tag-output" if inline.is_none() => tag_output = true,
+            "--output" => {
+                let v = value(inline)?;
+                output = match v.as_str() {
+                    "pty" => OutputMode::Pty,
+                    "pipe" => OutputMode::Pipe,
+                    _ => return Err(UsageError::BadOutput { value: v }),
+                };
+            }
+            "--initial-errhandler" => {
+                let v = value(inline)?;
+                let name = v.trim().to_ascii_lowercase();
+                if !INITIAL_ERRHANDLERS.contains(&name.as_str()) {
+                    return Err(UsageError::BadErrhandler { value: v });
+                }
+                initial_errhandler = Some(name);
+            }
             "--quiet" | "-q" if inline.is_none() => quiet = true,
             "--outcome-file" => outcome_file = Some(std::path::PathBuf::from(value(inline)?)),
             "--no-ft" if inline.is_none() => no_ft = true,
@@ -531,6 +591,8 @@ where
         tag_output,
         quiet,
         outcome_file,
+        output,
+        initial_errhandler,
         kills,
         transport,
         provider,
@@ -627,6 +689,19 @@ mod tests {
         assert!(!o.quiet && o.outcome_file.is_none());
         assert_eq!(o.args, vec![OsString::from("--tag-output")]);
         assert_eq!(run(&["--np=3", "p"]).ranks, 3);
+    }
+
+    #[test]
+    fn output_and_initial_errhandler() {
+        let o = run(&["-n", "2", "p"]);
+        assert_eq!((o.output, o.initial_errhandler.as_deref()), (OutputMode::Pty, None));
+        let o = run(&["-n", "2", "--output", "pipe", "--initial-errhandler=MPI_ERRORS_RETURN", "p"]);
+        assert_eq!((o.output, o.initial_errhandler.as_deref()), (OutputMode::Pipe, Some("mpi_errors_return")));
+        assert!(matches!(parse(&["-n", "2", "--output", "tty", "p"]), Err(UsageError::BadOutput { .. })));
+        assert!(matches!(
+            parse(&["-n", "2", "--initial-errhandler", "mine", "p"]),
+            Err(UsageError::BadErrhandler { .. })
+        ));
     }
 
     #[test]

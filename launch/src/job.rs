@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 
 use rand::RngCore;
 
-use crate::cli::{Fault, Options};
+use crate::cli::{Fault, Options, OutputMode};
 use crate::env::{JobEnv, RT_FABRIC_ADDR};
 use crate::error::Error;
 use crate::hosts::{self, Placement};
@@ -355,10 +355,22 @@ fn forward<R: Read, W: Write>(pipe: R, prefix: &[u8], mut out: impl FnMut() -> W
     }
 }
 
-fn spawn_forwarders(child: &mut Child, rank: u32, tag: bool, done: &mpsc::Sender<()>) -> usize {
+fn spawn_forwarders(
+    child: &mut Child,
+    pty: Option<std::fs::File>,
+    rank: u32,
+    tag: bool,
+    done: &mpsc::Sender<()>,
+) -> usize {
     let prefix = if tag { format!("[{rank}] ").into_bytes() } else { Vec::new() };
     let mut n = 0;
-    if let Some(p) = child.stdout.take() {
+    // The pseudo-terminal's master, or the pipe; a read error (EIO once the terminal's
+    // last writer closed it) ends the forwarding as end-of-file does.
+    let stdout: Option<Box<dyn Read + Send>> = match pty {
+        Some(m) => Some(Box::new(m)),
+        None => child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
+    };
+    if let Some(p) = stdout {
         let (prefix, done) = (prefix.clone(), done.clone());
         let ok = thread::Builder::new()
             .name(format!("rt-out-{rank}"))
@@ -533,6 +545,9 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
         if opts.no_ft {
             vars.push(("RT_FT", "0".to_owned()));
         }
+        if let Some(eh) = &opts.initial_errhandler {
+            vars.push(("RT_INITIAL_ERRHANDLER", eh.clone()));
+        }
         if let Some(ip) = host.addr {
             vars.push((RT_FABRIC_ADDR, ip.to_string()));
         }
@@ -549,18 +564,32 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
                 c
             }
         };
+        // --output pty: the rank's stdout is a terminal, so the C library line-buffers it
+        // (a line printed just before a crash still arrives); a pipe if none can be had.
+        let pty = match opts.output {
+            OutputMode::Pty => sys::open_pty()
+                .map_err(|e| tracing::debug!("no pseudo-terminal for rank {rank} ({e}): its stdout is a pipe"))
+                .ok(),
+            OutputMode::Pipe => None,
+        };
+        let (out_master, out_slave) = match pty {
+            Some((m, s)) => (Some(std::fs::File::from(m)), Stdio::from(s)),
+            None => (None, Stdio::piped()),
+        };
         cmd.envs(vars)
             .stdin(if rank == 0 { Stdio::inherit() } else { Stdio::null() })
-            .stdout(Stdio::piped())
+            .stdout(out_slave)
             .stderr(Stdio::piped());
         sys::kill_on_parent_death(&mut cmd);
+        // The spawn drops this process's copy of the slave: the master then reads the
+        // rank's output until the rank (and whatever it forked) closed it.
         match cmd.spawn() {
             Ok(mut child) => {
                 if opts.agent.is_none() {
                     // Busy is not dead: the witness may look at this process's state.
                     server.watch_process(rank, child.id());
                 }
-                forwarders += spawn_forwarders(&mut child, rank, opts.tag_output, &done_tx);
+                forwarders += spawn_forwarders(&mut child, out_master, rank, opts.tag_output, &done_tx);
                 ranks.push(Rank {
                     child: Some(child),
                     outcome: None,

@@ -1,5 +1,5 @@
-//! The crate's only `unsafe` code: thin wrappers over three libc facilities the
-//! launcher needs and std does not offer.
+//! The crate's only `unsafe` code: thin wrappers over the libc facilities the launcher
+//! needs and std does not offer.
 //!
 //! - [`install_termination_handlers`] / [`termination_requested`]: a `sigaction`
 //!   handler for SIGINT and SIGTERM that only stores to an `AtomicBool` (async-signal
@@ -10,6 +10,8 @@
 //! - [`shm_unlink`]: removes the job's POSIX shared-memory segment.
 //! - [`interface_addresses`]: the IP addresses of this network namespace's interfaces
 //!   (`getifaddrs`), so a rank can find the interface that holds its fabric address.
+//! - [`open_pty`]: a pseudo-terminal per rank for `--output pty` (`openpty`, raw mode).
+//! - [`proc_state`]: a process's state from `/proc/PID/stat` (safe code).
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString};
@@ -187,4 +189,40 @@ pub(crate) fn proc_state(pid: u32) -> ProcState {
 /// procfs).
 pub(crate) fn is_stopped(pid: u32) -> bool {
     proc_state(pid) == ProcState::Stopped
+}
+
+/// A pseudo-terminal pair for a rank's standard output: `(master, slave)`, both
+/// close-on-exec (the slave reaches the rank as its fd 1 through `dup2`, and no other
+/// child may hold it open, or the master would never see the end), the slave in raw mode
+/// (no output processing: the bytes the rank writes are the bytes forwarded).
+pub(crate) fn open_pty() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let (mut m, mut s): (libc::c_int, libc::c_int) = (-1, -1);
+    // SAFETY: openpty writes the two descriptors; the name, termios and window size
+    // arguments may be null.
+    let rc = unsafe { libc::openpty(&mut m, &mut s, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: two fresh descriptors that nothing else owns.
+    let (m, s) = unsafe { (OwnedFd::from_raw_fd(m), OwnedFd::from_raw_fd(s)) };
+    for fd in [m.as_raw_fd(), s.as_raw_fd()] {
+        // SAFETY: fcntl on a descriptor owned above.
+        if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    // SAFETY: a zeroed termios is a valid buffer for tcgetattr to fill.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: the slave descriptor is open; `t` is a valid termios.
+    unsafe {
+        if libc::tcgetattr(s.as_raw_fd(), &mut t) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        libc::cfmakeraw(&mut t);
+        if libc::tcsetattr(s.as_raw_fd(), libc::TCSANOW, &t) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok((m, s))
 }
