@@ -553,39 +553,72 @@ impl Comm {
     /// failure known before it gives an error everywhere). Returns each member's entry
     /// (`None` for recognised failed members) and the new context.
     fn create_exchange(&self, color: i32, key: i32) -> Result<(Vec<Option<Entry>>, u32), Error> {
+        // Bits of the agreement's flag: the exchange worked here; the context it chose is
+        // free here (no other thread's creation holds it).
+        const EXCHANGED: u32 = 1;
+        const CLAIMED: u32 = 2;
         let shared = &self.inner.shared;
         let n = self.size();
-        let proposal = shared.ctx_proposal();
-        let mut all = vec![i32::MIN; 3 * n];
-        let exchanged =
-            runthrough_engine::coll::Coll::begin(&shared.engine, self.inner.ctx, self.members(), self.inner.me, None)
-                .and_then(|c| {
-                    let mine = [color, key, proposal as i32];
-                    c.allgather(bytemuck::cast_slice(&mine), bytemuck::cast_slice_mut(&mut all))
-                });
-        let recognized = shared.engine.lock().recognized(self.inner.ctx);
-        let decision = self.agreement(u32::from(exchanged.is_ok()))?;
-        let new_failure = decision
-            .failed
-            .iter()
-            .filter_map(|w| self.inner.group.iter().position(|g| g.0 == *w))
-            .find(|l| !recognized.contains(&(*l as u32)));
-        if let Some(rank) = new_failure {
-            return Err(Error::RankFailStop { rank: rank as u32 });
+        loop {
+            let proposal = shared.ctx_proposal();
+            let mut all = vec![i32::MIN; 3 * n];
+            let exchanged = runthrough_engine::coll::Coll::begin(
+                &shared.engine,
+                self.inner.ctx,
+                self.members(),
+                self.inner.me,
+                None,
+            )
+            .and_then(|c| {
+                let mine = [color, key, proposal as i32];
+                c.allgather(bytemuck::cast_slice(&mine), bytemuck::cast_slice_mut(&mut all))
+            });
+            let ctx = all.chunks(3).filter(|e| e[2] != i32::MIN).map(|e| e[2] as u32).max().unwrap_or(proposal);
+            let claimed = exchanged.is_ok() && shared.ctx_claim(ctx);
+            let recognized = shared.engine.lock().recognized(self.inner.ctx);
+            let flag = if exchanged.is_ok() { EXCHANGED } else { 0 } | if claimed { CLAIMED } else { 0 };
+            let decision = self.agreement(flag).inspect_err(|_| {
+                if claimed {
+                    shared.ctx_release(ctx);
+                }
+            })?;
+            let new_failure = decision
+                .failed
+                .iter()
+                .filter_map(|w| self.inner.group.iter().position(|g| g.0 == *w))
+                .find(|l| !recognized.contains(&(*l as u32)));
+            let ok = new_failure.is_none() && decision.flag & (EXCHANGED | CLAIMED) == EXCHANGED | CLAIMED;
+            if !ok && claimed {
+                shared.ctx_release(ctx);
+            }
+            if let Some(rank) = new_failure {
+                return Err(Error::RankFailStop { rank: rank as u32 });
+            }
+            if decision.flag & EXCHANGED == 0 {
+                return Err(exchanged
+                    .err()
+                    .unwrap_or(Error::RankFailStop { rank: recognized.first().copied().unwrap_or(0) }));
+            }
+            if decision.flag & CLAIMED == 0 {
+                // Another thread's creation took that context at some member: every
+                // member chooses again, above what it has seen.
+                continue;
+            }
+            let entries: Vec<Option<Entry>> = all
+                .chunks(3)
+                .enumerate()
+                .map(
+                    |(r, e)| {
+                        if recognized.contains(&(r as u32)) || e[2] == i32::MIN {
+                            None
+                        } else {
+                            Some((e[0], e[1]))
+                        }
+                    },
+                )
+                .collect();
+            return Ok((entries, ctx));
         }
-        if decision.flag == 0 {
-            return Err(exchanged
-                .err()
-                .unwrap_or(Error::RankFailStop { rank: recognized.first().copied().unwrap_or(0) }));
-        }
-        let entries: Vec<Option<Entry>> = all
-            .chunks(3)
-            .enumerate()
-            .map(|(r, e)| if recognized.contains(&(r as u32)) || e[2] == i32::MIN { None } else { Some((e[0], e[1])) })
-            .collect();
-        let ctx = all.chunks(3).filter(|e| e[2] != i32::MIN).map(|e| e[2] as u32).max().unwrap_or(proposal);
-        shared.ctx_taken(ctx);
-        Ok((entries, ctx))
     }
 
     /// Enters one fault-tolerant agreement over the live members; returns its instance.
@@ -704,7 +737,9 @@ impl Comm {
             let proposal = shared.ctx_proposal();
             let d = self.agreement(!proposal)?;
             let ctx = !d.flag;
-            shared.ctx_taken(ctx);
+            if !shared.ctx_claim(ctx) {
+                tracing::warn!(ctx, "shrink: context also taken by a concurrent creation");
+            }
             let group: Arc<[Rank]> = self.inner.group.iter().copied().filter(|r| !d.failed.contains(&r.0)).collect();
             let me = group
                 .iter()

@@ -156,6 +156,9 @@ pub(crate) struct Shared {
     /// This process's world rank.
     pub(crate) rank: u32,
     next_ctx: AtomicU32,
+    /// Contexts this process took for a communicator, or holds for one being created
+    /// (several threads may create communicators at once, MPI_THREAD_MULTIPLE).
+    claimed: Mutex<std::collections::HashSet<u32>>,
     job_fatal: AtomicBool,
     stop: AtomicBool,
     /// The segment's departure marks (shared memory only): set for this rank at finalize.
@@ -171,6 +174,20 @@ impl Shared {
     /// Records that contexts below `agreed + 2` are taken.
     pub(crate) fn ctx_taken(&self, agreed: u32) {
         self.next_ctx.fetch_max(agreed + 2, Ordering::Relaxed);
+    }
+
+    /// Takes context `ctx` for a communicator being created here, unless another
+    /// creation (another thread's) holds it already: `false` then, and the creation must
+    /// choose again with every member.
+    pub(crate) fn ctx_claim(&self, ctx: u32) -> bool {
+        let fresh = self.claimed.lock().insert(ctx);
+        self.ctx_taken(ctx);
+        fresh
+    }
+
+    /// Gives back a context [`Shared::ctx_claim`] took for a creation that failed.
+    pub(crate) fn ctx_release(&self, ctx: u32) {
+        self.claimed.lock().remove(&ctx);
     }
 
     pub(crate) fn fatal_scope(&self) -> FatalScope {
@@ -268,6 +285,7 @@ pub fn init() -> Result<Runtime, Error> {
         world_size: size,
         rank,
         next_ctx: AtomicU32::new(FIRST_CREATED_CTX),
+        claimed: Mutex::new(std::collections::HashSet::new()),
         job_fatal: AtomicBool::new(std::env::var("RT_FATAL_SCOPE").is_ok_and(|v| v == "job")),
         stop: AtomicBool::new(false),
         departures,

@@ -131,6 +131,22 @@ fn ulfm_agree_fails_until_the_failure_is_acknowledged() {
     assert!(!out.contains("FAILED"), "{out}");
 }
 
+/// `rtrun --output pty` (the default): a line a C rank printed just before it was
+/// SIGKILLed reaches rtrun (the terminal is line-buffered); `--output pipe` loses it (a
+/// pipe is fully buffered), which is what the pty is for.
+#[test]
+fn a_line_printed_just_before_sigkill_is_not_lost() {
+    let prog = abi_program("abi/c/last_words.c");
+    let o = run_abi(&["-n", "2", prog.to_str().unwrap()], Duration::from_secs(60));
+    let out = ok_failed(&o, &[1]);
+    assert!(out.contains("last_words: rank 1 before SIGKILL"), "{out}");
+    assert!(out.contains("last_words: rank 0 stdout is a terminal"), "{out}");
+    let o = run_abi(&["-n", "2", "--output", "pipe", prog.to_str().unwrap()], Duration::from_secs(60));
+    let out = ok_failed(&o, &[1]);
+    assert!(!out.contains("last_words: rank 1"), "a pipe is fully buffered: {out}");
+    assert!(out.contains("last_words: rank 0 stdout is not a terminal"), "{out}");
+}
+
 #[test]
 fn osu_programs_through_the_abi_at_2_ranks() {
     let pt2pt = abi_program("bench/c/osu_pt2pt.c");

@@ -6,6 +6,7 @@
  * "conformance: rank R FAILED [group] line L: what" per failed check, and exits 1.
  */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -320,9 +321,86 @@ static void freed_while_in_use(void)
     MPI_Request_free(&r);
 }
 
+/* MPI-4.1 7.4.2: MPI_Comm_idup is nonblocking. Rank 0 starts it, then sends to rank 1,
+ * which receives before it starts its own: a blocking idup deadlocks here. */
+static void idup_overlaps(void)
+{
+    group = "idup";
+    if (size < 2)
+        return;
+    MPI_Comm dup = MPI_COMM_NULL;
+    MPI_Request r;
+    int x = 0, rc, sum = 0;
+    if (rank == 0) {
+        rc = MPI_Comm_idup(MPI_COMM_WORLD, &dup, &r);
+        CHECK(rc == MPI_SUCCESS, "MPI_Comm_idup rc %d", rc);
+        x = 42;
+        MPI_Send(&x, 1, MPI_INT, 1, 30, MPI_COMM_WORLD);
+    } else {
+        if (rank == 1)
+            MPI_Recv(&x, 1, MPI_INT, 0, 30, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        rc = MPI_Comm_idup(MPI_COMM_WORLD, &dup, &r);
+        CHECK(rc == MPI_SUCCESS, "MPI_Comm_idup rc %d", rc);
+    }
+    rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
+    CHECK(rc == MPI_SUCCESS && dup != MPI_COMM_NULL, "MPI_Wait on the idup: rc %d", rc);
+    if (dup != MPI_COMM_NULL) {
+        int one = 1;
+        MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, dup);
+        CHECK(sum == size, "allreduce on the idup'ed communicator: %d", sum);
+        MPI_Comm_free(&dup);
+    }
+}
+
+/* MPI_THREAD_MULTIPLE: two threads create and free communicators at once, each from its
+ * own parent (MPI-4.1 7.4.2 allows concurrent creation on distinct communicators). */
+struct creator { MPI_Comm parent; int bad, iters, value; };
+static void *create_many(void *arg)
+{
+    struct creator *c = arg;
+    for (int i = 0; i < c->iters; i++) {
+        MPI_Comm d;
+        int v = c->value, sum = 0;
+        if (MPI_Comm_dup(c->parent, &d) != MPI_SUCCESS) {
+            c->bad++;
+            continue;
+        }
+        /* Each thread's own values: a message crossing to the other thread's
+         * communicator (a shared context) shows in the sum. */
+        if (MPI_Allreduce(&v, &sum, 1, MPI_INT, MPI_SUM, d) != MPI_SUCCESS || sum != size * c->value)
+            c->bad++;
+        MPI_Comm_free(&d);
+    }
+    return NULL;
+}
+static void concurrent_creation(int provided)
+{
+    group = "threads";
+    if (provided < MPI_THREAD_MULTIPLE)
+        return;
+    struct creator c[2];
+    pthread_t t[2];
+    /* The second parent orders the ranks the other way round. */
+    MPI_Comm_dup(MPI_COMM_WORLD, &c[0].parent);
+    MPI_Comm_split(MPI_COMM_WORLD, 0, size - rank, &c[1].parent);
+    for (int i = 0; i < 2; i++) {
+        c[i].bad = 0;
+        c[i].iters = 50;
+        c[i].value = i ? 1000 : 1;
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, create_many, &c[i]);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        CHECK(c[i].bad == 0, "thread %d: %d of %d dup+allreduce failed", i, c[i].bad, c[i].iters);
+        MPI_Comm_free(&c[i].parent);
+    }
+}
+
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -332,6 +410,8 @@ int main(int argc, char **argv)
     noncommutative_reductions();
     null_arguments();
     freed_while_in_use();
+    idup_overlaps();
+    concurrent_creation(provided);
     if (failures == 0)
         printf("conformance: rank %d ok (%d checks)\n", rank, checks);
     fflush(stdout);

@@ -240,14 +240,37 @@ pub(crate) unsafe fn MPI_Comm_dup_with_info(comm: Handle, info: Handle, newcomm:
     unsafe { MPI_Comm_dup(comm, newcomm) }
 }
 
+/// Nonblocking: the duplication runs behind the communicator's queued collectives (its
+/// worker), so the call returns at once and the program may overlap it with other work;
+/// `newcomm` is `MPI_COMM_NULL` until the request completes, then the new handle (MPI
+/// forbids using it before).
 pub(crate) unsafe fn MPI_Comm_idup(comm: Handle, newcomm: *mut Handle, request: *mut Handle) -> c_int {
-    // SAFETY: forwarded arguments.
-    let rc = unsafe { MPI_Comm_dup(comm, newcomm) };
-    if rc == MPI_SUCCESS {
-        // SAFETY: output argument.
-        unsafe { *request = crate::req::completed(comm, crate::types::MPI_Status::empty(), MPI_SUCCESS) };
+    let c = comm!(comm);
+    if newcomm.is_null() || request.is_null() {
+        return raise_on(comm, MPI_ERR_ARG);
     }
-    rc
+    // SAFETY: output argument.
+    unsafe { *newcomm = MPI_COMM_NULL };
+    let out = crate::types::SendPtr(newcomm.cast());
+    let c2 = c.clone();
+    let job = c.worker.submit(move || {
+        let out = out;
+        match c2.comm.dup() {
+            Ok(d) => match register_child(&c2, comm, d) {
+                Ok(h) => {
+                    // SAFETY: the program keeps `newcomm` valid until the request
+                    // completes (the nonblocking-call contract).
+                    unsafe { *out.0.cast::<Handle>() = h };
+                    MPI_SUCCESS
+                }
+                Err(e) => e,
+            },
+            Err(e) => crate::err::code_of(&c2.comm.check_error(e)),
+        }
+    });
+    // SAFETY: output argument.
+    unsafe { *request = crate::req::new_active(comm, crate::req::Active::Job(job)) };
+    MPI_SUCCESS
 }
 
 pub(crate) unsafe fn MPI_Comm_split(comm: Handle, color: c_int, key: c_int, newcomm: *mut Handle) -> c_int {
