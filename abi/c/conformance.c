@@ -397,6 +397,28 @@ static void concurrent_creation(int provided)
     }
 }
 
+/* MPI-4.1 6.13: persistent collectives match in the order of their _init calls; the
+ * even ranks start A then B, the odd ones B then A. */
+static void persistent_init_order(void)
+{
+    group = "persistent order";
+    MPI_Request r[2];
+    int in[2] = {1, 100}, out[2] = {0, 0}, rc;
+    MPI_Allreduce_init(&in[0], &out[0], 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &r[0]);
+    MPI_Allreduce_init(&in[1], &out[1], 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &r[1]);
+    for (int round = 0; round < 3; round++) {
+        out[0] = out[1] = 0;
+        int first = rank % 2;
+        MPI_Start(&r[first]);
+        MPI_Start(&r[1 - first]);
+        rc = MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+        CHECK(rc == MPI_SUCCESS && out[0] == size && out[1] == 100 * size,
+              "round %d: rc %d, A %d (want %d), B %d (want %d)", round, rc, out[0], size, out[1], 100 * size);
+    }
+    MPI_Request_free(&r[0]);
+    MPI_Request_free(&r[1]);
+}
+
 int main(int argc, char **argv)
 {
     int provided = 0;
@@ -412,6 +434,7 @@ int main(int argc, char **argv)
     freed_while_in_use();
     idup_overlaps();
     concurrent_creation(provided);
+    persistent_init_order();
     if (failures == 0)
         printf("conformance: rank %d ok (%d checks)\n", rank, checks);
     fflush(stdout);

@@ -710,11 +710,58 @@ unsafe fn persistent(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c_
     let (a, keep) = unsafe { snapshot(&c, k, a) };
     // The datatypes and operation too: the program may free them while the request lives.
     let held = Held::of(&a);
+    if c.inter.is_some() {
+        let starter = Box::new(move || {
+            let _keep = &keep;
+            // SAFETY: the buffers are the program's, valid while the request lives (MPI
+            // contract); the arrays are `keep`.
+            Ok(unsafe { start(&c, k, a, held.clone()) })
+        });
+        // SAFETY: output argument.
+        unsafe { *request = crate::req::persistent(comm, starter) };
+        return MPI_SUCCESS;
+    }
+    // MPI-4.1 6.13: persistent collectives match in the order of their initialisation
+    // calls, whatever order they are started in. Each gets a communicator of its own,
+    // duplicated now without blocking (behind the parent's queued collectives, so in init
+    // order at every member), and a runner of its own, so that starts in different
+    // orders at different members never wait for each other.
+    let own: Arc<Mutex<Option<Result<Arc<CommObj>, c_int>>>> = Arc::default();
+    let (slot, parent) = (own.clone(), c.clone());
+    c.worker.submit(move || {
+        let r = parent
+            .comm
+            .dup()
+            .map(|d| CommObj::new(d, MPI_ERRORS_RETURN, "persistent collective"))
+            .map_err(|e| crate::err::code_of(&parent.comm.check_error(e)));
+        let rc = r.as_ref().err().copied().unwrap_or(MPI_SUCCESS);
+        *slot.lock() = Some(r);
+        rc
+    });
+    let runner = Arc::new(Worker::default());
     let starter = Box::new(move || {
+        // SAFETY: the arrays of `a` are `keep`'s, alive here; copied again for the run.
+        let (a, again) = unsafe { snapshot(&c, k, a) };
+        let (own, held) = (own.clone(), held.clone());
+        let job = runner.submit(move || {
+            let _again = &again;
+            let mut pause = std::time::Duration::from_micros(10);
+            let mine = loop {
+                if let Some(r) = own.lock().clone() {
+                    break r;
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(1));
+            };
+            // SAFETY: the buffers are the program's, valid until the request completes
+            // (MPI contract); the arrays are `again`.
+            match mine.map(|m| unsafe { run(&m, k, a, &held) }) {
+                Ok(Ok(())) => MPI_SUCCESS,
+                Ok(Err(e)) | Err(e) => e,
+            }
+        });
         let _keep = &keep;
-        // SAFETY: the buffers are the program's, valid while the request lives (MPI
-        // contract); the arrays are `keep`.
-        Ok(unsafe { start(&c, k, a, held.clone()) })
+        Ok(Active::Job(job))
     });
     // SAFETY: output argument.
     unsafe { *request = crate::req::persistent(comm, starter) };
