@@ -17,10 +17,10 @@
 
 use std::time::{Duration, Instant};
 
-use runthrough::{ErrorMode, Op};
+use runthrough::ErrorMode;
 
-/// Rounds before giving up.
-const MAX_ROUNDS: u32 = 20;
+#[path = "common/survivors.rs"]
+mod survivors;
 
 fn fail(what: &str) -> ! {
     eprintln!("busy_check: FAILED {what}");
@@ -67,34 +67,7 @@ fn main() {
     } else {
         std::thread::sleep(busy);
     }
-    let mut rounds = 0;
-    let (failed, sum) = loop {
-        rounds += 1;
-        if rounds > MAX_ROUNDS {
-            fail(&format!("rank {me}: no successful round in {MAX_ROUNDS}"));
-        }
-        let failed = match world.validate() {
-            Ok(g) => g.world_ranks(),
-            Err(e) => {
-                eprintln!("busy_check: rank {me} round {rounds}: validate: {e}; again");
-                continue;
-            }
-        };
-        if failed.contains(&me) {
-            fail(&format!("rank {me}: validate names this rank failed: {failed:?}"));
-        }
-        let mut out = [0u64];
-        let res = world.allreduce(&[me as u64 + 1], &mut out, Op::Sum);
-        match world.agree(i32::from(res.is_ok())) {
-            Ok(1) => break (failed, out[0]),
-            Ok(_) => {}
-            Err(e) => eprintln!("busy_check: rank {me} round {rounds}: agree: {e}; again"),
-        }
-    };
-    let expected: u64 = (0..n).filter(|r| !failed.contains(r)).map(|r| r as u64 + 1).sum();
-    if sum != expected {
-        fail(&format!("rank {me}: allreduce over the survivors gave {sum}, expected {expected} (failed {failed:?})"));
-    }
+    let survivors::Round { failed, sum, rounds } = survivors::until_agreed("busy_check", &world, |_| None, fail);
     println!("busy_check: ok rank {me} of {n} failed={failed:?} sum={sum} rounds={rounds}");
     if let Err(e) = rt.finalize() {
         fail(&format!("rank {me}: finalize: {e}"));

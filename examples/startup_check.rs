@@ -17,10 +17,10 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use runthrough::{ErrorMode, Op};
+use runthrough::ErrorMode;
 
-/// Rounds before giving up (one failure per job in the tests: two rounds at most).
-const MAX_ROUNDS: u32 = 20;
+#[path = "common/survivors.rs"]
+mod survivors;
 
 fn fail(what: &str) -> ! {
     eprintln!("startup_check: FAILED {what}");
@@ -39,37 +39,11 @@ fn main() {
     if at_init.contains(&me) {
         fail(&format!("rank {me}: its own rank is in group_failed() {at_init:?}"));
     }
-    let mut rounds = 0;
-    let (failed, sum) = loop {
-        rounds += 1;
-        if rounds > MAX_ROUNDS {
-            fail(&format!("rank {me}: no successful round in {MAX_ROUNDS}"));
-        }
-        let failed = match world.validate() {
-            Ok(g) => g.world_ranks(),
-            Err(e) => {
-                eprintln!("startup_check: rank {me} round {rounds}: validate: {e}; again");
-                continue;
-            }
-        };
-        if failed.contains(&me) {
-            fail(&format!("rank {me}: validate names this rank failed: {failed:?}"));
-        }
-        if !at_init.iter().all(|r| failed.contains(r)) {
-            fail(&format!("rank {me}: validate {failed:?} misses a start-up failure of {at_init:?}"));
-        }
-        let mut out = [0u64];
-        let res = world.allreduce(&[me as u64 + 1], &mut out, Op::Sum);
-        match world.agree(i32::from(res.is_ok())) {
-            Ok(1) => break (failed, out[0]),
-            Ok(_) => {}
-            Err(e) => eprintln!("startup_check: rank {me} round {rounds}: agree: {e}; again"),
-        }
+    let check = |failed: &[usize]| {
+        (!at_init.iter().all(|r| failed.contains(r)))
+            .then(|| format!("validate {failed:?} misses a start-up failure of {at_init:?}"))
     };
-    let expected: u64 = (0..n).filter(|r| !failed.contains(r)).map(|r| r as u64 + 1).sum();
-    if sum != expected {
-        fail(&format!("rank {me}: allreduce over the survivors gave {sum}, expected {expected} (failed {failed:?})"));
-    }
+    let survivors::Round { failed, sum, rounds } = survivors::until_agreed("startup_check", &world, check, fail);
     println!(
         "startup_check: ok rank {me} of {n} at_init={at_init:?} failed={failed:?} sum={sum} rounds={rounds} \
          init_ms={init_ms} init_end_unix_ms={init_end}"

@@ -175,20 +175,7 @@ fn r5_init_returns_an_error_when_the_launcher_is_gone() {
     // A rank whose launcher is unreachable: init() returns Error::Init (the program
     // prints it and exits 3), it neither panics nor aborts nor hangs.
     let prog = example("startup_check");
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port");
-    let o = std::process::Command::new(prog)
-        .env("RT_RANK", "1")
-        .env("RT_SIZE", "2")
-        .env("RT_LOCAL_RANK", "1")
-        .env("RT_LOCAL_SIZE", "2")
-        .env("RT_JOBID", "00000000deadbeef")
-        .env("RT_KV_ADDR", closed.to_string())
-        .env("RT_KV_SECRET", "00".repeat(32))
-        .env("RT_SHM_NAME", "/rt-00000000deadbeef")
-        .env("RT_NODE", "localhost")
-        .env("RT_BIND", "none")
-        .output()
-        .expect("run startup_check");
+    let o = common::as_orphan_rank(&mut std::process::Command::new(prog)).output().expect("run startup_check");
     let err = common::stderr(&o);
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(err.contains("FAILED init: ") && err.contains("bootstrap connect"), "{err}");

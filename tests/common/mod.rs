@@ -360,3 +360,19 @@ impl Drop for CpuThrottle {
         }
     }
 }
+
+/// `cmd` as rank 1 of a 2-rank job whose launcher is gone: the job's variables, with a
+/// key-value address nobody listens on (R5: `init` must return an error, not abort).
+pub(crate) fn as_orphan_rank(cmd: &mut Command) -> &mut Command {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port");
+    cmd.env("RT_RANK", "1")
+        .env("RT_SIZE", "2")
+        .env("RT_LOCAL_RANK", "1")
+        .env("RT_LOCAL_SIZE", "2")
+        .env("RT_JOBID", "00000000deadbeef")
+        .env("RT_KV_ADDR", closed.to_string())
+        .env("RT_KV_SECRET", "00".repeat(32))
+        .env("RT_SHM_NAME", "/rt-00000000deadbeef")
+        .env("RT_NODE", "localhost")
+        .env("RT_BIND", "none")
+}
