@@ -702,6 +702,9 @@ unsafe fn nonblocking(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c
     MPI_SUCCESS
 }
 
+/// A persistent collective's own communicator, once its duplication ran (or why not).
+type Owned = Result<Arc<CommObj>, c_int>;
+
 unsafe fn persistent(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c_int {
     let c = comm!(comm);
     // The count and displacement arrays are copied here, once: programs free them after
@@ -726,7 +729,7 @@ unsafe fn persistent(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c_
     // duplicated now without blocking (behind the parent's queued collectives, so in init
     // order at every member), and a runner of its own, so that starts in different
     // orders at different members never wait for each other.
-    let own: Arc<Mutex<Option<Result<Arc<CommObj>, c_int>>>> = Arc::default();
+    let own: Arc<Mutex<Option<Owned>>> = Arc::default();
     let (slot, parent) = (own.clone(), c.clone());
     c.worker.submit(move || {
         let r = parent
