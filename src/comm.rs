@@ -540,6 +540,43 @@ impl Comm {
         self.check(r)
     }
 
+    /// A communicator of the members of `group` (a subset of this communicator's, in the
+    /// group's order; MPI_Comm_create_group): collective over the members of `group`
+    /// only — the others need not call it (they get `None` if they do). Calls that may
+    /// run at the same time over overlapping groups use different `tag`s. The members
+    /// agree on the new context as [`Comm::dup`] does (uniform over them), through a
+    /// scratch communicator of theirs whose context comes from this communicator's, the
+    /// tag and the group — the same at every member, and above every context a creation
+    /// proposes.
+    pub fn create_group(&self, group: &Group, tag: i32) -> Result<Option<Comm>, Error> {
+        let r = (|| {
+            let members = group.ranks();
+            if members.iter().any(|w| !self.inner.group.contains(w)) {
+                return Err(Error::InvalidArg("create_group: the group is not a subset of the communicator"));
+            }
+            let Some(me) = members.iter().position(|w| *w == self.my_world_rank()) else { return Ok(None) };
+            // FNV-1a over (context, tag, members), into the upper half of the context
+            // space, even (a communicator takes two contexts).
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            let words = [self.inner.ctx.0, tag as u32].into_iter().chain(members.iter().map(|r| r.0));
+            for b in words.flat_map(u32::to_le_bytes) {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+            let scratch_ctx = 0x8000_0000 | ((h ^ (h >> 32)) as u32 & 0x7fff_fffe);
+            let scratch = Comm::new(
+                self.inner.shared.clone(),
+                ContextId(scratch_ctx),
+                members.into(),
+                me as u32,
+                ErrorMode::ErrorsReturn,
+            );
+            let c = scratch.dup()?;
+            c.set_error_mode(self.error_mode());
+            Ok(Some(c))
+        })();
+        self.check(r)
+    }
+
     /// Frees the communicator (MPI_Comm_free; dropping it does the same). Local and
     /// always complete, whatever failed (R26): its pending operations are the caller's
     /// requests, which borrow it and so have completed or been dropped already.

@@ -419,6 +419,117 @@ static void persistent_init_order(void)
     MPI_Request_free(&r[1]);
 }
 
+/* MPI-4.1 7.4.2: MPI_Comm_split of an intercommunicator gives intercommunicators. */
+static void intercomm_split(void)
+{
+    group = "intercomm split/merge";
+    if (size < 2)
+        return;
+    MPI_Comm half, inter, part;
+    int low = rank < size / 2, is_inter = 0, lsize = 0, rsize = 0, rc;
+    MPI_Comm_split(MPI_COMM_WORLD, low, rank, &half);
+    rc = MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, low ? size / 2 : 0, 77, &inter);
+    CHECK(rc == MPI_SUCCESS, "MPI_Intercomm_create rc %d", rc);
+    if (rc != MPI_SUCCESS)
+        return;
+    int lrank;
+    MPI_Comm_rank(inter, &lrank);
+    /* Even local ranks of both sides together, odd ones together. */
+    rc = MPI_Comm_split(inter, lrank % 2, -lrank, &part);
+    CHECK(rc == MPI_SUCCESS, "MPI_Comm_split of an intercommunicator: rc %d", rc);
+    int mine_local = 0, mine_remote = 0;
+    int lo = size / 2, hi = size - size / 2;
+    int here = low ? lo : hi, there = low ? hi : lo;
+    for (int r = 0; r < here; r++)
+        mine_local += r % 2 == lrank % 2;
+    for (int r = 0; r < there; r++)
+        mine_remote += r % 2 == lrank % 2;
+    if (mine_remote == 0) {
+        CHECK(part == MPI_COMM_NULL, "no partner on the other side: MPI_COMM_NULL expected");
+    } else if (part != MPI_COMM_NULL) {
+        MPI_Comm_test_inter(part, &is_inter);
+        MPI_Comm_size(part, &lsize);
+        MPI_Comm_remote_size(part, &rsize);
+        CHECK(is_inter && lsize == mine_local && rsize == mine_remote,
+              "split intercommunicator: inter %d, local size %d (want %d), remote size %d (want %d)", is_inter, lsize,
+              mine_local, rsize, mine_remote);
+        int prank = -1;
+        MPI_Comm_rank(part, &prank);
+        /* Key -lrank: the highest old rank of this color comes first. */
+        int want = 0;
+        for (int r = lrank + 1; r < here; r++)
+            want += r % 2 == lrank % 2;
+        CHECK(prank == want, "rank in the split intercommunicator %d, want %d (ordered by key)", prank, want);
+        MPI_Comm_free(&part);
+    } else {
+        CHECK(0, "MPI_Comm_split of an intercommunicator gave MPI_COMM_NULL with %d partners", mine_remote);
+    }
+    /* MPI-4.1 7.6.2: merging, the side passing high = 0 first. */
+    for (int same = 0; same < 2; same++) {
+        MPI_Comm merged;
+        int high = same ? 1 : !low, mrank = -1, msize = 0;
+        rc = MPI_Intercomm_merge(inter, high, &merged);
+        CHECK(rc == MPI_SUCCESS, "MPI_Intercomm_merge(high %d): rc %d", high, rc);
+        if (rc != MPI_SUCCESS)
+            continue;
+        MPI_Comm_rank(merged, &mrank);
+        MPI_Comm_size(merged, &msize);
+        /* The low half first either way (high 0; or equal high values and the lowest
+         * world rank there). */
+        CHECK(msize == size && mrank == rank, "merged (high %d): rank %d of %d, want %d of %d", high, mrank, msize,
+              rank, size);
+        int one = 1, sum = 0;
+        MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, merged);
+        CHECK(sum == size, "allreduce on the merged communicator: %d", sum);
+        MPI_Comm_free(&merged);
+    }
+    /* The high half first when the low half passes high = 1. */
+    MPI_Comm merged;
+    if (MPI_Intercomm_merge(inter, low, &merged) == MPI_SUCCESS) {
+        int mrank = -1;
+        MPI_Comm_rank(merged, &mrank);
+        int want = low ? rank + (size - size / 2) : rank - size / 2;
+        CHECK(mrank == want, "merged with the high half first: rank %d, want %d", mrank, want);
+        MPI_Comm_free(&merged);
+    }
+    MPI_Comm_free(&inter);
+    MPI_Comm_free(&half);
+}
+
+/* MPI-4.1 7.4.2: MPI_Comm_create_group is collective over the group's members only: the
+ * even ranks make one, the odd ranks (which do not call it) keep exchanging with each
+ * other meanwhile. */
+static void create_group_of_a_subgroup(void)
+{
+    group = "create_group";
+    if (size < 2)
+        return;
+    MPI_Group world, evens;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int n = (size + 1) / 2, ranks[64];
+    for (int i = 0; i < n && i < 64; i++)
+        ranks[i] = 2 * i;
+    MPI_Group_incl(world, n, ranks, &evens);
+    if (rank % 2 == 0) {
+        MPI_Comm sub = MPI_COMM_NULL;
+        int rc = MPI_Comm_create_group(MPI_COMM_WORLD, evens, 5, &sub), sum = 0, one = 1, srank = -1;
+        CHECK(rc == MPI_SUCCESS && sub != MPI_COMM_NULL, "MPI_Comm_create_group of the even ranks: rc %d", rc);
+        if (sub != MPI_COMM_NULL) {
+            MPI_Comm_rank(sub, &srank);
+            MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, sub);
+            CHECK(sum == n && srank == rank / 2, "on it: sum %d (want %d), rank %d (want %d)", sum, n, srank, rank / 2);
+            MPI_Comm_free(&sub);
+        }
+    } else if (rank + 2 < size || rank >= 3) {
+        /* Odd ranks talk among themselves meanwhile. */
+        int peer = rank + 2 < size ? rank + 2 : rank - 2, x = rank, y = -1;
+        MPI_Sendrecv(&x, 1, MPI_INT, peer, 6, &y, 1, MPI_INT, peer, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(y == peer, "odd ranks' exchange: %d", y);
+    }
+    MPI_Group_free(&evens);
+    MPI_Group_free(&world);
+}
+
 int main(int argc, char **argv)
 {
     int provided = 0;
@@ -435,6 +546,8 @@ int main(int argc, char **argv)
     idup_overlaps();
     concurrent_creation(provided);
     persistent_init_order();
+    intercomm_split();
+    create_group_of_a_subgroup();
     if (failures == 0)
         printf("conformance: rank %d ok (%d checks)\n", rank, checks);
     fflush(stdout);

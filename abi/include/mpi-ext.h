@@ -45,8 +45,8 @@ extern "C" {
 #define MPI_ERR_REVOKED               MPIX_ERR_REVOKED
 #endif
 
-/* Predefined attribute of MPI_COMM_WORLD (Open MPI 5's MPI_FT / MPIX_FT): its value, an
- * int, is 1 — this library runs through process failures. */
+/* Predefined attribute of MPI_COMM_WORLD, as Open MPI 5's MPI_FT / MPIX_FT: its value,
+ * an int, is 1 — this library runs through process failures. */
 #define MPIX_FT                       600
 #ifndef MPI_FT
 #define MPI_FT                        MPIX_FT

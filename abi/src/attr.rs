@@ -247,8 +247,10 @@ static ATTR_HOST: Predef = Predef(MPI_PROC_NULL);
 static ATTR_WTIME_GLOBAL: Predef = Predef(0);
 /// `MPIX_FT` (mpi-ext.h, Open MPI 5's name): fault tolerance is on.
 static ATTR_FT: Predef = Predef(1);
-static mut ATTR_LASTUSED: c_int = 0;
-static mut ATTR_UNIVERSE: c_int = 0;
+/// Values computed when read: atomics (an `int` in memory, as C reads it), so that two
+/// threads reading the attribute at once write without a data race.
+static ATTR_LASTUSED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+static ATTR_UNIVERSE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 /// The value (a pointer to an `int`) of predefined attribute `k`; `Some(None)` for one
 /// this implementation does not set.
@@ -262,15 +264,12 @@ fn predefined(k: c_int) -> Option<Option<*const c_int>> {
         // Not provided by this implementation.
         MPI_APPNUM => return Some(None),
         MPI_LASTUSEDCODE => {
-            // SAFETY: written here only, under the guard of the single statement; a racing
-            // reader sees an old or new code, both valid.
-            unsafe { ATTR_LASTUSED = crate::err::last_used_code() };
-            std::ptr::addr_of!(ATTR_LASTUSED)
+            ATTR_LASTUSED.store(crate::err::last_used_code(), Ordering::Relaxed);
+            ATTR_LASTUSED.as_ptr().cast_const()
         }
         MPI_UNIVERSE_SIZE => {
-            // SAFETY: as above.
-            unsafe { ATTR_UNIVERSE = crate::env::world().map_or(1, |w| w.size() as c_int) };
-            std::ptr::addr_of!(ATTR_UNIVERSE)
+            ATTR_UNIVERSE.store(crate::env::runtime_world().map_or(1, |w| w.size() as c_int), Ordering::Relaxed);
+            ATTR_UNIVERSE.as_ptr().cast_const()
         }
         _ => return None,
     }))

@@ -131,6 +131,8 @@ pub(crate) static COMMS: Table<CommObj> = Table::new(Kind::Comm);
 /// The communicator of handle `h`, or the error class for a bad handle.
 pub(crate) fn lookup(h: Handle) -> Result<Arc<CommObj>, c_int> {
     match h {
+        // MPI_Init failed (seeds/000 17.5.2): the world's processes cannot be reached.
+        MPI_COMM_WORLD | MPI_COMM_SELF if crate::env::init_failed() => Err(MPIX_ERR_PROC_FAILED),
         MPI_COMM_WORLD => crate::env::world().ok_or(MPI_ERR_COMM),
         MPI_COMM_SELF => crate::env::self_comm().ok_or(MPI_ERR_COMM),
         _ => COMMS.get(h).ok_or(MPI_ERR_COMM),
@@ -280,18 +282,35 @@ pub(crate) unsafe fn MPI_Comm_split(comm: Handle, color: c_int, key: c_int, newc
     }
     c.worker.drain();
     let color = if color == MPI_UNDEFINED { None } else { Some(color as u32) };
-    match c.comm.split(color, key) {
-        Ok(Some(s)) => {
+    match (c.comm.split(color, key), c.inter.as_ref()) {
+        (Ok(Some(s)), Some(i)) => {
+            // An intercommunicator splits into intercommunicators (MPI-4.1 7.4.2): the
+            // members of one color on each side, each side ordered by key (the split of
+            // the underlying communicator orders all of them so); none on the other
+            // side gives MPI_COMM_NULL.
+            let members: Vec<u32> = s.group().world_ranks().into_iter().map(|r| r as u32).collect();
+            let local: Vec<u32> = members.iter().copied().filter(|w| i.local.contains(w)).collect();
+            let remote: Vec<u32> = members.iter().copied().filter(|w| i.remote.contains(w)).collect();
+            let h = if remote.is_empty() {
+                MPI_COMM_NULL
+            } else {
+                COMMS.insert(CommObj::new_inter(s, *c.errhandler.lock(), Inter { local, remote }))
+            };
+            // SAFETY: output argument.
+            unsafe { *newcomm = h };
+            MPI_SUCCESS
+        }
+        (Ok(Some(s)), None) => {
             // SAFETY: output argument.
             unsafe { *newcomm = register_plain(&c, s) };
             MPI_SUCCESS
         }
-        Ok(None) => {
+        (Ok(None), _) => {
             // SAFETY: output argument.
             unsafe { *newcomm = MPI_COMM_NULL };
             MPI_SUCCESS
         }
-        Err(e) => crate::err::raise_error(comm, &e),
+        (Err(e), _) => crate::err::raise_error(comm, &e),
     }
 }
 
@@ -351,17 +370,62 @@ pub(crate) unsafe fn MPI_Comm_create_group(comm: Handle, group: Handle, tag: c_i
     if !g.ranks.contains(&c.world[c.rank]) {
         return raise_on(comm, MPI_ERR_GROUP);
     }
-    crate::err::set_detail("MPI_Comm_create_group of a proper subgroup is not supported".into());
-    raise_on(comm, MPI_ERR_UNSUPPORTED_OPERATION)
+    if c.inter.is_some() {
+        crate::err::set_detail("MPI_Comm_create_group on an intercommunicator is not supported".into());
+        return raise_on(comm, MPI_ERR_UNSUPPORTED_OPERATION);
+    }
+    // A proper subgroup: collective over its members only (MPI-4.1 7.4.2).
+    let Some(locals) = g.ranks.iter().map(|x| c.world.iter().position(|y| y == x)).collect::<Option<Vec<usize>>>()
+    else {
+        return raise_on(comm, MPI_ERR_GROUP);
+    };
+    c.worker.drain();
+    match c.comm.group().incl(&locals).and_then(|rg| c.comm.create_group(&rg, tag)) {
+        Ok(Some(n)) => {
+            // SAFETY: output argument.
+            unsafe { *newcomm = register_plain(&c, n) };
+            MPI_SUCCESS
+        }
+        Ok(None) => raise_on(comm, MPI_ERR_GROUP),
+        Err(e) => crate::err::raise_error(comm, &e),
+    }
 }
 
+/// The intracommunicator of both groups (MPI-4.1 7.6.2): the group whose members passed
+/// `high` false first, each in its own order; where both sides passed the same value, the
+/// group holding the lowest world rank first. Collective over the underlying
+/// communicator: one allgather of the `high` values, then a split that orders everyone.
 pub(crate) unsafe fn MPI_Intercomm_merge(intercomm: Handle, high: c_int, newintracomm: *mut Handle) -> c_int {
     let c = comm!(intercomm);
-    if c.inter.is_none() {
+    let Some(i) = c.inter.clone() else {
         return raise_on(intercomm, MPI_ERR_COMM);
+    };
+    c.worker.drain();
+    let mut highs = vec![0i32; c.world.len()];
+    if let Err(e) = c.comm.allgather(&[i32::from(high != 0)], &mut highs) {
+        return crate::err::raise_error(intercomm, &e);
     }
-    crate::err::set_detail("MPI_Intercomm_merge is not supported".into());
-    raise_on(intercomm, MPI_ERR_UNSUPPORTED_OPERATION)
+    let high_of = |g: &[u32]| g.first().and_then(|w| c.world.iter().position(|x| x == w)).map_or(0, |p| highs[p]);
+    let (mine, theirs) = (high_of(&i.local), high_of(&i.remote));
+    let min = |g: &[u32]| g.iter().copied().min().unwrap_or(u32::MAX);
+    let local_first = if mine != theirs { mine < theirs } else { min(&i.local) < min(&i.remote) };
+    let order: Vec<u32> = if local_first {
+        i.local.iter().chain(&i.remote).copied().collect()
+    } else {
+        i.remote.iter().chain(&i.local).copied().collect()
+    };
+    let me = c.world[c.rank];
+    let key = order.iter().position(|&w| w == me).unwrap_or(0) as i32;
+    match c.comm.split(Some(0), key) {
+        Ok(Some(m)) => {
+            let obj = CommObj::new(m, *c.errhandler.lock(), "");
+            // SAFETY: output argument.
+            unsafe { *newintracomm = COMMS.insert(obj) };
+            MPI_SUCCESS
+        }
+        Ok(None) => raise_on(intercomm, MPI_ERR_INTERN),
+        Err(e) => crate::err::raise_error(intercomm, &e),
+    }
 }
 
 /// MPI_Intercomm_create where the two groups together are exactly `peer_comm`'s members

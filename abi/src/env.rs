@@ -46,30 +46,121 @@ pub(crate) fn self_comm() -> Option<Arc<CommObj>> {
     (STATE.load(Ordering::Acquire) == RUNNING).then(|| SELF.get().cloned()).flatten()
 }
 
-fn start(required: c_int) -> c_int {
-    if STATE.load(Ordering::Acquire) != NOT_INIT {
-        eprintln!("runthrough libmpi_abi: MPI_Init called twice (or after MPI_Finalize)");
-        return MPI_ERR_OTHER;
+/// The runtime's own state, apart from the world model's [`STATE`]: started once, by
+/// MPI_Init or by the first MPI_Session_init, and finalized once neither model uses it.
+static RT_STATE: AtomicU8 = AtomicU8::new(NOT_INIT);
+/// Serialises starting and finalizing the runtime (MPI_Init and MPI_Session_init may race).
+static RT_LOCK: Mutex<()> = Mutex::new(());
+
+/// The world communicator while the runtime runs, whether or not MPI_Init made it
+/// MPI_COMM_WORLD (the sessions model builds on it: process set `mpi://WORLD`).
+pub(crate) fn runtime_world() -> Option<Arc<CommObj>> {
+    (RT_STATE.load(Ordering::Acquire) == RUNNING).then(|| WORLD.get().cloned()).flatten()
+}
+
+/// This process alone while the runtime runs (process set `mpi://SELF`).
+pub(crate) fn runtime_self() -> Option<Arc<CommObj>> {
+    (RT_STATE.load(Ordering::Acquire) == RUNNING).then(|| SELF.get().cloned()).flatten()
+}
+
+/// Whether the world model is initialised and not finalized (MPI_Init .. MPI_Finalize).
+pub(crate) fn world_model_running() -> bool {
+    STATE.load(Ordering::Acquire) == RUNNING
+}
+
+/// Starts the runtime unless it runs already: the transport, the world and self
+/// communicators (exposed as MPI_COMM_WORLD and MPI_COMM_SELF only once MPI_Init ran;
+/// they start with the initial error handler) and the predefined datatypes. `who` names
+/// the calling MPI function in a failure's message. Returns an error class, not raised.
+/// The runtime failed to start (the launcher unreachable, R5): there is no world.
+static INIT_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The error handler the program set on MPI_COMM_WORLD or MPI_COMM_SELF after the runtime
+/// failed to start (`MPI_ERRHANDLER_NULL`: none, the initial one applies).
+static FAILED_INIT_EH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(MPI_ERRHANDLER_NULL);
+
+/// Whether `MPI_Init` (or the first `MPI_Session_init`) failed: `MPI_COMM_WORLD` and
+/// `MPI_COMM_SELF` then name a world whose processes cannot be reached, every call on
+/// them reports `MPIX_ERR_PROC_FAILED` through the handler set on them.
+pub(crate) fn init_failed() -> bool {
+    INIT_FAILED.load(Ordering::Acquire) && RT_STATE.load(Ordering::Acquire) != RUNNING
+}
+
+/// The handler of `MPI_COMM_WORLD`/`MPI_COMM_SELF` after a failed init.
+pub(crate) fn failed_init_handler() -> Handle {
+    match FAILED_INIT_EH.load(Ordering::Acquire) {
+        MPI_ERRHANDLER_NULL => crate::info::initial_errhandler(),
+        h => h,
+    }
+}
+
+/// Sets the handler of `MPI_COMM_WORLD`/`MPI_COMM_SELF` after a failed init.
+pub(crate) fn set_failed_init_handler(eh: Handle) {
+    FAILED_INIT_EH.store(eh, Ordering::Release);
+}
+
+pub(crate) fn start_runtime(who: &str) -> c_int {
+    let _g = RT_LOCK.lock();
+    match RT_STATE.load(Ordering::Acquire) {
+        RUNNING => return MPI_SUCCESS,
+        FINALIZED => {
+            eprintln!("runthrough libmpi_abi: {who}: the runtime was finalized and cannot start again");
+            return MPI_ERR_OTHER;
+        }
+        _ => {}
     }
     EPOCH.get_or_init(Instant::now);
     let rt = match runthrough::init() {
         Ok(rt) => rt,
         Err(e) => {
-            // Seeds/000 17.5.2: an error, not an abort.
-            eprintln!("runthrough libmpi_abi: MPI_Init failed: {e}");
+            // Seeds/000 17.5.2: an error, not an abort; MPI_COMM_WORLD and MPI_COMM_SELF
+            // stay handles the program may set an error handler on, and every later call
+            // on them reports MPI_ERR_PROC_FAILED (failed_init_handler).
+            eprintln!("runthrough libmpi_abi: {who} failed: {e}");
+            INIT_FAILED.store(true, Ordering::Release);
             return crate::err::code_of(&e);
         }
     };
+    let eh = crate::info::initial_errhandler();
     let world = rt.world();
-    let w = CommObj::new(world.clone(), MPI_ERRORS_ARE_FATAL, "MPI_COMM_WORLD");
+    let w = CommObj::new(world.clone(), eh, "MPI_COMM_WORLD");
     // MPI_COMM_SELF: this process alone, made locally (seeds/000 17.5.2, R31: ranks that
     // failed during start-up are failed in the world, and init succeeds all the same).
-    let s = CommObj::new(rt.comm_self(), MPI_ERRORS_ARE_FATAL, "MPI_COMM_SELF");
+    let s = CommObj::new(rt.comm_self(), eh, "MPI_COMM_SELF");
+    let size = w.size();
     if WORLD.set(w).is_err() || SELF.set(s).is_err() {
         return MPI_ERR_OTHER;
     }
     *RUNTIME.lock() = Some(rt);
     crate::dtype::init_predefined();
+    crate::info::env_started(size);
+    RT_STATE.store(RUNNING, Ordering::Release);
+    MPI_SUCCESS
+}
+
+/// Finalizes the runtime (once): tells the launcher, flushes, departs (R6: completes
+/// normally even with failed peers). For the last of the two models to finish with it.
+pub(crate) fn finalize_runtime(who: &str) -> c_int {
+    let _g = RT_LOCK.lock();
+    if RT_STATE.load(Ordering::Acquire) != RUNNING {
+        return MPI_SUCCESS;
+    }
+    RT_STATE.store(FINALIZED, Ordering::Release);
+    let rt = RUNTIME.lock().take();
+    if let Some(Err(e)) = rt.map(|rt| rt.finalize()) {
+        eprintln!("runthrough libmpi_abi: {who}: {e}");
+    }
+    MPI_SUCCESS
+}
+
+fn start(required: c_int) -> c_int {
+    if STATE.load(Ordering::Acquire) != NOT_INIT {
+        eprintln!("runthrough libmpi_abi: MPI_Init called twice (or after MPI_Finalize)");
+        return MPI_ERR_OTHER;
+    }
+    let rc = start_runtime("MPI_Init");
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
     let _ = MAIN_THREAD.set(std::thread::current().id());
     THREAD_LEVEL.store(required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_MULTIPLE), Ordering::Relaxed);
     STATE.store(RUNNING, Ordering::Release);
@@ -116,15 +207,12 @@ pub(crate) unsafe fn MPI_Finalize() -> c_int {
         c.ft_worker.drain();
     }
     STATE.store(FINALIZED, Ordering::Release);
-    let rt = RUNTIME.lock().take();
-    match rt.map(|rt| rt.finalize()) {
-        Some(Err(e)) => {
-            eprintln!("runthrough libmpi_abi: MPI_Finalize: {e}");
-            // R6: finalize completes normally even with failed peers.
-            MPI_SUCCESS
-        }
-        _ => MPI_SUCCESS,
+    if crate::session::live() > 0 {
+        // The sessions model still uses the runtime: the last MPI_Session_finalize ends it.
+        return MPI_SUCCESS;
     }
+    // R6: finalize completes normally even with failed peers.
+    finalize_runtime("MPI_Finalize")
 }
 
 pub(crate) unsafe fn MPI_Initialized(flag: *mut c_int) -> c_int {
@@ -239,7 +327,8 @@ pub(crate) unsafe fn MPI_Get_processor_name(name: *mut c_char, resultlen: *mut c
 
 pub(crate) unsafe fn MPI_Abort(comm: Handle, errorcode: c_int) -> c_int {
     let code = if errorcode == 0 { 1 } else { errorcode };
-    match crate::comm::lookup(comm).ok().or_else(world) {
+    // Sessions only (no MPI_COMM_WORLD): the runtime's world, so the job still aborts.
+    match crate::comm::lookup(comm).ok().or_else(world).or_else(runtime_world) {
         Some(c) => c.comm.abort(code),
         None => std::process::exit(code & 0xff),
     }

@@ -20,6 +20,24 @@ pub(crate) type CommErrFn = unsafe extern "C" fn(*mut Handle, *mut c_int);
 #[derive(Debug)]
 pub(crate) struct UserErrhandler {
     pub(crate) f: CommErrFn,
+    /// The program's references to it: its creation's and one per `MPI_*_get_errhandler`
+    /// that returned it; `MPI_Errhandler_free` drops one (MPI-4.1 9.3.4).
+    refs: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts another reference of the program to handler `h` (returned by a
+/// `MPI_*_get_errhandler`, to be freed with `MPI_Errhandler_free`).
+pub(crate) fn errhandler_ref(h: Handle) {
+    if let Some(u) = ERRHANDLERS.get(h) {
+        u.refs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Whether a communicator or a session still has handler `h`.
+fn errhandler_in_use(h: Handle) -> bool {
+    let comms = crate::comm::COMMS.all().into_iter().map(|(_, c)| c);
+    let predefined = crate::env::runtime_world().into_iter().chain(crate::env::runtime_self());
+    comms.chain(predefined).any(|c| *c.errhandler.lock() == h) || crate::session::uses_errhandler(h)
 }
 
 pub(crate) static ERRHANDLERS: Table<UserErrhandler> = Table::new(Kind::Errhandler);
@@ -99,27 +117,37 @@ pub(crate) fn raise_on(comm: Handle, code: c_int) -> c_int {
             let eh = *c.errhandler.lock();
             (eh, Some(c))
         }
-        // Before MPI_Init or after a bad handle: MPI_COMM_WORLD's handler or fatal.
+        // A bad handle: MPI_COMM_WORLD's handler; before MPI_Init, after MPI_Finalize or
+        // with sessions only, the initial error handler (MPI-4.1 9.3, 11.2.2).
         Err(_) => match crate::comm::lookup(MPI_COMM_WORLD) {
             Ok(c) => {
                 let eh = *c.errhandler.lock();
                 (eh, Some(c))
             }
-            Err(_) => (MPI_ERRORS_ARE_FATAL, None),
+            Err(_) if crate::env::init_failed() => (crate::env::failed_init_handler(), None),
+            Err(_) => (crate::info::initial_errhandler(), None),
         },
     };
+    raise_with(eh, comm, code, obj)
+}
+
+/// Raises `code` through error handler `eh` of the object with handle `obj` (a
+/// communicator, a session, or none for an error before the object exists) and returns
+/// what the call returns. `scope` is what `MPI_ERRORS_ABORT` aborts (the communicator, or
+/// this process alone for a session); `None` aborts the job.
+pub(crate) fn raise_with(eh: Handle, obj: Handle, code: c_int, scope: Option<Arc<crate::comm::CommObj>>) -> c_int {
+    if code == MPI_SUCCESS {
+        return code;
+    }
     match eh {
         MPI_ERRORS_RETURN => code,
         MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT => {
             // Carried out by the guard once the call returns (it knows the call's name).
-            let target = match obj {
-                Some(c) if eh == MPI_ERRORS_ABORT => Some(c),
-                _ => None,
-            };
+            let target = if eh == MPI_ERRORS_ABORT { scope } else { None };
             PENDING.with(|p| *p.borrow_mut() = Some((eh, code, target)));
             code
         }
-        h => invoke(h, comm, code),
+        h => invoke(h, obj, code),
     }
 }
 
@@ -164,7 +192,8 @@ pub(crate) fn fatal_now(name: &str) {
     );
     match target {
         Some(c) => c.comm.abort(code.max(1)),
-        None => match crate::env::world() {
+        // Sessions only: the runtime's world (no MPI_COMM_WORLD), so the job aborts.
+        None => match crate::env::world().or_else(crate::env::runtime_world) {
             Some(w) => w.comm.abort(code.max(1)),
             None => std::process::exit(code.clamp(1, 255)),
         },
@@ -376,7 +405,8 @@ pub(crate) unsafe fn MPI_Remove_error_string(errorcode: c_int) -> c_int {
     }
 }
 
-fn valid_errhandler(h: Handle) -> bool {
+/// Whether `h` is a predefined or a live user error handler.
+pub(crate) fn valid_errhandler(h: Handle) -> bool {
     matches!(h, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT | MPI_ERRORS_RETURN) || ERRHANDLERS.get(h).is_some()
 }
 
@@ -386,12 +416,22 @@ pub(crate) unsafe fn MPI_Comm_create_errhandler(comm_errhandler_fn: FnPtr, errha
     }
     // SAFETY: the program passes an MPI_Comm_errhandler_function (MPI contract).
     let f: CommErrFn = unsafe { std::mem::transmute::<FnPtr, CommErrFn>(comm_errhandler_fn) };
+    let u = UserErrhandler { f, refs: 1.into() };
     // SAFETY: output argument.
-    unsafe { *errhandler = ERRHANDLERS.insert(Arc::new(UserErrhandler { f })) };
+    unsafe { *errhandler = ERRHANDLERS.insert(Arc::new(u)) };
     MPI_SUCCESS
 }
 
 pub(crate) unsafe fn MPI_Comm_set_errhandler(comm: Handle, errhandler: Handle) -> c_int {
+    if matches!(comm, MPI_COMM_WORLD | MPI_COMM_SELF) && crate::env::init_failed() {
+        // After a failed MPI_Init (seeds/000 17.5.2) the program may still choose how the
+        // world's errors reach it.
+        if !valid_errhandler(errhandler) {
+            return raise_on(comm, MPI_ERR_ARG);
+        }
+        crate::env::set_failed_init_handler(errhandler);
+        return MPI_SUCCESS;
+    }
     let c = match crate::comm::lookup(comm) {
         Ok(c) => c,
         Err(e) => return raise_on(MPI_COMM_WORLD, e),
@@ -408,8 +448,10 @@ pub(crate) unsafe fn MPI_Comm_get_errhandler(comm: Handle, errhandler: *mut Hand
         Ok(c) => c,
         Err(e) => return raise_on(MPI_COMM_WORLD, e),
     };
+    let eh = *c.errhandler.lock();
+    errhandler_ref(eh);
     // SAFETY: output argument.
-    unsafe { *errhandler = *c.errhandler.lock() };
+    unsafe { *errhandler = eh };
     MPI_SUCCESS
 }
 
@@ -430,8 +472,16 @@ pub(crate) unsafe fn MPI_Errhandler_free(errhandler: *mut Handle) -> c_int {
     let h = unsafe { *errhandler };
     if matches!(h, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT | MPI_ERRORS_RETURN) {
         // Freeing a predefined handler is allowed and does nothing to it.
-    } else if ERRHANDLERS.remove(h).is_none() {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    } else {
+        // The program's reference goes; the handler itself once no reference is left and
+        // no communicator or session has it (MPI-4.1 9.3.4).
+        let Some(u) = ERRHANDLERS.get(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG) };
+        let dec = |n: usize| n.checked_sub(1);
+        match u.refs.fetch_update(std::sync::atomic::Ordering::AcqRel, std::sync::atomic::Ordering::Acquire, dec) {
+            Ok(1) if !errhandler_in_use(h) => drop(ERRHANDLERS.remove(h)),
+            Ok(_) => {}
+            Err(_) => return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG),
+        }
     }
     // SAFETY: in/out argument.
     unsafe { *errhandler = MPI_ERRHANDLER_NULL };

@@ -2429,20 +2429,20 @@ pub unsafe extern "C" fn PMPI_Graphdims_get(comm: Handle, nnodes: *mut c_int, ne
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Grequest_complete(request: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Grequest_complete", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Grequest_complete", || unsafe { crate::imp::MPI_Grequest_complete(request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Grequest_complete(request: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Grequest_complete", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Grequest_complete", || unsafe { crate::imp::MPI_Grequest_complete(request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Grequest_start(query_fn: FnPtr, free_fn: FnPtr, cancel_fn: FnPtr, extra_state: *mut c_void, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Grequest_start", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Grequest_start", || unsafe { crate::imp::MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Grequest_start(query_fn: FnPtr, free_fn: FnPtr, cancel_fn: FnPtr, extra_state: *mut c_void, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Grequest_start", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Grequest_start", || unsafe { crate::imp::MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request) })
 }
 
 #[no_mangle]
@@ -4364,20 +4364,20 @@ pub unsafe extern "C" fn PMPI_Sendrecv_replace_c(buf: *mut c_void, count: MPI_Co
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_attach_buffer(session: Handle, buffer: *mut c_void, size: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Session_attach_buffer", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_attach_buffer", || unsafe { crate::imp::MPI_Session_attach_buffer(session, buffer, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_attach_buffer(session: Handle, buffer: *mut c_void, size: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Session_attach_buffer", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_attach_buffer", || unsafe { crate::imp::MPI_Session_attach_buffer(session, buffer, size) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_attach_buffer_c(session: Handle, buffer: *mut c_void, size: MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Session_attach_buffer_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_attach_buffer_c", || unsafe { crate::imp::MPI_Session_attach_buffer_c(session, buffer, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_attach_buffer_c(session: Handle, buffer: *mut c_void, size: MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Session_attach_buffer_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_attach_buffer_c", || unsafe { crate::imp::MPI_Session_attach_buffer_c(session, buffer, size) })
 }
 
 #[no_mangle]
@@ -4400,20 +4400,20 @@ pub unsafe extern "C" fn PMPI_Session_create_errhandler(session_errhandler_fn: F
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_detach_buffer(session: Handle, buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Session_detach_buffer", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_detach_buffer", || unsafe { crate::imp::MPI_Session_detach_buffer(session, buffer_addr, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_detach_buffer(session: Handle, buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Session_detach_buffer", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_detach_buffer", || unsafe { crate::imp::MPI_Session_detach_buffer(session, buffer_addr, size) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_detach_buffer_c(session: Handle, buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Session_detach_buffer_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_detach_buffer_c", || unsafe { crate::imp::MPI_Session_detach_buffer_c(session, buffer_addr, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_detach_buffer_c(session: Handle, buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_Session_detach_buffer_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_detach_buffer_c", || unsafe { crate::imp::MPI_Session_detach_buffer_c(session, buffer_addr, size) })
 }
 
 #[no_mangle]
@@ -4427,11 +4427,11 @@ pub unsafe extern "C" fn PMPI_Session_finalize(session: *mut Handle) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_flush_buffer(session: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_flush_buffer", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_flush_buffer", || unsafe { crate::imp::MPI_Session_flush_buffer(session) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_flush_buffer(session: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_flush_buffer", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_flush_buffer", || unsafe { crate::imp::MPI_Session_flush_buffer(session) })
 }
 
 #[no_mangle]
@@ -4490,11 +4490,11 @@ pub unsafe extern "C" fn PMPI_Session_get_pset_info(session: Handle, pset_name: 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_iflush_buffer(session: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_iflush_buffer", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_iflush_buffer", || unsafe { crate::imp::MPI_Session_iflush_buffer(session, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_iflush_buffer(session: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Session_iflush_buffer", crate::types::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Session_iflush_buffer", || unsafe { crate::imp::MPI_Session_iflush_buffer(session, request) })
 }
 
 #[no_mangle]

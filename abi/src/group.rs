@@ -43,7 +43,7 @@ macro_rules! group {
 }
 
 fn my_world_rank() -> Option<u32> {
-    crate::env::world().map(|w| w.world[w.rank])
+    crate::env::runtime_world().map(|w| w.world[w.rank])
 }
 
 pub(crate) unsafe fn MPI_Group_size(group: Handle, size: *mut c_int) -> c_int {

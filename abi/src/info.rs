@@ -20,9 +20,135 @@ static ENV: std::sync::OnceLock<Arc<InfoObj>> = std::sync::OnceLock::new();
 
 fn lookup(h: Handle) -> Option<Arc<InfoObj>> {
     if h == MPI_INFO_ENV {
-        return Some(ENV.get_or_init(Default::default).clone());
+        return Some(env_info());
     }
     INFOS.get(h)
+}
+
+// ---- the environment: MPI_INFO_ENV and the initial error handler (MPI-4.1 11.2.2, 11.4) ----
+
+/// The launcher's choice of initial error handler (`rtrun` passes it to every rank).
+const INITIAL_ERRHANDLER_ENV: &str = "RT_INITIAL_ERRHANDLER";
+
+/// The initial error handler and its name as `mpi_initial_errhandler` reports it: the
+/// handler MPI_COMM_WORLD, MPI_COMM_SELF and sessions (given MPI_ERRHANDLER_NULL) start
+/// with, and the one raised on where no object is (before MPI_Init, sessions only).
+fn initial() -> (Handle, &'static str) {
+    static INITIAL: std::sync::OnceLock<(Handle, &'static str)> = std::sync::OnceLock::new();
+    *INITIAL.get_or_init(|| {
+        let fatal = (MPI_ERRORS_ARE_FATAL, "mpi_errors_are_fatal");
+        let Some(v) = std::env::var_os(INITIAL_ERRHANDLER_ENV) else { return fatal };
+        let v = v.to_string_lossy();
+        match v.trim().to_ascii_lowercase().as_str() {
+            "mpi_errors_are_fatal" => fatal,
+            "mpi_errors_abort" => (MPI_ERRORS_ABORT, "mpi_errors_abort"),
+            "mpi_errors_return" => (MPI_ERRORS_RETURN, "mpi_errors_return"),
+            _ => {
+                eprintln!(
+                    "runthrough libmpi_abi: ignoring {INITIAL_ERRHANDLER_ENV}={v:?} (expected mpi_errors_are_fatal, \
+                     mpi_errors_abort or mpi_errors_return); the initial error handler is mpi_errors_are_fatal"
+                );
+                fatal
+            }
+        }
+    })
+}
+
+/// The initial error handler (see [`initial`]).
+pub(crate) fn initial_errhandler() -> Handle {
+    initial().0
+}
+
+/// This process's command line: the program, then its arguments (from the kernel, so
+/// also where MPI_Init had no argc/argv and in the sessions model).
+fn command_line() -> Vec<String> {
+    let b = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+    // Each argument ends with a NUL (empty arguments included).
+    match b.strip_suffix(&[0]) {
+        Some(args) => args.split(|&c| c == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect(),
+        None => Vec::new(),
+    }
+}
+
+/// The number of processes before the runtime starts: what the launcher said.
+fn launch_size() -> String {
+    ["RT_SIZE", "PMI_SIZE", "SLURM_NTASKS"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|s| s.trim().parse::<u32>().is_ok_and(|n| n > 0)))
+        .map_or_else(|| "1".to_string(), |s| s.trim().to_string())
+}
+
+/// The keys of MPI_INFO_ENV (MPI-4.1 11.4), with `cmd` as the command line.
+fn env_pairs(cmd: &[String]) -> Vec<(String, String)> {
+    let mut host = [0u8; 256];
+    // SAFETY: gethostname writes at most host.len() bytes.
+    let rc = unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len()) };
+    let n = if rc == 0 { host.iter().position(|&b| b == 0).unwrap_or(host.len()) } else { 0 };
+    let wdir = std::env::current_dir().map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
+    let size = launch_size();
+    vec![
+        ("command".into(), cmd.first().cloned().unwrap_or_default()),
+        ("argv".into(), cmd.get(1..).unwrap_or_default().join(" ")),
+        ("maxprocs".into(), size.clone()),
+        // No range of sizes to choose from: exactly maxprocs.
+        ("soft".into(), size),
+        ("host".into(), String::from_utf8_lossy(&host[..n]).into_owned()),
+        ("arch".into(), std::env::consts::ARCH.into()),
+        ("wdir".into(), wdir),
+        // No launcher file of further information.
+        ("file".into(), String::new()),
+        // No level asked for at start-up: MPI_Init's, MPI_THREAD_SINGLE.
+        ("thread_level".into(), "MPI_THREAD_SINGLE".into()),
+        ("mpi_initial_errhandler".into(), initial().1.into()),
+    ]
+}
+
+/// MPI_INFO_ENV, made on first use.
+fn env_info() -> Arc<InfoObj> {
+    ENV.get_or_init(|| Arc::new(InfoObj { kv: Mutex::new(env_pairs(&command_line())) })).clone()
+}
+
+/// The runtime started with `size` processes: MPI_INFO_ENV's `maxprocs` and `soft` say so.
+pub(crate) fn env_started(size: usize) {
+    let e = env_info();
+    let mut g = e.kv.lock();
+    for (k, v) in g.iter_mut() {
+        if k == "maxprocs" || k == "soft" {
+            *v = size.to_string();
+        }
+    }
+}
+
+/// A new info object with MPI_INFO_ENV's keys, the command line from `argc`/`argv` where
+/// given (MPI-4.1 11.4; callable before initialisation).
+pub(crate) unsafe fn MPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut Handle) -> c_int {
+    if info.is_null() {
+        return raise_on(MPI_COMM_SELF, MPI_ERR_ARG);
+    }
+    let cmd: Vec<String> = if argv.is_null() || argc <= 0 {
+        command_line()
+    } else {
+        (0..argc as usize)
+            // SAFETY: argc entries (MPI contract).
+            .map(|i| unsafe { *argv.add(i) })
+            .take_while(|p| !p.is_null())
+            // SAFETY: NUL-terminated C strings (MPI contract).
+            .map(|p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+            .collect()
+    };
+    let mut kv = env_pairs(&cmd);
+    // After start-up, the same values as MPI_INFO_ENV (maxprocs included).
+    let now = env_info().kv.lock().clone();
+    for (k, v) in kv.iter_mut() {
+        if k == "maxprocs" || k == "soft" {
+            if let Some((_, n)) = now.iter().find(|(x, _)| x == k) {
+                v.clone_from(n);
+            }
+        }
+    }
+    // SAFETY: output argument.
+    unsafe { *info = INFOS.insert(Arc::new(InfoObj { kv: Mutex::new(kv) })) };
+    MPI_SUCCESS
 }
 
 macro_rules! info {
@@ -190,6 +316,16 @@ pub(crate) unsafe fn MPI_Info_get_nthkey(info: Handle, n: c_int, key: *mut c_cha
         }
         _ => raise_on(MPI_COMM_WORLD, MPI_ERR_ARG),
     }
+}
+
+/// Whether `h` is a live info object (MPI_INFO_ENV included).
+pub(crate) fn exists(h: Handle) -> bool {
+    lookup(h).is_some()
+}
+
+/// A new info object holding `kv`, in that order.
+pub(crate) fn new_info(kv: Vec<(String, String)>) -> Handle {
+    INFOS.insert(Arc::new(InfoObj { kv: Mutex::new(kv) }))
 }
 
 /// The value of `key` in info object `h` (none for MPI_INFO_NULL or a bad handle).

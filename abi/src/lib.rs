@@ -22,6 +22,7 @@
 )]
 
 mod attr;
+mod bsend;
 mod coll;
 mod comm;
 #[rustfmt::skip]
@@ -33,6 +34,7 @@ mod err;
 #[rustfmt::skip]
 mod exports;
 mod ft;
+mod greq;
 mod group;
 mod guard;
 mod handles;
@@ -41,23 +43,27 @@ mod more;
 mod op;
 mod p2p;
 mod req;
+mod session;
 mod topo;
 pub mod types;
 
 /// Every implementation, under its MPI name, for `exports.rs`.
 mod imp {
     pub(crate) use crate::attr::*;
+    pub(crate) use crate::bsend::*;
     pub(crate) use crate::coll::*;
     pub(crate) use crate::comm::*;
     pub(crate) use crate::dtype::*;
     pub(crate) use crate::env::*;
     pub(crate) use crate::err::*;
     pub(crate) use crate::ft::*;
+    pub(crate) use crate::greq::*;
     pub(crate) use crate::group::*;
     pub(crate) use crate::info::*;
     pub(crate) use crate::more::*;
     pub(crate) use crate::op::*;
     pub(crate) use crate::p2p::*;
     pub(crate) use crate::req::*;
+    pub(crate) use crate::session::*;
     pub(crate) use crate::topo::*;
 }

@@ -1,7 +1,7 @@
 //! The large-count (`_c`) forms of point-to-point, datatype, pack and operation calls,
-//! and the smaller families: sessions (the two predefined process sets), files (opened
-//! and closed with their error handlers, no I/O), topology queries, request status
-//! queries, communicator buffers.
+//! and the smaller families: files (opened and closed with their error handlers, no
+//! I/O), topology queries, request status queries. Sessions are in `session.rs`,
+//! buffered sends and their buffers in `bsend.rs`.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::consts::*;
-use crate::err::{put_string, raise_on};
+use crate::err::raise_on;
 use crate::handles::{Kind, Table};
 use crate::types::{FnPtr, Handle, MPI_Aint, MPI_Count, MPI_Status};
 
@@ -80,18 +80,6 @@ pub(crate) unsafe fn MPI_Rsend_init_c(
     // SAFETY: forwarded.
     unsafe { crate::p2p::MPI_Send_init(buf, small!(count), datatype, dest, tag, comm, request) }
 }
-pub(crate) unsafe fn MPI_Bsend_init_c(
-    buf: *const c_void,
-    count: MPI_Count,
-    datatype: Handle,
-    dest: c_int,
-    tag: c_int,
-    comm: Handle,
-    request: *mut Handle,
-) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { crate::p2p::MPI_Send_init(buf, small!(count), datatype, dest, tag, comm, request) }
-}
 pub(crate) unsafe fn MPI_Recv_init_c(
     buf: *mut c_void,
     count: MPI_Count,
@@ -103,18 +91,6 @@ pub(crate) unsafe fn MPI_Recv_init_c(
 ) -> c_int {
     // SAFETY: forwarded.
     unsafe { crate::p2p::MPI_Recv_init(buf, small!(count), datatype, source, tag, comm, request) }
-}
-pub(crate) unsafe fn MPI_Ibsend_c(
-    buf: *const c_void,
-    count: MPI_Count,
-    datatype: Handle,
-    dest: c_int,
-    tag: c_int,
-    comm: Handle,
-    request: *mut Handle,
-) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { crate::p2p::MPI_Ibsend(buf, small!(count), datatype, dest, tag, comm, request) }
 }
 pub(crate) unsafe fn MPI_Mrecv_c(
     buf: *mut c_void,
@@ -232,52 +208,6 @@ pub(crate) unsafe fn MPI_Isendrecv_replace_c(
     unsafe {
         crate::p2p::MPI_Isendrecv_replace(buf, small!(count), datatype, dest, sendtag, source, recvtag, comm, request)
     }
-}
-
-// ---- buffers for buffered sends (the size is recorded; sends never run out of it) ----
-
-pub(crate) unsafe fn MPI_Buffer_attach_c(buffer: *mut c_void, size: MPI_Count) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { crate::p2p::MPI_Buffer_attach(buffer, small!(size)) }
-}
-pub(crate) unsafe fn MPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
-    let mut s: c_int = 0;
-    // SAFETY: forwarded; output argument.
-    unsafe {
-        let rc = crate::p2p::MPI_Buffer_detach(buffer_addr, &mut s);
-        *size = s as MPI_Count;
-        rc
-    }
-}
-pub(crate) unsafe fn MPI_Comm_attach_buffer(comm: Handle, buffer: *mut c_void, size: c_int) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { crate::p2p::MPI_Buffer_attach(buffer, size) }
-}
-pub(crate) unsafe fn MPI_Comm_attach_buffer_c(comm: Handle, buffer: *mut c_void, size: MPI_Count) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { crate::p2p::MPI_Buffer_attach(buffer, small!(size)) }
-}
-pub(crate) unsafe fn MPI_Comm_detach_buffer(comm: Handle, buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { crate::p2p::MPI_Buffer_detach(buffer_addr, size) }
-}
-pub(crate) unsafe fn MPI_Comm_detach_buffer_c(comm: Handle, buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { MPI_Buffer_detach_c(buffer_addr, size) }
-}
-pub(crate) unsafe fn MPI_Comm_flush_buffer(comm: Handle) -> c_int {
-    crate::p2p::flush_buffered();
-    MPI_SUCCESS
-}
-pub(crate) unsafe fn MPI_Comm_iflush_buffer(comm: Handle, request: *mut Handle) -> c_int {
-    crate::p2p::flush_buffered();
-    // SAFETY: output argument.
-    unsafe { *request = crate::req::completed(comm, MPI_Status::empty(), MPI_SUCCESS) };
-    MPI_SUCCESS
-}
-pub(crate) unsafe fn MPI_Buffer_flush() -> c_int {
-    crate::p2p::flush_buffered();
-    MPI_SUCCESS
 }
 
 // ---- datatypes -----------------------------------------------------------------------
@@ -639,182 +569,6 @@ pub(crate) unsafe fn MPI_Request_get_status_some(
     MPI_SUCCESS
 }
 
-// ---- sessions: the predefined process sets mpi://WORLD and mpi://SELF -----------------
-
-/// A session: its error handler.
-#[derive(Debug)]
-pub(crate) struct SessionObj {
-    errhandler: Mutex<Handle>,
-}
-
-pub(crate) static SESSIONS: Table<SessionObj> = Table::new(Kind::Session);
-
-const PSETS: [&str; 2] = ["mpi://WORLD", "mpi://SELF"];
-
-macro_rules! session {
-    ($h:expr) => {
-        match SESSIONS.get($h) {
-            Some(s) => s,
-            None => return raise_on(MPI_COMM_WORLD, MPI_ERR_SESSION),
-        }
-    };
-}
-
-pub(crate) unsafe fn MPI_Session_init(info: Handle, errhandler: Handle, session: *mut Handle) -> c_int {
-    if crate::env::world().is_none() {
-        // Sessions here ride on the world model: MPI_Init first.
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_UNSUPPORTED_OPERATION);
-    }
-    // SAFETY: output argument.
-    unsafe { *session = SESSIONS.insert(Arc::new(SessionObj { errhandler: Mutex::new(errhandler) })) };
-    MPI_SUCCESS
-}
-
-pub(crate) unsafe fn MPI_Session_finalize(session: *mut Handle) -> c_int {
-    // SAFETY: in/out argument.
-    if SESSIONS.remove(unsafe { *session }).is_none() {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_SESSION);
-    }
-    // SAFETY: in/out argument.
-    unsafe { *session = MPI_SESSION_NULL };
-    MPI_SUCCESS
-}
-
-pub(crate) unsafe fn MPI_Session_get_num_psets(session: Handle, info: Handle, npset_names: *mut c_int) -> c_int {
-    let _s = session!(session);
-    // SAFETY: output argument.
-    unsafe { *npset_names = PSETS.len() as c_int };
-    MPI_SUCCESS
-}
-
-pub(crate) unsafe fn MPI_Session_get_nth_pset(
-    session: Handle,
-    info: Handle,
-    n: c_int,
-    pset_len: *mut c_int,
-    pset_name: *mut c_char,
-) -> c_int {
-    let _s = session!(session);
-    let Some(name) = PSETS.get(n.max(0) as usize).filter(|_| n >= 0) else {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
-    };
-    // SAFETY: in/out length; a buffer of that many bytes when it is positive.
-    unsafe {
-        if *pset_len > 0 {
-            put_string(name, pset_name, *pset_len as usize, std::ptr::null_mut());
-        }
-        *pset_len = name.len() as c_int + 1;
-    }
-    MPI_SUCCESS
-}
-
-fn pset_ranks(name: &str) -> Option<Vec<u32>> {
-    let w = crate::env::world()?;
-    match name {
-        "mpi://WORLD" => Some(w.world.clone()),
-        "mpi://SELF" => Some(vec![w.world[w.rank]]),
-        _ => None,
-    }
-}
-
-pub(crate) unsafe fn MPI_Group_from_session_pset(
-    session: Handle,
-    pset_name: *const c_char,
-    newgroup: *mut Handle,
-) -> c_int {
-    let _s = session!(session);
-    // SAFETY: C string.
-    let name = unsafe { CStr::from_ptr(pset_name) }.to_string_lossy().into_owned();
-    match pset_ranks(&name) {
-        Some(r) => {
-            // SAFETY: output argument.
-            unsafe { *newgroup = crate::group::new_group(r) };
-            MPI_SUCCESS
-        }
-        None => raise_on(MPI_COMM_WORLD, MPI_ERR_ARG),
-    }
-}
-
-pub(crate) unsafe fn MPI_Session_get_pset_info(session: Handle, pset_name: *const c_char, info: *mut Handle) -> c_int {
-    let _s = session!(session);
-    // SAFETY: C string.
-    let name = unsafe { CStr::from_ptr(pset_name) }.to_string_lossy().into_owned();
-    let Some(r) = pset_ranks(&name) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG) };
-    // SAFETY: output argument, then the library's own info.
-    unsafe {
-        crate::info::MPI_Info_create(info);
-        let k = c"mpi_size";
-        let v = std::ffi::CString::new(r.len().to_string()).unwrap_or_default();
-        crate::info::MPI_Info_set(*info, k.as_ptr(), v.as_ptr());
-    }
-    MPI_SUCCESS
-}
-
-pub(crate) unsafe fn MPI_Session_get_info(session: Handle, info_used: *mut Handle) -> c_int {
-    let _s = session!(session);
-    // SAFETY: output argument.
-    unsafe { crate::info::MPI_Info_create(info_used) }
-}
-
-pub(crate) unsafe fn MPI_Session_create_errhandler(session_errhandler_fn: FnPtr, errhandler: *mut Handle) -> c_int {
-    // SAFETY: forwarded (the same handler type, called with the object's handle).
-    unsafe { crate::err::MPI_Comm_create_errhandler(session_errhandler_fn, errhandler) }
-}
-
-pub(crate) unsafe fn MPI_Session_set_errhandler(session: Handle, errhandler: Handle) -> c_int {
-    let s = session!(session);
-    *s.errhandler.lock() = errhandler;
-    MPI_SUCCESS
-}
-
-pub(crate) unsafe fn MPI_Session_get_errhandler(session: Handle, errhandler: *mut Handle) -> c_int {
-    let s = session!(session);
-    // SAFETY: output argument.
-    unsafe { *errhandler = *s.errhandler.lock() };
-    MPI_SUCCESS
-}
-
-pub(crate) unsafe fn MPI_Session_call_errhandler(session: Handle, errorcode: c_int) -> c_int {
-    let s = session!(session);
-    let eh = *s.errhandler.lock();
-    let rc = crate::err::invoke(eh, session, errorcode);
-    if crate::err::fatal_pending() {
-        return rc;
-    }
-    MPI_SUCCESS
-}
-
-pub(crate) unsafe fn MPI_Comm_create_from_group(
-    group: Handle,
-    stringtag: *const c_char,
-    info: Handle,
-    errhandler: Handle,
-    newcomm: *mut Handle,
-) -> c_int {
-    let Some(g) = crate::group::lookup(group) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_GROUP) };
-    let Some(w) = crate::env::world() else { return raise_on(MPI_COMM_WORLD, MPI_ERR_OTHER) };
-    // The process sets here are the world and this process: a duplicate of either.
-    let base = if g.ranks == w.world {
-        MPI_COMM_WORLD
-    } else if g.ranks == [w.world[w.rank]] {
-        MPI_COMM_SELF
-    } else {
-        return raise_on(MPI_COMM_WORLD, MPI_ERR_UNSUPPORTED_OPERATION);
-    };
-    // SAFETY: output argument.
-    let rc = unsafe { crate::comm::MPI_Comm_dup(base, newcomm) };
-    if rc == MPI_SUCCESS {
-        // SAFETY: the communicator just created.
-        unsafe {
-            crate::err::MPI_Comm_set_errhandler(
-                *newcomm,
-                if errhandler == MPI_ERRHANDLER_NULL { MPI_ERRORS_ARE_FATAL } else { errhandler },
-            )
-        };
-    }
-    rc
-}
-
 // ---- files: open and close with error handlers (no reads or writes) ------------------
 
 /// An open file.
@@ -1105,18 +859,6 @@ pub(crate) unsafe fn MPI_Type_create_subarray_c(
     unsafe {
         crate::dtype::MPI_Type_create_subarray(ndims, a.as_ptr(), b.as_ptr(), c.as_ptr(), order, oldtype, newtype)
     }
-}
-
-pub(crate) unsafe fn MPI_Buffer_iflush(request: *mut Handle) -> c_int {
-    crate::p2p::flush_buffered();
-    // SAFETY: output argument.
-    unsafe { *request = crate::req::completed(MPI_COMM_WORLD, MPI_Status::empty(), MPI_SUCCESS) };
-    MPI_SUCCESS
-}
-
-pub(crate) unsafe fn MPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut Handle) -> c_int {
-    // SAFETY: output argument.
-    unsafe { crate::info::MPI_Info_create(info) }
 }
 
 pub(crate) unsafe fn MPI_Type_create_darray_c(

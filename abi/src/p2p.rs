@@ -2,8 +2,8 @@
 //!
 //! Synchronous and ready sends are standard sends (allowed for ready mode; for
 //! synchronous mode the send may complete before the receive is posted when the message
-//! fits the eager limit: a documented deviation, docs/ABI.md). Buffered sends complete
-//! locally: the data is copied and sent in the background.
+//! fits the eager limit: a documented deviation, docs/ABI.md). Buffered sends and their
+//! buffers are `bsend.rs`'s.
 
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
@@ -101,16 +101,23 @@ pub(crate) unsafe fn start_send_mode(
         (s, Some(v))
     };
     // SAFETY: `eng` is kept in the request next to `raw` (dropped after it); `bytes` is
-    // valid until the request completes (see above).
-    let raw = unsafe {
+    // valid until the request completes (see above). The message's sequence number names
+    // it for MPI_Cancel (req.rs).
+    let (raw, seq) = unsafe {
         let e: &'static runthrough_engine::lock::BiasedMutex<runthrough_engine::Engine> = &*Arc::as_ptr(&eng);
-        if sync {
-            runthrough_engine::issend_unscoped(e, target.ctx, target.me, target.dest, target.peer, target.tag, bytes)
-        } else {
-            runthrough_engine::isend_unscoped(e, target.ctx, target.me, target.dest, target.peer, target.tag, bytes)
-        }
+        runthrough_engine::isend_unscoped_seq(
+            e,
+            target.ctx,
+            target.me,
+            target.dest,
+            target.peer,
+            target.tag,
+            bytes,
+            sync,
+        )
     };
-    Ok(Active::P2p { raw, unpack: None, _tmp: tmp, comm: c.clone(), _eng: eng })
+    let cancel = seq.map(|seq| crate::req::SendTicket::new(target.peer, seq));
+    Ok(Active::P2p { raw, unpack: None, _tmp: tmp, comm: c.clone(), _eng: eng, cancel })
 }
 
 /// Starts a receive of up to `count` elements of `t` into `buf` from `src`.
@@ -153,7 +160,7 @@ pub(crate) unsafe fn start_recv(
         let e: &'static runthrough_engine::lock::BiasedMutex<runthrough_engine::Engine> = &*Arc::as_ptr(&eng);
         runthrough_engine::irecv_unscoped(e, pattern, peer, bytes)
     };
-    Ok(Active::P2p { raw, unpack, _tmp: None, comm: c.clone(), _eng: eng })
+    Ok(Active::P2p { raw, unpack, _tmp: None, comm: c.clone(), _eng: eng, cancel: None })
 }
 
 /// Waits for `a` inline (blocking calls) and applies the error handler of `comm`.
@@ -438,37 +445,6 @@ unsafe fn irecv_common(
     MPI_SUCCESS
 }
 
-// Buffered sends: the data is copied and sent by a background request.
-static BSEND: Mutex<Option<(usize, usize)>> = Mutex::new(None);
-static BSEND_PENDING: Mutex<Vec<Handle>> = Mutex::new(Vec::new());
-
-unsafe fn bsend_common(
-    buf: *const c_void,
-    count: i64,
-    datatype: Handle,
-    dest: c_int,
-    tag: c_int,
-    comm: Handle,
-) -> c_int {
-    let c = comm!(comm);
-    let t = dtype_n!(datatype, count);
-    if count < 0 {
-        return raise_on(comm, MPI_ERR_COUNT);
-    }
-    let mut copy = Vec::new();
-    // SAFETY: the program's buffer of `count` elements.
-    unsafe { crate::dtype::pack_into(buf.cast(), count as usize, &t, &mut copy) };
-    let bytes = crate::dtype::lookup(MPI_BYTE).expect("MPI_BYTE is predefined");
-    let n = copy.len();
-    let leaked = Box::leak(copy.into_boxed_slice());
-    let ptr = leaked.as_ptr();
-    // SAFETY: the copy is leaked for the request's lifetime (reclaimed at detach/finalize
-    // is not attempted: buffered data is small and MPI_Buffer_detach waits for it).
-    let a = start_or_raise!(comm, unsafe { start_send(&c, ptr.cast(), n, &bytes, dest, tag) });
-    BSEND_PENDING.lock().push(crate::req::new_active(comm, a));
-    MPI_SUCCESS
-}
-
 #[inline(always)]
 pub(crate) unsafe fn MPI_Send(
     buf: *const c_void,
@@ -535,28 +511,6 @@ pub(crate) unsafe fn MPI_Rsend_c(
 ) -> c_int {
     // SAFETY: forwarded.
     unsafe { send_common(buf, count, datatype, dest, tag, comm, false) }
-}
-pub(crate) unsafe fn MPI_Bsend(
-    buf: *const c_void,
-    count: c_int,
-    datatype: Handle,
-    dest: c_int,
-    tag: c_int,
-    comm: Handle,
-) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { bsend_common(buf, count as i64, datatype, dest, tag, comm) }
-}
-pub(crate) unsafe fn MPI_Bsend_c(
-    buf: *const c_void,
-    count: i64,
-    datatype: Handle,
-    dest: c_int,
-    tag: c_int,
-    comm: Handle,
-) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { bsend_common(buf, count, datatype, dest, tag, comm) }
 }
 
 pub(crate) unsafe fn MPI_Isend(
@@ -631,23 +585,6 @@ pub(crate) unsafe fn MPI_Irsend_c(
     // SAFETY: forwarded.
     unsafe { isend_common(buf, count, datatype, dest, tag, comm, request, false) }
 }
-pub(crate) unsafe fn MPI_Ibsend(
-    buf: *const c_void,
-    count: c_int,
-    datatype: Handle,
-    dest: c_int,
-    tag: c_int,
-    comm: Handle,
-    request: *mut Handle,
-) -> c_int {
-    // SAFETY: forwarded.
-    let rc = unsafe { bsend_common(buf, count as i64, datatype, dest, tag, comm) };
-    if rc == MPI_SUCCESS {
-        // SAFETY: output argument.
-        unsafe { *request = crate::req::completed(comm, MPI_Status::empty(), MPI_SUCCESS) };
-    }
-    rc
-}
 
 #[inline(always)]
 pub(crate) unsafe fn MPI_Recv(
@@ -697,32 +634,6 @@ pub(crate) unsafe fn MPI_Irecv_c(
 ) -> c_int {
     // SAFETY: forwarded.
     unsafe { irecv_common(buf, count, datatype, source, tag, comm, request) }
-}
-
-pub(crate) unsafe fn MPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
-    *BSEND.lock() = Some((buffer as usize, size.max(0) as usize));
-    MPI_SUCCESS
-}
-
-/// Completes every buffered send started so far.
-pub(crate) fn flush_buffered() {
-    let pending: Vec<Handle> = std::mem::take(&mut *BSEND_PENDING.lock());
-    for mut h in pending {
-        // SAFETY: the library's own requests.
-        unsafe { crate::req::MPI_Wait(&mut h, std::ptr::null_mut()) };
-    }
-}
-
-pub(crate) unsafe fn MPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
-    // Buffered sends complete before detach returns (MPI 5, 3.6.1).
-    flush_buffered();
-    let old = BSEND.lock().take().unwrap_or((0, 0));
-    // SAFETY: output arguments (the address goes to a `void **`).
-    unsafe {
-        *buffer_addr.cast::<usize>() = old.0;
-        *size = old.1 as c_int;
-    }
-    MPI_SUCCESS
 }
 
 // Persistent point-to-point.
@@ -778,18 +689,6 @@ pub(crate) unsafe fn MPI_Ssend_init(
     unsafe { send_init(buf, count, datatype, dest, tag, comm, request, true) }
 }
 pub(crate) unsafe fn MPI_Rsend_init(
-    buf: *const c_void,
-    count: c_int,
-    datatype: Handle,
-    dest: c_int,
-    tag: c_int,
-    comm: Handle,
-    request: *mut Handle,
-) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { send_init(buf, count, datatype, dest, tag, comm, request, false) }
-}
-pub(crate) unsafe fn MPI_Bsend_init(
     buf: *const c_void,
     count: c_int,
     datatype: Handle,

@@ -1,5 +1,16 @@
 //! Requests: the table behind `MPI_Request`, completion (wait/test any/some/all),
-//! cancel, free, persistent requests.
+//! cancel, free, persistent requests. Generalized requests are `greq.rs`'s.
+//!
+//! MPI_Cancel (MPI-4.1 3.8.4): a receive not matched yet is cancelled at once; a send is
+//! cancelled when its receiver still holds its message unmatched (the engine's
+//! `CancelSend` notice: an eager message's data or a rendezvous' RTS in its unexpected
+//! queue). MPI_Cancel of a send waits for the receiver's answer (a round trip its
+//! progress thread serves even while its program computes; a failed or departed
+//! receiver answers "not cancelled" at once), so that afterwards the request's wait or
+//! test is local and a test already tells the outcome, as for a receive. A send already
+//! matched, or one that took no sequence number (it failed at its start), completes as
+//! usual, not cancelled. Buffered sends complete at once (`bsend.rs`): their requests are
+//! not cancelled.
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -36,12 +47,14 @@ pub(crate) struct Job {
 pub(crate) enum Active {
     /// A point-to-point operation on the engine. Field order matters: `raw` borrows the
     /// buffers in `tmp`/`unpack` and the engine in `_eng`, so it is dropped first.
+    /// `cancel`: a send's message as MPI_Cancel names it (`None` for a receive).
     P2p {
         raw: runthrough_engine::Request<'static>,
         unpack: Option<Unpack>,
         _tmp: Option<Vec<u8>>,
         comm: Arc<CommObj>,
         _eng: Arc<BiasedMutex<Engine>>,
+        cancel: Option<SendTicket>,
     },
     /// Complete at start (MPI_PROC_NULL, buffered sends, operations done inline).
     Done { status: MPI_Status, err: c_int },
@@ -51,6 +64,58 @@ pub(crate) enum Active {
     /// the error the first one's that failed. The buffer (a copy the sends read) is
     /// dropped after them.
     Group(Vec<Active>, Vec<Option<Outcome>>, #[allow(dead_code)] Option<Vec<u8>>),
+    /// A generalized request (MPI_Grequest_start) or the library's own polled operation
+    /// (MPI_Buffer_iflush): `greq.rs`.
+    Greq(Arc<crate::greq::Greq>),
+}
+
+/// A send's message as MPI_Cancel names it to the engine: the receiver (world rank) and
+/// the sequence number the message took to it (`isend_unscoped_seq`); where its cancel
+/// stands.
+pub(crate) struct SendTicket {
+    peer: runthrough_engine::Rank,
+    seq: u32,
+    /// `None`: not asked; `Some(None)`: asked, no answer yet; `Some(Some(c))`: answered.
+    asked: Option<Option<bool>>,
+}
+
+impl SendTicket {
+    /// The ticket of message `seq` to world rank `peer`.
+    pub(crate) fn new(peer: runthrough_engine::Rank, seq: u32) -> Self {
+        SendTicket { peer, seq, asked: None }
+    }
+
+    /// MPI_Cancel: asks the receiver to withdraw the message (once).
+    fn ask(&mut self, raw: &mut runthrough_engine::Request<'static>) {
+        if self.asked.is_none() {
+            raw.cancel_send(self.peer, self.seq);
+            self.asked = Some(None);
+        }
+    }
+
+    /// Whether the message was withdrawn: `Some(false)` when no cancel was asked, `None`
+    /// while the receiver has not answered.
+    fn withdrawn(&mut self, raw: &mut runthrough_engine::Request<'static>) -> Option<bool> {
+        match self.asked {
+            None => Some(false),
+            Some(Some(c)) => Some(c),
+            Some(None) => {
+                let c = raw.send_cancel_outcome(self.peer, self.seq)?;
+                self.asked = Some(Some(c));
+                Some(c)
+            }
+        }
+    }
+}
+
+/// Whether a point-to-point operation is complete, without taking its outcome: a send
+/// whose cancel is unanswered is not.
+fn p2p_complete(raw: &mut runthrough_engine::Request<'static>, cancel: &mut Option<SendTicket>) -> bool {
+    match cancel.as_mut().map_or(Some(false), |t| t.withdrawn(raw)) {
+        None => false,
+        Some(true) => true,
+        Some(false) => !raw.is_active() || raw.is_complete(),
+    }
 }
 
 /// What a persistent request starts each time.
@@ -129,7 +194,9 @@ fn put_back(h: Handle, r: Req) {
     }
 }
 
-fn release(h: Handle) {
+/// Frees the slot of request `h` (a generalized request freed by MPI_Request_free and
+/// then completed: `greq.rs`).
+pub(crate) fn release(h: Handle) {
     if let Some(i) = index_of(h) {
         let mut g = REQS.lock();
         if let Some(s) = g.0.get_mut(i) {
@@ -160,6 +227,7 @@ fn poll(a: &mut Active, cancelled: bool) -> Option<Outcome> {
             Some((st, err))
         }
         Active::Done { status, err } => Some((*status, *err)),
+        Active::Greq(g) => g.poll(),
         Active::Job(j) => {
             if !j.done.load(Ordering::Acquire) {
                 return None;
@@ -167,11 +235,25 @@ fn poll(a: &mut Active, cancelled: bool) -> Option<Outcome> {
             let st = j.status.lock().unwrap_or_else(MPI_Status::empty);
             Some((st, j.rc.load(Ordering::Acquire)))
         }
-        Active::P2p { raw, unpack, comm, .. } => {
+        Active::P2p { raw, unpack, comm, cancel, .. } => {
             if cancelled {
                 let mut st = MPI_Status::empty();
                 st.set_cancelled(true);
                 return Some((st, MPI_SUCCESS));
+            }
+            if let Some(t) = cancel.as_mut() {
+                match t.withdrawn(raw) {
+                    None => return None,
+                    Some(true) => {
+                        // The engine completed the send (or it had completed locally):
+                        // its outcome is taken and dropped.
+                        let _ = raw.test();
+                        let mut st = MPI_Status::empty();
+                        st.set_cancelled(true);
+                        return Some((st, MPI_SUCCESS));
+                    }
+                    Some(false) => {}
+                }
             }
             if !raw.is_active() {
                 return Some((MPI_Status::empty(), MPI_SUCCESS));
@@ -420,8 +502,9 @@ pub(crate) unsafe fn MPI_Testall(
         let Some(mut r) = take(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_REQUEST) };
         let complete = match r.active.as_mut() {
             None => true,
-            Some(Active::P2p { raw, .. }) => r.cancelled || !raw.is_active() || raw.is_complete(),
+            Some(Active::P2p { raw, cancel, .. }) => r.cancelled || p2p_complete(raw, cancel),
             Some(Active::Done { .. }) => true,
+            Some(Active::Greq(g)) => g.is_complete(),
             Some(Active::Job(j)) => j.done.load(Ordering::Acquire),
             Some(g @ Active::Group(..)) => {
                 let r = poll(g, false);
@@ -607,9 +690,15 @@ pub(crate) unsafe fn MPI_Request_get_status(request: Handle, flag: *mut c_int, s
         return MPI_SUCCESS;
     }
     let Some(mut r) = take(request) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_REQUEST) };
+    if let Some(Active::Greq(g)) = r.active.as_ref() {
+        let (g, comm) = (g.clone(), r.comm);
+        put_back(request, r);
+        // SAFETY: forwarded output arguments.
+        return unsafe { crate::greq::get_status(&g, comm, flag, status) };
+    }
     let cancelled = r.cancelled;
     let pending = match r.active.as_mut() {
-        Some(Active::P2p { raw, .. }) => !cancelled && raw.is_active() && !raw.is_complete(),
+        Some(Active::P2p { raw, cancel, .. }) => !cancelled && !p2p_complete(raw, cancel),
         _ => false,
     };
     let out = match r.active.as_mut() {
@@ -637,11 +726,29 @@ pub(crate) unsafe fn MPI_Cancel(request: *mut Handle) -> c_int {
     // SAFETY: in argument.
     let h = unsafe { *request };
     let Some(mut r) = take(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_REQUEST) };
-    if let Some(Active::P2p { raw, unpack, .. }) = r.active.as_mut() {
-        if raw.cancel() {
-            unpack.take();
-            r.cancelled = true;
+    match r.active.as_mut() {
+        // A send: the receiver decides; its answer is awaited here.
+        Some(Active::P2p { raw, cancel: Some(t), .. }) => {
+            t.ask(raw);
+            let mut w = waiter();
+            while t.withdrawn(raw).is_none() {
+                w.snooze();
+            }
         }
+        // A receive: cancelled here unless it matched.
+        Some(Active::P2p { raw, unpack, cancel: None, .. }) => {
+            let cancelled = raw.cancel();
+            if cancelled {
+                unpack.take();
+            }
+            r.cancelled = cancelled;
+        }
+        Some(Active::Greq(g)) => {
+            let (g, comm) = (g.clone(), r.comm);
+            put_back(h, r);
+            return raise_on(comm, g.cancel());
+        }
+        _ => {}
     }
     put_back(h, r);
     MPI_SUCCESS
@@ -651,6 +758,16 @@ pub(crate) unsafe fn MPI_Request_free(request: *mut Handle) -> c_int {
     // SAFETY: in/out argument.
     let h = unsafe { *request };
     let Some(mut r) = take(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_REQUEST) };
+    if let Some(Active::Greq(g)) = r.active.as_ref() {
+        let (g, comm) = (g.clone(), r.comm);
+        r.freed = true;
+        // Freed now if complete, else when MPI_Grequest_complete is called (the slot kept
+        // until then, so the program's handle names it only).
+        let rc = g.free_request(h, || put_back(h, r));
+        // SAFETY: in/out argument.
+        unsafe { *request = MPI_REQUEST_NULL };
+        return raise_on(comm, rc);
+    }
     match r.active.take() {
         None => release(h),
         Some(a) => {
@@ -704,6 +821,12 @@ pub(crate) unsafe fn MPI_Startall(count: c_int, array_of_requests: *mut Handle) 
         }
     }
     MPI_SUCCESS
+}
+
+/// Polls `a` once without a request around it (the buffered sends in `bsend.rs`): its
+/// outcome once complete.
+pub(crate) fn poll_active(a: &mut Active) -> Option<Outcome> {
+    poll(a, false)
 }
 
 /// A persistent request on `comm` that runs `start` at each MPI_Start.

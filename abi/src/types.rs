@@ -77,7 +77,8 @@ impl MPI_Status {
 
 /// Writes `s` to `dst` unless it is `MPI_STATUS_IGNORE` (null), all but its `MPI_ERROR`
 /// field: single-completion calls leave that untouched (MPI-4.1 3.2.5), which
-/// multi-threaded programs that check it rely on.
+/// multi-threaded programs that check it rely on — except in an empty status, whose
+/// error field is part of what makes it empty.
 ///
 /// # Safety
 /// `dst` is null or points to a writable `MPI_Status`.
@@ -89,6 +90,11 @@ pub unsafe fn put_status(dst: *mut MPI_Status, s: MPI_Status) {
             std::ptr::addr_of_mut!((*dst).MPI_SOURCE).write(s.MPI_SOURCE);
             std::ptr::addr_of_mut!((*dst).MPI_TAG).write(s.MPI_TAG);
             std::ptr::addr_of_mut!((*dst).MPI_internal).write(s.MPI_internal);
+            // An empty status (a null or inactive request) is all of it: source
+            // MPI_ANY_SOURCE, tag MPI_ANY_TAG and error MPI_SUCCESS (MPI-4.1 3.7.3).
+            if s.MPI_SOURCE == crate::consts::MPI_ANY_SOURCE && s.MPI_TAG == crate::consts::MPI_ANY_TAG {
+                std::ptr::addr_of_mut!((*dst).MPI_ERROR).write(crate::consts::MPI_SUCCESS);
+            }
         }
     }
 }

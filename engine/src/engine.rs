@@ -33,6 +33,8 @@ use crate::transport::{AnyTransport, Caps, Event, Posted, Transport, TransportEr
 use crate::types::{ContextId, OpId, Rank, RemoteRegion, ReqId, Seq, Tag};
 use crate::wire::{Envelope, Header, MAX_HEADER_BYTES};
 
+mod cancel;
+
 /// Default largest payload sent eagerly (bytes); larger messages use rendezvous.
 pub const DEFAULT_EAGER_LIMIT_BYTES: usize = 16 * 1024;
 /// Default smallest rendezvous pulled by CMA/RMA rather than streamed.
@@ -221,6 +223,8 @@ enum Unexp {
 struct UnexpEntry {
     peer: Rank,
     data: Unexp,
+    /// The message's sequence number from `peer`: what a `CancelSend` names.
+    seq: u32,
 }
 
 /// Work for one peer that the transport has not accepted yet, in order.
@@ -392,6 +396,9 @@ struct State {
     witnessed: bool,
     /// Ranks suspected and not yet handed to the witness ([`Engine::take_suspects`]).
     suspects: Vec<Rank>,
+    /// Cancels of sends asked of their receivers ([`Engine::cancel_send`]), by (peer,
+    /// sequence number): the send request if it still had one, and the answer once it came.
+    cancels: std::collections::HashMap<(u32, u32), (Option<ReqId>, Option<bool>)>,
 }
 
 /// The progress engine of one process.
@@ -484,6 +491,7 @@ impl Engine {
                 propagating: false,
                 comm_notices: false,
                 early_notes: Vec::new(),
+                cancels: std::collections::HashMap::new(),
             },
         }
     }
@@ -2032,6 +2040,8 @@ impl State {
                     self.notes_in.push((peer, n))
                 }
                 Ok(Note::Discard { sreq }) => self.discarded(peer, ReqId::from_wire(sreq)),
+                Ok(Note::CancelSend { seq }) if !p.failed => self.withdraw(peer, seq),
+                Ok(Note::CancelAck { seq, cancelled }) => self.cancel_answered(peer, seq, cancelled),
                 Ok(_) => {}
                 Err(e) => {
                     self.stats.malformed += 1;
@@ -2115,7 +2125,7 @@ impl State {
             let mut v = self.pool.pop().unwrap_or_default();
             v.extend_from_slice(payload);
             self.stats.unexpected += 1;
-            self.unexpected.push(a, UnexpEntry { peer, data: Unexp::Eager(v) });
+            self.unexpected.push(a, UnexpEntry { peer, data: Unexp::Eager(v), seq: env.seq.0 });
         }
     }
 
@@ -2131,7 +2141,8 @@ impl State {
                     self.pulls.push(Pull { rreq, peer, src: env.src, tag: env.tag.0, len, sreq, region, hint });
                 } else {
                     self.stats.unexpected += 1;
-                    self.unexpected.push(a, UnexpEntry { peer, data: Unexp::Rts { len, sreq, region, pull: hint } });
+                    let data = Unexp::Rts { len, sreq, region, pull: hint };
+                    self.unexpected.push(a, UnexpEntry { peer, data, seq: env.seq.0 });
                 }
             }
             _ => {}

@@ -363,6 +363,39 @@ pub unsafe fn issend_unscoped<'a>(
     Request { eng, id: Some(id), ready: None, _buf: PhantomData }
 }
 
+/// [`isend_unscoped`], or with `sync` [`issend_unscoped`], also returning the sequence
+/// number the message took to `peer`, which names it for [`Request::cancel_send`];
+/// `None` when the send failed or was parked at its start (a failed peer, a broken or
+/// resolving communicator) and took none.
+///
+/// # Safety
+/// As [`isend_unscoped`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn isend_unscoped_seq<'a>(
+    eng: &'a BiasedMutex<Engine>,
+    ctx: ContextId,
+    src: u32,
+    dest: u32,
+    peer: Rank,
+    tag: Tag,
+    buf: &'a [u8],
+    sync: bool,
+) -> (Request<'a>, Option<u32>) {
+    let mut e = eng.lock();
+    let seq = e.send_seq(peer);
+    if !sync {
+        if let Some(st) = e.try_send_now(ctx, src, dest, peer, tag, buf) {
+            return (Request::ready(eng, st), Some(seq));
+        }
+    }
+    // SAFETY: the caller settles the request before the borrow of `buf` ends (contract).
+    let view = unsafe { RawBuf::new(buf) };
+    let id = e.start_send_mode(ctx, src, dest, peer, tag, view, sync);
+    let took = e.send_seq(peer) == seq.wrapping_add(1);
+    drop(e);
+    (Request { eng, id: Some(id), ready: None, _buf: PhantomData }, took.then_some(seq))
+}
+
 /// Starts a receive into `buf` outside any scope (see [`isend_unscoped`]).
 ///
 /// # Safety
@@ -763,6 +796,23 @@ impl<'a> Request<'a> {
     /// Whether this handle still refers to an operation whose outcome was not taken.
     pub fn is_active(&self) -> bool {
         self.id.is_some() || self.ready.is_some()
+    }
+
+    /// MPI_Cancel of this send, message `seq` to `peer` (from [`isend_unscoped_seq`]):
+    /// asks the receiver to withdraw it if it has not matched it. The answer is
+    /// [`Request::send_cancel_outcome`]'s; until then the handle is left as it is.
+    pub fn cancel_send(&mut self, peer: Rank, seq: u32) {
+        self.eng.lock().cancel_send(peer, seq, self.id);
+    }
+
+    /// The receiver's answer to [`Request::cancel_send`], after progressing: `Some(true)`
+    /// the message was withdrawn and will never be received (the send has completed:
+    /// `test` returns its status), `Some(false)` it is or will be received (complete the
+    /// send as usual), `None` no answer yet. Taken once.
+    pub fn send_cancel_outcome(&mut self, peer: Rank, seq: u32) -> Option<bool> {
+        let mut e = self.eng.lock();
+        e.progress();
+        e.take_cancel_outcome(peer, seq)
     }
 
     /// Cancels a receive that has not matched a message yet (MPI_Cancel): `true` when it

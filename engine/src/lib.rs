@@ -36,8 +36,8 @@ pub mod wire;
 pub use engine::{Config, Engine, Pulse, Stats};
 pub use error::{Class, Error, Scope};
 pub use handle::{
-    irecv, irecv_unscoped, isend, isend_unscoped, issend_unscoped, recv, scope, send, sendrecv, wait_all, wait_all_in,
-    wait_any, OwnedRequest, Request, RequestScope, Waiter,
+    irecv, irecv_unscoped, isend, isend_unscoped, isend_unscoped_seq, issend_unscoped, recv, scope, send, sendrecv,
+    wait_all, wait_all_in, wait_any, OwnedRequest, Request, RequestScope, Waiter,
 };
 pub use request::Status;
 pub use types::{ContextId, Rank, RemoteRegion, ReqId, Seq, Tag, TAG_UB};

@@ -149,6 +149,13 @@ impl<U> UnexpectedQueue<U> {
         }
     }
 
+    /// Removes and returns the earliest arrived message `pred` accepts, whatever its
+    /// envelope (a sender withdrawing one message: MPI_Cancel of a send).
+    pub fn remove_where(&mut self, mut pred: impl FnMut(&Arrival, &U) -> bool) -> Option<(Arrival, U)> {
+        let i = self.entries.iter().position(|(a, u)| pred(a, u))?;
+        self.entries.remove(i)
+    }
+
     /// The earliest arrived message `p` matches, left in place (probe).
     pub fn peek_match(&self, p: &Pattern) -> Option<&(Arrival, U)> {
         self.entries.iter().find(|(a, _)| p.matches(a))

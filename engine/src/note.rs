@@ -12,6 +12,16 @@
 //! | 5   | Discard | sreq u64            |
 //! | 6   | Signal  | ctx u32, id u32, code i32 |
 //! | 7   | Mark    | ctx u32, epoch u32  |
+//! | 8   | CancelSend | seq u32          |
+//! | 9   | CancelAck  | seq u32, cancelled u8 (0 or 1) |
+//!
+//! **Cancelling a send** (MPI_Cancel, MPI-4.1 3.8.4). The sender of message `seq` (the
+//! sequence number it took to that peer) sends `CancelSend { seq }` behind it on the same
+//! channel; the receiver withdraws the message if it is in its unexpected queue (not
+//! matched: an eager message's data or a rendezvous' RTS) and answers `CancelAck` with
+//! `cancelled` true, else false: the message was matched (or is still on its way, held
+//! out of order) and is or will be received. Only the receiver decides, so a message is
+//! never both cancelled and received.
 //!
 //! **Departure handshake** (R6, DESIGN §3). A rank that finalizes sends `Bye` to every
 //! live peer after its queued sends, on the same ordered channel; a peer that reads it
@@ -31,6 +41,8 @@ const TAG_CORRUPT: u8 = 4;
 const TAG_DISCARD: u8 = 5;
 const TAG_SIGNAL: u8 = 6;
 const TAG_MARK: u8 = 7;
+const TAG_CANCEL_SEND: u8 = 8;
+const TAG_CANCEL_ACK: u8 = 9;
 
 /// An engine notice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +90,19 @@ pub enum Note {
         /// The resolution's number (1 for the first).
         epoch: u32,
     },
+    /// The sender asks to withdraw its message `seq` if the receiver has not matched it
+    /// (MPI_Cancel of a send).
+    CancelSend {
+        /// The message's sequence number from the sender to the receiver.
+        seq: u32,
+    },
+    /// The answer to a `CancelSend`: whether message `seq` was withdrawn unmatched.
+    CancelAck {
+        /// The message's sequence number.
+        seq: u32,
+        /// Withdrawn (it will never be received) or not (it is or will be received).
+        cancelled: bool,
+    },
 }
 
 /// Why bytes could not be decoded as a notice.
@@ -97,6 +122,9 @@ pub enum NoteError {
     /// Bytes after a complete notice.
     #[error("{0} bytes after the notice")]
     Trailing(usize),
+    /// A `CancelAck` whose flag byte is neither 0 nor 1.
+    #[error("cancel answer with flag {0}")]
+    Flag(u8),
 }
 
 impl Note {
@@ -134,6 +162,17 @@ impl Note {
                 out[5..9].copy_from_slice(&epoch.to_le_bytes());
                 9
             }
+            Note::CancelSend { seq } => {
+                out[0] = TAG_CANCEL_SEND;
+                out[1..5].copy_from_slice(&seq.to_le_bytes());
+                5
+            }
+            Note::CancelAck { seq, cancelled } => {
+                out[0] = TAG_CANCEL_ACK;
+                out[1..5].copy_from_slice(&seq.to_le_bytes());
+                out[5] = cancelled as u8;
+                6
+            }
         }
     }
 
@@ -145,7 +184,8 @@ impl Note {
         let Some(&tag) = b.first() else { return Err(NoteError::Truncated { have: 0, need: 1 }) };
         let need = match tag {
             TAG_BYE | TAG_BYE_ACK => 1,
-            TAG_REVOKE | TAG_CORRUPT => 5,
+            TAG_REVOKE | TAG_CORRUPT | TAG_CANCEL_SEND => 5,
+            TAG_CANCEL_ACK => 6,
             TAG_DISCARD | TAG_MARK => 9,
             TAG_SIGNAL => 13,
             t => return Err(NoteError::UnknownTag(t)),
@@ -164,6 +204,11 @@ impl Note {
             TAG_CORRUPT => Note::Corrupt { ctx: u32_at(1) },
             TAG_SIGNAL => Note::Signal { ctx: u32_at(1), id: u32_at(5), code: u32_at(9) as i32 },
             TAG_MARK => Note::Mark { ctx: u32_at(1), epoch: u32_at(5) },
+            TAG_CANCEL_SEND => Note::CancelSend { seq: u32_at(1) },
+            TAG_CANCEL_ACK => match b[5] {
+                0 | 1 => Note::CancelAck { seq: u32_at(1), cancelled: b[5] == 1 },
+                f => return Err(NoteError::Flag(f)),
+            },
             _ => Note::Discard { sreq: u64::from(u32_at(1)) | (u64::from(u32_at(5)) << 32) },
         })
     }
@@ -184,6 +229,9 @@ mod tests {
             Note::Discard { sreq: u64::MAX - 5 },
             Note::Signal { ctx: 4, id: 3 | (7 << 20), code: -666 },
             Note::Mark { ctx: 4, epoch: 9 },
+            Note::CancelSend { seq: u32::MAX },
+            Note::CancelAck { seq: 7, cancelled: true },
+            Note::CancelAck { seq: 0, cancelled: false },
         ] {
             let len = n.encode(&mut b);
             assert_eq!(Note::decode(&b[..len]), Ok(n));
@@ -196,6 +244,7 @@ mod tests {
         assert_eq!(Note::decode(&[200, 1]), Err(NoteError::UnknownTag(200)));
         assert_eq!(Note::decode(&[TAG_REVOKE, 1, 2]), Err(NoteError::Truncated { have: 3, need: 5 }));
         assert_eq!(Note::decode(&[TAG_DISCARD, 1]), Err(NoteError::Truncated { have: 2, need: 9 }));
+        assert_eq!(Note::decode(&[TAG_CANCEL_ACK, 1, 0, 0, 0, 2]), Err(NoteError::Flag(2)));
     }
 
     #[test]
