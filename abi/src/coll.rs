@@ -7,8 +7,7 @@
 //! nonblocking ones are pending joins the same queue.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -17,62 +16,15 @@ use crate::comm::{comm, CommObj};
 use crate::consts::*;
 use crate::dtype::Dtype;
 use crate::err::raise_on;
-use crate::req::{Active, Job};
+use crate::req::Active;
 use crate::types::{Handle, MPI_Aint, MPI_Count, SendPtr};
 
-type Task = Box<dyn FnOnce() + Send>;
+mod held;
+mod worker;
 
-/// The ordered runner of a communicator's nonblocking collectives.
-#[derive(Default)]
-pub(crate) struct Worker {
-    tx: Mutex<Option<mpsc::Sender<Task>>>,
-    pending: Arc<AtomicUsize>,
-}
-
-impl Worker {
-    /// Queues `f`; the returned job completes with its result.
-    pub(crate) fn submit(&self, f: impl FnOnce() -> c_int + Send + 'static) -> Arc<Job> {
-        let job = Arc::new(Job::default());
-        let j = job.clone();
-        let pending = self.pending.clone();
-        pending.fetch_add(1, Ordering::AcqRel);
-        let task: Task = Box::new(move || {
-            let rc = f();
-            j.rc.store(rc, Ordering::Release);
-            j.done.store(true, Ordering::Release);
-            pending.fetch_sub(1, Ordering::AcqRel);
-        });
-        let mut g = self.tx.lock();
-        if g.is_none() {
-            let (tx, rx) = mpsc::channel::<Task>();
-            std::thread::Builder::new()
-                .name("mpi-coll".into())
-                .spawn(move || {
-                    while let Ok(t) = rx.recv() {
-                        t();
-                    }
-                })
-                .expect("spawning the collective worker");
-            *g = Some(tx);
-        }
-        if let Some(tx) = g.as_ref() {
-            let _ = tx.send(task);
-        }
-        job
-    }
-
-    /// Whether nonblocking collectives are queued or running.
-    pub(crate) fn busy(&self) -> bool {
-        self.pending.load(Ordering::Acquire) > 0
-    }
-
-    /// Waits until every queued collective has run.
-    pub(crate) fn drain(&self) {
-        while self.busy() {
-            std::thread::yield_now();
-        }
-    }
-}
+use held::ordered_reduce;
+pub(crate) use held::Held;
+pub(crate) use worker::Worker;
 
 type R = Result<(), c_int>;
 
@@ -223,68 +175,6 @@ pub(crate) enum Coll {
     ReduceScatterBlock,
     Scan,
     Exscan,
-}
-
-/// The datatypes and the user operation of a collective, taken when it starts: a
-/// nonblocking or persistent collective keeps them even when the program frees the
-/// handles before it completes (MPI-4.1 5.1.10: "any communication that is currently
-/// using this datatype will complete normally"; the same for operations, 6.9.5).
-/// Empty for a blocking call, which looks the handles up as it runs.
-#[derive(Default, Clone)]
-pub(crate) struct Held {
-    types: Vec<(Handle, Arc<Dtype>)>,
-    op: Option<(Handle, Arc<crate::op::UserOp>)>,
-}
-
-impl Held {
-    /// What `a` names now.
-    fn of(a: &Args) -> Held {
-        let types = [a.stype, a.rtype].into_iter().filter_map(|h| crate::dtype::lookup(h).map(|t| (h, t))).collect();
-        Held { types, op: crate::op::user_op(a.op).map(|u| (a.op, u)) }
-    }
-
-    /// The datatype `h`: the one taken at the start, else the handle's now.
-    fn ty(&self, h: Handle) -> Result<Arc<Dtype>, c_int> {
-        match self.types.iter().find(|(x, _)| *x == h) {
-            Some((_, t)) => Ok(t.clone()),
-            None => crate::dtype::lookup(h).ok_or(MPI_ERR_TYPE),
-        }
-    }
-
-    /// The datatype of an argument that matters only where `used` (the receive type of a
-    /// gather at the root, the send type of a scatter at the root): elsewhere MPI ignores
-    /// it, so `MPI_DATATYPE_NULL` or any other value is accepted (MPI_BYTE stands in).
-    fn ty_if(&self, h: Handle, used: bool) -> Result<Arc<Dtype>, c_int> {
-        match self.ty(h) {
-            Ok(t) => Ok(t),
-            Err(_) if !used => self.ty(MPI_BYTE),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// How to combine with operation `op` over `t` (datatype handle `dt`).
-    fn combine(&self, op: Handle, dt: Handle, t: &Arc<Dtype>) -> Result<crate::op::Combine, c_int> {
-        let held = self.op.as_ref().filter(|(h, _)| *h == op).map(|(_, u)| u.clone());
-        crate::op::resolve_held(held, op, dt, t)
-    }
-}
-
-/// `input` (this member's packed contribution) reduced with the non-commutative `comb` in
-/// rank order, `x0 op x1 op ... op x(n-1)` over the members not known failed, the result at
-/// every member: the contributions are gathered everywhere, then folded from the last.
-fn ordered_reduce(c: &CommObj, input: &[u8], comb: &crate::op::Combine) -> Result<Vec<u8>, c_int> {
-    let n = c.size();
-    let len = input.len();
-    let mut all = vec![0u8; len * n];
-    c.comm.allgather(input, &mut all).map_err(code)?;
-    let failed = c.comm.group_failed().world_ranks();
-    let mut live = (0..n).rev().filter(|&i| !failed.contains(&(c.world[i] as usize)));
-    let Some(last) = live.next() else { return Ok(input.to_vec()) };
-    let mut acc = all[last * len..(last + 1) * len].to_vec();
-    for i in live {
-        comb.apply(&mut acc, &all[i * len..(i + 1) * len]);
-    }
-    Ok(acc)
 }
 
 /// Runs collective `k` with `a` on `c`.
