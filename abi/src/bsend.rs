@@ -33,7 +33,7 @@ use runthrough_engine::Waiter;
 
 use crate::comm::{comm, CommObj};
 use crate::consts::*;
-use crate::dtype::{dtype, Dtype};
+use crate::dtype::{dtype_n, Dtype};
 use crate::err::raise_on;
 use crate::req::Active;
 use crate::types::{Handle, MPI_Count, MPI_Status, SendPtr};
@@ -337,17 +337,6 @@ fn check_session(s: Handle) -> Result<(), c_int> {
         MPI_SUCCESS => Ok(()),
         rc => Err(rc),
     }
-}
-
-/// `let t = dtype_n!(h, count)`: as `dtype!`, MPI_DATATYPE_NULL accepted for no data.
-macro_rules! dtype_n {
-    ($h:expr, $count:expr) => {
-        if $count == 0 && $h == MPI_DATATYPE_NULL {
-            crate::dtype::lookup(MPI_BYTE).expect("MPI_BYTE is predefined")
-        } else {
-            dtype!($h)
-        }
-    };
 }
 
 /// MPI_Bsend and MPI_Ibsend (whose request is then complete).

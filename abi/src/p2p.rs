@@ -13,7 +13,7 @@ use runthrough::{Source, TagSel};
 
 use crate::comm::{comm, CommObj};
 use crate::consts::*;
-use crate::dtype::{dtype, Dtype};
+use crate::dtype::{dtype_n, Dtype};
 use crate::err::raise_on;
 use crate::req::{Active, Unpack};
 use crate::types::{Handle, MPI_Status, SendPtr};
@@ -31,19 +31,6 @@ fn tag_sel(tag: c_int) -> Result<TagSel, c_int> {
         t if (0..=runthrough::TAG_UB).contains(&t) => Ok(TagSel::Tag(t)),
         _ => Err(MPI_ERR_TAG),
     }
-}
-
-/// `dtype!` for a buffer of `count` elements: a count of 0 needs no datatype, so
-/// `MPI_DATATYPE_NULL` is accepted there (as MPICH does; an empty message, typically to or
-/// from `MPI_PROC_NULL`).
-macro_rules! dtype_n {
-    ($h:expr, $count:expr) => {
-        if $count == 0 && $h == MPI_DATATYPE_NULL {
-            crate::dtype::lookup(MPI_BYTE).expect("MPI_BYTE is predefined")
-        } else {
-            dtype!($h)
-        }
-    };
 }
 
 /// Starts a send of `count` elements of `t` at `buf` to `dest`.
