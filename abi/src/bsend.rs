@@ -33,8 +33,9 @@ use runthrough_engine::Waiter;
 
 use crate::comm::{comm, CommObj};
 use crate::consts::*;
-use crate::dtype::{dtype_n, Dtype};
+use crate::dtype::Dtype;
 use crate::err::raise_on;
+use crate::p2p::dtype_n;
 use crate::req::Active;
 use crate::types::{Handle, MPI_Count, MPI_Status, SendPtr};
 

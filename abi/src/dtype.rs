@@ -126,20 +126,6 @@ macro_rules! dtype {
 }
 pub(crate) use dtype;
 
-/// `let t = dtype_n!(h, count);`: `dtype!` for a buffer of `count` elements — a count of 0
-/// needs no datatype, so `MPI_DATATYPE_NULL` is accepted there (as MPICH does; an empty
-/// message, typically to or from `MPI_PROC_NULL`).
-macro_rules! dtype_n {
-    ($h:expr, $count:expr) => {
-        if $count == 0 && $h == crate::consts::MPI_DATATYPE_NULL {
-            crate::dtype::lookup(crate::consts::MPI_BYTE).expect("MPI_BYTE is predefined")
-        } else {
-            crate::dtype::dtype!($h)
-        }
-    };
-}
-pub(crate) use dtype_n;
-
 /// `let x = world!(result);`: the value, or raise the error class on MPI_COMM_WORLD.
 macro_rules! world {
     ($r:expr) => {

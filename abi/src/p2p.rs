@@ -13,7 +13,7 @@ use runthrough::{Source, TagSel};
 
 use crate::comm::{comm, CommObj};
 use crate::consts::*;
-use crate::dtype::{dtype_n, Dtype};
+use crate::dtype::Dtype;
 use crate::err::raise_on;
 use crate::req::{Active, Unpack};
 use crate::types::{Handle, MPI_Status, SendPtr};
@@ -24,6 +24,20 @@ fn to_source(c: &CommObj, src: c_int) -> Result<Source, c_int> {
         s => c.peer_index(s).map(Source::Rank).ok_or(MPI_ERR_RANK),
     }
 }
+
+/// `let t = dtype_n!(h, count);`: `dtype!` for a buffer of `count` elements — a count of 0
+/// needs no datatype, so `MPI_DATATYPE_NULL` is accepted there (as MPICH does; an empty
+/// message, typically to or from `MPI_PROC_NULL`).
+macro_rules! dtype_n {
+    ($h:expr, $count:expr) => {
+        if $count == 0 && $h == crate::consts::MPI_DATATYPE_NULL {
+            crate::dtype::lookup(crate::consts::MPI_BYTE).expect("MPI_BYTE is predefined")
+        } else {
+            crate::dtype::dtype!($h)
+        }
+    };
+}
+pub(crate) use dtype_n;
 
 fn tag_sel(tag: c_int) -> Result<TagSel, c_int> {
     match tag {
