@@ -54,7 +54,7 @@ if [[ ! -x $ompi/ft_detect || $here/c/ft_detect.c -nt $ompi/ft_detect ]]; then
     LD_LIBRARY_PATH=$ompi/lib "$ompi/bin/mpicc" -O2 -o "$ompi/ft_detect" "$here/c/ft_detect.c" || exit 1
 fi
 
-RT_CMD=("$target/release/rtrun" -n 6 --host node1,node2,node3 --launch-agent "docker exec ${N}{host}"
+RT_CMD=("$target/release/rtrun" -n 6 --host node1,node2,node3 --launch-agent "docker exec -i ${N}{host}"
     --kv-addr "$net.1" --tag-output "$target/release/examples/node_fault" 6000)
 OM_CMD=("$ompi/bin/mpirun" --with-ft ulfm --prtemca plm_ssh_agent "$here/docker-agent.sh"
     --host "$net.11:2,$net.12:2,$net.13:2" -np 6 --prtemca oob_tcp_if_include "$net.0/24"

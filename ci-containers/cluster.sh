@@ -2,7 +2,7 @@
 # A cluster of container "nodes" for multi-node tests (DESIGN T4): N containers node1..nodeN
 # on a private bridge network, each with its own hostname and address, its own PID
 # namespace and its own /dev/shm, the project checkout mounted read-only at the same path,
-# so `rtrun --launch-agent 'docker exec {host}'` can start the project's binaries in them.
+# so `rtrun --launch-agent 'docker exec -i {host}'` can start the project's binaries in them.
 # Whole-node faults are then `docker kill` (crash), `docker pause` (hang), `docker network
 # disconnect` (partition) and `tc netem` inside a node (delay, loss).
 #
@@ -26,7 +26,7 @@
 # bridge rtc-X, the label org.runthrough.cluster.X and the Slurm state
 # /var/tmp/rt-cluster-X; host names stay node1..N and slurmctl (each container's
 # /etc/hosts names every node), so `--host node1,..` is the same and the agent is
-# `--launch-agent 'docker exec X{host}'`. Give it its own RT_CLUSTER_NET too.
+# `--launch-agent 'docker exec -i X{host}'`. Give it its own RT_CLUSTER_NET too.
 #
 # Exit codes: 0 done, 1 failed, 2 usage, 3 cannot run here (no docker, not root), with the
 # reason on stderr.
@@ -191,7 +191,7 @@ up() {
 hint() {
   local n=$1 hosts
   hosts=$(seq -s, -f 'node%g' 1 "$n")
-  echo "  target/release/rtrun -n $((2 * n)) --host $hosts --launch-agent 'docker exec $NAME{host}' --kv-addr $PREFIX.1 target/release/examples/ring"
+  echo "  target/release/rtrun -n $((2 * n)) --host $hosts --launch-agent 'docker exec -i $NAME{host}' --kv-addr $PREFIX.1 target/release/examples/ring"
 }
 
 down() {

@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use common::{example, ok, ok_failed, run_env, stderr, Run};
 
 const LIMIT: Duration = Duration::from_secs(120);
-const AGENT: &str = "docker exec {host}";
+const AGENT: &str = "docker exec -i {host}";
 const HOSTS: &str = "node1,node2,node3";
 /// The default detector timeout δ of a job across hosts (`runtime::ft_config`: at least
 /// 2 s, as TCP holds a lost segment's followers for its retransmission timeout). These

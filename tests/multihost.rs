@@ -138,3 +138,55 @@ fn simulated_hosts_without_agent_use_shm_per_host_and_loopback_fabric() {
     assert!(out.contains("libfabric tcp;ofi_rxm on domain lo"), "{out}");
     assert_segments_gone(&out);
 }
+
+/// Across hosts, the job secret reaches each rank on its standard input, never in a
+/// command line (`ip netns exec`'s words are world-readable in `/proc/PID/cmdline`) or an
+/// environment: while the ranks run on three hosts, no process on the machine shows it,
+/// and the ranks authenticated with it (they fenced through the key-value service).
+#[test]
+fn job_secret_in_no_command_line_or_environment_across_hosts() {
+    use std::io::BufRead as _;
+    let Some(_cluster) = cluster() else { return };
+    let mut child = std::process::Command::new(common::rtrun())
+        .args(["-n", "3", "--host", HOSTS, "--launch-agent", AGENT, "--kv-addr", KV_ADDR, "--tag-output"])
+        .arg(common::rt_testprog())
+        .args(["secret", "3000"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn rtrun");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let mut secrets = Vec::new();
+    while secrets.len() < 3 {
+        let Ok(l) = rx.recv_timeout(LIMIT) else {
+            let _ = child.kill();
+            panic!("no secret lines from 3 ranks: {secrets:?}, {}", stderr(&child.wait_with_output().unwrap()));
+        };
+        if let Some(s) = l.split_whitespace().skip_while(|w| *w != "secret").nth(1) {
+            secrets.push(s.to_owned());
+        }
+    }
+    assert!(secrets.iter().all(|s| s.len() == 64 && *s == secrets[0]), "{secrets:?}");
+    let mut looked = 0;
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if e.file_name().to_string_lossy().parse::<u32>().is_err() {
+            continue;
+        }
+        for f in ["cmdline", "environ"] {
+            let Ok(b) = std::fs::read(e.path().join(f)) else { continue };
+            looked += 1;
+            let hit = b.windows(64).any(|w| w == secrets[0].as_bytes());
+            assert!(!hit, "{}/{f} shows the job secret", e.path().display());
+        }
+    }
+    assert!(looked > 10, "read only {looked} /proc files");
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

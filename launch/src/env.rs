@@ -9,7 +9,8 @@
 //! | `RT_JOBID`      | 16 lowercase hex characters, random per job               |
 //! | `RT_KV_ADDR`    | `IP:PORT` of the key-value service: loopback (default) or |
 //! |                 | the private address given by `rtrun --kv-addr`            |
-//! | `RT_KV_SECRET`  | 64 lowercase hex characters, random per job               |
+//! | `RT_KV_SECRET`  | 64 lowercase hex characters, random per job, or `stdin`:  |
+//! |                 | the secret is the first line of standard input            |
 //! | `RT_BIND`       | `core`, `none` or `numa` (from `--bind-to`)               |
 //! | `RT_SHM_NAME`   | `/rt-<jobid>`, the job's POSIX shared-memory name         |
 //! | `RT_NODE`       | this host's name (the `--host` name in multi-host runs)   |
@@ -23,6 +24,15 @@
 //! | `RT_FABRIC_IFACE` | interface whose first IPv4 address the endpoint binds to|
 //!
 //! The rest of the parent's environment is passed through unchanged.
+//!
+//! **The secret never travels in a command line.** Ranks `rtrun` starts itself get it in
+//! their environment, which only their own user (and root) can read. Through a launch
+//! agent the rank's variables are words of the agent's command line (`ssh` passes no
+//! environment on), which every local user can read in `/proc/PID/cmdline`: there
+//! `RT_KV_SECRET=stdin`, and `rtrun` writes the secret as the first line of the rank's
+//! standard input. [`JobEnv::from_env`] reads that line once per process, a byte at a
+//! time so nothing after it is consumed (rank 0's standard input follows it), and keeps
+//! it in memory only.
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -62,6 +72,10 @@ pub const ALL_VARS: [&str; 10] =
 pub const JOBID_HEX_LEN: usize = 16;
 /// Length of `RT_KV_SECRET` in hex characters.
 pub const SECRET_HEX_LEN: usize = 64;
+/// The value of `RT_KV_SECRET` that says the secret is the first line of standard input.
+pub const SECRET_FROM_STDIN: &str = "stdin";
+/// How long a rank waits for the secret on its standard input before giving up.
+const SECRET_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What one rank knows about its job, from the `RT_*` variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,8 +111,24 @@ impl JobEnv {
     /// # Errors
     /// [`Error::MissingEnv`] if `RT_RANK` is set but another variable is missing,
     /// [`Error::BadEnv`] if a variable is malformed.
+    /// With `RT_KV_SECRET=stdin` the secret is read from standard input (the first time
+    /// only; later calls reuse it): an error if the input ends or stays silent for a
+    /// minute before a whole line arrived.
     pub fn from_env() -> Result<Option<JobEnv>, Error> {
-        JobEnv::from_lookup(|name| std::env::var_os(name))
+        let from_stdin = std::env::var_os(RT_RANK).is_some()
+            && std::env::var_os(RT_KV_SECRET).is_some_and(|v| v == SECRET_FROM_STDIN);
+        let secret = match from_stdin {
+            true => Some(secret_from_stdin().map_err(|reason| Error::BadEnv {
+                var: RT_KV_SECRET,
+                value: SECRET_FROM_STDIN.to_owned(),
+                reason,
+            })?),
+            false => None,
+        };
+        JobEnv::from_lookup(|name| match (name, &secret) {
+            (RT_KV_SECRET, Some(s)) => Some(OsString::from(s)),
+            _ => std::env::var_os(name),
+        })
     }
 
     /// Like [`JobEnv::from_env`], but reads variables through `lookup` (for tests and for
@@ -185,6 +215,48 @@ impl JobEnv {
             (RT_SHM_NAME, self.shm_name.clone()),
             (RT_NODE, self.node.clone()),
         ]
+    }
+}
+
+/// Why a secret promised on standard input did not arrive.
+const STDIN_REASON: &str = "standard input ended or stayed silent before the job secret's line \
+     (a launch agent must pass standard input on: `docker exec -i`, `ssh` without -n)";
+
+/// The secret from the first line of standard input, read once per process.
+fn secret_from_stdin() -> Result<String, &'static str> {
+    static SECRET: std::sync::OnceLock<Result<String, &'static str>> = std::sync::OnceLock::new();
+    SECRET.get_or_init(read_secret_line).clone()
+}
+
+/// Reads up to the first newline of standard input, one byte at a time from a duplicate
+/// of descriptor 0 (no buffer that could swallow what follows the line), on a helper
+/// thread so a silent input cannot hang start-up.
+fn read_secret_line() -> Result<String, &'static str> {
+    use std::io::Read as _;
+    use std::os::fd::AsFd as _;
+    let fd = std::io::stdin().as_fd().try_clone_to_owned().map_err(|_| "standard input is closed")?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("rt-secret".into())
+        .spawn(move || {
+            let mut f = std::fs::File::from(fd);
+            let mut line = Vec::with_capacity(SECRET_HEX_LEN + 1);
+            let mut b = [0u8; 1];
+            let got = loop {
+                match f.read(&mut b) {
+                    Ok(1) if b[0] == b'\n' => break String::from_utf8(line).ok(),
+                    Ok(1) if line.len() <= SECRET_HEX_LEN => line.push(b[0]),
+                    Ok(1) => break None,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    _ => break None,
+                }
+            };
+            let _ = tx.send(got);
+        })
+        .map_err(|_| "no thread to read standard input")?;
+    match rx.recv_timeout(SECRET_WAIT) {
+        Ok(Some(line)) => Ok(line),
+        _ => Err(STDIN_REASON),
     }
 }
 

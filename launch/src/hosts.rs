@@ -181,6 +181,11 @@ pub enum AgentError {
     /// Quotes are not interpreted; they would reach the agent literally.
     #[error("the launch agent template {0:?} contains quotes; words are split on whitespace only")]
     Quotes(String),
+    /// An agent that would not pass standard input on, where the job secret travels.
+    #[error(
+        "the launch agent template {0:?} does not pass standard input on, where each rank gets the job's secret: {1}"
+    )]
+    NoStdin(String, &'static str),
 }
 
 impl Agent {
@@ -200,6 +205,9 @@ impl Agent {
         if !words.iter().any(|w| w.contains("{host}")) {
             return Err(AgentError::NoHost(template.to_owned()));
         }
+        if let Some(fix) = stdin_fix(&words) {
+            return Err(AgentError::NoStdin(template.to_owned(), fix));
+        }
         Ok(Agent { words })
     }
 
@@ -207,6 +215,27 @@ impl Agent {
     /// The rank's own command (`env VAR=VALUE... PROGRAM ARGS`) follows them.
     pub fn command(&self, host: &str) -> Vec<String> {
         self.words.iter().map(|w| w.replace("{host}", host)).collect()
+    }
+}
+
+/// What to change in an agent's words that would close the rank's standard input (the
+/// secret's way, see `crate::env`): the common launchers' switches, checked before the
+/// first `{host}` word (the options of the agent itself).
+fn stdin_fix(words: &[String]) -> Option<&'static str> {
+    let name = words.first().map(|w| w.rsplit('/').next().unwrap_or(w))?;
+    let opts: Vec<&str> = words[1..].iter().take_while(|w| !w.contains("{host}")).map(String::as_str).collect();
+    // Short options may be grouped (`-it`).
+    let short = |c: char| {
+        opts.iter().any(|o| {
+            o.len() > 1 && o.starts_with('-') && o[1..].bytes().all(|b| b.is_ascii_alphabetic()) && o[1..].contains(c)
+        })
+    };
+    match name {
+        "docker" | "podman" if opts.first() == Some(&"exec") && !short('i') && !opts.contains(&"--interactive") => {
+            Some("add -i (`docker exec -i {host}`)")
+        }
+        "ssh" if short('n') => Some("drop -n"),
+        _ => None,
     }
 }
 
@@ -308,13 +337,20 @@ mod tests {
         assert_eq!(a.command("rt-h1"), ["ip", "netns", "exec", "rt-h1"]);
         let a = Agent::parse("  ssh -o BatchMode=yes {host}  ").unwrap();
         assert_eq!(a.command("n7"), ["ssh", "-o", "BatchMode=yes", "n7"]);
-        let a = Agent::parse("docker exec node-{host} --label={host}").unwrap();
-        assert_eq!(a.command("x"), ["docker", "exec", "node-x", "--label=x"]);
+        let a = Agent::parse("docker exec -i node-{host} --label={host}").unwrap();
+        assert_eq!(a.command("x"), ["docker", "exec", "-i", "node-x", "--label=x"]);
         assert_eq!(Agent::parse(""), Err(AgentError::Empty));
         assert_eq!(Agent::parse("   "), Err(AgentError::Empty));
         assert!(matches!(Agent::parse("ssh"), Err(AgentError::NoHost(_))));
         assert!(matches!(Agent::parse("ssh {HOST}"), Err(AgentError::NoHost(_))));
         assert!(matches!(Agent::parse("sh -c '{host}'"), Err(AgentError::Quotes(_))));
+        // The secret reaches ranks on their standard input: agents that close it are refused.
+        for closed in ["docker exec {host}", "/usr/bin/podman exec -t {host}", "ssh -n {host}", "ssh -nT {host}"] {
+            assert!(matches!(Agent::parse(closed), Err(AgentError::NoStdin(..))), "{closed}");
+        }
+        for open in ["docker exec -it {host}", "docker exec --interactive {host}", "ssh -T -oConnectTimeout=5 {host}"] {
+            assert!(Agent::parse(open).is_ok(), "{open}");
+        }
     }
 
     #[test]

@@ -37,7 +37,9 @@
 //! name `/rt-<jobid>-h<host index>` (hosts made with network namespaces share `/dev/shm`),
 //! all unlinked at the end. The key-value service listens on `--kv-addr`. With
 //! `--launch-agent`, a rank is started as `AGENT-WORDS env VAR=VALUE... PROGRAM ARGS`:
-//! the `env` prefix carries every variable `rtrun` sets, plus the `RT_*` and `FI_*`
+//! the `env` prefix carries every variable `rtrun` sets but the secret (`RT_KV_SECRET=stdin`:
+//! the secret is the first line `rtrun` writes to the rank's standard input, so no other
+//! user reads it in `/proc/PID/cmdline`; rank 0's own input follows), plus the `RT_*` and `FI_*`
 //! variables of `rtrun`'s own environment whose values are shell-safe, through agents that
 //! do not pass the environment on (`ssh`); the agent's process is the one supervised,
 //! signalled by `--kill`/`--stop` and reaped. Without an agent, `--host` names are
@@ -472,7 +474,12 @@ fn program_for_agent(program: &std::ffi::OsStr) -> std::ffi::OsString {
 /// passed on through a launch agent (sorted, for stable command lines).
 fn forwarded_environment() -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, v)| (k.starts_with("RT_") || k.starts_with("FI_")) && hosts::shell_safe(k) && hosts::shell_safe(v))
+        .filter(|(k, v)| {
+            (k.starts_with("RT_") || k.starts_with("FI_"))
+                && k != crate::env::RT_KV_SECRET
+                && hosts::shell_safe(k)
+                && hosts::shell_safe(v)
+        })
         .collect();
     v.sort();
     v
@@ -492,6 +499,24 @@ fn agent_command(agent: &[String], inherited: &[(String, String)], vars: &[(&str
         words.push(format!("{k}={v}"));
     }
     words
+}
+
+/// Through a launch agent: writes the secret's line to a rank's standard input, then, for
+/// rank 0, forwards `rtrun`'s own standard input after it on a thread (unless that is a
+/// terminal `rtrun` runs in the background of: reading it would stop `rtrun`); the other
+/// ranks' input ends after the line, as `/dev/null` would.
+fn send_secret(mut input: std::process::ChildStdin, secret: &str, forward_own: bool) {
+    // A rank gone already (a failed agent) shows in its outcome, not here.
+    if input.write_all(format!("{secret}\n").as_bytes()).is_err() || !forward_own || sys::stdin_is_background_terminal()
+    {
+        return;
+    }
+    let spawned = thread::Builder::new().name("rt-stdin".into()).spawn(move || {
+        let _ = io::copy(&mut io::stdin().lock(), &mut input);
+    });
+    if let Err(e) = spawned {
+        tracing::debug!("rank 0's standard input is not forwarded: {e}");
+    }
 }
 
 /// Runs a job to completion. See the module doc.
@@ -530,6 +555,15 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
             node: host.name.clone(),
         };
         let mut vars: Vec<(&str, String)> = env.to_vars();
+        if opts.agent.is_some() {
+            // The agent's command line is world-readable: the secret goes to the rank's
+            // standard input instead (see `crate::env`).
+            for (k, v) in &mut vars {
+                if *k == crate::env::RT_KV_SECRET {
+                    *v = crate::env::SECRET_FROM_STDIN.to_owned();
+                }
+            }
+        }
         if let Some(t) = opts.transport {
             vars.push(("RT_TRANSPORT", t.as_str().to_owned()));
         }
@@ -576,15 +610,20 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
             Some((m, s)) => (Some(std::fs::File::from(m)), Stdio::from(s)),
             None => (None, Stdio::piped()),
         };
-        cmd.envs(vars)
-            .stdin(if rank == 0 { Stdio::inherit() } else { Stdio::null() })
-            .stdout(out_slave)
-            .stderr(Stdio::piped());
+        let stdin = match (&opts.agent, rank) {
+            (Some(_), _) => Stdio::piped(),
+            (None, 0) => Stdio::inherit(),
+            (None, _) => Stdio::null(),
+        };
+        cmd.envs(vars).stdin(stdin).stdout(out_slave).stderr(Stdio::piped());
         sys::kill_on_parent_death(&mut cmd);
         // The spawn drops this process's copy of the slave: the master then reads the
         // rank's output until the rank (and whatever it forked) closed it.
         match cmd.spawn() {
             Ok(mut child) => {
+                if let Some(input) = child.stdin.take() {
+                    send_secret(input, &secret, rank == 0);
+                }
                 if opts.agent.is_none() {
                     // Busy is not dead: the witness may look at this process's state.
                     server.watch_process(rank, child.id());

@@ -12,6 +12,8 @@
 //!   (`getifaddrs`), so a rank can find the interface that holds its fabric address.
 //! - [`open_pty`]: a pseudo-terminal per rank for `--output pty` (`openpty`, raw mode).
 //! - [`proc_state`]: a process's state from `/proc/PID/stat` (safe code).
+//! - [`stdin_is_background_terminal`]: whether reading standard input would stop `rtrun`
+//!   (`tcgetpgrp`), before it forwards that input to rank 0 through a launch agent.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString};
@@ -225,4 +227,17 @@ pub(crate) fn open_pty() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::Owned
         }
     }
     Ok((m, s))
+}
+
+/// Whether this process's standard input is a terminal of which it is not in the
+/// foreground process group (`rtrun ... &`): reading it would stop the process with
+/// SIGTTIN, so rank 0's input is not forwarded then.
+pub(crate) fn stdin_is_background_terminal() -> bool {
+    use std::io::IsTerminal as _;
+    if !std::io::stdin().is_terminal() {
+        return false;
+    }
+    // SAFETY: `tcgetpgrp` and `getpgrp` take no pointers; fd 0 is open (it is a terminal).
+    let (fg, own) = unsafe { (libc::tcgetpgrp(0), libc::getpgrp()) };
+    fg != own
 }

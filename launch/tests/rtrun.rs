@@ -747,3 +747,130 @@ fn report_kill_stop_quiet_and_clean() {
     assert!(out.stderr.is_empty(), "{out:?}");
     out.assert_all_clean(3);
 }
+
+/// Every process's command line and environment on this machine, by pid.
+fn every_cmdline_and_environment() -> Vec<(u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        for f in ["cmdline", "environ"] {
+            if let Ok(b) = std::fs::read(e.path().join(f)) {
+                out.push((pid, b));
+            }
+        }
+    }
+    out
+}
+
+/// Through a launch agent, the job secret is in no process's command line or environment
+/// while the job runs (the agent's words are world-readable in `/proc/PID/cmdline`), and
+/// the ranks still authenticate with it: it reaches them on standard input.
+#[test]
+fn launch_agent_secret_in_no_command_line_or_environment() {
+    let mut job = Job::spawn(&[
+        "-n",
+        "3",
+        "--host",
+        "a,b",
+        "--launch-agent",
+        "env RT_TEST_AGENT_HOST={host}",
+        "--kv-addr",
+        "127.0.0.1",
+        "--tag-output",
+        PROG,
+        "secret",
+        "2000",
+    ]);
+    let mut secrets = Vec::new();
+    for r in 0..3 {
+        let l = job.expect_line(&format!("[{r}] secret "));
+        let w: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!(w[2].len(), 64, "{l}");
+        secrets.push(w[2].to_owned());
+    }
+    assert!(secrets.iter().all(|s| *s == secrets[0]), "{secrets:?}");
+    // The ranks are still running (they sleep 2 s between two fences): look everywhere.
+    let seen = every_cmdline_and_environment();
+    assert!(seen.len() > 6, "{} /proc entries", seen.len());
+    for (pid, bytes) in &seen {
+        let hit = bytes.windows(64).any(|w| w == secrets[0].as_bytes());
+        assert!(!hit, "pid {pid} shows the job secret in its command line or environment");
+    }
+    let out = job.wait(LIMIT);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    out.assert_all_clean(3);
+}
+
+/// Through a launch agent, rank 0 reads `rtrun`'s standard input after the secret's line,
+/// whole; the other ranks' input ends after the secret.
+#[test]
+fn launch_agent_forwards_standard_input_to_rank_0() {
+    let args = [
+        "--outcome-file",
+        "/dev/null",
+        "-n",
+        "2",
+        "--host",
+        "a",
+        "--launch-agent",
+        "env RT_TEST_AGENT_HOST={host}",
+        "--kv-addr",
+        "127.0.0.1",
+        "--tag-output",
+        PROG,
+        "stdin",
+    ];
+    let mut child = Command::new(RTRUN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rtrun");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(b"first line\nsecond line\n").unwrap();
+    drop(input);
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(start.elapsed() < LIMIT, "rtrun still running");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("[0] stdin 23 bytes: first line|second line|"), "{stdout}");
+    assert!(stdout.contains("[1] stdin 0 bytes: "), "{stdout}");
+}
+
+/// An agent that closes the rank's standard input (where the secret travels) is refused
+/// when it is a known one, and otherwise fails the ranks at once with the reason, not a
+/// hang.
+#[test]
+fn launch_agent_without_standard_input_fails_clearly() {
+    let out = rtrun(&[
+        "-n",
+        "2",
+        "--host",
+        "a",
+        "--launch-agent",
+        "docker exec {host}",
+        "--kv-addr",
+        "127.0.0.1",
+        PROG,
+        "kv",
+    ]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("docker exec -i"), "{out:?}");
+    // An unknown agent that closes standard input.
+    let dir = std::env::temp_dir().join(format!("rt-closing-agent-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let agent = dir.join("agent");
+    std::fs::write(&agent, "#!/bin/sh\nshift\nexec \"$@\" </dev/null\n").unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let template = format!("{} {{host}}", agent.display());
+    let out = rtrun(&["-n", "2", "--host", "a", "--launch-agent", &template, "--kv-addr", "127.0.0.1", PROG, "kv"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("standard input ended"), "{out:?}");
+    assert!(out.elapsed < Duration::from_secs(20), "{out:?}");
+}

@@ -110,6 +110,14 @@ pub(crate) fn rtrun() -> PathBuf {
     bin_dir().join("rtrun")
 }
 
+/// The launcher's test rank program `rt-testprog` (its module doc lists its commands),
+/// built once per test run.
+pub(crate) fn rt_testprog() -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| cargo_build(&["-p", "runthrough-launch", "--bin", "rt-testprog"]));
+    bin_dir().join("rt-testprog")
+}
+
 /// An example program of the facade crate, built once per test run.
 pub(crate) fn example(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();

@@ -17,9 +17,14 @@
 //! rt-testprog shm [MS]               create the job's shm object, print its name,
 //!                                    sleep MS, finalized, exit 0
 //! rt-testprog fence-dead             rank 1 exits at once, the others fence: expect
-//!                                    PeerExited{1}, print it, finalized
+//!                                    PeerExited{1}, print it, wait for each other's
+//!                                    key, finalized
 //! rt-testprog exited                 rank 1 exits, rank 0 polls Client::exited until
 //!                                    it lists 1
+//! rt-testprog secret MS              connect (the secret authenticates), fence, print
+//!                                    "secret HEX pid PID", sleep MS, fence, finalized
+//! rt-testprog stdin                  connect, then print "stdin N bytes: TEXT" of what
+//!                                    standard input holds after the secret, finalized
 //! ```
 //! CODES and PHASES are comma lists indexed by rank (the last entry repeats).
 //! Exits 3 on unexpected errors, with a message on stderr.
@@ -145,6 +150,24 @@ fn main() {
             c.finalized().unwrap_or_else(|e| fail(e));
             println!("rank {rank} survived");
         }
+        "secret" => {
+            let ms: u64 = arg(&args, 1).parse().unwrap_or_else(|_| fail("bad ms"));
+            let mut c = connect(&env);
+            c.fence(T).unwrap_or_else(|e| fail(format!("fence: {e}")));
+            println!("secret {} pid {}", env.secret, std::process::id());
+            let _ = std::io::stdout().flush();
+            sleep(Duration::from_millis(ms));
+            c.fence(T).unwrap_or_else(|e| fail(format!("fence 2: {e}")));
+            c.finalized().unwrap_or_else(|e| fail(e));
+        }
+        "stdin" => {
+            use std::io::Read as _;
+            let mut c = connect(&env);
+            let mut text = String::new();
+            std::io::stdin().read_to_string(&mut text).unwrap_or_else(|e| fail(format!("stdin: {e}")));
+            println!("stdin {} bytes: {}", text.len(), text.replace('\n', "|"));
+            c.finalized().unwrap_or_else(|e| fail(e));
+        }
         "sleep" => {
             let ms: u64 = arg(&args, 1).parse().unwrap_or_else(|_| fail("bad ms"));
             let mut c = connect(&env);
@@ -184,6 +207,12 @@ fn main() {
                     println!("rank {rank} peer-exited 1 after {}ms", t0.elapsed().as_millis());
                 }
                 other => fail(format!("expected PeerExited, got {other:?}")),
+            }
+            // Nobody exits before every survivor's fence has failed (a slow rank's fence
+            // would otherwise name the first survivor that exited).
+            c.put(&format!("seen/{rank}"), b"1").unwrap_or_else(|e| fail(e));
+            for r in (0..env.size).filter(|&r| r != 1) {
+                c.get(&format!("seen/{r}"), T).unwrap_or_else(|e| fail(format!("seen/{r}: {e}")));
             }
             c.finalized().unwrap_or_else(|e| fail(e));
         }
