@@ -1,0 +1,121 @@
+//! Agreement driving: the engine's side of `validate`, `agree` and the error resolutions
+//! (R12, R27). It owns [`Agreements`] — the instances this process takes part in and the
+//! messages of instances it has not entered yet (a process may enter late) — starts
+//! instances, and services them from the progress loop: feeds them failures and
+//! messages, sends what they produce, and keeps their decisions for the callers.
+
+use std::time::Instant;
+
+use runthrough_ft::{AgreeMsg, Agreement, Decision, Participants, Time};
+
+use super::{Engine, Outgoing};
+use crate::comms::Comms;
+use crate::error::Error;
+use crate::types::{ContextId, Rank};
+
+/// Agreements (validate, agree) this process takes part in, and messages for instances
+/// it has not entered yet (seeds/004: a process may enter late).
+#[derive(Debug, Default)]
+pub(super) struct Agreements {
+    pub(super) running: Vec<(ContextId, Agreement)>,
+    pub(super) early: Vec<(Rank, AgreeMsg)>,
+    pub(super) origin: Option<Instant>,
+    /// An agreement took input since its output was last drained (so progress only
+    /// services agreements when there can be something to send).
+    pub(super) dirty: bool,
+}
+
+/// Messages kept for agreements not entered yet, at most.
+pub(super) const EARLY_AGREE_KEEP: usize = 4096;
+
+/// The agreement sequence bit of error resolutions (R27): their own series per
+/// communicator, beside the validates, agrees and creations the user calls.
+pub(super) const RESOLUTION_SERIES: u32 = 1 << 31;
+
+impl Agreements {
+    pub(super) fn now(&mut self) -> Time {
+        Time::from_duration(self.origin.get_or_insert_with(Instant::now).elapsed())
+    }
+}
+
+impl Engine {
+    /// Enters the agreement number `seq` on the communicator of `ctx` (seeds/000
+    /// §17.7.4, R19, R29): every live member contributes `flag` (ANDed) and the failures
+    /// it knows; all decide the same flag and failed set. Returns the instance id.
+    pub fn agree_start(&mut self, ctx: ContextId, group: &[Rank], seq: u32, flag: u32) -> Result<u64, Error> {
+        self.agree_start_input(ctx, group, seq, runthrough_ft::Input::flag(flag))
+    }
+
+    /// [`Engine::agree_start`] with every agreed input: also a word whose maximum is
+    /// decided and signals whose union is. Agreements whose `seq` has the top bit set
+    /// form a separate series (error resolutions, R27), numbered on their own.
+    pub fn agree_start_input(
+        &mut self,
+        ctx: ContextId,
+        group: &[Rank],
+        seq: u32,
+        input: runthrough_ft::Input,
+    ) -> Result<u64, Error> {
+        if !group.contains(&self.st.me) {
+            return Err(Error::ApiMisuse("agreement by a non-member"));
+        }
+        let participants =
+            Participants::new(group.iter().map(|r| r.0).collect()).map_err(|_| Error::InvalidArg("agreement group"))?;
+        let instance = (u64::from(ctx.0 & !1) << 32) | u64::from(seq);
+        let known: Vec<u32> = group.iter().map(|r| r.0).filter(|r| self.st.failures.contains(*r)).collect();
+        let now = self.st.agree.now();
+        // `with_input` takes the job rank (it finds the participant index itself).
+        let mut a =
+            Agreement::with_input(std::sync::Arc::new(participants), self.st.me.0, instance, input, &known, now);
+        let (early, rest): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.st.agree.early).into_iter().partition(|(_, m)| m.instance() == instance);
+        self.st.agree.early = rest;
+        for (from, m) in early {
+            a.handle_message(from.0, m, now);
+        }
+        // What older agreements still have to say goes out before any is dropped (a
+        // coordinator that just decided has its commits still to send).
+        self.agree_service();
+        // Older agreements of this communicator's series have served their late
+        // participants (the next one needs every live member's report, sent only after
+        // it decided the older one).
+        let series = |inst: u64| inst as u32 & RESOLUTION_SERIES;
+        self.st.agree.running.retain(|(c, x)| {
+            !Comms::same_comm(*c, ctx) || series(x.instance()) != series(instance) || x.decision().is_none()
+        });
+        self.st.agree.running.push((ctx, a));
+        self.agree_service();
+        Ok(instance)
+    }
+
+    /// The decision of agreement `instance`, once reached (then it is final).
+    pub fn agree_decision(&self, instance: u64) -> Option<Decision> {
+        self.st.agree.running.iter().find(|(_, a)| a.instance() == instance).and_then(|(_, a)| a.decision().cloned())
+    }
+
+    /// Sends what the agreements want sent.
+    pub(super) fn agree_service(&mut self) {
+        let Engine { transport, st } = self;
+        st.agree.dirty = false;
+        let mut out = Vec::new();
+        for (_, a) in &mut st.agree.running {
+            while let Some((to, m)) = a.poll_transmit() {
+                out.push((Rank(to), m));
+            }
+        }
+        for (to, m) in out {
+            if to.0 as usize >= st.peers.len() || st.peers[to.0 as usize].failed {
+                continue;
+            }
+            let mut bytes = Vec::with_capacity(m.encoded_len());
+            m.encode(&mut bytes);
+            if st.peers[to.0 as usize].pending.is_empty() {
+                if let Some(back) = st.try_post(transport, to, Outgoing::Agree(bytes)) {
+                    st.queue(to, back);
+                }
+            } else {
+                st.queue(to, Outgoing::Agree(bytes));
+            }
+        }
+    }
+}
