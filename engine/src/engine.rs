@@ -17,12 +17,11 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
-use runthrough_ft::failure_set::FailureSet;
 use runthrough_ft::Msg;
 
 use crate::comms::Comms;
-use crate::matching::{PostedQueue, UnexpectedQueue};
 use crate::note::Note;
 use crate::request::Slab;
 use crate::transport::{AnyTransport, Caps, Event, Transport};
@@ -41,9 +40,14 @@ mod requests;
 mod send;
 
 use agreement::{Agreements, EARLY_AGREE_KEEP, RESOLUTION_SERIES};
-use failure::Ft;
+use cancel::Cancels;
+use comm_state::CommFlags;
+use departure::Departure;
+use failure::Failures;
+use recv::Receiving;
 pub use rendezvous::CHOICE_SAMPLES;
-use rendezvous::{choice_bucket, ChunkRead, Pull, PullChoice, CHOICE_BUCKETS};
+use rendezvous::{choice_bucket, Pull, Rendezvous};
+use send::Sending;
 
 /// Default largest payload sent eagerly (bytes); larger messages use rendezvous.
 pub const DEFAULT_EAGER_LIMIT_BYTES: usize = 16 * 1024;
@@ -171,62 +175,36 @@ pub struct Stats {
     pub streamed: u64,
 }
 
-/// Everything but the transport, so a transport callback can borrow it mutably.
+/// Everything but the transport, so a transport callback can borrow it mutably: what
+/// every part uses (the rank, the tunables, the requests, the peers, the communicators),
+/// and each part's own state, defined in its module.
 #[derive(Debug)]
 struct State {
     me: Rank,
     cfg: Config,
     caps: Caps,
-    eager_max: usize,
-    chunk: usize,
     reqs: Slab,
-    posted: PostedQueue<ReqId>,
-    unexpected: UnexpectedQueue<UnexpEntry>,
     peers: Vec<Peer>,
-    queued: usize,
     /// Shared with a background thread without the lock: see [`Pulse`].
-    pulse: std::sync::Arc<Pulse>,
-    pulls: Vec<Pull>,
-    /// Asynchronous reads in flight, by operation id (never reused): which receive and
-    /// where in its buffer the read's bytes go.
-    reads: std::collections::HashMap<u64, ChunkRead>,
-    next_read: u64,
-    /// What [`Config::cma_choose`] measured so far, per size ([`choice_bucket`]).
-    choice: [PullChoice; CHOICE_BUCKETS],
-    newly_failed: Vec<Rank>,
-    pool: Vec<Vec<u8>>,
+    pulse: Arc<Pulse>,
     stats: Stats,
     comms: Comms,
-    failures: FailureSet,
-    /// Exposures of finished sends, withdrawn at the next progress.
-    unexpose: Vec<RemoteRegion>,
-    ft: Option<Ft>,
+    /// Sending (`send.rs`).
+    send: Sending,
+    /// The matching queues (`recv.rs`).
+    recv: Receiving,
+    /// Rendezvous pulls and reads (`rendezvous.rs`).
+    rdv: Rendezvous,
+    /// The detector and the failed set (`failure.rs`).
+    fail: Failures,
+    /// The collective area and the communicator-notice flags (`comm_state.rs`).
+    cs: CommFlags,
+    /// Agreements running and early (`agreement.rs`).
     agree: Agreements,
-    /// The node's collective area, when shared-memory collectives are on.
-    shm_coll: Option<std::sync::Arc<crate::coll::ShmColl>>,
-    /// This rank is finalizing (departure handshake sent): its detector no longer
-    /// judges others (see [`Engine::begin_departure`]).
-    departing: bool,
-    /// Peers whose `Bye` arrived and still has to be answered and applied.
-    byes: Vec<Rank>,
-    /// Communicator notices read from the wire (with their sender), applied after the
-    /// poll.
-    notes_in: Vec<(Rank, Note)>,
-    /// Some communicator has had a signal (R27): resolutions are serviced.
-    propagating: bool,
-    /// Some communicator was broken or has had a signal: new operations look at their
-    /// communicator's state (`comm_takes`). Never reset: it costs a lookup, not more.
-    comm_notices: bool,
-    /// Notices for communicators this process has not created yet (bounded).
-    early_notes: Vec<(Rank, Note)>,
-    /// Witnessed mode (R32): the detector's verdicts and the transports' evidence wait in
-    /// `suspects` for the witness (the launcher) before they fail a peer.
-    witnessed: bool,
-    /// Ranks suspected and not yet handed to the witness ([`Engine::take_suspects`]).
-    suspects: Vec<Rank>,
-    /// Cancels of sends asked of their receivers ([`Engine::cancel_send`]), by (peer,
-    /// sequence number): the send request if it still had one, and the answer once it came.
-    cancels: std::collections::HashMap<(u32, u32), (Option<ReqId>, Option<bool>)>,
+    /// Departure and wire notices (`departure.rs`).
+    dep: Departure,
+    /// Cancels of sends (`cancel.rs`).
+    cancel: Cancels,
 }
 
 /// The progress engine of one process.
@@ -290,36 +268,19 @@ impl Engine {
                 me,
                 cfg,
                 caps,
-                eager_max,
-                chunk,
                 reqs: Slab::default(),
-                posted: PostedQueue::default(),
-                unexpected: UnexpectedQueue::default(),
                 peers: (0..size).map(|_| Peer::default()).collect(),
-                queued: 0,
-                pulse: std::sync::Arc::default(),
-                pulls: Vec::new(),
-                reads: std::collections::HashMap::new(),
-                next_read: 0,
-                choice: [PullChoice::default(); CHOICE_BUCKETS],
-                newly_failed: Vec::new(),
-                witnessed: false,
-                suspects: Vec::new(),
-                pool: Vec::new(),
+                pulse: Arc::default(),
                 stats: Stats::default(),
                 comms: Comms::default(),
-                failures: FailureSet::new(size),
-                unexpose: Vec::new(),
-                ft: None,
+                send: Sending::new(eager_max, chunk),
+                recv: Receiving::new(),
+                rdv: Rendezvous::new(),
+                fail: Failures::new(size),
+                cs: CommFlags::new(),
                 agree: Agreements::default(),
-                shm_coll: None,
-                departing: false,
-                byes: Vec::new(),
-                notes_in: Vec::new(),
-                propagating: false,
-                comm_notices: false,
-                early_notes: Vec::new(),
-                cancels: std::collections::HashMap::new(),
+                dep: Departure::new(),
+                cancel: Cancels::new(),
             },
         }
     }
@@ -341,7 +302,7 @@ impl Engine {
 
     /// Largest payload sent eagerly.
     pub fn eager_limit(&self) -> usize {
-        self.st.eager_max
+        self.st.send.eager_max
     }
 
     /// The libfabric transport's counters, when every peer is on libfabric.
@@ -370,7 +331,7 @@ impl Engine {
     /// Whether any work is still queued for a busy transport, or sent data is still in
     /// the transport's hands (finalize waits for neither to remain).
     pub fn has_queued(&self) -> bool {
-        self.st.queued > 0 || !self.transport.is_idle()
+        self.st.send.queued > 0 || !self.transport.is_idle()
     }
 
     /// Drives communication: drains the transport, runs pulls, retries queued work.
@@ -384,32 +345,32 @@ impl Engine {
         let Engine { transport, st } = self;
         let n = transport.poll(POLL_BUDGET, |ev| st.on_event(ev));
         st.run_pulls(transport, true);
-        if !st.byes.is_empty() {
+        if !st.dep.byes.is_empty() {
             self.answer_byes();
         }
-        if !self.st.notes_in.is_empty() {
+        if !self.st.dep.notes_in.is_empty() {
             self.apply_notes();
         }
-        if self.st.propagating {
+        if self.st.cs.propagating {
             self.resolutions_service();
         }
         let Engine { transport, st } = self;
-        if !st.newly_failed.is_empty() {
+        if !st.fail.newly_failed.is_empty() {
             let failed = st.take_newly_failed();
             for peer in failed {
                 self.fail_peer(peer);
             }
             return n;
         }
-        if st.queued > 0 {
+        if st.send.queued > 0 {
             st.flush(transport);
         }
-        if !st.unexpose.is_empty() {
-            for region in st.unexpose.drain(..) {
+        if !st.send.unexpose.is_empty() {
+            for region in st.send.unexpose.drain(..) {
                 transport.unexpose(region);
             }
         }
-        if st.ft.as_ref().is_some_and(|f| f.dirty) {
+        if st.fail.ft.as_ref().is_some_and(|f| f.dirty) {
             self.ft_service();
         }
         if self.st.agree.dirty {
@@ -426,7 +387,7 @@ impl Engine {
     /// Recomputes [`Pulse::needs_lock`] (lock held): suspects for the witness, an
     /// exclusion to act on, or futures waiting for a waker.
     pub fn refresh_pulse(&self) {
-        let needs = !self.st.suspects.is_empty() || self.is_excluded() || self.st.reqs.has_wakers();
+        let needs = !self.st.fail.suspects.is_empty() || self.is_excluded() || self.st.reqs.has_wakers();
         self.st.pulse.attention.store(needs, Ordering::Relaxed);
     }
 }
@@ -437,7 +398,7 @@ impl State {
             Event::Received { peer, bytes } => self.on_record(peer, bytes),
             Event::PeerError { peer, cause } => {
                 tracing::debug!(peer = peer.0, %cause, "transport reports peer error");
-                self.newly_failed.push(peer);
+                self.fail.newly_failed.push(peer);
             }
             Event::ReadDone { op, data } => self.read_done(op.0, data),
             Event::Sent(_) => {}

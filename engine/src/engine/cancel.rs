@@ -3,10 +3,26 @@
 //! the receiver; the receiver withdraws it if it still waits unmatched in its unexpected
 //! queue and answers either way.
 
+use std::collections::HashMap;
+
 use super::{Engine, State, Unexp, UnexpEntry};
 use crate::note::Note;
 use crate::request::{Kind, Request};
 use crate::types::{Rank, ReqId};
+
+/// Cancels of sends asked of their receivers ([`Engine::cancel_send`]).
+#[derive(Debug)]
+pub(super) struct Cancels {
+    /// By (peer, sequence number): the send request if it still had one, and the answer
+    /// once it came.
+    pub(super) asked: HashMap<(u32, u32), (Option<ReqId>, Option<bool>)>,
+}
+
+impl Cancels {
+    pub(super) fn new() -> Self {
+        Self { asked: HashMap::new() }
+    }
+}
 
 impl Engine {
     /// The sequence number the next message to `peer` takes (0 for a rank out of range).
@@ -20,10 +36,10 @@ impl Engine {
     /// departed peer (the answer is then `false`).
     pub(crate) fn cancel_send(&mut self, peer: Rank, seq: u32, sreq: Option<ReqId>) {
         let Some(p) = self.st.peers.get(peer.0 as usize) else { return };
-        if p.failed || p.departed || self.st.cancels.contains_key(&(peer.0, seq)) {
+        if p.failed || p.departed || self.st.cancel.asked.contains_key(&(peer.0, seq)) {
             return;
         }
-        self.st.cancels.insert((peer.0, seq), (sreq, None));
+        self.st.cancel.asked.insert((peer.0, seq), (sreq, None));
         self.st.post_or_queue_note(peer, Note::CancelSend { seq });
     }
 
@@ -34,12 +50,12 @@ impl Engine {
     pub(crate) fn take_cancel_outcome(&mut self, peer: Rank, seq: u32) -> Option<bool> {
         let key = (peer.0, seq);
         let gone = self.st.peers.get(peer.0 as usize).is_none_or(|p| p.failed || p.departed);
-        match self.st.cancels.get(&key) {
+        match self.st.cancel.asked.get(&key) {
             None => Some(false),
             Some((_, None)) if !gone => None,
             Some((_, answer)) => {
                 let out = answer.unwrap_or(false);
-                self.st.cancels.remove(&key);
+                self.st.cancel.asked.remove(&key);
                 Some(out)
             }
         }
@@ -53,7 +69,7 @@ impl State {
     /// already matched, held out of order or not arrived yet is left alone: it is or will
     /// be received, which the answer `false` tells the sender.
     pub(super) fn withdraw(&mut self, peer: Rank, seq: u32) {
-        let found = self.unexpected.remove_where(|_, e| e.peer == peer && e.seq == seq);
+        let found = self.recv.unexpected.remove_where(|_, e| e.peer == peer && e.seq == seq);
         let cancelled = found.is_some();
         if let Some((_, UnexpEntry { data: Unexp::Eager(v), .. })) = found {
             self.recycle(v);
@@ -66,7 +82,7 @@ impl State {
     /// send request completes now (its exposure withdrawn); an eager send completed when
     /// the transport took it.
     pub(super) fn cancel_answered(&mut self, peer: Rank, seq: u32, cancelled: bool) {
-        let Some((sreq, answer)) = self.cancels.get_mut(&(peer.0, seq)) else {
+        let Some((sreq, answer)) = self.cancel.asked.get_mut(&(peer.0, seq)) else {
             return self.stray(peer, "cancel answer for no cancel");
         };
         *answer = Some(cancelled);

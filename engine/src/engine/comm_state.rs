@@ -5,20 +5,41 @@
 //! engine's entry points to it and the rule that new operations look at it
 //! (`State::comm_takes`).
 
+use std::sync::Arc;
+
 use super::{Engine, Outgoing, State};
+use crate::coll::ShmColl;
 use crate::comms::{Broken, Comms};
 use crate::error::Error;
 use crate::matching::{Arrival, Pattern};
 use crate::note::Note;
 use crate::types::{ContextId, Rank, ReqId, Tag};
 
+/// The communicators' shared parts: the node's collective area, and whether any communicator has a state new operations must look at.
+#[derive(Debug)]
+pub(super) struct CommFlags {
+    /// The node's collective area, when shared-memory collectives are on.
+    pub(super) shm_coll: Option<Arc<ShmColl>>,
+    /// Some communicator has had a signal (R27): resolutions are serviced.
+    pub(super) propagating: bool,
+    /// Some communicator was broken or has had a signal: new operations look at their
+    /// communicator's state (`comm_takes`). Never reset: it costs a lookup, not more.
+    pub(super) comm_notices: bool,
+}
+
+impl CommFlags {
+    pub(super) fn new() -> Self {
+        Self { shm_coll: None, propagating: false, comm_notices: false }
+    }
+}
+
 impl Engine {
     /// Registers a communicator: its point-to-point context (even; the next one is its
     /// collective context) and its group in world ranks.
     pub fn register_comm(&mut self, ctx: ContextId, group: &[Rank]) {
-        let slot = self.st.shm_coll.as_ref().and_then(|s| s.slot_for(ctx, group));
+        let slot = self.st.cs.shm_coll.as_ref().and_then(|s| s.slot_for(ctx, group));
         self.st.comms.register(ctx, group, slot);
-        if let (Some(slot), Some(sc)) = (slot, &self.st.shm_coll) {
+        if let (Some(slot), Some(sc)) = (slot, &self.st.cs.shm_coll) {
             sc.set_state(slot, true, true);
         }
         // Members that revoked it, signalled on it or entered its resolution before this
@@ -31,10 +52,10 @@ impl Engine {
             _ => false,
         };
         let (early, rest): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.st.early_notes).into_iter().partition(|(_, n)| mine(n));
-        self.st.early_notes = rest;
+            std::mem::take(&mut self.st.dep.early_notes).into_iter().partition(|(_, n)| mine(n));
+        self.st.dep.early_notes = rest;
         if !early.is_empty() {
-            self.st.notes_in.extend(early);
+            self.st.dep.notes_in.extend(early);
             self.apply_notes();
         }
     }
@@ -87,7 +108,7 @@ impl Engine {
             return;
         }
         c.broken = Some(broken);
-        self.st.comm_notices = true;
+        self.st.cs.comm_notices = true;
         self.st.stop_shm_collectives(key);
         tracing::debug!(ctx = key.0, ?broken, "communicator broken");
         let err = broken.error();
@@ -95,12 +116,12 @@ impl Engine {
         let on_comm = |c: ContextId| c == key || c == coll;
         // Posted receives fail; receives already pulling or streaming finish (their
         // sender keeps its buffer exposed until they do).
-        while let Some((_, id)) = self.st.posted.remove_where(|pat, _| on_comm(pat.ctx)) {
+        while let Some((_, id)) = self.st.recv.posted.remove_where(|pat, _| on_comm(pat.ctx)) {
             self.st.set_outcome(id, Err(err.clone()));
         }
         // Buffered messages are dropped; a buffered rendezvous is answered with Discard.
         for pattern in [Pattern { ctx: key, src: None, tag: None }, Pattern { ctx: coll, src: None, tag: None }] {
-            while let Some((_, e)) = self.st.unexpected.take_match(&pattern) {
+            while let Some((_, e)) = self.st.recv.unexpected.take_match(&pattern) {
                 self.st.drop_unexpected(e);
             }
         }
@@ -117,14 +138,14 @@ impl Engine {
     /// whose members all share the segment ([`crate::coll::ShmColl`]). Every rank of the
     /// job must make the same choice.
     pub fn enable_shm_coll(&mut self, mut coll: crate::coll::ShmColl) {
-        coll.tune(self.st.cfg.spin_polls, self.st.cfg.oversubscribed, self.st.eager_max.max(1));
-        self.st.shm_coll = Some(std::sync::Arc::new(coll));
+        coll.tune(self.st.cfg.spin_polls, self.st.cfg.oversubscribed, self.st.send.eager_max.max(1));
+        self.st.cs.shm_coll = Some(std::sync::Arc::new(coll));
     }
 
     /// The collective area, when shared-memory collectives are on (a communicator keeps
     /// it to start collectives without the engine lock).
     pub fn shm_coll(&self) -> Option<std::sync::Arc<crate::coll::ShmColl>> {
-        self.st.shm_coll.clone()
+        self.st.cs.shm_coll.clone()
     }
 
     /// The slot of the communicator of `ctx` in the collective area, if it has one.
@@ -157,7 +178,7 @@ impl Engine {
     /// known (R8). Empty for an unknown context.
     pub fn failed_in(&self, ctx: ContextId) -> Vec<u32> {
         let Some(c) = self.st.comms.get(ctx) else { return Vec::new() };
-        self.st.failures.in_order().iter().filter_map(|w| c.local_rank(Rank(*w))).collect()
+        self.st.fail.failures.in_order().iter().filter_map(|w| c.local_rank(Rank(*w))).collect()
     }
 
     /// Whether ANY_SOURCE receives on the communicator of `ctx` are enabled (R13).
@@ -196,7 +217,7 @@ impl Engine {
         let seq = c.coll_seq;
         c.coll_seq = c.coll_seq.wrapping_add(1);
         let tag = Tag((((c.epoch & 0x1ff) << 21) | (seq & 0x1f_ffff)) as i32);
-        let shm = match (c.shm_slot, &self.st.shm_coll) {
+        let shm = match (c.shm_slot, &self.st.cs.shm_coll) {
             (Some(slot), Some(coll)) => Some(crate::coll::ShmPath { slot, gen: coll.fail_gen() }),
             _ => None,
         };
@@ -219,7 +240,7 @@ impl Engine {
         c.set_recognized(rec);
         c.epoch = c.epoch.wrapping_add(1);
         c.coll_seq = 0;
-        if let (Some(slot), Some(sc)) = (c.shm_slot, &self.st.shm_coll) {
+        if let (Some(slot), Some(sc)) = (c.shm_slot, &self.st.cs.shm_coll) {
             sc.new_epoch(slot, c.epoch);
             sc.set_state(slot, c.active, pristine);
         }
@@ -228,6 +249,7 @@ impl Engine {
         let stale = |a: &Arrival| a.ctx == coll && ((a.tag.0 as u32) >> 21) != epoch;
         while self
             .st
+            .recv
             .unexpected
             .take_match_where(&Pattern { ctx: coll, src: None, tag: None }, |a, _| stale(a))
             .is_some()
@@ -260,7 +282,7 @@ impl State {
     /// Members waiting in a shared-memory collective on the communicator of `ctx` stop
     /// waiting, and new ones take the locked path (broken or resolving communicator).
     pub(super) fn stop_shm_collectives(&self, ctx: ContextId) {
-        if let (Some(slot), Some(sc)) = (self.comms.get(ctx).and_then(|c| c.shm_slot), &self.shm_coll) {
+        if let (Some(slot), Some(sc)) = (self.comms.get(ctx).and_then(|c| c.shm_slot), &self.cs.shm_coll) {
             sc.set_state(slot, false, false);
             sc.note_failure();
         }

@@ -8,6 +8,27 @@ use crate::comms::Broken;
 use crate::note::Note;
 use crate::types::{ContextId, Rank};
 
+/// Departure and the notices read from the wire.
+#[derive(Debug)]
+pub(super) struct Departure {
+    /// This rank is finalizing (departure handshake sent): its detector no longer
+    /// judges others (see [`Engine::begin_departure`]).
+    pub(super) departing: bool,
+    /// Peers whose `Bye` arrived and still has to be answered and applied.
+    pub(super) byes: Vec<Rank>,
+    /// Communicator notices read from the wire (with their sender), applied after the
+    /// poll.
+    pub(super) notes_in: Vec<(Rank, Note)>,
+    /// Notices for communicators this process has not created yet (bounded).
+    pub(super) early_notes: Vec<(Rank, Note)>,
+}
+
+impl Departure {
+    pub(super) fn new() -> Self {
+        Self { departing: false, byes: Vec::new(), notes_in: Vec::new(), early_notes: Vec::new() }
+    }
+}
+
 /// Revoke/corrupt notices kept for communicators not created yet, at most.
 pub(super) const EARLY_NOTES_KEEP: usize = 256;
 
@@ -18,10 +39,10 @@ impl Engine {
     /// from that silence would be false) — a verdict only ends the wait for that peer.
     /// Poll [`Engine::departure_pending`] with [`Engine::progress`] until it is 0.
     pub fn begin_departure(&mut self) {
-        if self.st.departing {
+        if self.st.dep.departing {
             return;
         }
-        self.st.departing = true;
+        self.st.dep.departing = true;
         let me = self.st.me.0 as usize;
         for i in 0..self.st.peers.len() {
             if i == me || self.st.peers[i].failed {
@@ -40,7 +61,7 @@ impl Engine {
     /// Applies the communicator notices read (revoke, corrupt): outside the transport
     /// poll, as applying one sends (it is forwarded to every member).
     pub(super) fn apply_notes(&mut self) {
-        for (from, n) in std::mem::take(&mut self.st.notes_in) {
+        for (from, n) in std::mem::take(&mut self.st.dep.notes_in) {
             let ctx = match n {
                 Note::Revoke { ctx } | Note::Corrupt { ctx } | Note::Signal { ctx, .. } | Note::Mark { ctx, .. } => {
                     ContextId(ctx)
@@ -55,8 +76,9 @@ impl Engine {
                     Note::Mark { epoch, .. } => self.mark_from(ctx, from, epoch),
                     _ => {}
                 }
-            } else if self.st.early_notes.len() < EARLY_NOTES_KEEP && !self.st.early_notes.contains(&(from, n)) {
-                self.st.early_notes.push((from, n));
+            } else if self.st.dep.early_notes.len() < EARLY_NOTES_KEEP && !self.st.dep.early_notes.contains(&(from, n))
+            {
+                self.st.dep.early_notes.push((from, n));
             }
         }
     }
@@ -64,13 +86,13 @@ impl Engine {
     /// Answers the `Bye`s read: a `ByeAck` first (nothing is sent to a departed peer),
     /// then the departure is applied; a busy transport defers both to the next progress.
     pub(super) fn answer_byes(&mut self) {
-        for peer in std::mem::take(&mut self.st.byes) {
+        for peer in std::mem::take(&mut self.st.dep.byes) {
             if self.is_failed(peer) {
                 continue;
             }
             let Engine { transport, st } = self;
             match st.try_post(transport, peer, Outgoing::Note(Note::ByeAck)) {
-                Some(_) => st.byes.push(peer),
+                Some(_) => st.dep.byes.push(peer),
                 None => {
                     tracing::debug!(rank = peer.0, "peer said bye: departed");
                     self.peer_departed(peer);

@@ -4,6 +4,7 @@
 //! with `RankFailStop` and discards its protocol work, from outside the protocols (R9,
 //! R17), after draining what the transport still held from it.
 
+use runthrough_ft::failure_set::FailureSet;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -15,6 +16,34 @@ use crate::error::Error;
 use crate::request::{Kind, RecvPhase};
 use crate::transport::Transport;
 use crate::types::{ContextId, Rank};
+
+/// What the engine knows of failures: the detector, the failed set, the peers failed since the last poll, and suspects waiting for the witness.
+#[derive(Debug)]
+pub(super) struct Failures {
+    /// The failure detector, once enabled.
+    pub(super) ft: Option<Ft>,
+    /// The ranks known failed.
+    pub(super) failures: FailureSet,
+    /// Peers failed since the last poll, to be handled by `fail_peer`.
+    pub(super) newly_failed: Vec<Rank>,
+    /// Witnessed mode (R32): the detector's verdicts and the transports' evidence wait in
+    /// `suspects` for the witness (the launcher) before they fail a peer.
+    pub(super) witnessed: bool,
+    /// Ranks suspected and not yet handed to the witness ([`Engine::take_suspects`]).
+    pub(super) suspects: Vec<Rank>,
+}
+
+impl Failures {
+    pub(super) fn new(size: u32) -> Self {
+        Self {
+            ft: None,
+            failures: FailureSet::new(size),
+            newly_failed: Vec::new(),
+            witnessed: false,
+            suspects: Vec::new(),
+        }
+    }
+}
 
 /// The failure detector as the engine drives it (DESIGN §3).
 #[derive(Debug)]
@@ -46,8 +75,8 @@ impl Engine {
     /// their timeout windows now).
     pub fn enable_ft(&mut self, cfg: runthrough_ft::Config) {
         let mut det = Detector::new(self.st.me.0, self.size(), cfg, Time::ZERO);
-        det.set_witnessed(self.st.witnessed);
-        self.st.ft = Some(Ft {
+        det.set_witnessed(self.st.fail.witnessed);
+        self.st.fail.ft = Some(Ft {
             observed: det.observing(),
             det,
             origin: Instant::now(),
@@ -67,8 +96,8 @@ impl Engine {
     /// is certain stays direct: the launcher's own notices and a shared-memory peer's
     /// process exit (its pidfd) call [`Engine::fail_peer`] themselves.
     pub fn set_witnessed(&mut self, on: bool) {
-        self.st.witnessed = on;
-        if let Some(ft) = self.st.ft.as_mut() {
+        self.st.fail.witnessed = on;
+        if let Some(ft) = self.st.fail.ft.as_mut() {
             ft.det.set_witnessed(on);
         }
     }
@@ -76,14 +105,14 @@ impl Engine {
     /// The ranks suspected since the last call (witnessed mode), each once while it is
     /// neither failed nor confirmed.
     pub fn take_suspects(&mut self) -> Vec<Rank> {
-        std::mem::take(&mut self.st.suspects)
+        std::mem::take(&mut self.st.fail.suspects)
     }
 
     /// The witness refused the suspicion of `peer` (R31, R32: the launcher still hears
     /// from it during its start-up): the detector drops it and gives `peer` a fresh
     /// window, after which, silent still, it is suspected again.
     pub fn refute_suspect(&mut self, peer: Rank) {
-        if let Some(ft) = self.st.ft.as_mut() {
+        if let Some(ft) = self.st.fail.ft.as_mut() {
             let now = ft.now();
             ft.det.handle_refuted(peer.0, now);
         }
@@ -92,18 +121,18 @@ impl Engine {
 
     /// Whether the detector runs.
     pub fn ft_enabled(&self) -> bool {
-        self.st.ft.is_some()
+        self.st.fail.ft.is_some()
     }
 
     /// Whether the others declared this process failed (it must stop, never rejoin).
     pub fn is_excluded(&self) -> bool {
-        self.st.ft.as_ref().is_some_and(|f| f.excluded)
+        self.st.fail.ft.as_ref().is_some_and(|f| f.excluded)
     }
 
     /// Drives the detector's clock: expired timers, heartbeats and notices to send,
     /// failures to apply. Called periodically by the runtime's progress thread.
     pub fn ft_tick(&mut self) {
-        if let Some(ft) = self.st.ft.as_mut() {
+        if let Some(ft) = self.st.fail.ft.as_mut() {
             let now = ft.now();
             if std::mem::take(&mut ft.observed_spoke) {
                 if let Some(p) = ft.observed {
@@ -121,7 +150,7 @@ impl Engine {
     pub(super) fn ft_service(&mut self) {
         loop {
             let Engine { transport, st } = self;
-            let Some(ft) = st.ft.as_mut() else { return };
+            let Some(ft) = st.fail.ft.as_mut() else { return };
             ft.dirty = false;
             ft.observed = ft.det.observing();
             let mut failed = Vec::new();
@@ -129,13 +158,13 @@ impl Engine {
             while let Some(ev) = ft.det.poll_event() {
                 match ev {
                     // Departing: see `begin_departure`; the verdict only ends the wait.
-                    FtEvent::Failed { rank, .. } if st.departing => {
+                    FtEvent::Failed { rank, .. } if st.dep.departing => {
                         if let Some(p) = st.peers.get_mut(rank as usize) {
                             p.awaiting_bye_ack = false;
                         }
                     }
                     FtEvent::Failed { rank, .. } => failed.push(Rank(rank)),
-                    FtEvent::Suspected { rank } if !st.departing => suspected.push(Rank(rank)),
+                    FtEvent::Suspected { rank } if !st.dep.departing => suspected.push(Rank(rank)),
                     FtEvent::Excluded => {
                         ft.excluded = true;
                         st.pulse.attention.store(true, Ordering::Relaxed);
@@ -147,7 +176,7 @@ impl Engine {
             for r in suspected {
                 st.suspect(r);
             }
-            let Some(ft) = st.ft.as_mut() else { return };
+            let Some(ft) = st.fail.ft.as_mut() else { return };
             let mut out = Vec::new();
             while let Some((to, msg)) = ft.det.poll_transmit() {
                 out.push((Rank(to), msg));
@@ -155,7 +184,7 @@ impl Engine {
             for (to, msg) in out {
                 if to.0 >= st.peers.len() as u32
                     || st.peers[to.0 as usize].failed && !matches!(msg, Msg::Notice { .. })
-                    || st.departing && matches!(msg, Msg::Notice { .. })
+                    || st.dep.departing && matches!(msg, Msg::Notice { .. })
                 {
                     continue;
                 }
@@ -191,7 +220,7 @@ impl Engine {
 
     /// World ranks known failed, in the order they became known.
     pub fn failed_ranks(&self) -> &[u32] {
-        self.st.failures.in_order()
+        self.st.fail.failures.in_order()
     }
 
     /// Hands every record the transports hold to the engine (bounded).
@@ -212,7 +241,7 @@ impl Engine {
             self.fail_peer(p);
         }
         let Engine { transport, st } = self;
-        if st.queued > 0 {
+        if st.send.queued > 0 {
             st.flush(transport);
         }
     }
@@ -227,7 +256,7 @@ impl Engine {
         }
         self.drain();
         self.st.fail_peer(peer);
-        if let Some(ft) = self.st.ft.as_mut() {
+        if let Some(ft) = self.st.fail.ft.as_mut() {
             let now = ft.now();
             ft.det.handle_local_failure(peer.0, now);
         }
@@ -240,7 +269,7 @@ impl Engine {
         // Sends the failure completed withdraw their exposure now, not at a later
         // progress: their buffers may be the user's again once released (R30).
         let Engine { transport, st } = self;
-        for region in st.unexpose.drain(..) {
+        for region in st.send.unexpose.drain(..) {
             transport.unexpose(region);
         }
     }
@@ -250,9 +279,9 @@ impl State {
     /// Records a suspicion for the witness (R32), once per rank not already failed.
     pub(super) fn suspect(&mut self, peer: Rank) {
         let known = self.peers.get(peer.0 as usize).is_none_or(|p| p.failed);
-        if !known && !self.suspects.contains(&peer) {
+        if !known && !self.fail.suspects.contains(&peer) {
             tracing::debug!(peer = peer.0, "suspected: asking the witness");
-            self.suspects.push(peer);
+            self.fail.suspects.push(peer);
             self.pulse.attention.store(true, Ordering::Relaxed);
         }
     }
@@ -260,8 +289,8 @@ impl State {
     /// The peers the transports found in error since the last call; in witnessed mode
     /// (R32) they become suspicions instead (a fabric error may be a partition).
     pub(super) fn take_newly_failed(&mut self) -> Vec<Rank> {
-        let v = std::mem::take(&mut self.newly_failed);
-        if !self.witnessed {
+        let v = std::mem::take(&mut self.fail.newly_failed);
+        if !self.fail.witnessed {
             return v;
         }
         for p in v {
@@ -277,7 +306,7 @@ impl State {
         if !c.wildcard_disabled {
             return None;
         }
-        self.failures.in_order().iter().rev().find_map(|w| c.local_rank(Rank(*w)))
+        self.fail.failures.in_order().iter().rev().find_map(|w| c.local_rank(Rank(*w)))
     }
 
     pub(super) fn fail_peer(&mut self, peer: Rank) {
@@ -288,14 +317,14 @@ impl State {
         p.failed = true;
         let departed = p.departed;
         if !departed {
-            self.failures.insert(peer.0);
+            self.fail.failures.insert(peer.0);
         }
         p.held.clear();
         let dropped = p.pending.len();
         p.pending.clear();
         // Its reads in flight may never report (their receives fail below).
-        self.reads.retain(|_, r| r.peer != peer);
-        self.queued -= dropped;
+        self.rdv.reads.retain(|_, r| r.peer != peer);
+        self.send.queued -= dropped;
         tracing::debug!(peer = peer.0, "failing requests of failed peer");
         // R13: every communicator containing the failed rank disables its wildcards.
         let containing = if departed { Vec::new() } else { self.comms.containing(peer) };
@@ -310,7 +339,7 @@ impl State {
                 if !c.recognized.contains(&local) {
                     // R18: collectively inactive until validated.
                     c.active = false;
-                    if let (Some(slot), Some(sc)) = (c.shm_slot, &self.shm_coll) {
+                    if let (Some(slot), Some(sc)) = (c.shm_slot, &self.cs.shm_coll) {
                         sc.set_state(slot, false, false);
                     }
                     fresh.push((ctx, local));
@@ -318,7 +347,7 @@ impl State {
             }
         }
         // After the states: a collective that sees the new generation also sees them.
-        if let Some(sc) = &self.shm_coll {
+        if let Some(sc) = &self.cs.shm_coll {
             sc.note_failure();
         }
         // R17: receives of collectives in progress on those communicators fail, so no
@@ -326,7 +355,7 @@ impl State {
         // sender waits on a receiver).
         for (ctx, local) in &fresh {
             let coll = ContextId(ctx.0 | 1);
-            while let Some((_, id)) = self.posted.remove_where(|pat, _| pat.ctx == coll) {
+            while let Some((_, id)) = self.recv.posted.remove_where(|pat, _| pat.ctx == coll) {
                 self.set_outcome(id, Err(Error::RankFailStop { rank: *local }));
             }
         }
@@ -340,7 +369,7 @@ impl State {
                 Kind::Recv { phase: RecvPhase::AwaitingData { peer: p, src, .. }, .. } if *p == peer => Some(*src),
                 Kind::Recv { phase: RecvPhase::AwaitingRead { peer: p, src, .. }, .. } if *p == peer => Some(*src),
                 Kind::Recv { peer: Some(p), phase: RecvPhase::AwaitingMatch, .. } if *p == peer => {
-                    let posted = self.posted.remove_where(|_, x| *x == id);
+                    let posted = self.recv.posted.remove_where(|_, x| *x == id);
                     posted.map(|(pat, _)| {
                         let rank = pat.src.unwrap_or(peer.0);
                         if let Some(c) = self.comms.get_mut(pat.ctx) {
@@ -351,7 +380,10 @@ impl State {
                 }
                 Kind::Recv { peer: None, phase: RecvPhase::AwaitingMatch, .. } => {
                     let hit = containing.iter().find_map(|(ctx, local)| {
-                        self.posted.remove_where(|pat, x| *x == id && Comms::same_comm(pat.ctx, *ctx)).map(|_| *local)
+                        self.recv
+                            .posted
+                            .remove_where(|pat, x| *x == id && Comms::same_comm(pat.ctx, *ctx))
+                            .map(|_| *local)
                     });
                     hit
                 }

@@ -70,8 +70,8 @@ impl Engine {
             return;
         }
         c.prop.known.push((id, code));
-        self.st.propagating = true;
-        self.st.comm_notices = true;
+        self.st.cs.propagating = true;
+        self.st.cs.comm_notices = true;
         let members = c.group.clone();
         for &peer in members.iter() {
             if peer != me && !self.st.peers[peer.0 as usize].failed {
@@ -97,7 +97,7 @@ impl Engine {
         self.st.stop_shm_collectives(ctx);
         let coll = ContextId(ctx.0 | 1);
         let on_comm = |x: ContextId| x == ctx || x == coll;
-        while let Some((_, id)) = self.st.posted.remove_where(|pat, _| on_comm(pat.ctx)) {
+        while let Some((_, id)) = self.st.recv.posted.remove_where(|pat, _| on_comm(pat.ctx)) {
             if let Some(c) = self.st.comms.get_mut(ctx) {
                 c.prop.parked.push(id);
             }
@@ -128,9 +128,11 @@ impl Engine {
         let Some(local) = c.local_rank(from) else { return };
         let m = &mut c.prop.marks[local as usize];
         *m = (*m).max(epoch);
-        self.st.propagating = true;
+        self.st.cs.propagating = true;
         for x in [key, ContextId(key.0 | 1)] {
-            while let Some((_, e)) = self.st.unexpected.take_match(&Pattern { ctx: x, src: Some(local), tag: None }) {
+            while let Some((_, e)) =
+                self.st.recv.unexpected.take_match(&Pattern { ctx: x, src: Some(local), tag: None })
+            {
                 self.st.drop_unexpected(e);
             }
         }
@@ -164,7 +166,7 @@ impl Engine {
             }
         }
         if !any {
-            self.st.propagating =
+            self.st.cs.propagating =
                 self.st.comms.keys().any(|k| self.st.comms.get(k).is_some_and(|c| !c.prop.known.is_empty()));
         }
     }

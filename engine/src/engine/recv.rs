@@ -3,6 +3,7 @@
 //! sequence numbers, matched against posted receives (payloads copied straight from the
 //! ring into the user's buffer) or queued as unexpected in pooled buffers.
 
+use crate::matching::{PostedQueue, UnexpectedQueue};
 use runthrough_ft::{AgreeMsg, Msg};
 
 use super::{Engine, Pull, State, Unexp, UnexpEntry, EARLY_AGREE_KEEP};
@@ -14,6 +15,21 @@ use crate::request::{Kind, RecvPhase, Request, Status};
 use crate::types::{ContextId, Rank, ReqId};
 use crate::wire::{Envelope, Header};
 
+/// The matching queues: receives posted and waiting, messages arrived and unmatched.
+#[derive(Debug)]
+pub(super) struct Receiving {
+    /// Receives posted and not matched yet.
+    pub(super) posted: PostedQueue<ReqId>,
+    /// Messages arrived before a receive matched them.
+    pub(super) unexpected: UnexpectedQueue<UnexpEntry>,
+}
+
+impl Receiving {
+    pub(super) fn new() -> Self {
+        Self { posted: PostedQueue::default(), unexpected: UnexpectedQueue::default() }
+    }
+}
+
 impl Engine {
     /// Starts a receive into `buf` for `pattern`; `peer` is the world rank of a specific
     /// source (`None` for ANY_SOURCE).
@@ -23,7 +39,7 @@ impl Engine {
             outcome: None,
             ctx: pattern.ctx,
         });
-        if self.st.comm_notices && self.st.comm_takes(pattern.ctx, req) {
+        if self.st.cs.comm_notices && self.st.comm_takes(pattern.ctx, req) {
             return req;
         }
         let comm = self.st.comms.get(pattern.ctx);
@@ -33,7 +49,8 @@ impl Engine {
         // failure first skip the collective, so those receives would wait forever.
         if pattern.ctx.0 & 1 == 1 {
             if let Some(c) = comm.filter(|c| !c.active) {
-                let rank = self.st.failures.in_order().iter().rev().find_map(|w| c.local_rank(Rank(*w))).unwrap_or(0);
+                let rank =
+                    self.st.fail.failures.in_order().iter().rev().find_map(|w| c.local_rank(Rank(*w))).unwrap_or(0);
                 self.st.set_outcome(req, Err(Error::RankFailStop { rank }));
                 return req;
             }
@@ -46,8 +63,8 @@ impl Engine {
             }
         }
         let found = match comm {
-            Some(c) => self.st.unexpected.take_match_where(&pattern, |a, _| !c.is_poisoned(a.src)),
-            None => self.st.unexpected.take_match(&pattern),
+            Some(c) => self.st.recv.unexpected.take_match_where(&pattern, |a, _| !c.is_poisoned(a.src)),
+            None => self.st.recv.unexpected.take_match(&pattern),
         };
         // R11 / R13: buffered messages are delivered first, also to a disabled wildcard.
         if let Some((a, e)) = found {
@@ -78,7 +95,7 @@ impl Engine {
             self.st.set_outcome(req, Err(Error::RankFailStop { rank }));
             return req;
         }
-        self.st.posted.post(pattern, req);
+        self.st.recv.posted.post(pattern, req);
         req
     }
 
@@ -90,10 +107,10 @@ impl Engine {
     /// the queue as this left it. (It does not poll the transport first: a poll per
     /// receive cost `osu_bw` 8 B about a fifth, 2 ranks, three interleaved runs.)
     pub(crate) fn try_recv_now(&mut self, pattern: &Pattern, buf: &mut RawBufMut) -> Option<Status> {
-        if self.st.comm_notices || pattern.ctx.0 & 1 == 1 {
+        if self.st.cs.comm_notices || pattern.ctx.0 & 1 == 1 {
             return None;
         }
-        if self.st.unexpected.is_empty() {
+        if self.st.recv.unexpected.is_empty() {
             return None;
         }
         let st = &mut self.st;
@@ -103,7 +120,7 @@ impl Engine {
         }
         let fits = |e: &UnexpEntry| matches!(&e.data, Unexp::Eager(d) if d.len() <= buf.len());
         let (a, e) =
-            st.unexpected.take_first_match_if(pattern, |a| comm.is_none_or(|c| !c.is_poisoned(a.src)), fits)?;
+            st.recv.unexpected.take_first_match_if(pattern, |a| comm.is_none_or(|c| !c.is_poisoned(a.src)), fits)?;
         let Unexp::Eager(data) = e.data else { unreachable!("only an eager message is taken") };
         buf.as_mut_slice()[..data.len()].copy_from_slice(&data);
         let status = Status { source: a.src as usize, tag: a.tag.0, len: data.len() };
@@ -113,7 +130,7 @@ impl Engine {
 
     /// Finds the earliest buffered message matching `pattern` without receiving it.
     pub fn probe_unexpected(&self, pattern: &Pattern) -> Option<Status> {
-        self.st.unexpected.peek_match(pattern).map(|(a, e)| Status {
+        self.st.recv.unexpected.peek_match(pattern).map(|(a, e)| Status {
             source: a.src as usize,
             tag: a.tag.0,
             len: match &e.data {
@@ -127,7 +144,7 @@ impl Engine {
 impl State {
     pub(super) fn on_record(&mut self, peer: Rank, bytes: &[u8]) {
         let Some(p) = self.peers.get_mut(peer.0 as usize) else { return };
-        if let Some(ft) = self.ft.as_mut() {
+        if let Some(ft) = self.fail.ft.as_mut() {
             if ft.observed == Some(peer.0) {
                 ft.observed_spoke = true;
             }
@@ -175,10 +192,10 @@ impl State {
         if let Header::Note = h {
             match Note::decode(payload) {
                 // Behind every message the peer sent before (one ordered channel).
-                Ok(Note::Bye) if !p.failed => self.byes.push(peer),
+                Ok(Note::Bye) if !p.failed => self.dep.byes.push(peer),
                 Ok(Note::ByeAck) => p.awaiting_bye_ack = false,
                 Ok(n @ (Note::Revoke { .. } | Note::Corrupt { .. } | Note::Signal { .. } | Note::Mark { .. })) => {
-                    self.notes_in.push((peer, n))
+                    self.dep.notes_in.push((peer, n))
                 }
                 Ok(Note::Discard { sreq }) => self.discarded(peer, ReqId::from_wire(sreq)),
                 Ok(Note::CancelSend { seq }) if !p.failed => self.withdraw(peer, seq),
@@ -192,7 +209,7 @@ impl State {
             return;
         }
         if let Header::Ft = h {
-            if let Some(ft) = self.ft.as_mut() {
+            if let Some(ft) = self.fail.ft.as_mut() {
                 match Msg::decode(payload) {
                     Ok(m) => {
                         let now = ft.now();
@@ -249,7 +266,7 @@ impl State {
     /// flag read while no communicator ever was).
     #[inline]
     pub(super) fn drops_arrivals(&self, ctx: ContextId) -> bool {
-        self.comm_notices && self.comms.get(ctx).is_some_and(|c| c.broken.is_some())
+        self.cs.comm_notices && self.comms.get(ctx).is_some_and(|c| c.broken.is_some())
     }
 
     /// An eager message taken in order from `peer`: to the earliest matching posted
@@ -260,13 +277,13 @@ impl State {
             return;
         }
         let a = Arrival { ctx: env.ctx, src: env.src, tag: env.tag };
-        if let Some((_, rreq)) = self.posted.take_match(&a) {
+        if let Some((_, rreq)) = self.recv.posted.take_match(&a) {
             self.deliver_eager(rreq, &a, payload);
         } else {
-            let mut v = self.pool.pop().unwrap_or_default();
+            let mut v = self.send.pool.pop().unwrap_or_default();
             v.extend_from_slice(payload);
             self.stats.unexpected += 1;
-            self.unexpected.push(a, UnexpEntry { peer, data: Unexp::Eager(v), seq: env.seq.0 });
+            self.recv.unexpected.push(a, UnexpEntry { peer, data: Unexp::Eager(v), seq: env.seq.0 });
         }
     }
 
@@ -278,12 +295,12 @@ impl State {
             }
             Header::Rts { env, len, sreq, region, pull: hint } => {
                 let a = Arrival { ctx: env.ctx, src: env.src, tag: env.tag };
-                if let Some((_, rreq)) = self.posted.take_match(&a) {
-                    self.pulls.push(Pull { rreq, peer, src: env.src, tag: env.tag.0, len, sreq, region, hint });
+                if let Some((_, rreq)) = self.recv.posted.take_match(&a) {
+                    self.rdv.pulls.push(Pull { rreq, peer, src: env.src, tag: env.tag.0, len, sreq, region, hint });
                 } else {
                     self.stats.unexpected += 1;
                     let data = Unexp::Rts { len, sreq, region, pull: hint };
-                    self.unexpected.push(a, UnexpEntry { peer, data, seq: env.seq.0 });
+                    self.recv.unexpected.push(a, UnexpEntry { peer, data, seq: env.seq.0 });
                 }
             }
             _ => {}

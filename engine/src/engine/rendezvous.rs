@@ -4,6 +4,7 @@
 //! measures both ways on shared memory when `Config::cma_choose` is on and keeps the
 //! faster per message size.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use super::{Engine, Outgoing, State};
@@ -12,6 +13,26 @@ use crate::request::{Kind, RecvPhase, Request, SendPhase, Status};
 use crate::transport::{AnyTransport, Posted, Transport, TransportError};
 use crate::types::{OpId, Rank, RemoteRegion, ReqId};
 use crate::wire::Header;
+
+/// The receiver's rendezvous work: pulls to run, reads in flight, and what the protocol choice measured.
+#[derive(Debug)]
+pub(super) struct Rendezvous {
+    /// Matched rendezvous waiting for their pull, oldest first.
+    pub(super) pulls: Vec<Pull>,
+    /// Asynchronous reads in flight, by operation id (never reused): which receive and
+    /// where in its buffer the read's bytes go.
+    pub(super) reads: HashMap<u64, ChunkRead>,
+    /// The next read's operation id.
+    pub(super) next_read: u64,
+    /// What [`super::Config::cma_choose`] measured so far, per size ([`choice_bucket`]).
+    pub(super) choice: [PullChoice; CHOICE_BUCKETS],
+}
+
+impl Rendezvous {
+    pub(super) fn new() -> Self {
+        Self { pulls: Vec::new(), reads: HashMap::new(), next_read: 0, choice: [PullChoice::default(); CHOICE_BUCKETS] }
+    }
+}
 
 /// Long shared-memory receives timed per protocol before [`super::Config::cma_choose`] decides.
 pub const CHOICE_SAMPLES: u8 = 9;
@@ -155,7 +176,7 @@ impl Engine {
     /// Matched long receives whose pull waits for a later progress call (each call
     /// copies about 1 MiB by CMA at most).
     pub fn pulls_pending(&self) -> bool {
-        !self.st.pulls.is_empty()
+        !self.st.rdv.pulls.is_empty()
     }
 }
 
@@ -166,14 +187,14 @@ impl State {
     /// lock): the rest wait for the next progress, so the lock is not held for a whole
     /// window of long messages (64 x 4 MiB: 26 ms) and the FINs of those done go out now.
     pub(super) fn run_pulls(&mut self, t: &mut AnyTransport, budget: bool) {
-        if !self.pulls.is_empty() {
+        if !self.rdv.pulls.is_empty() {
             self.run_pulls_now(t, budget);
         }
     }
 
     #[inline(never)]
     pub(super) fn run_pulls_now(&mut self, t: &mut AnyTransport, budget: bool) {
-        let mut pulls = std::mem::take(&mut self.pulls);
+        let mut pulls = std::mem::take(&mut self.rdv.pulls);
         let mut copied = 0u64;
         let mut done = 0;
         for pull in &pulls {
@@ -185,8 +206,8 @@ impl State {
         }
         pulls.drain(..done);
         // `pull` queues no pulls; should one ever, it runs after those left here.
-        pulls.append(&mut self.pulls);
-        self.pulls = pulls;
+        pulls.append(&mut self.rdv.pulls);
+        self.rdv.pulls = pulls;
     }
 
     pub(super) fn on_protocol(&mut self, peer: Rank, h: Header, payload: &[u8]) {
@@ -234,7 +255,7 @@ impl State {
                 *received = received.saturating_add(payload.len() as u64);
                 if *received >= *total {
                     if *timed {
-                        self.choice[choice_bucket(*total)].record(false, *total, Instant::now());
+                        self.rdv.choice[choice_bucket(*total)].record(false, *total, Instant::now());
                     }
                     let total = *total as usize;
                     *outcome = Some(if total > dst.len() {
@@ -256,7 +277,7 @@ impl State {
     /// past its end: a truncated receive reads only what fits); the last one completes
     /// the receive and tells the sender (FIN).
     pub(super) fn read_done(&mut self, op: u64, data: &[u8]) {
-        let Some(ChunkRead { rreq, offset, .. }) = self.reads.remove(&op) else { return };
+        let Some(ChunkRead { rreq, offset, .. }) = self.rdv.reads.remove(&op) else { return };
         let Some(Request { kind: Kind::Recv { buf, phase, .. }, outcome, .. }) = self.reqs.get_mut(rreq) else {
             return;
         };
@@ -300,9 +321,9 @@ impl State {
         let verdict = hint.filter(|_| peer.0 < self.me.0);
         let bucket = choice_bucket(len);
         if choosing {
-            rma = verdict.unwrap_or_else(|| self.choice[bucket].pull());
+            rma = verdict.unwrap_or_else(|| self.rdv.choice[bucket].pull());
         }
-        let timed = choosing && verdict.is_none() && !self.choice[bucket].decided();
+        let timed = choosing && verdict.is_none() && !self.rdv.choice[bucket].decided();
         if self.peers[peer.0 as usize].failed {
             self.set_outcome(rreq, Err(Error::RankFailStop { rank: src }));
             return 0;
@@ -324,12 +345,12 @@ impl State {
             let step = if async_reads { READ_CHUNK } else { n };
             let first = n.min(step);
             let mut chunk = |t: &mut AnyTransport, off: usize, end: usize, dst: &mut [u8]| {
-                let op = self.next_read;
-                self.next_read += 1;
+                let op = self.rdv.next_read;
+                self.rdv.next_read += 1;
                 let remote = RemoteRegion { addr: region.addr + off as u64, len: (end - off) as u64, key: region.key };
                 let r = t.rma_read(peer, remote, &mut dst[off..end], OpId(op));
                 if let Ok(Posted::InFlight(_)) = r {
-                    self.reads.insert(op, ChunkRead { rreq, peer, offset: off });
+                    self.rdv.reads.insert(op, ChunkRead { rreq, peer, offset: off });
                 }
                 r
             };
@@ -349,7 +370,7 @@ impl State {
                 }
                 Ok(Posted::Done | Posted::InFlight(_)) => {
                     if timed {
-                        self.choice[bucket].record(true, len, Instant::now());
+                        self.rdv.choice[bucket].record(true, len, Instant::now());
                     }
                     *outcome = Some(if len as usize > dst.len() {
                         Err(Error::Truncate { posted: dst.len(), arrived: len as usize })
@@ -368,7 +389,7 @@ impl State {
                 Err(e) => {
                     tracing::debug!(peer = peer.0, error = %e, "rendezvous pull failed");
                     *outcome = Some(Err(Error::RankFailStop { rank: src }));
-                    self.newly_failed.push(peer);
+                    self.fail.newly_failed.push(peer);
                     return 0;
                 }
             }

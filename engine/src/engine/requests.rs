@@ -39,7 +39,7 @@ impl Engine {
             return true;
         }
         if matches!(r.kind, Kind::Recv { phase: RecvPhase::AwaitingMatch, .. }) {
-            self.st.posted.remove_where(|_, id| *id == req);
+            self.st.recv.posted.remove_where(|_, id| *id == req);
             self.st.reqs.remove(req);
             return true;
         }
@@ -97,7 +97,7 @@ impl State {
             if r.outcome.is_none() {
                 r.outcome = Some(outcome);
                 if let Kind::Send { region: region @ Some(_), .. } = &mut r.kind {
-                    self.unexpose.extend(region.take());
+                    self.send.unexpose.extend(region.take());
                 }
             }
         }

@@ -12,6 +12,27 @@ use crate::transport::{AnyTransport, Posted, Transport, TransportError};
 use crate::types::{ContextId, Rank, RemoteRegion, ReqId, Seq, Tag};
 use crate::wire::{Envelope, Header, MAX_HEADER_BYTES};
 
+/// What sending keeps between calls: the limits taken from the transport, the work queued behind a busy transport, buffers for reuse, and exposures to withdraw.
+#[derive(Debug)]
+pub(super) struct Sending {
+    /// Largest eager payload: the configured limit within a record.
+    pub(super) eager_max: usize,
+    /// Fragment of a streamed rendezvous.
+    pub(super) chunk: usize,
+    /// Work items in the peers' pending queues, all peers together.
+    pub(super) queued: usize,
+    /// Unexpected-payload buffers kept for reuse.
+    pub(super) pool: Vec<Vec<u8>>,
+    /// Exposures of finished sends, withdrawn at the next progress.
+    pub(super) unexpose: Vec<RemoteRegion>,
+}
+
+impl Sending {
+    pub(super) fn new(eager_max: usize, chunk: usize) -> Self {
+        Self { eager_max, chunk, queued: 0, pool: Vec::new(), unexpose: Vec::new() }
+    }
+}
+
 impl Engine {
     /// Starts sending `buf` to `peer` (world rank) on context `ctx`, as rank `src` of the
     /// communicator to its rank `dest`. Never blocks; an error is reported at completion.
@@ -44,7 +65,7 @@ impl Engine {
         buf: &[u8],
     ) -> Option<Status> {
         let Engine { transport, st } = self;
-        if buf.len() > st.eager_max || st.comm_notices {
+        if buf.len() > st.send.eager_max || st.cs.comm_notices {
             return None;
         }
         let p = st.peers.get_mut(peer.0 as usize)?;
@@ -87,7 +108,7 @@ impl Engine {
         });
         // Revoked/corrupted (R28, R29) or resolving (R27) communicators: one flag read
         // on the hot path while none exists.
-        if st.comm_notices && st.comm_takes(ctx, req) {
+        if st.cs.comm_notices && st.comm_takes(ctx, req) {
             return req;
         }
         let p = &mut st.peers[peer.0 as usize];
@@ -97,7 +118,7 @@ impl Engine {
         }
         let env = Envelope { ctx, src, tag, seq: Seq(p.send_seq) };
         p.send_seq = p.send_seq.wrapping_add(1);
-        let header = if len <= st.eager_max && !sync {
+        let header = if len <= st.send.eager_max && !sync {
             Header::Eager { env, len: len as u32 }
         } else {
             // Without an exposure the receiver cannot pull and asks for a stream instead.
@@ -109,7 +130,7 @@ impl Engine {
             if let Some(Request { kind: Kind::Send { region: r, .. }, .. }) = st.reqs.get_mut(req) {
                 *r = Some(region);
             }
-            let c = &st.choice[choice_bucket(len as u64)];
+            let c = &st.rdv.choice[choice_bucket(len as u64)];
             let pull = (st.cfg.cma_choose && c.decided()).then(|| c.pull());
             Header::Rts { env, len: len as u64, sreq: req, region, pull }
         };
@@ -117,11 +138,11 @@ impl Engine {
         if st.peers[peer.0 as usize].pending.is_empty() {
             if let Some(out) = st.try_post(transport, peer, out) {
                 st.peers[peer.0 as usize].pending.push_back(out);
-                st.queued += 1;
+                st.send.queued += 1;
             }
         } else {
             st.peers[peer.0 as usize].pending.push_back(out);
-            st.queued += 1;
+            st.send.queued += 1;
         }
         req
     }
@@ -176,7 +197,7 @@ impl State {
             }
             Outgoing::Ft(msg) => {
                 let n = Header::Ft.encode(&mut hb);
-                let ft = self.ft.as_mut()?;
+                let ft = self.fail.ft.as_mut()?;
                 ft.scratch.clear();
                 msg.encode(&mut ft.scratch);
                 match t.try_send(peer, &hb[..n], &ft.scratch) {
@@ -191,7 +212,7 @@ impl State {
                 };
                 let data = buf.as_slice();
                 while (offset as usize) < data.len() {
-                    let end = (offset as usize + self.chunk).min(data.len());
+                    let end = (offset as usize + self.send.chunk).min(data.len());
                     let n = Header::Data { rreq, offset }.encode(&mut hb);
                     match t.try_send(peer, &hb[..n], &data[offset as usize..end]) {
                         Ok(_) => offset = end as u64,
@@ -218,7 +239,7 @@ impl State {
             Err(TransportError::Busy) => false,
             Err(e) => {
                 tracing::debug!(peer = peer.0, error = %e, "control record not sent");
-                self.newly_failed.push(peer);
+                self.fail.newly_failed.push(peer);
                 true
             }
         }
@@ -240,7 +261,7 @@ impl State {
         };
         let err = match e {
             TransportError::Peer { .. } => {
-                self.newly_failed.push(peer);
+                self.fail.newly_failed.push(peer);
                 Error::RankFailStop { rank: dest }
             }
             other => Error::Transport(other.to_string()),
@@ -252,10 +273,10 @@ impl State {
     pub(super) fn flush(&mut self, t: &mut AnyTransport) {
         for i in 0..self.peers.len() {
             while let Some(out) = self.peers[i].pending.pop_front() {
-                self.queued -= 1;
+                self.send.queued -= 1;
                 if let Some(back) = self.try_post(t, Rank(i as u32), out) {
                     self.peers[i].pending.push_front(back);
-                    self.queued += 1;
+                    self.send.queued += 1;
                     break;
                 }
             }
@@ -273,7 +294,7 @@ impl State {
 
     pub(super) fn queue(&mut self, peer: Rank, out: Outgoing) {
         self.peers[peer.0 as usize].pending.push_back(out);
-        self.queued += 1;
+        self.send.queued += 1;
     }
 
     /// Queues a notice for `peer` (sent at the next flush, behind its queued work).
@@ -284,9 +305,9 @@ impl State {
     }
 
     pub(super) fn recycle(&mut self, mut v: Vec<u8>) {
-        if self.pool.len() < POOL_KEEP {
+        if self.send.pool.len() < POOL_KEEP {
             v.clear();
-            self.pool.push(v);
+            self.send.pool.push(v);
         }
     }
 
