@@ -33,7 +33,8 @@
 use crate::lock::BiasedMutex;
 
 mod shm;
-pub use shm::{shm_agreement, ShmColl, ShmPath};
+pub use crate::coll_state::{CollView, ShmColl, ShmPath};
+pub use shm::shm_agreement;
 
 use crate::engine::Engine;
 use crate::error::Error;
@@ -84,23 +85,6 @@ const RING_ALLREDUCE_MIN_BYTES: usize = 64 * 1024;
 /// An element-wise reduction of `incoming` into `acc` (both the same length, a whole
 /// number of elements).
 pub type Combine<'f> = &'f dyn Fn(&mut [u8], &[u8]);
-
-/// What a collective needs to know of its communicator, fixed when it begins.
-#[derive(Debug, Clone)]
-pub struct CollView {
-    /// The communicator's collective context.
-    pub ctx: ContextId,
-    /// The tag of this collective's messages.
-    pub tag: Tag,
-    /// Live members (local ranks, ascending): the participants.
-    pub alive: std::sync::Arc<[u32]>,
-    /// The shared-memory path, if the communicator has one ([`ShmColl`]).
-    pub shm: Option<ShmPath>,
-    /// Polls a wait spins before it yields.
-    pub spin: u32,
-    /// Ranks outnumber cores: shared-memory barriers are centralised.
-    pub central: bool,
-}
 
 /// The binomial broadcast tree rooted at v-rank `vroot` over `n` participants, as seen
 /// from v-rank `me`: its parent (none at the root) and its children, farthest subtree
@@ -246,7 +230,7 @@ impl<'a> Coll<'a> {
         Some(Coll {
             eng,
             group,
-            ctx: ContextId(ctx.0 | 1),
+            ctx: ctx.coll(),
             tag: Tag(0),
             alive: None,
             me: me as usize,

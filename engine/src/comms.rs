@@ -127,7 +127,7 @@ pub(crate) struct Comms {
 }
 
 fn key(ctx: ContextId) -> u32 {
-    ctx.0 & !1
+    ctx.p2p().0
 }
 
 impl Comms {

@@ -89,7 +89,7 @@ pub struct Config {
     /// on every one takes the protocol that was faster (completion to completion);
     /// from a lower rank, a receive takes that rank's verdict (carried by its RTS), so
     /// both directions of a pair take one protocol. Which wins
-    /// differs between hosts of one kind (bench/RESULTS.md §0.10, §0.11): set when every
+    /// differs between hosts of one kind (bench/history/NOTEBOOK.md §0.10, §0.11): set when every
     /// rank has a core; when ranks outnumber cores CMA wins (the peer is often not
     /// running to copy its half).
     pub cma_choose: bool,
@@ -219,7 +219,7 @@ pub struct Engine {
 /// progresses the engine: it then only asks for the detector's tick, which the next
 /// [`Engine::progress`] runs. Taking the lock every tick from a thread that shares the
 /// core with the application's costs lock hand-overs and context switches in the
-/// middle of long copies (bench/RESULTS.md §0.16: 1 MiB `osu_bibw`).
+/// middle of long copies (bench/history/NOTEBOOK.md §0.16: 1 MiB `osu_bibw`).
 #[derive(Debug, Default)]
 pub struct Pulse {
     /// [`Engine::progress`] calls so far (wrapping; written under the engine lock).

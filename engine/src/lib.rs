@@ -12,6 +12,8 @@
 //! - [`handle`]: request scopes, borrowing and owned request handles (sound whatever
 //!   handles leak, R30), waiting with spin-then-yield;
 //! - [`coll`]: collectives over point-to-point with the run-through rules (R17–R21);
+//!   what the engine keeps of them (the shared-memory collective area, a collective's
+//!   view of its communicator) is in `coll_state`, below both;
 //! - [`icoll`]: nonblocking collectives as schedules of rounds (R21).
 //!
 //! It never aborts the process and never panics on remote input: malformed records are
@@ -20,6 +22,7 @@
 
 mod buf;
 pub mod coll;
+mod coll_state;
 mod comms;
 pub mod engine;
 pub mod error;

@@ -6,7 +6,7 @@
 //! detector, exit notices). The application's thread takes it hundreds of millions of
 //! times more often, and never contended in the common case, yet a plain mutex charges
 //! it two atomic read-modify-writes a call. `perf annotate` of an 8 B `osu_mbw_mr`
-//! (RESULTS §0.14) put 80–90 % of `start_recv_in`'s and `wait_id`'s samples on those two
+//! (bench/history/NOTEBOOK.md §0.14) put 80–90 % of `start_recv_in`'s and `wait_id`'s samples on those two
 //! instructions, most of the receiver's time.
 //!
 //! [`BiasedMutex`] is an asymmetric Dekker lock (the scheme of liburcu and folly's

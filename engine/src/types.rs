@@ -24,6 +24,33 @@ pub const TAG_UB: i32 = (1 << 30) - 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ContextId(pub u32);
 
+impl ContextId {
+    /// The point-to-point context of the communicator this context belongs to (even).
+    #[inline]
+    pub const fn p2p(self) -> ContextId {
+        ContextId(self.0 & !1)
+    }
+
+    /// The collective context of the communicator this context belongs to (the odd one
+    /// after its point-to-point context).
+    #[inline]
+    pub const fn coll(self) -> ContextId {
+        ContextId(self.0 | 1)
+    }
+
+    /// Whether this is a communicator's collective context.
+    #[inline]
+    pub const fn is_coll(self) -> bool {
+        self.0 & 1 == 1
+    }
+
+    /// The communicator's index among contexts (its point-to-point context halved).
+    #[inline]
+    pub const fn index(self) -> u32 {
+        self.0 >> 1
+    }
+}
+
 /// Per-(sender, receiver) sequence number of matched messages; restores send order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Seq(pub u32);

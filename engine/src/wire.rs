@@ -77,7 +77,7 @@ pub enum Header {
         /// The sender's verdict on pulling by CMA against streaming, once it measured
         /// both (`Config::cma_choose`; byte 2: 0 none, 1 stream, 2 pull): the lower
         /// rank of a pair decides for both directions, as the two choosing apart was
-        /// slower than either protocol (bench/RESULTS.md §0.12).
+        /// slower than either protocol (bench/history/NOTEBOOK.md §0.12).
         pull: Option<bool>,
     },
     /// Clear-to-send: the receiver asks the sender to stream the data (no RMA/CMA).

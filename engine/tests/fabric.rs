@@ -4,7 +4,11 @@
 //! is spent, sends resume after the receiver drains), a stalled peer surfacing as
 //! `PeerError`, malformed frames dropped and counted, and whole engines running eager and
 //! RMA-read rendezvous traffic, including a flood of unexpected messages. A provider that
-//! is not present here is skipped with a printed reason.
+//! is not present here is skipped as `provider-tcp` / `provider-sockets`
+//! (`tests/common/skip.rs`: a failure unless `RT_EXPECTED_SKIPS` names it).
+
+#[path = "../../tests/common/skip.rs"]
+mod skip;
 
 use std::sync::Once;
 use std::time::{Duration, Instant};
@@ -36,7 +40,7 @@ fn open(p: Provider, n: u32, cfg: FabricConfig) -> Option<Vec<FabricTransport>> 
         match FabricTransport::open(ProviderRequest::Only(p), &Hints::default().loopback(), Rank(r), n, cfg) {
             Ok(t) => ts.push(t),
             Err(e) if e.to_string().contains("no libfabric provider") => {
-                eprintln!("SKIP: provider {p} not present: {e}");
+                skip::skip(&skip::provider(p.fi_name()), &format!("provider {p} not present: {e}"));
                 return None;
             }
             Err(e) => panic!("open {p}: {e}"),

@@ -568,7 +568,7 @@ fn failure_already_recognised_by_validate_keeps_collectives_enabled() {
     for eng in &e[..3] {
         eng.lock().validate_commit(CTX, &[3]);
     }
-    let coll = ContextId(CTX.0 | 1);
+    let coll = CTX.coll();
     let view = e[2].lock().coll_begin(CTX).unwrap();
     assert_eq!(&view.alive[..], &[0, 1, 2]);
     let mut buf = [0u8; 8];

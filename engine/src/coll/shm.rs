@@ -124,146 +124,20 @@
 //! that must follow starts a new epoch at every member, and a member enters it only
 //! after its collectives of the old one returned — the "cut" of seeds/004.
 
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 use crate::lock::BiasedMutex;
 use runthrough_ft::reg_agree::{self, Outcome, Proposal, Registers};
 use runthrough_ft::Decision;
-use runthrough_shm::collarea::{CollArea, BULK_SLOTS, COLL_BUFS, COLL_DATA, COLL_SLOTS, COLL_VOTE_DATA};
+use runthrough_shm::collarea::{CollArea, BULK_SLOTS, COLL_BUFS, COLL_DATA, COLL_VOTE_DATA};
 use runthrough_shm::{cma, Error as ShmError};
 
 use super::{with_scratch, Coll, Combine};
+use crate::coll_state::ShmColl;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::handle::Waiter;
 use crate::types::{ContextId, Rank};
-
-/// This process's view of the node's collective area.
-#[derive(Debug)]
-pub struct ShmColl {
-    area: CollArea,
-    me: u32,
-    /// Per world rank: whether it shares the segment.
-    local: Vec<bool>,
-    /// Bumped whenever this process learns of a peer's failure.
-    fail_gen: AtomicU64,
-    /// Per slot: the sequence of this process's last collective (process-local; only
-    /// the thread running the communicator's collectives touches it).
-    last: Box<[AtomicU64]>,
-    /// Per slot: the last agreement instance (process-local).
-    agreements: Box<[AtomicU64]>,
-    /// Per slot: this member's last collective through its bulk buffer (process-local).
-    bulk_last: Box<[AtomicU64]>,
-    /// Per slot: a sequence every other participant was seen to have entered (so step
-    /// 2 usually reads no remote word).
-    known: Box<[AtomicU64]>,
-    /// Per slot: [`ACTIVE`] and [`PRISTINE`] bits, kept by the engine under its lock, so
-    /// a collective can start without it ([`Coll::begin_shm`]).
-    state: Box<[AtomicU32]>,
-    /// Engine tunables, copied at enable: polls before a wait yields, ranks outnumber
-    /// cores, eager chunk.
-    pub(crate) spin: u32,
-    pub(crate) central: bool,
-    pub(crate) chunk: usize,
-    /// Process ids by world rank when every rank of the node can read every other's
-    /// memory by CMA (probed at start-up, the same answer everywhere): long
-    /// contributions are then pulled in place ([`ShmColl::with_cma`]).
-    pids: Option<Box<[i32]>>,
-    /// Contributions of at least this many bytes (and more than [`COLL_DATA`]) are
-    /// pulled by CMA.
-    cma_min: usize,
-}
-
-/// Slot state: the communicator is collectively active.
-const ACTIVE: u32 = 1;
-/// Slot state: no member is recognised failed (every member participates).
-const PRISTINE: u32 = 2;
-
-impl ShmColl {
-    /// The collective area `area` as seen by world rank `me`; `local[r]` says whether
-    /// world rank `r` shares the segment.
-    pub fn new(area: CollArea, me: Rank, local: Vec<bool>) -> Self {
-        ShmColl {
-            area,
-            me: me.0,
-            local,
-            fail_gen: AtomicU64::new(0),
-            last: (0..COLL_SLOTS).map(|_| AtomicU64::new(0)).collect(),
-            known: (0..COLL_SLOTS).map(|_| AtomicU64::new(0)).collect(),
-            agreements: (0..COLL_SLOTS).map(|_| AtomicU64::new(0)).collect(),
-            bulk_last: (0..COLL_SLOTS).map(|_| AtomicU64::new(0)).collect(),
-            state: (0..COLL_SLOTS).map(|_| AtomicU32::new(0)).collect(),
-            spin: 0,
-            central: false,
-            chunk: 1,
-            pids: None,
-            cma_min: usize::MAX,
-        }
-    }
-
-    /// Lets collectives pull contributions of at least `min` bytes (and more than
-    /// [`COLL_DATA`]) straight from their owners' memory with CMA; `pids` are the
-    /// process ids by world rank. Every rank of the node must make the same call (same
-    /// `min`, CMA known to work between every pair), or none.
-    pub fn with_cma(mut self, pids: Vec<i32>, min: usize) -> Self {
-        self.pids = Some(pids.into());
-        self.cma_min = min;
-        self
-    }
-
-    /// Sets the engine tunables the lock-free start needs.
-    pub(crate) fn tune(&mut self, spin: u32, central: bool, chunk: usize) {
-        (self.spin, self.central, self.chunk) = (spin, central, chunk);
-    }
-
-    /// Records the collective state of the communicator in `slot` (engine lock held).
-    pub(crate) fn set_state(&self, slot: usize, active: bool, pristine: bool) {
-        let s = if active { ACTIVE } else { 0 } | if pristine { PRISTINE } else { 0 };
-        self.state[slot].store(s, Ordering::Release);
-    }
-
-    /// Whether a collective on `slot` may start without the engine lock.
-    #[inline]
-    pub(crate) fn fast(&self, slot: usize) -> bool {
-        self.state[slot].load(Ordering::Acquire) == ACTIVE | PRISTINE
-    }
-
-    /// The slot of the communicator of `ctx` with members `group`, if it can use
-    /// shared-memory collectives: every member shares the segment and the context index
-    /// is below [`COLL_SLOTS`]. Contexts are never reused by a process, so a slot
-    /// belongs to one communicator for the life of the job.
-    pub(crate) fn slot_for(&self, ctx: ContextId, group: &[Rank]) -> Option<usize> {
-        let index = (ctx.0 >> 1) as usize;
-        let local = |r: &Rank| r.0 < self.area.nranks() && self.local.get(r.0 as usize).copied().unwrap_or(false);
-        (index < COLL_SLOTS && group.iter().all(local)).then_some(index)
-    }
-
-    /// Records a failure (waiting members re-check their communicators).
-    pub(crate) fn note_failure(&self) {
-        self.fail_gen.fetch_add(1, Ordering::AcqRel);
-    }
-
-    pub(crate) fn fail_gen(&self) -> u64 {
-        self.fail_gen.load(Ordering::Acquire)
-    }
-
-    /// Starts validate epoch `epoch` on `slot`: this member's entered word becomes
-    /// `epoch << 32`.
-    pub(crate) fn new_epoch(&self, slot: usize, epoch: u32) {
-        let s = u64::from(epoch) << 32;
-        self.last[slot].store(s, Ordering::Relaxed);
-        self.known[slot].store(0, Ordering::Relaxed);
-        self.area.entered(self.me, slot).store(s, Ordering::Release);
-    }
-}
-
-/// The shared-memory path of a communicator, as [`crate::engine::Engine::coll_begin`]
-/// hands it out: its slot and the failure generation when the collective began.
-#[derive(Debug, Clone, Copy)]
-pub struct ShmPath {
-    pub(crate) slot: usize,
-    pub(crate) gen: u64,
-}
 
 /// The shared-memory path of one collective in progress.
 #[derive(Debug, Clone, Copy)]
@@ -304,7 +178,7 @@ const BULK_MIN: usize = 16 * 1024;
 /// bytes, and more than [`COLL_DATA`], go through the bulk buffers in one piece also when
 /// ranks outnumber cores: one write and one read for each member against 2(n - 1)
 /// messages, each of which wants its receiver scheduled. 8 ranks on 2 cores, 4 alternated
-/// runs of `osu_alltoall` (bench/RESULTS.md §0.17): 1 KiB 11.1–20.6 against 21.1–24.7 µs,
+/// runs of `osu_alltoall` (bench/history/NOTEBOOK.md §0.17): 1 KiB 11.1–20.6 against 21.1–24.7 µs,
 /// 4 KiB 16.5–44.4 against 23.3–34.5, 8 KiB 22.6–62.3 against 30.7–60.0 (the first run of
 /// each the high one); 4 ranks within the ranges from 4 to 16 KiB, below them from 256 B to
 /// 2 KiB. Longer ones keep the messages (1 MiB at 4 ranks: 440–445 µs through messages
@@ -315,7 +189,7 @@ const SHORT_ALLTOALL_MAX: usize = 64 * 1024;
 /// one CMA copy a byte, instead of going through messages: chunked eager records, a copy
 /// into the ring and one out, which on an Intel host took 73 % of both cores' samples in a
 /// 4-rank 1 MiB alltoall against 38 % (CMA plus its own block) for MPICH
-/// (bench/RESULTS.md §0.18). 3 alternated runs of `osu_alltoall` on 2 cores there,
+/// (bench/history/NOTEBOOK.md §0.18). 3 alternated runs of `osu_alltoall` on 2 cores there,
 /// messages against pulled: 4 ranks 64 KiB 68–75 against 29–50 µs, 256 KiB 256–334
 /// against 243–259, 1 MiB 1219–1258 against 842–1196; 8 ranks 128 KiB 529–625 against
 /// 457–721, 256 KiB 1211–1314 against 938–998, 1 MiB 6682–7275 against 5291–5967. Below
@@ -344,7 +218,7 @@ const TAKEN: [usize; 6] = [1, 2, 3, 4, 5, 7];
 /// The window of the root's bulk buffer a long piece goes through (four 64 KiB parts):
 /// a piece written linearly, 1 MiB of bulk buffer beside the 1 MiB being broadcast, left
 /// a core's 1 MiB L2 on this project's host, and a 2-rank 1 MiB broadcast took 48 µs
-/// against 25–31 µs in 128 KiB pieces (bench/RESULTS.md §0.14).
+/// against 25–31 µs in 128 KiB pieces (bench/history/NOTEBOOK.md §0.14).
 const RING_BYTES: usize = 256 * 1024;
 /// Pieces from this long go through the ring, when every member has a core (when ranks
 /// outnumber cores the root would wait for readers that are not running).
@@ -354,7 +228,7 @@ const RING_MIN: usize = 2 * RING_BYTES;
 /// parts between [`PAIR_PART_MIN`] and [`PAIR_PART_MAX`] bytes, so a reader copies (or
 /// combines) one while the writer writes the next — also for a 64 KiB broadcast, which
 /// one 64 KiB part would leave unpipelined (2 ranks, 64 KiB bcast: MPICH 7.5 µs against
-/// 9.1 with one part; bench/RESULTS.md §0.11).
+/// 9.1 with one part; bench/history/NOTEBOOK.md §0.11).
 fn pipe_part(len: usize) -> usize {
     (len / PAIR_PARTS).clamp(PAIR_PART_MIN, PAIR_PART_MAX)
 }
@@ -549,7 +423,7 @@ impl<'a> Coll<'a> {
     /// moves in one copy, where the bulk buffers take two (one into the writer's bulk
     /// buffer, one out): in these exchanges every member both sends and receives, so
     /// two copies a byte are two copies for each core, not one each pipelined over two
-    /// cores as in a broadcast. 2 ranks on this project's Intel host (bench/RESULTS.md
+    /// cores as in a broadcast. 2 ranks on this project's Intel host (bench/history/NOTEBOOK.md
     /// §0.16): allgather and alltoall at 64 KiB and 1 MiB, as `osu_bibw` from 64 KiB.
     fn pulled_exchange(
         &self,

@@ -61,7 +61,7 @@ impl Engine {
         }
         let participants =
             Participants::new(group.iter().map(|r| r.0).collect()).map_err(|_| Error::InvalidArg("agreement group"))?;
-        let instance = (u64::from(ctx.0 & !1) << 32) | u64::from(seq);
+        let instance = (u64::from(ctx.p2p().0) << 32) | u64::from(seq);
         let known: Vec<u32> = group.iter().map(|r| r.0).filter(|r| self.st.fail.failures.contains(*r)).collect();
         let now = self.st.agree.now();
         // `with_input` takes the job rank (it finds the participant index itself).

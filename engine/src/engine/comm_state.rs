@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::{Engine, Outgoing, State};
-use crate::coll::ShmColl;
+use crate::coll_state::ShmColl;
 use crate::comms::{Broken, Comms};
 use crate::error::Error;
 use crate::matching::{Arrival, Pattern};
@@ -102,7 +102,7 @@ impl Engine {
     /// Breaks the communicator of `ctx` here (first time only: a corruption also
     /// overrides a revocation) and forwards the notice to every other live member.
     pub(super) fn break_comm(&mut self, ctx: ContextId, broken: Broken) {
-        let key = ContextId(ctx.0 & !1);
+        let key = ctx.p2p();
         let Some(c) = self.st.comms.get_mut(key) else { return };
         if c.broken == Some(broken) || c.broken == Some(Broken::Corrupted) {
             return;
@@ -112,7 +112,7 @@ impl Engine {
         self.st.stop_shm_collectives(key);
         tracing::debug!(ctx = key.0, ?broken, "communicator broken");
         let err = broken.error();
-        let coll = ContextId(key.0 | 1);
+        let coll = key.coll();
         let on_comm = |c: ContextId| c == key || c == coll;
         // Posted receives fail; receives already pulling or streaming finish (their
         // sender keeps its buffer exposed until they do).
@@ -137,14 +137,14 @@ impl Engine {
     /// Turns on shared-memory collectives for communicators registered from now on
     /// whose members all share the segment ([`crate::coll::ShmColl`]). Every rank of the
     /// job must make the same choice.
-    pub fn enable_shm_coll(&mut self, mut coll: crate::coll::ShmColl) {
+    pub fn enable_shm_coll(&mut self, mut coll: crate::coll_state::ShmColl) {
         coll.tune(self.st.cfg.spin_polls, self.st.cfg.oversubscribed, self.st.send.eager_max.max(1));
         self.st.cs.shm_coll = Some(std::sync::Arc::new(coll));
     }
 
     /// The collective area, when shared-memory collectives are on (a communicator keeps
     /// it to start collectives without the engine lock).
-    pub fn shm_coll(&self) -> Option<std::sync::Arc<crate::coll::ShmColl>> {
+    pub fn shm_coll(&self) -> Option<std::sync::Arc<crate::coll_state::ShmColl>> {
         self.st.cs.shm_coll.clone()
     }
 
@@ -207,7 +207,7 @@ impl Engine {
 
     /// Begins a collective on the communicator of `ctx`: checks it is collectively
     /// active, draws the collective's tag and lists the participants (R18, R20).
-    pub fn coll_begin(&mut self, ctx: ContextId) -> Result<crate::coll::CollView, Error> {
+    pub fn coll_begin(&mut self, ctx: ContextId) -> Result<crate::coll_state::CollView, Error> {
         self.coll_check(ctx)?;
         if let Some(list) = self.take_armed(ctx) {
             return Err(Error::Propagated(list));
@@ -218,10 +218,10 @@ impl Engine {
         c.coll_seq = c.coll_seq.wrapping_add(1);
         let tag = Tag((((c.epoch & 0x1ff) << 21) | (seq & 0x1f_ffff)) as i32);
         let shm = match (c.shm_slot, &self.st.cs.shm_coll) {
-            (Some(slot), Some(coll)) => Some(crate::coll::ShmPath { slot, gen: coll.fail_gen() }),
+            (Some(slot), Some(coll)) => Some(crate::coll_state::ShmPath { slot, gen: coll.fail_gen() }),
             _ => None,
         };
-        Ok(crate::coll::CollView { ctx: ContextId(ctx.0 | 1), tag, alive: c.alive.clone(), shm, spin, central })
+        Ok(crate::coll_state::CollView { ctx: ctx.coll(), tag, alive: c.alive.clone(), shm, spin, central })
     }
 
     /// Applies a validate's decision on the communicator of `ctx` (R19): `failed` (local
@@ -244,7 +244,7 @@ impl Engine {
             sc.new_epoch(slot, c.epoch);
             sc.set_state(slot, c.active, pristine);
         }
-        let coll = ContextId(ctx.0 | 1);
+        let coll = ctx.coll();
         let epoch = c.epoch & 0x1ff;
         let stale = |a: &Arrival| a.ctx == coll && ((a.tag.0 as u32) >> 21) != epoch;
         while self

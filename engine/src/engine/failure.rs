@@ -354,7 +354,7 @@ impl State {
         // member waits for one that gave up (collective data travels eagerly, so no
         // sender waits on a receiver).
         for (ctx, local) in &fresh {
-            let coll = ContextId(ctx.0 | 1);
+            let coll = ctx.coll();
             while let Some((_, id)) = self.recv.posted.remove_where(|pat, _| pat.ctx == coll) {
                 self.set_outcome(id, Err(Error::RankFailStop { rank: *local }));
             }

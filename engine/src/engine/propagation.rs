@@ -64,7 +64,7 @@ impl Engine {
     /// start (or join) a resolution.
     pub(super) fn learn_signal(&mut self, ctx: ContextId, id: u32, code: i32) {
         let me = self.st.me;
-        let key = ContextId(ctx.0 & !1);
+        let key = ctx.p2p();
         let Some(c) = self.st.comms.get_mut(key) else { return };
         if c.broken.is_some() || c.prop.resolved.contains(&id) || c.prop.known.iter().any(|k| k.0 == id) {
             return;
@@ -95,7 +95,7 @@ impl Engine {
         let signals: Vec<(u32, i32)> = c.prop.known.clone();
         let group = c.group.clone();
         self.st.stop_shm_collectives(ctx);
-        let coll = ContextId(ctx.0 | 1);
+        let coll = ctx.coll();
         let on_comm = |x: ContextId| x == ctx || x == coll;
         while let Some((_, id)) = self.st.recv.posted.remove_where(|pat, _| on_comm(pat.ctx)) {
             if let Some(c) = self.st.comms.get_mut(ctx) {
@@ -123,13 +123,13 @@ impl Engine {
     /// before and this process did not match yet is dropped (a rendezvous is answered
     /// with `Discard`), and the mark counts towards completing the resolution.
     pub(super) fn mark_from(&mut self, ctx: ContextId, from: Rank, epoch: u32) {
-        let key = ContextId(ctx.0 & !1);
+        let key = ctx.p2p();
         let Some(c) = self.st.comms.get_mut(key) else { return };
         let Some(local) = c.local_rank(from) else { return };
         let m = &mut c.prop.marks[local as usize];
         *m = (*m).max(epoch);
         self.st.cs.propagating = true;
-        for x in [key, ContextId(key.0 | 1)] {
+        for x in [key, key.coll()] {
             while let Some((_, e)) =
                 self.st.recv.unexpected.take_match(&Pattern { ctx: x, src: Some(local), tag: None })
             {

@@ -47,7 +47,7 @@ impl Engine {
         // at once. A collective that began just before the failure became known posts its
         // receives after `fail_peer` failed the pending ones; members that learnt of the
         // failure first skip the collective, so those receives would wait forever.
-        if pattern.ctx.0 & 1 == 1 {
+        if pattern.ctx.is_coll() {
             if let Some(c) = comm.filter(|c| !c.active) {
                 let rank =
                     self.st.fail.failures.in_order().iter().rev().find_map(|w| c.local_rank(Rank(*w))).unwrap_or(0);
@@ -107,7 +107,7 @@ impl Engine {
     /// the queue as this left it. (It does not poll the transport first: a poll per
     /// receive cost `osu_bw` 8 B about a fifth, 2 ranks, three interleaved runs.)
     pub(crate) fn try_recv_now(&mut self, pattern: &Pattern, buf: &mut RawBufMut) -> Option<Status> {
-        if self.st.cs.comm_notices || pattern.ctx.0 & 1 == 1 {
+        if self.st.cs.comm_notices || pattern.ctx.is_coll() {
             return None;
         }
         if self.st.recv.unexpected.is_empty() {

@@ -42,7 +42,7 @@ pub const CHOICE_SAMPLES: u8 = 9;
 /// FIN), streaming copies on both, which a one-way measurement does not charge. Where the
 /// two were close the verdict was a coin toss with a lopsided cost: on an Intel host,
 /// 1 MiB `osu_bw` streamed 10.9-11.7 GB/s against 9.8-10.2 pulled, but a streamed 4 MiB
-/// `osu_bibw` took 7.7-8.0 against 10.8-12.9 (bench/RESULTS.md §0.15).
+/// `osu_bibw` took 7.7-8.0 against 10.8-12.9 (bench/history/NOTEBOOK.md §0.15).
 pub(super) const STREAM_MARGIN: f64 = 1.15;
 
 /// Receives per timed span of [`PullChoice`].
@@ -50,7 +50,7 @@ pub(super) const CHOICE_SPAN: usize = 4;
 
 /// Sizes [`super::Config::cma_choose`] decides for separately: up to 64 KiB, 128 KiB, 256 KiB,
 /// 512 KiB, 1 MiB, 2 MiB, 4 MiB, and longer. Which protocol wins changes with the size on some
-/// hosts (an Intel host, bench/RESULTS.md §0.15: one verdict taken on the first 512 KiB
+/// hosts (an Intel host, bench/history/NOTEBOOK.md §0.15: one verdict taken on the first 512 KiB
 /// receives streamed 4 MiB `osu_bibw` at 8.0-8.9 GB/s where pulling took 11.6-12.9).
 pub(super) const CHOICE_BUCKETS: usize = 8;
 
@@ -66,7 +66,7 @@ pub(super) fn choice_bucket(len: u64) -> usize {
 /// them to the completion of the last.
 ///
 /// Completion to completion, because per-message times mislead both ways
-/// (bench/RESULTS.md §0.12): timed from its CTS, a streamed receive is charged with the
+/// (bench/history/NOTEBOOK.md §0.12): timed from its CTS, a streamed receive is charged with the
 /// ones queued before it (streaming lost to CMA at 10.7 against 21.7 GB/s `osu_bw`
 /// 4 MiB); timed alone, it is not charged with the part already in the ring nor with
 /// this rank's own sends streamed meanwhile, while a CMA read is charged with nothing
@@ -106,7 +106,7 @@ impl PullChoice {
     /// 4 MiB at 2 ranks, four 1 MiB messages) for the protocol's speed: on an Intel host
     /// 1 MiB `osu_bibw` streamed spans of 5.9, 6.1, 6.4, 11.9 and 12.2 GB/s against
     /// pulls of 8.2-8.9, streamed on, and took 9.5 GB/s where pulling took 17-19
-    /// (bench/RESULTS.md §0.16).
+    /// (bench/history/NOTEBOOK.md §0.16).
     pub(super) fn pull(&self) -> bool {
         if self.stream.n < CHOICE_SAMPLES {
             return false;
