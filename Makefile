@@ -84,9 +84,12 @@ compare: build
 	bash bench/compare.sh
 
 ## SVG plots of the benchmark tables bench/data/*.csv with gnuplot, into bench/plots/
-## (one file per plot, listed in bench/plots/README.md); needs no build.
+## (one file per plot, listed in bench/plots/README.md); needs no build. Each plot draws
+## one run (host and commit, named in its title): the latest that has rows for it, or
+## PLOTS_FLAGS="--host H --commit C" for another.
+PLOTS_FLAGS ?=
 plots: deps
-	bash bench/plots.sh
+	bash bench/plots.sh $(PLOTS_FLAGS)
 
 clean:
 	$(CARGO) clean

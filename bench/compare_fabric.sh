@@ -24,7 +24,9 @@
 #     whatever `libfabric.so.1` the loader finds (Debian's 1.17). So runthrough also runs
 #     on MPICH's library (LD_LIBRARY_PATH=<mpich venv>/lib/mpich, "rt-mpichfi"), and the
 #     last column compares that with MPICH: the same provider code on both sides.
-# The medians replace their rows of bench/data/fabric.csv (the data `make plots` draws).
+# The medians go to bench/data/fabric.csv (the data `make plots` draws) with this run's
+# host, UTC date and commit (bench/lib.sh `provenance`; BENCH_HOST, BENCH_COMMIT override
+# them): they replace the rows of the same provider from the same host and commit.
 #
 # Needs the venvs and C programs compare.sh builds (run it once first), Debian's
 # libfabric-bin (fi_pingpong) and util-linux (taskset).
@@ -61,6 +63,7 @@ mpich="$venvs/mpich"
 export FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo
 readonly LAT_IT=(-i 5000 -x 500) BW_IT=(-i 50 -x 5) FI_ITERS=5000
 stamp=$(date -u +%Y-%m-%d-%H%M%S)
+provenance
 raw=bench/out/raw/fabric-$stamp
 mkdir -p "$raw"
 
@@ -151,6 +154,7 @@ report=bench/out/compare_fabric-$stamp.md
     echo "Latency: 5000 timed round trips each (OSU programs after 500 warm-up ones); bw: 50 windows of 64"
     echo "messages after 5, into 64 distinct buffers for every implementation. Everything bound one process"
     echo "per core (fi_pingpong with taskset -c 0 / -c 1). Raw outputs: $raw/."
+    echo "Run: host $bench_host, commit $bench_commit, $bench_date (the host, commit and date columns of bench/data/fabric.csv)."
     echo
     echo "| test | runthrough fabric | runthrough on MPICH's libfabric | raw fi_pingpong | Open MPI 5 tcp | MPICH 5 ofi/$prov | runthrough / fi_pingpong | runthrough / best MPI | runthrough / MPICH, both on MPICH's libfabric |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"

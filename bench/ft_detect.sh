@@ -183,6 +183,7 @@ ompi_launch() { # nranks
 # Jobs.
 
 stamp=$(date +%Y-%m-%d-%H%M%S)
+provenance
 outdir=$here/out
 rawdir=$outdir/raw/ft_detect-$stamp
 mkdir -p "$rawdir"
@@ -315,6 +316,7 @@ report=$outdir/ft_detect-$stamp.md
     echo "# Failure detection (ft_detect): runthrough vs Open MPI $OMPI_VERSION ULFM, $stamp"
     echo "# $reps jobs per row, interleaved, the victim rotating over ranks 1..N-1; min/avg/max over all survivors."
     echo "# Host: $cpus CPUs, Linux $(uname -r); load average before: $load_before."
+    echo "# Run: host $bench_host, commit $bench_commit, $bench_date (the host, commit and date columns of bench/data/detect.csv)."
     echo "# runthrough: rtrun [--ft-timeout T]; ompi-ulfm: mpi_ft_detector=true with runthrough's period/timeout;"
     echo "# ompi-ulfm-def: Open MPI's defaults (in-band detector off: the launcher's notice only)."
     for mode in $modes; do
@@ -353,8 +355,9 @@ log "wrote $report"
 
 # bench/data/detect.csv (the data `make plots` draws): per mode, implementation, size and
 # timeout, the median over the jobs of each job's average detection latency, with the
-# least and the largest single survivor's latency. Rows of the configurations measured
-# now replace their earlier rows.
+# least and the largest single survivor's latency, and this run's host, date and commit.
+# Rows of the configurations measured now replace their earlier rows of the same host
+# and commit; other runs' rows stay.
 csv_rows=$rawdir/rows.csv
 : >"$csv_rows"
 for mode in $modes; do

@@ -235,6 +235,7 @@ rt_cmd() { # exp ranks [rtrun program]
 # Jobs.
 
 stamp=$(date +%Y-%m-%d-%H%M%S)
+provenance
 outdir=$here/out
 rawdir=$outdir/raw/ft_propagate-$stamp
 mkdir -p "$rawdir"
@@ -332,6 +333,7 @@ report=$outdir/ft_propagate-$stamp.md
     echo "# a propagate: $runs jobs x $reps repetitions; b revoke: $runs jobs x $reps repetitions;"
     echo "# c shrink: $kills jobs x 1 kill; d agree: $runs jobs x 20 batches of 100 (average per agree)."
     echo "# Host: $cpus CPUs, Linux $(uname -r); load average before: $load_before."
+    echo "# Run: host $bench_host, commit $bench_commit, $bench_date."
     echo "# Experiment Ranks  Impl         Samples          Min       Median          P90          Max   rt/ompi"
     for e in $exps; do
         for n in $(exp_ranks "$e"); do
@@ -368,7 +370,8 @@ if [[ $plot -eq 1 && " $exps " == *" a "* ]]; then
     done
     if [[ ${#plot_args[@]} -gt 0 ]]; then
         python3 "$here/plot_boxplot.py" -o "$here/ft_propagate.svg" \
-            -t "Duration of the propagation (dup, propagate from rank 0, clean up), $stamp" "${plot_args[@]}"
+            -t "Duration of the propagation (dup, propagate from rank 0, clean up), $stamp" \
+            -s "host $bench_host, commit $bench_commit" "${plot_args[@]}"
         log "wrote $here/ft_propagate.svg"
     fi
 fi

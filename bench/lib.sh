@@ -30,29 +30,68 @@ median_min_max() { # [fmt]
         printf f " " f " " f " %d", m, v[1], v[NR], NR }'
 }
 
-# Merges the rows of ROWS (CSV without a header, the columns of bench/data/*.csv) into
-# the data file FILE: the rows of FILE that share the values of the KEY columns
-# (numbers 0..8) with a new row are replaced; the result is sorted and written with the
-# header. The data `make plots` draws.
+# Where and what a run measures, for the host, date and commit columns of
+# bench/data/*.csv (and the reports): sets bench_host, bench_date and bench_commit once
+# per script run (call it when the measurements start; merge_csv calls it too).
+#   bench_host    $BENCH_HOST (default `hostname`) plus the core count: "vm-2c"; only
+#                 letters, digits, '.', '_' and '-' are kept;
+#   bench_date    the UTC time, ISO 8601 to the second: "2026-11-26T19:20:10Z";
+#   bench_commit  `git rev-parse --short HEAD` of this checkout, "-dirty" appended when a
+#                 tracked file differs from it; $BENCH_COMMIT overrides it (binaries
+#                 built from another tree), "unknown" outside a git checkout.
+provenance() {
+    [[ -n ${bench_host:-} ]] && return 0
+    local h c
+    h=${BENCH_HOST:-$(hostname 2>/dev/null || uname -n)}
+    h=$(printf '%s' "$h" | tr -c 'A-Za-z0-9._-' '_')
+    bench_host="${h:-unknown}-$(nproc 2>/dev/null || echo 0)c"
+    bench_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    if [[ -n ${BENCH_COMMIT:-} ]]; then
+        c=$(printf '%s' "$BENCH_COMMIT" | tr -c 'A-Za-z0-9._-' '_')
+    elif c=$(git -C "$root" rev-parse --short HEAD 2>/dev/null); then
+        [[ -z $(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null) ]] || c+=-dirty
+    else
+        c=unknown
+    fi
+    bench_commit=$c
+}
+
+# Merges the rows of ROWS (CSV without a header: the nine measurement columns of
+# bench/data/*.csv, test,ranks,size,impl,config,median,min,max,unit) into the data file
+# FILE, each row completed with this run's host, date and commit (`provenance`). A run
+# is one host and commit: the rows of FILE from the same host and commit that share the
+# values of the KEY columns (numbers 0..8; none: every row of that run) with a new row
+# are replaced, rows of other hosts or commits are kept (`bench/plots.sh` draws one run
+# per plot). The result is written with the header, runs in the order of their first
+# date, each sorted by config, test, ranks, size and impl. A FILE still in the old
+# nine-column form gets "unknown" provenance for its rows. The data `make plots` draws.
 merge_csv() { # file rows key-columns...
+    provenance
     mkdir -p "$(dirname "$1")"
-    python3 - "$@" <<'PY'
+    python3 - "$bench_host" "$bench_date" "$bench_commit" "$@" <<'PY'
 import csv, sys
-path, new, keys = sys.argv[1], sys.argv[2], [int(k) for k in sys.argv[3:]]
-header = ["test", "ranks", "size", "impl", "config", "median", "min", "max", "unit"]
+host, date, commit, path, new = sys.argv[1:6]
+keys = [int(k) for k in sys.argv[6:]]
+header = ["test", "ranks", "size", "impl", "config", "median", "min", "max", "unit", "host", "date", "commit"]
 with open(new, newline="", encoding="utf-8") as f:
-    fresh = [r for r in csv.reader(f) if r]
-key = lambda r: tuple(r[k] for k in keys)
+    fresh = [r[:9] + [host, date, commit] for r in csv.reader(f) if r]
+run = lambda r: (r[9], r[11])
+key = lambda r: (run(r),) + tuple(r[k] for k in keys)
 replaced = {key(r) for r in fresh}
 try:
     with open(path, newline="", encoding="utf-8") as f:
-        old = [r for r in list(csv.reader(f))[1:] if r and key(r) not in replaced]
+        old = [r if len(r) >= 12 else r[:9] + ["unknown"] * 3 for r in list(csv.reader(f))[1:] if r]
+    old = [r for r in old if key(r) not in replaced]
 except FileNotFoundError:
     old = []
 order = ["latency", "bw", "bibw", "mbw_mr", "barrier", "bcast", "reduce", "allreduce",
          "allgather", "alltoall", "detect_kill", "detect_stop", "startup"]
 rank = lambda t: order.index(t) if t in order else len(order)
-rows = sorted(old + fresh, key=lambda r: (r[4], rank(r[0]), int(r[1]), int(r[2]), r[3]))
+first = {}
+for r in old + fresh:
+    d = "" if r[10] == "unknown" else r[10]
+    first[run(r)] = min(first.get(run(r), d), d)
+rows = sorted(old + fresh, key=lambda r: (first[run(r)], run(r), r[4], rank(r[0]), int(r[1]), int(r[2]), r[3]))
 with open(path, "w", newline="", encoding="utf-8") as f:
     w = csv.writer(f, lineterminator="\n")
     w.writerow(header)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Box plots of per-repetition times as an SVG (standard library only).
 
-    plot_boxplot.py -o OUT.svg [-t TITLE] GROUP IMPL FILE [GROUP IMPL FILE ...]
+    plot_boxplot.py -o OUT.svg [-t TITLE] [-s SUBTITLE] GROUP IMPL FILE [GROUP IMPL FILE ...]
 
 Each FILE holds one sample per line (microseconds; blank lines and lines starting
 with '#' are skipped; a line "<index> <us>" counts its last field). Samples are
@@ -9,7 +9,8 @@ grouped by GROUP (e.g. "4 ranks", along the x axis, in order of first appearance
 one box per IMPL within a group, coloured by IMPL. Each box shows min, p25, median,
 p75 and max (whiskers to the extremes, as the box plots of seeds/002's Figure 2), on
 a logarithmic time axis in milliseconds. bench/ft_propagate.sh calls it for
-experiment (a) and writes bench/ft_propagate.svg.
+experiment (a) and writes bench/ft_propagate.svg, with the run's host and commit as
+the subtitle (a second title line): every box of one plot comes from one run.
 """
 
 import argparse
@@ -52,6 +53,7 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     ap.add_argument("-o", "--out", required=True, help="SVG file to write")
     ap.add_argument("-t", "--title", default="Duration of the propagation")
+    ap.add_argument("-s", "--subtitle", default="", help="second title line, e.g. the run's host and commit")
     ap.add_argument("triples", nargs="+", help="GROUP IMPL FILE ...")
     args = ap.parse_args(argv)
     if len(args.triples) % 3:
@@ -81,7 +83,7 @@ def main(argv):
         hi_dec += 1
 
     width, height = max(640, 200 + 130 * len(groups) * len(impls)), 440
-    left, right, top, bottom = 80, 20, 50, 90
+    left, right, top, bottom = 80, 20, 68 if args.subtitle else 50, 90
     plot_w, plot_h = width - left - right, height - top - bottom
 
     def y(ms):
@@ -94,6 +96,8 @@ def main(argv):
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="{width / 2:.1f}" y="22" text-anchor="middle" font-size="14">{escape(args.title)}</text>',
     ]
+    if args.subtitle:
+        svg.append(f'<text x="{width / 2:.1f}" y="42" text-anchor="middle">{escape(args.subtitle)}</text>')
     # Grid and y axis: decades labelled, 2 and 5 as light lines.
     for d in range(lo_dec, hi_dec + 1):
         for m in (1, 2, 5):

@@ -2,15 +2,23 @@
 # plots.sh - SVG plots of the benchmark tables (bench/data/*.csv) with gnuplot.
 #
 # Reads the CSV files the benchmark scripts write, each with the header
-#   test,ranks,size,impl,config,median,min,max,unit
+#   test,ranks,size,impl,config,median,min,max,unit,host,date,commit
 # (size in bytes, 0 for barrier, detection and start-up rows; unit us, MB/s, Mmsg/s,
-# ms or s), and renders one SVG per plot, every point the median with a min-max bar:
-#   shm.csv      point to point (latency, bw, bibw, mbw_mr): value vs message size, one
-#                line per implementation, per config           shm-<test>-<config>.svg
+# ms or s; host, date and commit say where, when and at which commit the row was
+# measured: bench/lib.sh `provenance`; a file in the older form without the last three
+# columns is read as one run of unknown host, date and commit), and renders one SVG
+# per plot, every point the median with a min-max bar. A run is one host and commit.
+# Each plot draws the rows of one run only, the latest that has rows for it (by date),
+# and names its host, commit and date in its title and in README.md; --host and
+# --commit draw only that host's or commit's rows instead:
+#   shm.csv      point to point (latency, bw, bibw): value vs message size, one line per
+#                implementation, per config                    shm-<test>-<config>.svg
+#                mbw_mr: rate vs message size, per rank count
+#                and config                                    shm-mbw_mr-<N>ranks-<config>.svg
 #                collectives (bcast, reduce, allreduce, allgather, alltoall): latency
 #                vs size, per rank count and config            shm-<test>-<N>ranks-<config>.svg
-#                barrier: latency per rank count, one point per implementation, per
-#                config                                        shm-barrier-<config>.svg
+#                barrier: latency, one point per implementation, per rank count
+#                and config                                    shm-barrier-<N>ranks-<config>.svg
 #   fabric.csv   latency, bw (any point-to-point test) vs size over libfabric, one line
 #                per implementation (and transport)            fabric-<test>.svg
 #   detect.csv   failure-detection latency per rank count, one point per implementation,
@@ -18,25 +26,32 @@
 #   startup.csv  start-up time vs ranks, one line per implementation and config
 #                                                              startup.svg
 # A missing CSV is skipped with a note; a malformed one (header, field count, numbers,
-# unit, unknown test, duplicate row) stops the script with the file and line. When a
+# unit, unknown test, empty host or commit, a date that is neither a UTC ISO date nor
+# "unknown", a duplicate row within one run) stops the script with the file and line. When a
 # test has rows in two units (mbw_mr: MB/s and Mmsg/s) the unit joins the file name.
 # Size 0 cannot sit on the logarithmic size axis: those rows are left out of the size
 # plots (README.md says so). Also writes <out>/README.md, one line per SVG saying what it
 # shows and which CSV it came from, and removes SVGs of this naming scheme that the
-# data no longer produces. Output is reproducible: no dates, no absolute paths.
+# data no longer produces. Output is reproducible: no dates but the data's, no absolute
+# paths.
 #
 # Needs gnuplot (Debian gnuplot-nox, installed by ci-containers/install-deps.sh) and
 # python3 (standard library only), which splits the CSVs into one data file per series.
-# `make plots` runs it with the defaults.
+# `make plots` runs it with the defaults (`make plots PLOTS_FLAGS="--host H --commit C"`
+# for one run).
 
 set -euo pipefail
 
 usage() {
     cat <<EOF
-usage: bench/plots.sh [--data DIR] [--out DIR]
-  --data DIR   where the CSV files are (default bench/data)
-  --out DIR    where the SVGs and README.md go (default bench/plots)
-  -h, --help   this help
+usage: bench/plots.sh [--data DIR] [--out DIR] [--host HOST] [--commit COMMIT]
+  --data DIR       where the CSV files are (default bench/data)
+  --out DIR        where the SVGs and README.md go (default bench/plots)
+  --host HOST      draw only rows of this host (the CSVs' host column, e.g. vm-2c)
+  --commit COMMIT  draw only rows of this commit (the CSVs' commit column)
+                   (default: every plot draws the latest run, host and commit, that
+                   has rows for it; a plot no selected row makes is not drawn)
+  -h, --help       this help
 EOF
 }
 
@@ -46,13 +61,17 @@ prog=plots.sh
 
 data=""
 out=""
+sel_host=""
+sel_commit=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --data | --out)
+        --data | --out | --host | --commit)
             [[ $# -ge 2 && -n "$2" ]] || { usage >&2; exit 2; }
             case "$1" in
                 --data) data=$2 ;;
                 --out) out=$2 ;;
+                --host) sel_host=$2 ;;
+                --commit) sel_commit=$2 ;;
             esac
             shift
             ;;
@@ -91,12 +110,14 @@ split_py=$(
 import csv
 import math
 import os
+import re
 import sys
 from collections import namedtuple
 
-data_dir, data_shown, tmp = sys.argv[1:4]
+data_dir, data_shown, tmp, sel_host, sel_commit = sys.argv[1:6]
 
-HEADER = ["test", "ranks", "size", "impl", "config", "median", "min", "max", "unit"]
+HEADER = ["test", "ranks", "size", "impl", "config", "median", "min", "max", "unit", "host", "date", "commit"]
+LEGACY_HEADER = HEADER[:9]
 UNITS = ["us", "MB/s", "Mmsg/s", "ms", "s"]
 P2P = ["latency", "bw", "bibw", "mbw_mr"]
 COLLS = ["bcast", "reduce", "allreduce", "allgather", "alltoall"]
@@ -124,7 +145,8 @@ TERMINAL = 'set terminal svg size 800,500 dynamic enhanced font "sans,12"'
 POINTS = [7, 5, 9, 11, 13, 4, 6, 8]
 DASHES = [1, 2, 3, 4, 5]
 
-Row = namedtuple("Row", "line test ranks size impl config median min max unit")
+Row = namedtuple("Row", "line test ranks size impl config median min max unit host date commit")
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2})?Z)?$")
 
 
 def fail(msg):
@@ -157,36 +179,79 @@ def read(name):
         return None
     with open(path, newline="", encoding="utf-8-sig") as f:
         lines = list(csv.reader(f))
-    if not lines or [c.strip() for c in lines[0]] != HEADER:
+    header = [c.strip() for c in lines[0]] if lines else []
+    if header not in (HEADER, LEGACY_HEADER):
         got = f"header is {','.join(lines[0])!r}" if lines else "file is empty"
         fail(f"{shown}: {got}, expected the header {','.join(HEADER)!r}")
+    if header == LEGACY_HEADER:
+        note(f"{shown}: no host, date and commit columns: its rows are one run of unknown provenance")
     rows, seen = [], {}
     for n, fields in enumerate(lines[1:], start=2):
         if not any(c.strip() for c in fields):
             continue
-        if len(fields) != len(HEADER):
-            fail(f"{shown}:{n}: {len(fields)} fields, expected {len(HEADER)}")
-        test, ranks, size, impl, config, med, lo, hi, unit = (c.strip() for c in fields)
+        if len(fields) != len(header):
+            fail(f"{shown}:{n}: {len(fields)} fields, expected {len(header)}")
+        fields = [c.strip() for c in fields] + ["unknown"] * (len(HEADER) - len(header))
+        test, ranks, size, impl, config, med, lo, hi, unit, host, date, commit = fields
         if test not in TESTS:
             fail(f"{shown}:{n}: unknown test {test!r} (known: {' '.join(TESTS)})")
         if unit not in UNITS:
             fail(f"{shown}:{n}: unknown unit {unit!r} (known: {' '.join(UNITS)})")
         if not impl or not config:
             fail(f"{shown}:{n}: empty impl or config")
+        if not host or not commit:
+            fail(f"{shown}:{n}: empty host or commit (write unknown when it is not known)")
+        if date != "unknown" and not DATE.match(date):
+            fail(f"{shown}:{n}: date is {date!r}, not a UTC ISO date (2026-11-26 or 2026-11-26T19:20:10Z) or unknown")
         row = Row(n, test, number(shown, n, "ranks", ranks, int), number(shown, n, "size", size, int),
                   impl, config, number(shown, n, "median", med, float), number(shown, n, "min", lo, float),
-                  number(shown, n, "max", hi, float), unit)
+                  number(shown, n, "max", hi, float), unit, host, date, commit)
         if not row.min <= row.median <= row.max:
             fail(f"{shown}:{n}: expected min <= median <= max, got {lo}, {med}, {hi}")
-        key = (test, row.ranks, row.size, impl, config, unit)
+        key = (test, row.ranks, row.size, impl, config, unit, host, commit)
         if key in seen:
-            fail(f"{shown}:{n}: same test, ranks, size, impl, config and unit as line {seen[key]}")
+            fail(f"{shown}:{n}: same test, ranks, size, impl, config, unit, host and commit as line {seen[key]}")
         seen[key] = n
         rows.append(row)
     if not rows:
         note(f"{shown} has no rows, its plots skipped")
         return None
+    if sel_host or sel_commit:
+        rows = [r for r in rows if (not sel_host or r.host == sel_host) and (not sel_commit or r.commit == sel_commit)]
+        if not rows:
+            want = " and ".join(x for x in (sel_host and f"host {sel_host}", sel_commit and f"commit {sel_commit}") if x)
+            note(f"{shown} has no rows of {want}, its plots skipped")
+            return None
     return rows
+
+
+def run_key(r):
+    return (r.host, r.commit)
+
+
+def newest(rows):
+    """The latest date of the rows ('' when none is known), for ordering runs."""
+    return max(("" if r.date == "unknown" else r.date) for r in rows)
+
+
+def one_run(name, rows):
+    """The rows of one run (host and commit): the one with the latest date among `rows`
+    (ties: the greater host, then commit), so that a plot never mixes runs."""
+    runs = {}
+    for r in rows:
+        runs.setdefault(run_key(r), []).append(r)
+    best = max(runs, key=lambda k: (newest(runs[k]), k))
+    if len(runs) > 1:
+        left = len(rows) - len(runs[best])
+        note(f"{name}: drawing host {best[0]}, commit {best[1]}; {left} rows of {len(runs) - 1} other run(s) left out")
+    return runs[best]
+
+
+def run_label(rows):
+    """'host H, commit C, DATE' of the rows of one run."""
+    days = sorted({r.date[:10] for r in rows if r.date != "unknown"})
+    when = "date unknown" if not days else days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
+    return f"host {rows[0].host}, commit {rows[0].commit}, {when}"
 
 
 def impl_order(impls):
@@ -201,6 +266,11 @@ def config_order(configs):
 def gq(s):
     """A gnuplot single-quoted string (no escapes are processed in it)."""
     return "'" + s.replace("'", "''") + "'"
+
+
+def gq_lines(*lines):
+    """A gnuplot double-quoted string of several lines (its backslashes and quotes escaped)."""
+    return '"' + "\\n".join(x.replace("\\", "\\\\").replace('"', '\\"') for x in lines) + '"'
 
 
 def num(v):
@@ -267,10 +337,11 @@ def series_of(rows, fields):
     return out
 
 
-def preamble(title, xlabel, ylabel):
+def preamble(title, xlabel, ylabel, rows):
+    """The common settings; the title's second line names the run the rows come from."""
     return "\n".join([
         "set encoding utf8",
-        f"set title {gq(title)} noenhanced",
+        f"set title {gq_lines(title, run_label(rows))} noenhanced",
         f"set xlabel {gq(xlabel)} noenhanced",
         f"set ylabel {gq(ylabel)} noenhanced",
         "set grid xtics ytics",
@@ -298,8 +369,8 @@ def direction(test):
     return "higher is better" if test in HIGHER_IS_BETTER else "lower is better"
 
 
-def add_plot(name, desc, script, series, source):
-    plots.append((name, f"{desc} From `{source}`.", script, series))
+def add_plot(name, desc, script, series, source, rows):
+    plots.append((name, f"{desc} From `{source}`, {run_label(rows)}.", script, series))
 
 
 def vs_size(name, rows, title, what, source, split_fields):
@@ -315,7 +386,7 @@ def vs_size(name, rows, title, what, source, split_fields):
         lo, hi = lo / 2, hi * 2
     tics = ", ".join(f"{gq(size_label(s))} {s}" for s in sizes)
     series = series_of(shown, split_fields)
-    lines = [preamble(title, "message size (bytes, K = 1024)", ylabel(test, unit)),
+    lines = [preamble(title, "message size (bytes, K = 1024)", ylabel(test, unit), rows),
              "set logscale x 2", *y_axis(shown, log=True)[0],
              f"set xrange [{num(lo / 1.4)}:{num(hi * 1.4)}]", f"set xtics ({tics})"]
     if len(sizes) > 12:
@@ -329,7 +400,7 @@ def vs_size(name, rows, title, what, source, split_fields):
     dropped = " Size 0 is not shown (log axis)." if any(r.size == 0 for r in rows) else ""
     labels = ", ".join(lbl for lbl, _, _ in series)
     desc = f"{what} in {unit} ({direction(test)}) vs message size; median with min-max bars; lines: {labels}.{dropped}"
-    add_plot(name, desc, "\n".join(lines), data, source)
+    add_plot(name, desc, "\n".join(lines), data, source, rows)
 
 
 def per_group(name, rows, title, what, source, split_fields):
@@ -343,7 +414,7 @@ def per_group(name, rows, title, what, source, split_fields):
     series = series_of(rows, split_fields)
     width = 0.7 / max(len(series), 1)
     tics = ", ".join(f"{gq(f'{n} ranks')} {i}" for i, n in enumerate(ranks))
-    lines = [preamble(title, "job size", ylabel(test, unit)),
+    lines = [preamble(title, "job size", ylabel(test, unit), rows),
              *yscale, f"set xrange [-0.5:{len(ranks) - 0.5}]", f"set xtics ({tics})", "set grid noxtics"]
     plot, data = [], []
     for j, (label, style, srows) in enumerate(series):
@@ -354,7 +425,7 @@ def per_group(name, rows, title, what, source, split_fields):
     labels = ", ".join(lbl for lbl, _, _ in series)
     desc = (f"{what} in {unit} ({direction(test)}) per job size ({', '.join(map(str, ranks))} ranks); "
             f"median with min-max bars; points: {labels}.")
-    add_plot(name, desc, "\n".join(lines), data, source)
+    add_plot(name, desc, "\n".join(lines), data, source, rows)
 
 
 def vs_ranks(name, rows, title, what, source, split_fields):
@@ -364,7 +435,7 @@ def vs_ranks(name, rows, title, what, source, split_fields):
     ranks = sorted({r.ranks for r in rows})
     series = series_of(rows, split_fields)
     tics = ", ".join(f"{gq(str(n))} {n}" for n in ranks)
-    lines = [preamble(title, "ranks", ylabel(test, unit)), *yscale, f"set xtics ({tics})"]
+    lines = [preamble(title, "ranks", ylabel(test, unit), rows), *yscale, f"set xtics ({tics})"]
     if ranks and ranks[0] > 0:
         lines += ["set logscale x 2", f"set xrange [{num(ranks[0] / 1.4)}:{num(ranks[-1] * 1.4)}]"]
     plot, data = [], []
@@ -374,7 +445,7 @@ def vs_ranks(name, rows, title, what, source, split_fields):
     lines.append("plot " + ", \\\n     ".join(plot))
     labels = ", ".join(lbl for lbl, _, _ in series)
     desc = f"{what} in {unit} ({direction(test)}) vs ranks; median with min-max bars; lines: {labels}."
-    add_plot(name, desc, "\n".join(lines), data, source)
+    add_plot(name, desc, "\n".join(lines), data, source, rows)
 
 
 def skip_others(rows, wanted, shown):
@@ -399,22 +470,37 @@ if rows:
     for config in config_order(r.config for r in rows):
         crows = [r for r in rows if r.config == config]
         for test in P2P:
-            for unit, urows, part in by_unit([r for r in crows if r.test == test]):
-                rw = rank_words(urows)
-                title = f"shm {test}, config {config}{', ' + rw if rw else ''} ({unit}, {direction(test)})"
-                what = f"Shared memory {WHAT[test]}, config {config}{', ' + rw if rw else ''},"
-                vs_size(f"shm-{test}{part}-{config}.svg", urows, title, what, src, ["ranks"])
-        for unit, urows, part in by_unit([r for r in crows if r.test == "barrier"]):
-            title = f"shm barrier, config {config} ({unit}, lower is better)"
-            what = f"Shared memory barrier latency, config {config},"
-            per_group(f"shm-barrier{part}-{config}.svg", urows, title, what, src, ["size"])
+            # mbw_mr runs at several rank counts (pairs), each its own compare.sh run:
+            # one plot per rank count, as the collectives.
+            trows = [r for r in crows if r.test == test]
+            groups = [(f"-{n}ranks", [r for r in trows if r.ranks == n]) for n in sorted({r.ranks for r in trows})] \
+                if test == "mbw_mr" else [("", trows)]
+            for rpart, grows in groups:
+                for unit, urows, part in by_unit(grows):
+                    name = f"shm-{test}{rpart}{part}-{config}.svg"
+                    urows = one_run(name, urows)
+                    rw = rank_words(urows)
+                    title = f"shm {test}, config {config}{', ' + rw if rw else ''} ({unit}, {direction(test)})"
+                    what = f"Shared memory {WHAT[test]}, config {config}{', ' + rw if rw else ''},"
+                    vs_size(name, urows, title, what, src, ["ranks"])
+        # Each rank count is its own compare.sh run: one plot per rank count.
+        brows = [r for r in crows if r.test == "barrier"]
+        for n in sorted({r.ranks for r in brows}):
+            for unit, urows, part in by_unit([r for r in brows if r.ranks == n]):
+                name = f"shm-barrier-{n}ranks{part}-{config}.svg"
+                urows = one_run(name, urows)
+                title = f"shm barrier, {n} ranks, config {config} ({unit}, lower is better)"
+                what = f"Shared memory barrier latency on {n} ranks, config {config},"
+                per_group(name, urows, title, what, src, ["size"])
         for test in COLLS:
             trows = [r for r in crows if r.test == test]
             for n in sorted({r.ranks for r in trows}):
                 for unit, urows, part in by_unit([r for r in trows if r.ranks == n]):
+                    name = f"shm-{test}-{n}ranks{part}-{config}.svg"
+                    urows = one_run(name, urows)
                     title = f"shm {test}, {n} ranks, config {config} ({unit}, lower is better)"
                     what = f"Shared memory {WHAT[test]} on {n} ranks, config {config},"
-                    vs_size(f"shm-{test}-{n}ranks{part}-{config}.svg", urows, title, what, src, [])
+                    vs_size(name, urows, title, what, src, [])
 
 rows = files["fabric.csv"]
 if rows:
@@ -422,12 +508,14 @@ if rows:
     rows = skip_others(rows, P2P, src)
     for test in P2P:
         for unit, urows, part in by_unit([r for r in rows if r.test == test]):
+            name = f"fabric-{test}{part}.svg"
+            urows = one_run(name, urows)
             rw = rank_words(urows)
             configs = config_order(r.config for r in urows)
             over = f"libfabric {configs[0]}" if len(configs) == 1 else "libfabric"
             title = f"{test} over {over}{', ' + rw if rw else ''} ({unit}, {direction(test)})"
             what = f"{upper_first(WHAT[test])} over {over}{', ' + rw if rw else ''},"
-            vs_size(f"fabric-{test}{part}.svg", urows, title, what, src, ["config", "ranks"])
+            vs_size(name, urows, title, what, src, ["config", "ranks"])
 
 rows = files["detect.csv"]
 if rows:
@@ -435,17 +523,21 @@ if rows:
     rows = skip_others(rows, DETECT, src)
     for test in DETECT:
         for unit, urows, part in by_unit([r for r in rows if r.test == test]):
+            name = f"detect-{test.split('_')[1]}{part}.svg"
+            urows = one_run(name, urows)
             title = f"{WHAT[test]} ({unit}, lower is better)"
             what = upper_first(WHAT[test]) + ","
-            per_group(f"detect-{test.split('_')[1]}{part}.svg", urows, title, what, src, ["config", "size"])
+            per_group(name, urows, title, what, src, ["config", "size"])
 
 rows = files["startup.csv"]
 if rows:
     src = f"{data_shown}/startup.csv"
     rows = skip_others(rows, ["startup"], src)
     for unit, urows, part in by_unit(rows):
+        name = f"startup{part}.svg"
+        urows = one_run(name, urows)
         title = f"start-up time ({unit}, lower is better)"
-        vs_ranks(f"startup{part}.svg", urows, title, "Start-up time", src, ["config", "size"])
+        vs_ranks(name, urows, title, "Start-up time", src, ["config", "size"])
 
 with open(os.path.join(tmp, "manifest.tsv"), "w", encoding="utf-8") as man:
     for i, (name, desc, script, series) in enumerate(plots):
@@ -461,15 +553,18 @@ with open(os.path.join(tmp, "manifest.tsv"), "w", encoding="utf-8") as man:
 with open(os.path.join(tmp, "README.md"), "w", encoding="utf-8") as f:
     f.write("# Benchmark plots\n\n")
     f.write(f"Generated by `bench/plots.sh` (`make plots`) from the CSV files in `{data_shown}/`;\n")
-    f.write("do not edit. Every point is the median of its runs, its bar spans min to max.\n\n")
+    f.write("do not edit. Every point is the median of its runs, its bar spans min to max. Each plot\n")
+    f.write("draws the rows of one run (one host and commit; by default the latest that has rows for\n")
+    f.write("it, `bench/plots.sh --host H --commit C` for another), named in its title and below.\n\n")
     if not plots:
-        f.write(f"No plots yet: none of shm.csv, fabric.csv, detect.csv, startup.csv in `{data_shown}/` has data.\n")
+        which = " of the selected run" if sel_host or sel_commit else ""
+        f.write(f"No plots yet: none of shm.csv, fabric.csv, detect.csv, startup.csv in `{data_shown}/` has data{which}.\n")
     for name, desc, _, _ in plots:
         f.write(f"- [`{name}`]({name}): {desc}\n")
 PY
 )
 
-python3 -c "$split_py" "$data" "$data_shown" "$tmp"
+python3 -c "$split_py" "$data" "$data_shown" "$tmp" "$sel_host" "$sel_commit"
 
 mkdir -p "$out"
 ids=()

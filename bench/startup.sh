@@ -15,8 +15,11 @@
 # (every configuration once per run, the order rotating), RUNS runs (default 7). A run
 # counts only when it exits 0 and rank 0 printed its "ok" line. Each cell is the median
 # with min–max, in seconds. The table is printed and written to
-# bench/out/startup-<date>.md; the medians replace bench/data/startup.csv (the data
-# `make plots` draws). Every network transport is pinned to loopback.
+# bench/out/startup-<date>.md; the medians go to bench/data/startup.csv (the data
+# `make plots` draws) with this run's host, UTC date and commit (bench/lib.sh
+# `provenance`; BENCH_HOST, BENCH_COMMIT override them), replacing every earlier row of
+# the same host and commit; other runs' rows stay. Every network transport is pinned to
+# loopback.
 #
 #   bench/startup.sh [--runs N] [--ranks "2 4 8"] [--no-csv]
 #
@@ -57,6 +60,7 @@ for v in openmpi mpich; do
 done
 export FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo UCX_NET_DEVICES=lo
 stamp=$(date -u +%Y-%m-%d-%H%M%S)
+provenance
 raw=$here/out/raw/startup-$stamp
 mkdir -p "$raw"
 
@@ -125,6 +129,7 @@ report=$here/out/startup-$stamp.md
     echo "Launcher wall time in seconds, median (min–max) of $runs runs, interleaved (order rotating);"
     echo "a run counts when it exits 0 with rank 0's ok line (ok/runs after the figures). Host: $(nproc) CPUs,"
     echo "load before $(cut -d' ' -f1-3 /proc/loadavg). Raw outputs: bench/out/raw/startup-$stamp/."
+    echo "Run: host $bench_host, commit $bench_commit, $bench_date (the host, commit and date columns of bench/data/startup.csv)."
     echo
     echo "| ranks | runthrough shm | Open MPI 5 shm | MPICH 5 shm | runthrough tcp | Open MPI 5 tcp | MPICH 5 tcp | runthrough tcp on MPICH's libfabric |"
     echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -149,7 +154,6 @@ cat "$report"
 log "wrote $report"
 
 if [[ $csv -eq 1 && -s $rows ]]; then
-    rm -f "$root/bench/data/startup.csv"
-    merge_csv "$root/bench/data/startup.csv" "$rows" 0 1 3 4
-    log "wrote bench/data/startup.csv"
+    merge_csv "$root/bench/data/startup.csv" "$rows"
+    log "updated bench/data/startup.csv (host $bench_host, commit $bench_commit)"
 fi

@@ -591,7 +591,7 @@ const RXM_MSG_RX_ENV: &str = "FI_OFI_RXM_MSG_RX_SIZE";
 /// 8-rank tcp job on 2 cores (page clearing was a third of its samples; 8 ranks with
 /// libfabric 2.5.1 started in 0.67–0.93 s unset against 0.18–0.21 s at 256, with
 /// Debian's 1.17 in 0.93–0.99 against 0.77–0.84; a rank's resident memory 83 MiB against
-/// 31: bench/RESULTS.md §0.17). 256 still holds four `osu_bw` windows of 64 messages;
+/// 31: bench/history/NOTEBOOK.md §0.17). 256 still holds four `osu_bw` windows of 64 messages;
 /// a sender that outruns it waits in TCP's flow control, nothing is dropped.
 pub(crate) const RXM_MSG_RX_SIZE: u32 = 256;
 

@@ -77,7 +77,7 @@ pub const DEFAULT_RING_BYTES: u32 = 256 * 1024;
 /// `osu_bibw` window of 64 KiB messages instead of three, so the two ranks stop waiting
 /// on each other every third message (2 ranks, 7 interleaved runs: 64 KiB `osu_bibw`
 /// 1.18x, 4 MiB `osu_bibw` 1.07x, 64 KiB `osu_bw` 1.05x, 1 MiB `osu_bw` 1.00x, 4 MiB
-/// `osu_bw` 0.96x against 256 KiB rings; bench/RESULTS.md §0.13).
+/// `osu_bw` 0.96x against 256 KiB rings; bench/history/NOTEBOOK.md §0.13).
 pub const INBOUND_RING_BUDGET: usize = 4 << 20;
 
 /// The default ring size of a node of `local` ranks on `cores` cores: when ranks
@@ -101,7 +101,7 @@ pub const SHM_EAGER_LIMIT: usize = 64 * 1024;
 /// own: longer messages are a rendezvous whose protocol (one CMA copy, or two pipelined
 /// copies through the ring) the engine times per size class (`Config::cma_choose`). On
 /// an Intel host one copy won from 64 KiB (`osu_latency` 64 KiB 4.8-5.0 against
-/// 8.5-8.6 µs eager, `osu_bibw` 22.6 against 15.0 GB/s; bench/RESULTS.md §0.15); on
+/// 8.5-8.6 µs eager, `osu_bibw` 22.6 against 15.0 GB/s; bench/history/NOTEBOOK.md §0.15); on
 /// the AMD host of §0.13 a 64 KiB rendezvous cost 2.29 against 2.05 µs eager.
 pub const SHM_CHOOSING_EAGER_LIMIT: usize = 32 * 1024;
 /// Attempts of the progress thread to take the engine lock without waiting.
@@ -436,7 +436,7 @@ fn spawn_progress(
                 // lock alone, unless the engine holds something only the lock holder hands
                 // over (suspects, an exclusion, futures to wake). Sharing the core with
                 // that thread, taking the lock would cost hand-overs and context switches
-                // in the middle of its copies (RESULTS §0.16: 1 MiB osu_bibw).
+                // in the middle of its copies (bench/history/NOTEBOOK.md §0.16: 1 MiB osu_bibw).
                 let calls = pulse.calls();
                 let others_progress = seen.is_some_and(|s| s != calls);
                 seen = Some(calls);
@@ -467,7 +467,7 @@ fn spawn_progress(
                         // While the application computes, this thread alone moves its long
                         // receives: all of them, not the MiB a progress call pulls. Between
                         // calls the lock goes to a thread waiting for it (the application's),
-                        // which a window of pulls under one hold kept out (RESULTS §0.12).
+                        // which a window of pulls under one hold kept out (bench/history/NOTEBOOK.md §0.12).
                         for _ in 0..BACKGROUND_PULL_ROUNDS {
                             if !e.pulls_pending() {
                                 break;
@@ -587,13 +587,13 @@ fn engine_config(job: Option<&JobInfo>) -> Result<Config, Error> {
         // between hosts of one kind: one streamed 1 MiB osu_bw at 23.5-25.0 GB/s
         // against CMA's 10.9-11.4 (and 4 MiB osu_bibw 21.2-21.5 against 13.5-16.0),
         // another pulled 1 MiB osu_bibw at 17.1-17.6 against streaming's 8.9-11.4
-        // (bench/RESULTS.md §0.10, §0.11). So the engine times both on the first long
+        // (bench/history/NOTEBOOK.md §0.10, §0.11). So the engine times both on the first long
         // messages and keeps the faster. When ranks outnumber cores the peer is often
         // not running to copy its half, and CMA's pull wins (4 ranks on 2 cores, 1 MiB
         // allgather 365 against 444-468 us).
         cfg.cma_choose = true;
         // From just past the eager limit, not from 512 KiB: on some hosts one copy wins
-        // from there too (an Intel host, bench/RESULTS.md §0.15: 256 KiB `osu_bibw`
+        // from there too (an Intel host, bench/history/NOTEBOOK.md §0.15: 256 KiB `osu_bibw`
         // 12.5-13.2 GB/s streamed, 26.2-27.3 pulled), on others the two pipelined
         // copies do; the choice is per size class.
         cfg.cma_min = cfg.eager_limit.saturating_add(1).min(cfg.cma_min);

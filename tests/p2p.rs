@@ -56,7 +56,7 @@ fn fabric_tcp_all_pairs_8_ranks() {
 /// Over `tcp;ofi_rxm` the rank gives libfabric a bounded rxm receive pool (256 buffers,
 /// `FI_OFI_RXM_MSG_RX_SIZE`) unless the user sized it: left unset, rxm takes 4096 shared
 /// buffers of 16 KiB, 64 MiB that every rank allocates and clears at start-up
-/// (bench/RESULTS.md §0.17). A value the user set is passed through unchanged, and a
+/// (bench/history/NOTEBOOK.md §0.17). A value the user set is passed through unchanged, and a
 /// provider without rxm (sockets) is not told about it.
 #[test]
 fn fabric_tcp_bounds_the_rxm_receive_pool_unless_the_user_sized_it() {

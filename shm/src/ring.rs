@@ -575,7 +575,7 @@ impl RingRx {
             // The records after this one are most likely written already when the
             // consumer is the slower side: ask for a line ahead while this record is
             // handled (the raw ring: 33 -> 46 M records/s, `examples/ring_stream.rs`;
-            // 8 B `osu_bw` about +4 %, RESULTS §0.15).
+            // 8 B `osu_bw` about +4 %, bench/history/NOTEBOOK.md §0.15).
             self.raw.prefetch((idx + need + PREFETCH_AHEAD) & (n - 1));
             return Some(Ok(self.slice(p)));
         }
