@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Whole-node faults in containers, runthrough vs Open MPI 5 ULFM (issue 14 item 4).
+# Whole-node faults in containers, runthrough vs Open MPI 5 ULFM.
 #
 #   bench/cluster_ft.sh [REPS|FIRST-LAST]   (default 3 repetitions of each experiment)
 #

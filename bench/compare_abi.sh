@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# compare_abi.sh - the same binaries on two MPIs through the MPI-5 standard ABI (issue 15,
-# item 3): MPICH 5.0.2's libmpi_abi.so.1 and runthrough's, side by side in one table.
+# compare_abi.sh - the same binaries on two MPIs through the MPI-5 standard ABI:
+# MPICH 5.0.2's libmpi_abi.so.1 and runthrough's, side by side in one table.
 #
 # Builds bench/c/osu_pt2pt.c, osu_coll.c, ft_detect.c and abi/c/*.c ONCE with the MPICH
 # wheel's mpicc_abi (-DMPI_ABI: <mpi.h> is mpi_abi.h; abi/include gives mpi-ext.h) into
@@ -16,7 +16,7 @@
 # column before running it, and that every binary's sha256 is the same before each run
 # (printed under the table).
 #
-# The abi/c programs (seeds/000 examples 17.5-17.8, manager_worker) are correctness rows:
+# The abi/c programs (run-through chapter examples 17.5-17.8, manager_worker) are correctness rows:
 # a cell is how many runs ended with every rank's "ok" line and exit 0 (`ok 3/3`), with
 # the median wall time. They run failure-free on both MPIs (--ft-ranks N ranks, default
 # 4), and on runthrough also with one of their own ranks killed (-k), which MPICH's

@@ -7,7 +7,7 @@
 # from BASE_TARGET_DIR/release and NEW_TARGET_DIR/release (default: this workspace's
 # target), alternating A B A B ... RUNS times each (default 11), and prints each side's
 # median with min-max and the ratio new/base of the medians. Used to check that a change
-# keeps today's speed (issue 16: within 2 %). Build both first (cargo build --release
+# keeps today's speed (within 2 %). Build both first (cargo build --release
 # -p runthrough-bench --bins -p runthrough-launch). RT_BUILD_SPECS replaces the two
 # measurements: comma-separated "TEST SIZE" pairs, TEST one of latency, bw, bibw
 # (e.g. RT_BUILD_SPECS="latency 65536,bw 65536,bibw 65536").

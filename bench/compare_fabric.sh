@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The network path side by side in one run (issue 3, made fair by issue 17): runthrough
+# The network path side by side in one run, under the fairness rules below: runthrough
 # over libfabric (`rtrun --transport fabric --provider P`), raw libfabric `fi_pingpong`
 # on the same provider, Open MPI 5 over its tcp BTL and MPICH 5 over ofi/P — every one
 # pinned to loopback and bound one process per core.
@@ -7,7 +7,7 @@
 #   bench/compare_fabric.sh [PROVIDER] [RUNS] [--no-csv]
 #       PROVIDER: tcp (default) or sockets; RUNS: runs per cell (default 5)
 #
-# Fairness rules (issue 17):
+# Fairness rules:
 #   - interleaved: every run measures every implementation in turn (rt, fi_pingpong,
 #     ompi, mpich, rt, ...); each cell is the median with min–max; nothing is re-run
 #     alone and there is no best-of;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fabric_init.sh - what loading Debian's libfabric costs a process (issue 17, item 3).
+# fabric_init.sh - what loading Debian's libfabric costs a process (start-up time).
 #
 # A job over the fabric opens libfabric in every rank. This measures that cost alone,
 # with libfabric's own `fi_info -p tcp` (load the library, fi_getinfo for tcp, exit):

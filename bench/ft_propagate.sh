@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # ft_propagate.sh - fault-tolerance operations of runthrough side by side with Open MPI 5
-# ULFM (issue 13 item 6).
+# ULFM.
 #
 # Four experiments, each a C program in bench/c/ (built with the venv's mpicc, run with
 # mpirun --with-ft ulfm) and its runthrough counterpart (rtrun -n N target/release/...):
-#   a  propagate  seeds/002's measurement (the paper's Figure 2): dup the world,
+#   a  propagate  Engwer et al.'s measurement (their Figure 2): dup the world,
 #                 propagate an error from rank 0, clean up. Open MPI: revoke + agree +
 #                 shrink + the (rank, code) list (ft_propagate.c); runthrough: dup,
 #                 signal_error(666), drop (ft_propagate.rs). Time per repetition on

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# lock_cost.sh - what the engine lock costs small messages (issue 17, item 2), measured
+# lock_cost.sh - what the engine lock costs small messages (biased against plain), measured
 # in one binary.
 #
 # The engine lock is biased toward the thread that called init (engine/src/lock.rs): that

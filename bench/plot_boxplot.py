@@ -7,7 +7,7 @@ Each FILE holds one sample per line (microseconds; blank lines and lines startin
 with '#' are skipped; a line "<index> <us>" counts its last field). Samples are
 grouped by GROUP (e.g. "4 ranks", along the x axis, in order of first appearance),
 one box per IMPL within a group, coloured by IMPL. Each box shows min, p25, median,
-p75 and max (whiskers to the extremes, as the box plots of seeds/002's Figure 2), on
+p75 and max (whiskers to the extremes, as the box plots of Engwer et al.'s Figure 2), on
 a logarithmic time axis in milliseconds. bench/ft_propagate.sh calls it for
 experiment (a) and writes bench/ft_propagate.svg, with the run's host and commit as
 the subtitle (a second title line): every box of one plot comes from one run.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# startup.sh - job start-up time (issue 17, item 3): the launcher's wall time for a job
+# startup.sh - job start-up time: the launcher's wall time for a job
 # that initialises, enters one barrier and finalizes (bench/src/bin/init_barrier.rs,
 # bench/c/init_barrier.c), for
 #   runthrough shm   rtrun -n N target/release/init_barrier

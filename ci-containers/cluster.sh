@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A cluster of container "nodes" for multi-node tests (DESIGN T4): N containers node1..nodeN
+# A cluster of container "nodes" for multi-node tests (T4): N containers node1..nodeN
 # on a private bridge network, each with its own hostname and address, its own PID
 # namespace and its own /dev/shm, the project checkout mounted read-only at the same path,
 # so `rtrun --launch-agent 'docker exec -i {host}'` can start the project's binaries in them.

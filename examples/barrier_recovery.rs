@@ -1,7 +1,7 @@
-//! seeds/000 Example 17.6, ported: a loop of barriers where a process may fail. After
-//! each barrier every process validates: the validate is uniform, so all see the same
-//! failed group and know whether a new failure happened, though the barrier itself may
-//! have succeeded at some and failed at others.
+//! Example 17.6 of the run-through chapter, ported: a loop of barriers where a process may
+//! fail. After each barrier every process validates: the validate is uniform, so all see
+//! the same failed group and know whether a new failure happened, though the barrier itself
+//! may have succeeded at some and failed at others.
 //!
 //! `rtrun -n 4 barrier_recovery [VICTIM] [ITERS] [OP]`: the victim SIGKILLs itself
 //! halfway. OP (default `barrier`) picks the collective of the loop, so the same recovery

@@ -1,6 +1,6 @@
-//! seeds/000 Example 17.7, ported: broadcasts grouped in recovery blocks. A block of
-//! `size` broadcasts runs, then everyone validates; if the failed group changed, the
-//! block is redone — whatever each rank's broadcasts returned, the validate tells them
+//! Example 17.7 of the run-through chapter, ported: broadcasts grouped in recovery blocks.
+//! A block of `size` broadcasts runs, then everyone validates; if the failed group changed,
+//! the block is redone — whatever each rank's broadcasts returned, the validate tells them
 //! all the same thing.
 //!
 //! `rtrun -n 5 bcast_recovery [VICTIM]`: the victim SIGKILLs itself during block 4.

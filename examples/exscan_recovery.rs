@@ -1,6 +1,6 @@
-//! seeds/000 Example 17.8, ported: an exscan retried until a validate finds no new
-//! failure, then each rank prints `Rank r) Received v` like the seed. With 5 ranks
-//! sending rank+1 and rank 2 failed, ranks 1, 3, 4 print 1, 3, 7; with ranks 0 and 2
+//! Example 17.8 of the run-through chapter, ported: an exscan retried until a validate
+//! finds no new failure, then each rank prints `Rank r) Received v` like the seed. With 5
+//! ranks sending rank+1 and rank 2 failed, ranks 1, 3, 4 print 1, 3, 7; with ranks 0 and 2
 //! failed, ranks 3 and 4 print 2 and 6 (rank 1, now first, has no defined result).
 //!
 //! `rtrun -n 5 exscan_recovery 2` (the listed ranks SIGKILL themselves after start-up).

@@ -1,6 +1,6 @@
 //! R30 at run time: every kind of request is leaked (`mem::forget`) while pending, its
 //! memory is freed and reallocated, and the new allocation must stay untouched while the
-//! peer's data arrives (the reproduction of issue 16, for every request kind).
+//! peer's data arrives (the reproduction in docs/SOUNDNESS.md, for every request kind).
 //!
 //! Rank 0 is the holder that leaks, rank 1 its peer; further ranks take part in the
 //! collectives only. Sizes: 64 KiB (eager when every rank shares the node, rendezvous

@@ -1,7 +1,7 @@
-//! Fault-tolerant manager/worker (seeds/000 §17.6 advice): the manager hands tasks to
-//! workers and collects results with ANY_SOURCE receives. When a worker dies, the pending
-//! wildcard receive fails with `RankFailStop` (R13); the manager asks which ranks failed
-//! (`reenable_any_source`, R14), re-issues their lost tasks to the survivors, and
+//! Fault-tolerant manager/worker (run-through chapter §17.6 advice): the manager hands
+//! tasks to workers and collects results with ANY_SOURCE receives. When a worker dies, the
+//! pending wildcard receive fails with `RankFailStop` (R13); the manager asks which ranks
+//! failed (`reenable_any_source`, R14), re-issues their lost tasks to the survivors, and
 //! finishes every task.
 //!
 //! `rtrun -n 6 --kill 2@300ms --kill 4@700ms target/release/examples/manager_worker [TASKS]`

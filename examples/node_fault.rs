@@ -1,4 +1,4 @@
-//! Whole-node faults (DESIGN T4, R32; used by `tests/cluster.rs`): every rank exchanges a
+//! Whole-node faults (T4, R32; used by `tests/cluster.rs`): every rank exchanges a
 //! numbered stream with every other rank, round after round, while the test kills,
 //! pauses or cuts off a node (`docker kill`, `docker pause`, `docker network
 //! disconnect`) or slows the network (`tc netem`).

@@ -1,4 +1,4 @@
-//! seeds/002's listing (Engwer et al., "Exception propagation in MPI"), ported: a local
+//! The listing of Engwer et al. (exception propagation in MPI, R27), ported: a local
 //! error becomes `signal_error`, every rank catches `Propagated` naming the ranks that
 //! signalled and their codes, and a rank that panics while using a communicator leaves
 //! it corrupted at every other rank.
@@ -32,7 +32,7 @@ fn fresh(world: &Comm) -> Result<Comm, Error> {
     Ok(c)
 }
 
-/// Scene 1: the listing of seeds/002 on a ring.
+/// Scene 1: Engwer et al.'s listing on a ring.
 fn signal(world: &Comm) -> Result<Vec<(u32, i32)>, Error> {
     let comm = fresh(world)?;
     let (me, n) = (comm.rank(), comm.size());

@@ -1,7 +1,7 @@
-//! seeds/000 Example 17.5, ported: several threads of rank 0 receive with ANY_SOURCE
-//! while workers stream numbered messages and some workers are killed. A thread whose
-//! wildcard receive fails re-enables wildcards under a writer lock, unless another thread
-//! already did for the same failures (the `recognize_cnt` protocol of the example).
+//! Example 17.5 of the run-through chapter, ported: several threads of rank 0 receive with
+//! ANY_SOURCE while workers stream numbered messages and some workers are killed. A thread
+//! whose wildcard receive fails re-enables wildcards under a writer lock, unless another
+//! thread already did for the same failures (the `recognize_cnt` protocol of the example).
 //!
 //! `rtrun -n 6 --kill 2@150ms --kill 4@300ms reenable_threads [THREADS] [MSGS]`
 //! checks: every message of a surviving worker arrives exactly once, a dead worker's

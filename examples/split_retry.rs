@@ -1,6 +1,6 @@
-//! The split-retry loop of seeds/004: communicator creation is uniform — it succeeds
-//! everywhere or fails everywhere — so a failed split is followed by a validate (which
-//! recognises the failure) and a retry, and every survivor leaves the loop together.
+//! The split-retry loop of uniform creation (R23, R24): communicator creation is uniform —
+//! it succeeds everywhere or fails everywhere — so a failed split is followed by a validate
+//! (which recognises the failure) and a retry, and every survivor leaves the loop together.
 //! Splitting by a single color then yields the live members (R25).
 //!
 //! `rtrun -n 5 split_retry [VICTIM] [create]`: the victim SIGKILLs itself just before the

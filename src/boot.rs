@@ -4,7 +4,7 @@
 //! sequence and its guarantees). Entries are published as `NAME` of this rank and read
 //! as `NAME` of rank `r` (under rtrun the key `NAME/r`).
 //!
-//! Transport choice (DESIGN §2, issue 3 item 4): `RT_TRANSPORT` = `auto` (default: shared
+//! Transport choice (docs/ARCHITECTURE.md §2): `RT_TRANSPORT` = `auto` (default: shared
 //! memory to ranks on this host, libfabric to the others), `shm` (shared memory only; one
 //! host), or `fabric` (libfabric to every rank, this one included, even on one host: for
 //! testing and benchmarking). `RT_PROVIDER` = `auto|tcp|sockets|verbs|cxi` picks the
@@ -38,7 +38,7 @@
 //! `init` is done, so the launcher tells a slow rank from a hung one. Told it was
 //! excluded (by any reply), this process exits, never rejoining.
 //!
-//! Peer death on this host (DESIGN §3 local evidence): the pids every rank publishes
+//! Peer death on this host (T-FD local evidence): the pids every rank publishes
 //! (`pid/{rank}`, also used for CMA) give each rank a pidfd per shared-memory peer
 //! ([`Liveness`]; `RT_PIDFD=0` turns the watch off), and the segment's departure marks
 //! tell a peer that finalized from one that failed. Where the kernel refuses pidfds the

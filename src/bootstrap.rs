@@ -1,5 +1,5 @@
 //! Which service started this process, and the operations start-up and the runtime need
-//! from it (DESIGN T3): [`Bootstrap`] over `rtrun`'s key-value service, PMIx (`srun
+//! from it (T3): [`Bootstrap`] over `rtrun`'s key-value service, PMIx (`srun
 //! --mpi=pmix`, or any PMIx server) or PMI-2 (`srun --mpi=pmi2`, MPICH's hydra).
 //!
 //! [`detect`] picks by environment, in this order: `RT_RANK` → rtrun; `PMIX_RANK` or

@@ -5,6 +5,7 @@
 //! collectives use the next one). Error modes (R2): the world starts with
 //! [`ErrorMode::ErrorsAreFatal`]; new communicators inherit their parent's mode.
 
+use runthrough_engine::SendTarget;
 use std::fmt;
 use std::io::Write;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ pub type Handler = Arc<dyn Fn(&Comm, &Error) + Send + Sync>;
 #[derive(Clone)]
 pub enum ErrorMode {
     /// Abort: by default the processes of this communicator's group, as `abort(comm)`
-    /// (seeds/001); job-wide under [`FatalScope::Job`]. The world's default.
+    /// (MPI Forum ticket #324, R3); job-wide under [`FatalScope::Job`]. The world's default.
     ErrorsAreFatal,
     /// Abort the processes of this communicator's group, whatever the fatal scope (MPI-4's
     /// `MPI_ERRORS_ABORT`).
@@ -302,7 +303,7 @@ impl Comm {
     }
 
     /// Aborts the processes of this communicator's group (this one included) with
-    /// `code`, as `MPI_Abort(comm, code)` with the scope of seeds/001.
+    /// `code`, as `MPI_Abort(comm, code)` with the scope of R3.
     pub fn abort(&self, code: i32) -> ! {
         let ranks: Vec<u32> = self.inner.group.iter().map(|r| r.0).collect();
         self.inner.shared.abort(&ranks, code)
@@ -347,8 +348,12 @@ impl Comm {
     ) -> Result<Request<'s>, Error> {
         let (peer, tag) = self.destination(dest, tag)?;
         let bytes: &[u8] = bytemuck::cast_slice(buf);
-        let inner =
-            engine::isend(s, &self.inner.shared.engine, self.inner.ctx, self.inner.me, dest as u32, peer, tag, bytes);
+        let inner = engine::isend(
+            s,
+            &self.inner.shared.engine,
+            SendTarget { ctx: self.inner.ctx, src: self.inner.me, dest: dest as u32, peer, tag },
+            bytes,
+        );
         Ok(Request { inner, comm: self })
     }
 
@@ -375,7 +380,7 @@ impl Comm {
     pub fn isend_owned<T: Pod>(&self, buf: Vec<T>, dest: usize, tag: i32) -> Result<OwnedRequest<T>, Error> {
         let (peer, tag) = self.destination(dest, tag)?;
         let (eng, ctx, me) = (&self.inner.shared.engine, self.inner.ctx, self.inner.me);
-        let inner = engine::OwnedRequest::isend(eng, ctx, me, dest as u32, peer, tag, buf);
+        let inner = engine::OwnedRequest::isend(eng, SendTarget { ctx, src: me, dest: dest as u32, peer, tag }, buf);
         Ok(OwnedRequest { inner, comm: self.clone() })
     }
 
@@ -396,7 +401,7 @@ impl Comm {
     pub fn send<T: Pod>(&self, buf: &[T], dest: usize, tag: i32) -> Result<(), Error> {
         let (peer, tag) = self.destination(dest, tag)?;
         let (eng, ctx, me) = (&self.inner.shared.engine, self.inner.ctx, self.inner.me);
-        let r = engine::send(eng, ctx, me, dest as u32, peer, tag, bytemuck::cast_slice(buf));
+        let r = engine::send(eng, SendTarget { ctx, src: me, dest: dest as u32, peer, tag }, bytemuck::cast_slice(buf));
         self.check(r).map(drop)
     }
 
@@ -423,11 +428,7 @@ impl Comm {
         let (dest_peer, tag) = self.destination(dest, sendtag)?;
         let (sent, got) = engine::sendrecv(
             &self.inner.shared.engine,
-            self.inner.ctx,
-            self.inner.me,
-            dest as u32,
-            dest_peer,
-            tag,
+            SendTarget { ctx: self.inner.ctx, src: self.inner.me, dest: dest as u32, peer: dest_peer, tag },
             bytemuck::cast_slice(sendbuf),
             pattern,
             src_peer,
@@ -586,7 +587,7 @@ impl Comm {
 
     /// The creation protocol of `dup` and `split`: exchange (color, key, context proposal)
     /// over the live members, then agree whether that worked everywhere with no failure
-    /// beyond the recognised ones; the agreement is the decision point of seeds/004 (a
+    /// beyond the recognised ones; the agreement is the decision point of R24 (a
     /// failure known before it gives an error everywhere). Returns each member's entry
     /// (`None` for recognised failed members) and the new context.
     fn create_exchange(&self, color: i32, key: i32) -> Result<(Vec<Option<Entry>>, u32), Error> {
@@ -721,11 +722,11 @@ impl Comm {
         Group::new(d.failed.iter().map(|&w| Rank(w)).collect(), self.my_world_rank())
     }
 
-    /// Validates the communicator (seeds/000 §17.7.4, R19): a collective over the live
+    /// Validates the communicator (run-through chapter §17.7.4, R19): a collective over the live
     /// members that agrees, uniformly, on the group of failed members; they become
     /// recognised failures, excluded from later collectives (R20), and collectives are
     /// enabled again. Returns the agreed failed group (the same at every member).
-    /// Collectives begun before need not match across it (the "cut" of seeds/004).
+    /// Collectives begun before need not match across it (the "cut" of R19).
     pub fn validate(&self) -> Result<Group, Error> {
         let r = self.usable().and_then(|()| self.agreement(u32::MAX)).map(|d| self.validate_apply(&d));
         self.check(r)
@@ -787,7 +788,7 @@ impl Comm {
         self.check(r)
     }
 
-    /// Signals `code` to every member (R27, seeds/002's `signal_error`): every other
+    /// Signals `code` to every member (R27, Engwer et al.'s `signal_error`): every other
     /// member's pending or next wait on this communicator (point-to-point, collective,
     /// the next agree or validate) fails with [`Error::Propagated`] listing every signal
     /// of the same resolution as `(rank, code)` — the same list at every member — and so
@@ -871,7 +872,7 @@ impl Comm {
 
 impl Drop for Comm {
     /// A handle dropped while its thread panics corrupts the communicator (R28,
-    /// seeds/002): every member's pending and later operations on it fail with
+    /// Engwer et al.): every member's pending and later operations on it fail with
     /// [`Error::CommCorrupted`], so none waits for this process.
     fn drop(&mut self) {
         if !std::thread::panicking() {

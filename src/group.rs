@@ -1,4 +1,4 @@
-//! Process groups (R9, seeds/000 §17.8.1): ordered sets of processes, named by their
+//! Process groups (R9, run-through chapter §17.8.1): ordered sets of processes, named by their
 //! world ranks. Failed processes stay members: `size` counts them, and union,
 //! intersection and difference keep them like any other member. Freeing a group is
 //! dropping it, which always completes.

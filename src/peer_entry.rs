@@ -1,6 +1,6 @@
 //! The entries ranks publish through the launcher's key-value service at start-up, as
-//! another rank reads them: bytes of other processes (issue 16 item 4,
-//! `docs/UNTRUSTED.md`).
+//! another rank reads them: bytes of other processes
+//! (`docs/UNTRUSTED.md`).
 //!
 //! Parts: [`pid`] (`pid/{rank}`), [`probe_addr`] (`probe/{rank}`), [`cma_ok`]
 //! (`cma/{rank}`) and [`host`] (`host/{rank}`). Each checks the exact length and the

@@ -12,25 +12,12 @@ use std::sync::Arc;
 
 use runthrough_engine::lock::BiasedMutex;
 use runthrough_engine::matching::Pattern;
-use runthrough_engine::{ContextId, Engine, Rank, Tag};
+/// Where a send goes, checked: what the engine needs to start it (the engine's type).
+pub use runthrough_engine::SendTarget;
+use runthrough_engine::{Engine, Rank, Tag};
 
 use crate::comm::{Source, TagSel};
 use crate::{Comm, Error};
-
-/// Where a send goes, checked: what the engine needs to start it.
-#[derive(Debug, Clone, Copy)]
-pub struct SendTarget {
-    /// The communicator's point-to-point context.
-    pub ctx: ContextId,
-    /// The sender's rank in the communicator.
-    pub me: u32,
-    /// The destination's rank in the communicator.
-    pub dest: u32,
-    /// The destination's world rank.
-    pub peer: Rank,
-    /// The checked tag.
-    pub tag: Tag,
-}
 
 impl Comm {
     /// The engine this communicator runs on (for requests on memory only the caller can
@@ -57,7 +44,7 @@ impl Comm {
         if !(0..=runthrough_engine::TAG_UB).contains(&tag) {
             return None;
         }
-        Some(SendTarget { ctx: self.inner.ctx, me: self.inner.me, dest: dest as u32, peer, tag: Tag(tag) })
+        Some(SendTarget { ctx: self.inner.ctx, src: self.inner.me, dest: dest as u32, peer, tag: Tag(tag) })
     }
 
     /// [`Comm::recv_pattern`] for the common case alone, for a hot path: a receive from

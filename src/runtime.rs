@@ -350,7 +350,7 @@ pub fn init() -> Result<Runtime, Error> {
 }
 
 /// Stops this process: the others declared it failed (`how`), so it must never rejoin
-/// (DESIGN §3, R31).
+/// (T-FD, R31).
 pub(crate) fn excluded_exit(how: &str) -> ! {
     let _ = writeln!(std::io::stderr(), "runthrough: this rank was excluded {how} (unresponsive); it stops");
     std::process::exit(EXCLUDED_EXIT)
@@ -394,12 +394,12 @@ pub(crate) fn apply_exits(sh: &Shared, exited: Vec<u32>, departed: impl FnOnce()
     }
 }
 
-/// The progress thread (DESIGN §2 "optional progress thread", §3): every tick it
+/// The progress thread (docs/ARCHITECTURE.md §2, §3): every tick it
 /// drains the transports (so heartbeats are read while the application computes), drives
 /// the failure detector's clock and polls the pidfds of the shared-memory peers
 /// (`peer_watch`); every `watch` (unless `None`: `RT_LAUNCHER_NOTICES=0`) it asks the
 /// launcher which ranks exited. Either notice of an exit becomes a failure of the peer,
-/// or a departure when the peer had finalized (local evidence, DESIGN §3). The engine
+/// or a departure when the peer had finalized (local evidence, T-FD). The engine
 /// drains a peer's messages before failing it, so a rank that finalized and exited loses
 /// nothing. A rank the others declared failed (it was hung, e.g. SIGSTOPped) stops here,
 /// never rejoining. Runs until finalize; holds only a weak reference to the runtime.

@@ -185,7 +185,7 @@ fn sessions_without_and_beside_mpi_init() {
     }
 }
 
-/// seeds/000 17.5.2: where `MPI_Init` must fail (the launcher unreachable, R5), it
+/// Run-through chapter §17.5.2: where `MPI_Init` must fail (the launcher unreachable, R5), it
 /// returns an error, `MPI_COMM_WORLD` stays valid for `MPI_Comm_set_errhandler`, and a
 /// later call on it reports `MPIX_ERR_PROC_FAILED` (`abi/c/init_fails.c`).
 #[test]

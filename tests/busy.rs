@@ -6,6 +6,9 @@
 //! ([`common::CpuThrottle`]: 5 ms of every second), so its heartbeats stop for most of
 //! each second while its ring observer runs on time — the case the launcher's view of the
 //! process (under `rtrun`) and the pidfd peer watch (without a witness) must refute.
+//!
+//! The only skip: no writable CPU cgroup here (not root, no cgroup filesystem), skip
+//! `cgroup-cpu` ([`common::skip()`]: a failure unless `RT_EXPECTED_SKIPS` names it).
 
 mod common;
 
@@ -36,7 +39,7 @@ fn a_rank_throttled_off_the_cpu_is_not_failed() {
     let throttle = match CpuThrottle::new(Duration::from_millis(5), Duration::from_secs(1)) {
         Ok(t) => t,
         Err(why) => {
-            println!("skipped: {why}");
+            common::skip("cgroup-cpu", &why);
             return;
         }
     };

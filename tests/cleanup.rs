@@ -17,7 +17,7 @@ fn segment_removed_after_normal_exit_and_after_kills() {
     for at in ["0ms", "2ms", "10ms", "40ms", "150ms"] {
         for victim in ["0", "2"] {
             let kill = format!("{victim}@{at}");
-            // Without the failure detector (next issue) survivors may block on the victim:
+            // Without the failure detector survivors may block on the victim:
             // the timeout ends the job; what matters here is the cleanup.
             let o = run(&["-n", "4", "--timeout", "3", "--kill", &kill, prog, "200"], Duration::from_secs(30));
             assert!(!o.status.success(), "a killed job reports failure ({kill})");

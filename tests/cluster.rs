@@ -1,4 +1,4 @@
-//! Whole-node faults on a container cluster (DESIGN T4, R32): three containers
+//! Whole-node faults on a container cluster (T4, R32): three containers
 //! `node1..node3` made by `ci-containers/cluster.sh` (own hostname, address, PID space
 //! and /dev/shm; 2 ranks each), ranks started by `rtrun --launch-agent 'docker exec
 //! {host}'`, and the faults done to whole containers: `docker kill` (crash), `docker
@@ -11,8 +11,12 @@
 //!
 //! `make test` runs the short suite (a 3-node ring, one node kill, one partition);
 //! `RT_CLUSTER_FULL=1` (`make cluster-test`) adds pause, the detector alone, the other
-//! partitions and five minutes of traffic under netem. The only skip: Docker absent or
-//! unusable (`cluster.sh` exit 3), printed as `skipped: <reason>`.
+//! partitions and five minutes of traffic under netem.
+//!
+//! Skips ([`common::skip()`]: each a failure unless `RT_EXPECTED_SKIPS` names it):
+//! `cluster-full` for the tests of `make cluster-test` without `RT_CLUSTER_FULL=1`
+//! (expected in CI's `make test`), and `docker` where Docker is absent or unusable
+//! (`cluster.sh` exit 3; not expected in CI, which has Docker).
 
 mod common;
 
@@ -60,7 +64,7 @@ impl Drop for Cluster {
 /// [`cluster`] for the tests of `make cluster-test` only (`RT_CLUSTER_FULL=1`).
 fn full_cluster() -> Option<(Cluster, std::sync::MutexGuard<'static, ()>)> {
     if !full() {
-        println!("skipped: set RT_CLUSTER_FULL=1 (make cluster-test)");
+        common::skip("cluster-full", "set RT_CLUSTER_FULL=1 (make cluster-test)");
         return None;
     }
     cluster()
@@ -73,7 +77,7 @@ fn assert_never_continued(out: &str, stopped: &[u32]) {
     }
 }
 
-/// Brings up a fresh 3-node cluster (one test at a time), or says why not. The cluster
+/// Brings up a fresh 3-node cluster (one test at a time), or skips (`docker`). The cluster
 /// comes first in the pair: it is dropped (taken down) before the lock is released.
 fn cluster() -> Option<(Cluster, std::sync::MutexGuard<'static, ()>)> {
     static ONE: Mutex<()> = Mutex::new(());
@@ -91,7 +95,7 @@ fn cluster() -> Option<(Cluster, std::sync::MutexGuard<'static, ()>)> {
     match o.status.code() {
         Some(0) => Some((Cluster, guard)),
         Some(3) => {
-            println!("skipped: {}", String::from_utf8_lossy(&o.stderr).trim());
+            common::skip("docker", String::from_utf8_lossy(&o.stderr).trim());
             None
         }
         _ => panic!(

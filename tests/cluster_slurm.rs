@@ -1,11 +1,13 @@
-//! A real Slurm across container nodes (DESIGN T3/T4, issue 14 item 3):
+//! A real Slurm across container nodes (T3, T4):
 //! `ci-containers/cluster.sh up 3 --slurm` with the prefix `sl` and the network
 //! 10.81.0.0/24 (containers `slslurmctl`, `slnode1..3`; host names `slurmctl`,
 //! `node1..3`), and `srun` / `sbatch` run inside `slnode1` by `docker exec`. See
 //! docs/SLURM.md, "Slurm in containers".
 //!
-//! Runs only with `RT_CLUSTER_FULL=1` (`make cluster-test`); without it, without Docker
-//! or when `cluster.sh` cannot run here (exit 3), each test prints `skipped: <reason>`.
+//! Runs only with `RT_CLUSTER_FULL=1` (`make cluster-test`); without it each test skips
+//! as `cluster-full` (expected in CI's `make test`), and without Docker or when
+//! `cluster.sh` cannot run here (exit 3) as `docker` (`common::skip`: each a failure
+//! unless `RT_EXPECTED_SKIPS` names it).
 //! The cluster is brought up once and torn down by the last test of the run (a test
 //! that kills a node brings it up afresh for the next one). The checks read every rank's
 //! output (`srun --label`), not only srun's exit code.
@@ -154,19 +156,21 @@ fn tests_in_this_run() -> usize {
         .max(1)
 }
 
-/// The cluster, or `None` after printing why the test is skipped.
+/// The cluster, or `None` after [`common::skip()`] said why the test is skipped.
 fn hold() -> Option<Hold> {
     let mut state = STATE.lock().unwrap_or_else(|p| p.into_inner());
     let gate = std::env::var("RT_CLUSTER_FULL").ok();
     let why = if gate.as_deref() != Some("1") {
-        Some("set RT_CLUSTER_FULL=1 (make cluster-test)".to_string())
+        Some(("cluster-full", "set RT_CLUSTER_FULL=1 (make cluster-test)".to_string()))
     } else {
-        ensure_up(&mut state).err()
+        ensure_up(&mut state).err().map(|why| ("docker", why))
     };
     let h = Hold { state };
-    if let Some(why) = why {
-        println!("skipped: {why}");
+    if let Some((what, why)) = why {
+        // The hold ends first: it counts this test as finished (the last one takes the
+        // cluster down) before an unexpected skip panics.
         drop(h);
+        common::skip(what, &why);
         return None;
     }
     Some(h)

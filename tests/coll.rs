@@ -63,7 +63,7 @@ fn kill_inside_message_collectives_and_message_validate_survivors_finish() {
 
 #[test]
 fn kill_inside_every_collective_and_validate_survivors_finish() {
-    // seeds/000 Example 17.6 generalised: a loop of one collective + validate, the victim
+    // Run-through Example 17.6 generalised: a loop of one collective + validate, the victim
     // SIGKILLs itself halfway; every survivor finishes all iterations and all agree on
     // the failed group (R17, R18, R19, R20; R21 for the nonblocking ones and ivalidate).
     let prog = example("barrier_recovery");
@@ -113,7 +113,7 @@ fn kill_inside_every_collective_and_validate_survivors_finish() {
 
 #[test]
 fn exscan_recovery_prints_the_seed_values() {
-    // seeds/000 Example 17.8 with 5 ranks sending rank+1.
+    // Run-through Example 17.8 with 5 ranks sending rank+1.
     let prog = example("exscan_recovery");
     let out = ok_failed(&run(&["-n", "5", prog.to_str().unwrap(), "2"], Duration::from_secs(60)), &[2]);
     for line in ["Rank 1) Received 1", "Rank 3) Received 3", "Rank 4) Received 7"] {
@@ -129,7 +129,7 @@ fn exscan_recovery_prints_the_seed_values() {
 
 #[test]
 fn split_retry_is_uniform_and_yields_the_live_members() {
-    // seeds/004: the failed split fails everywhere, validate, retry succeeds everywhere.
+    // R24: the failed split fails everywhere, validate, retry succeeds everywhere.
     let prog = example("split_retry");
     let out = ok_failed(&run(&["-n", "5", prog.to_str().unwrap(), "2"], Duration::from_secs(60)), &[2]);
     assert_eq!(out.matches(" of 4 after 2 tries, sum of old ranks 8").count(), 4, "{out}");
@@ -144,7 +144,7 @@ fn split_retry_is_uniform_and_yields_the_live_members() {
 
 #[test]
 fn bcast_recovery_blocks_redo_after_a_failure() {
-    // seeds/000 Example 17.7: every survivor redoes the block the kill interrupted and
+    // Run-through Example 17.7: every survivor redoes the block the kill interrupted and
     // ends with the last broadcast value (9 + size - 1).
     let prog = example("bcast_recovery");
     let out = ok_failed(&run(&["-n", "5", prog.to_str().unwrap(), "3"], Duration::from_secs(60)), &[3]);

@@ -4,7 +4,7 @@
 //! survivor must finish in bounded time with `RankFailStop` naming the victim, and the
 //! survivors' own message stream must arrive complete, once, in order (checked by
 //! `examples/ft_check.rs`). Failures reach the survivors through the launcher's notice
-//! that the victim exited (the ring detector of issue 4 adds hung processes).
+//! that the victim exited (the ring detector adds hung processes).
 
 mod common;
 
@@ -125,7 +125,7 @@ fn manager_worker_survives_two_kills() {
 
 #[test]
 fn r14_reenable_any_source_from_several_threads() {
-    // seeds/000 Example 17.5: three receiving threads, two workers killed mid-stream.
+    // Run-through Example 17.5: three receiving threads, two workers killed mid-stream.
     // 1000 messages 2 ms apart: the workers stream for about 2 s, well past the second
     // kill (with 400 the job could end before 900 ms once start-up no longer paid
     // libfabric's 0.2 s initialisers).

@@ -1,4 +1,4 @@
-//! Multi-host runs (issue 3 item 5) on hosts made inside this machine: three network
+//! Multi-host runs (`rtrun --host`) on hosts made inside this machine: three network
 //! namespaces `rt-h0..rt-h2` joined by the bridge `rtbr0` (10.77.0.1; hosts at
 //! 10.77.0.11..13), made by `ci-containers/netns-cluster.sh`. No traffic leaves the
 //! machine. `rtrun --host rt-h0=10.77.0.11,... --launch-agent 'ip netns exec {host}'
@@ -6,7 +6,8 @@
 //! memory, the others libfabric over the veths (tcp and sockets providers).
 //!
 //! The only allowed skip: when this machine cannot create network namespaces (not root,
-//! no `ip`, no netns support), each test prints `skipped: <reason>` and returns. The
+//! no `ip`, no netns support), each test skips as `netns` and returns (`common::skip`: a
+//! failure unless `RT_EXPECTED_SKIPS` names it, as in CI, where namespaces work). The
 //! cluster is brought up by the first test that needs it and torn down by a guard when
 //! the last one ends, also when a test fails.
 

@@ -1,4 +1,4 @@
-//! A process that never opens a fabric does not load libfabric (issue 17, start-up).
+//! A process that never opens a fabric does not load libfabric (start-up time).
 //!
 //! Debian's `libfabric.so.1` depends on `libinfinipath` and `libpsm2`, whose initialisers
 //! calibrate a clock for about 0.2 s in every process that loads them: linked, they cost

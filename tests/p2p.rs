@@ -1,6 +1,6 @@
 //! Multi-process point-to-point tests through `rtrun` (real processes): shared memory,
 //! and `--transport fabric` over the libfabric `tcp` and `sockets` providers on loopback
-//! (issue 3: 2, 4 and 8 ranks, sizes up to 16 MiB, checksums and per-source order).
+//! (2, 4 and 8 ranks, sizes up to 16 MiB, checksums and per-source order).
 
 mod common;
 

@@ -1,5 +1,5 @@
-//! Shared-memory peer death seen through pidfds (DESIGN §3 "local evidence", issue 4
-//! item 2), with the other sources of evidence shut out: `RT_LAUNCHER_NOTICES=0` stops
+//! Shared-memory peer death seen through pidfds (T-FD "local evidence"), with the other
+//! sources of evidence shut out: `RT_LAUNCHER_NOTICES=0` stops
 //! the progress thread from asking the launcher which ranks exited, and a 60 s detector
 //! timeout keeps the ring detector from declaring anything during the test. What is left
 //! is the pidfd of each shared-memory peer, polled every progress tick, and the

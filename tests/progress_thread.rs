@@ -1,5 +1,5 @@
-//! The progress thread moves long receives while the application computes (DESIGN §2
-//! "optional progress thread"; `src/runtime.rs` `BACKGROUND_PULL_ROUNDS`).
+//! The progress thread moves long receives while the application computes (docs/ARCHITECTURE.md
+//! §2; `src/runtime.rs` `BACKGROUND_PULL_ROUNDS`).
 //!
 //! A progress call pulls rendezvous until it copied about 1 MiB (so the engine lock is not
 //! held for a window of long pulls). While the application computes, only the progress

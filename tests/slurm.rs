@@ -1,10 +1,12 @@
-//! Ranks started by Slurm without `rtrun` (DESIGN T3): `srun --mpi=pmix` (PMIx client
+//! Ranks started by Slurm without `rtrun` (T3): `srun --mpi=pmix` (PMIx client
 //! library) and `srun --mpi=pmi2` (PMI-2 wire protocol), on a Slurm of this host
 //! (`ci-containers/slurm-local.sh up`; see `docs/SLURM.md`).
 //!
-//! Each test runs only when `srun` works and `sinfo` shows a responding node, and
-//! prints `skipped: <reason>` otherwise. The checks read every rank's output (`srun
-//! --label` prefixes each line with its task's rank), not only srun's exit code.
+//! Each test runs only when `srun` works and `sinfo` shows a responding node, and skips
+//! as `slurm` otherwise, or as `slurm-pmix` / `slurm-pmi2` when srun lacks that plugin
+//! (`common::skip`: a failure unless `RT_EXPECTED_SKIPS` names it; CI's host runs no
+//! Slurm, so `.ci/expected-skips` lists `slurm`). The checks read every rank's output
+//! (`srun --label` prefixes each line with its task's rank), not only srun's exit code.
 
 mod common;
 
@@ -19,18 +21,20 @@ const JOB_LIMIT: Duration = Duration::from_secs(90);
 /// One srun job at a time (2 cores).
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Why Slurm cannot run jobs here, if it cannot (asked once per test run: a `sinfo`
-/// without a controller takes seconds to give up).
-fn unavailable(mpi: &str) -> Option<String> {
+/// Why Slurm cannot run `--mpi=MPI` jobs here, if it cannot: the skip's name (`slurm`,
+/// or `slurm-MPI` for a Slurm without that plugin) and the reason (the cluster is asked
+/// once per test run: a `sinfo` without a controller takes seconds to give up).
+fn unavailable(mpi: &str) -> Option<(String, String)> {
     static CLUSTER: OnceLock<Option<String>> = OnceLock::new();
     if let Some(why) = CLUSTER.get_or_init(cluster_unavailable) {
-        return Some(why.clone());
+        return Some(("slurm".into(), why.clone()));
     }
     match Command::new("srun").arg("--mpi=list").output() {
-        Err(e) => Some(format!("no srun ({e})")),
+        Err(e) => Some(("slurm".into(), format!("no srun ({e})"))),
         Ok(o) => {
             let list = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-            (!list.lines().any(|l| l.trim() == mpi)).then(|| format!("srun has no --mpi={mpi} plugin"))
+            (!list.lines().any(|l| l.trim() == mpi))
+                .then(|| (format!("slurm-{mpi}"), format!("srun has no --mpi={mpi} plugin")))
         }
     }
 }
@@ -53,8 +57,8 @@ fn cluster_unavailable() -> Option<String> {
 
 macro_rules! require_slurm {
     ($mpi:expr) => {
-        if let Some(why) = unavailable($mpi) {
-            println!("skipped: {why}");
+        if let Some((what, why)) = unavailable($mpi) {
+            common::skip(&what, &why);
             return;
         }
     };

@@ -20,8 +20,9 @@
 //! MPI_Comm_set_errhandler, MPIX_Comm_validate, MPI_Allreduce, MPIX_Comm_agree) on
 //! `libmpi_abi.so.1` under the same sweep and checks.
 //!
-//! The only allowed skip: the namespace configuration prints `skipped: <reason>` where
-//! this machine cannot create network namespaces (as `tests/multihost.rs`).
+//! The only allowed skip: the namespace configuration skips as `netns` where this machine
+//! cannot create network namespaces (as `tests/multihost.rs`; `common::skip`: a failure
+//! unless `RT_EXPECTED_SKIPS` names it).
 
 mod common;
 
@@ -245,7 +246,7 @@ fn startup_failures_fabric_tcp_8_ranks_oversubscribed() {
 
 /// The same through the standard ABI, a C program: every survivor's `MPI_Init` returns
 /// success with the victim already failed where it failed first, and
-/// `MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN)` works (seeds/000 17.5.2).
+/// `MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN)` works (run-through §17.5.2).
 #[test]
 fn startup_failures_through_the_abi_shm_4_ranks() {
     sweep(&Config { name: "abi-shm-4", ranks: 4, opts: vec![], other_victim: 2, abi: true });

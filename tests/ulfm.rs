@@ -118,7 +118,7 @@ fn a_signal_reaches_every_survivor_with_a_failed_member_present() {
     }
 }
 
-/// seeds/002's listing (`examples/propagate.rs`): every rank catches the same
+/// Engwer et al.'s listing (`examples/propagate.rs`): every rank catches the same
 /// `Propagated` lists (one signaller, then two at once), and `CommCorrupted` when the
 /// last rank panics holding the communicator.
 #[test]

@@ -1,5 +1,5 @@
 /*
- * init_fails.c - seeds/000 17.5.2 through the standard ABI: when MPI_Init cannot start
+ * init_fails.c - run-through chapter §17.5.2 through the standard ABI: when MPI_Init cannot start
  * (run with a launcher address nobody listens on), it returns an error instead of
  * aborting; MPI_COMM_WORLD stays a handle on which MPI_Comm_set_errhandler works, and a
  * later call on it reports MPIX_ERR_PROC_FAILED through that handler. Prints

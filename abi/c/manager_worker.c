@@ -1,6 +1,6 @@
 /*
- * manager_worker.c - the C twin of examples/manager_worker.rs (seeds/000 section 17.6
- * advice): the manager (rank 0) hands tasks to workers and collects results with
+ * manager_worker.c - the C twin of examples/manager_worker.rs (run-through chapter
+ * §17.6 advice): the manager (rank 0) hands tasks to workers and collects results with
  * MPI_ANY_SOURCE receives under MPI_ERRORS_RETURN. When a worker dies, the pending wildcard
  * receive fails with MPIX_ERR_PROC_FAILED (= MPIX_ERR_RANK_FAIL_STOP); the manager asks which
  * ranks failed (MPIX_Comm_reenable_any_source), re-issues their lost tasks to the survivors

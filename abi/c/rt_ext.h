@@ -1,5 +1,5 @@
 /*
- * rt_ext.h - shared helpers of the abi/c programs (seeds/000 examples 17.5-17.8 and the
+ * rt_ext.h - shared helpers of the abi/c programs (run-through chapter examples 17.5-17.8 and the
  * manager/worker) built once with MPICH's `mpicc_abi -I abi/include` and run on any
  * libmpi_abi.so.1.
  *

@@ -1,7 +1,7 @@
 /*
  * runthrough's extensions to the MPI-5 standard ABI (mpi_abi.h), in the spelling Open MPI 5
  * gives its ULFM extension (`mpi-ext.h`, MPIX_ prefix) plus the run-through stabilization
- * calls of the MPI Forum's draft fault-tolerance chapter (seeds/000, section 17), which had
+ * calls of the MPI Forum's draft fault-tolerance chapter (chapter 17), which had
  * MPI_ names there and carry the MPIX_ prefix here because they are not in any standard.
  *
  * Include it after <mpi.h> (built with -DMPI_ABI, as mpicc_abi does) or <mpi_abi.h>.
@@ -30,7 +30,7 @@ extern "C" {
 #define MPIX_ERR_PROC_FAILED          101
 #define MPIX_ERR_PROC_FAILED_PENDING  102
 #define MPIX_ERR_REVOKED              103
-/* Run-through stabilization (seeds/000, 17.5.1): the same class as MPIX_ERR_PROC_FAILED. */
+/* Run-through stabilization (draft chapter 17, 17.5.1): the same class as MPIX_ERR_PROC_FAILED. */
 #define MPIX_ERR_RANK_FAIL_STOP       MPIX_ERR_PROC_FAILED
 
 /* The unprefixed names Open MPI 5's mpi-ext.h also gives (ULFM programs written for it use
@@ -62,7 +62,7 @@ int MPIX_Comm_failure_get_acked(MPI_Comm comm, MPI_Group *failedgrp);
 int MPIX_Comm_ack_failed(MPI_Comm comm, int num_to_ack, int *num_acked);
 int MPIX_Comm_get_failed(MPI_Comm comm, MPI_Group *failedgrp);
 
-/* Run-through stabilization (seeds/000, sections 17.4-17.7) */
+/* Run-through stabilization (draft chapter 17, sections 17.4-17.7) */
 int MPIX_Comm_validate(MPI_Comm comm, MPI_Group *failed);
 int MPIX_Icomm_validate(MPI_Comm comm, MPI_Group *failed, MPI_Request *request);
 int MPIX_Comm_group_failed(MPI_Comm comm, MPI_Group *failed);

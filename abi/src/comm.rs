@@ -131,7 +131,7 @@ pub(crate) static COMMS: Table<CommObj> = Table::new(Kind::Comm);
 /// The communicator of handle `h`, or the error class for a bad handle.
 pub(crate) fn lookup(h: Handle) -> Result<Arc<CommObj>, c_int> {
     match h {
-        // MPI_Init failed (seeds/000 17.5.2): the world's processes cannot be reached.
+        // MPI_Init failed (run-through chapter §17.5.2): the world's processes cannot be reached.
         MPI_COMM_WORLD | MPI_COMM_SELF if crate::env::init_failed() => Err(MPIX_ERR_PROC_FAILED),
         MPI_COMM_WORLD => crate::env::world().ok_or(MPI_ERR_COMM),
         MPI_COMM_SELF => crate::env::self_comm().ok_or(MPI_ERR_COMM),

@@ -123,8 +123,9 @@ pub(crate) fn start_runtime(who: &str) -> c_int {
     let eh = crate::info::initial_errhandler();
     let world = rt.world();
     let w = CommObj::new(world.clone(), eh, "MPI_COMM_WORLD");
-    // MPI_COMM_SELF: this process alone, made locally (seeds/000 17.5.2, R31: ranks that
-    // failed during start-up are failed in the world, and init succeeds all the same).
+    // MPI_COMM_SELF: this process alone, made locally (run-through chapter §17.5.2, R31:
+    // ranks that failed during start-up are failed in the world, and init succeeds all the
+    // same).
     let s = CommObj::new(rt.comm_self(), eh, "MPI_COMM_SELF");
     let size = w.size();
     if WORLD.set(w).is_err() || SELF.set(s).is_err() {

@@ -424,8 +424,8 @@ pub(crate) unsafe fn MPI_Comm_create_errhandler(comm_errhandler_fn: FnPtr, errha
 
 pub(crate) unsafe fn MPI_Comm_set_errhandler(comm: Handle, errhandler: Handle) -> c_int {
     if matches!(comm, MPI_COMM_WORLD | MPI_COMM_SELF) && crate::env::init_failed() {
-        // After a failed MPI_Init (seeds/000 17.5.2) the program may still choose how the
-        // world's errors reach it.
+        // After a failed MPI_Init (run-through chapter §17.5.2) the program may still choose
+        // how the world's errors reach it.
         if !valid_errhandler(errhandler) {
             return raise_on(comm, MPI_ERR_ARG);
         }

@@ -1,5 +1,6 @@
 //! Fault tolerance through the ABI: ULFM's calls with Open MPI 5's MPIX_ names and the
-//! run-through stabilization calls of seeds/000 (declared in `abi/include/mpi-ext.h`).
+//! run-through stabilization calls of the MPI Forum's draft chapter 17 (declared in
+//! `abi/include/mpi-ext.h`).
 
 use std::ffi::c_int;
 use std::sync::atomic::Ordering;

@@ -106,16 +106,7 @@ pub(crate) unsafe fn start_send_mode(
     // it for MPI_Cancel (req.rs).
     let (raw, seq) = unsafe {
         let e: &'static runthrough_engine::lock::BiasedMutex<runthrough_engine::Engine> = &*Arc::as_ptr(&eng);
-        runthrough_engine::isend_unscoped_seq(
-            e,
-            target.ctx,
-            target.me,
-            target.dest,
-            target.peer,
-            target.tag,
-            bytes,
-            sync,
-        )
+        runthrough_engine::isend_unscoped_seq(e, target, bytes, sync)
     };
     let cancel = seq.map(|seq| crate::req::SendTicket::new(target.peer, seq));
     Ok(Active::P2p { raw, unpack: None, _tmp: tmp, comm: c.clone(), _eng: eng, cancel })
@@ -210,8 +201,7 @@ unsafe fn fast_send(
         // SAFETY: the program's buffer of `count` elements, read during this call.
         unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), n) }
     };
-    let r =
-        runthrough_engine::send(c.comm.engine(), target.ctx, target.me, target.dest, target.peer, target.tag, bytes);
+    let r = runthrough_engine::send(c.comm.engine(), target, bytes);
     Some(match r {
         Ok(_) => MPI_SUCCESS,
         Err(e) => send_failed(c, comm, e),

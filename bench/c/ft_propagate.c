@@ -1,5 +1,5 @@
 /*
- * ft_propagate.c - seeds/002's measurement (the paper's Figure 2) on Open MPI ULFM:
+ * ft_propagate.c - the measurement of Engwer et al. 2018 (their Figure 2) on Open MPI ULFM:
  * duplicate the world, propagate an error from rank 0, clean up; the time of each
  * repetition on rank 0. The reference for runthrough's ft_propagate (dup,
  * Comm::signal_error(666) on rank 0, drop); driven by bench/ft_propagate.sh.

@@ -10,6 +10,7 @@ use runthrough_engine::lock::BiasedMutex;
 use runthrough_engine::matching::Pattern;
 use runthrough_engine::transport::shm::ShmTransport;
 use runthrough_engine::transport::AnyTransport;
+use runthrough_engine::SendTarget;
 use runthrough_engine::{Config, ContextId, Engine, Rank, Tag};
 use runthrough_shm::{Layout, Segment};
 
@@ -22,7 +23,12 @@ fn round_trips(e: &[BiasedMutex<Engine>], n: usize) {
     for i in 0..n {
         out.copy_from_slice(&(i as u64).to_le_bytes());
         for (from, to) in [(0usize, 1usize), (1, 0)] {
-            send(&e[from], CTX, from as u32, to as u32, Rank(to as u32), Tag(1), &out).expect("send");
+            send(
+                &e[from],
+                SendTarget { ctx: CTX, src: from as u32, dest: to as u32, peer: Rank(to as u32), tag: Tag(1) },
+                &out,
+            )
+            .expect("send");
             let pat = Pattern { ctx: CTX, src: Some(from as u32), tag: Some(Tag(1)) };
             let st = recv(&e[to], pat, Some(Rank(from as u32)), &mut back).expect("recv");
             assert!(st.len == 8 && back == out, "round trip {i} arrived altered");

@@ -1,5 +1,5 @@
 //! Collective operations over point-to-point messages on a communicator's collective
-//! context (DESIGN §4, R17–R21).
+//! context (docs/REQUIREMENTS.md R17–R21).
 //!
 //! Run-through rules:
 //! - a collective starts only on a collectively active communicator (R18), otherwise it
@@ -14,8 +14,8 @@
 //!   broadcasts on one node are pulled in place instead, with the
 //!   give-up rule of the "Long contributions" of `coll/shm.rs`);
 //! - every message carries a tag made of the validate epoch and the collective's sequence
-//!   number, so traffic of an aborted collective never matches a later one (the "cut" of
-//!   seeds/004).
+//!   number, so traffic of an aborted collective never matches a later one (the "cut" a
+//!   validate makes, R19).
 //!
 //! Algorithms (over the v-ranks 0..n of the live members): dissemination barrier
 //! (Hensgen, Finkel, Manber); broadcast and reduce flat (one hop) for one eager record on
@@ -40,7 +40,7 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::handle::{irecv_local as irecv, isend_local as isend, Request};
 use crate::matching::Pattern;
-use crate::types::{ContextId, Rank, Tag};
+use crate::types::{ContextId, Rank, SendTarget, Tag};
 
 thread_local! {
     /// Scratch for incoming vectors of reductions, kept between calls: a fresh
@@ -317,11 +317,11 @@ impl<'a> Coll<'a> {
         let me = self.local(self.me);
         let peer = self.group[dst as usize];
         if buf.is_empty() {
-            out.push(isend(self.eng, self.ctx, me, dst, peer, self.tag(), buf));
+            out.push(isend(self.eng, SendTarget { ctx: self.ctx, src: me, dest: dst, peer, tag: self.tag() }, buf));
             return;
         }
         for c in buf.chunks(self.chunk) {
-            out.push(isend(self.eng, self.ctx, me, dst, peer, self.tag(), c));
+            out.push(isend(self.eng, SendTarget { ctx: self.ctx, src: me, dest: dst, peer, tag: self.tag() }, c));
         }
     }
 
@@ -345,7 +345,17 @@ impl<'a> Coll<'a> {
         'a: 'b,
     {
         let dst = self.local(v_to);
-        isend(self.eng, self.ctx, self.local(self.me), dst, self.group[dst as usize], self.tag(), buf)
+        isend(
+            self.eng,
+            SendTarget {
+                ctx: self.ctx,
+                src: self.local(self.me),
+                dest: dst,
+                peer: self.group[dst as usize],
+                tag: self.tag(),
+            },
+            buf,
+        )
     }
 
     fn send(&self, v_to: usize, buf: &[u8]) -> Result<(), Error> {

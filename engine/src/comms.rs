@@ -1,5 +1,5 @@
 //! What the engine knows of communicators: their groups, and the run-through state that
-//! failures change (seeds/000 §17.6):
+//! failures change (run-through chapter §17.6):
 //! - wildcard receives disabled by a new failure of a member (R13) until
 //!   `reenable_any_source` (R14);
 //! - per source, "poisoned" once a receive from a failed member completed in error, so
@@ -22,7 +22,7 @@ pub(crate) struct CommState {
     /// Collectively active (R18): false from a member's failure until validate.
     pub(crate) active: bool,
     /// Validations so far: collective tags carry it, so traffic of collectives begun
-    /// before a validate never matches one begun after (the "cut" of seeds/004).
+    /// before a validate never matches one begun after (the "cut" of R19).
     pub(crate) epoch: u32,
     /// Collectives begun in this epoch (every member counts every call, failed or not).
     pub(crate) coll_seq: u32,

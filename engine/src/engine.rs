@@ -1,6 +1,6 @@
 //! The progress engine: sends, receives, protocols and failure-driven completion.
 //!
-//! Parts (DESIGN §2, STYLE "A message's way"):
+//! Parts (docs/ARCHITECTURE.md §2, a message's way):
 //! - start: `Engine::start_send` stamps the per-peer sequence number and picks eager
 //!   (payload in the record) or rendezvous (an RTS; the receiver pulls with CMA/RMA and
 //!   answers FIN, or asks for a stream with CTS when it cannot pull);

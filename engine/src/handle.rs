@@ -46,7 +46,7 @@
 //! engine lock is released. A future is its request, so the argument above covers it.
 //!
 //! Waiting spins for `Config::spin_polls` polls, then yields the CPU on every poll, so
-//! oversubscribed ranks (8 on 2 cores) make progress (DESIGN §2).
+//! oversubscribed ranks (8 on 2 cores) make progress (docs/ARCHITECTURE.md §2).
 //!
 //! With `buf.rs` and `icoll.rs`, this is one of the engine's modules allowed `unsafe`: it
 //! creates the buffer views whose validity the scopes and owned requests guarantee.
@@ -71,7 +71,7 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::matching::Pattern;
 use crate::request::Status;
-use crate::types::{ContextId, Rank, ReqId, Tag};
+use crate::types::{Rank, ReqId, SendTarget};
 
 /// Scope tokens: `0` means "no scope"; tokens are unique within the process (a wrap
 /// after 2^32 scopes skips `0`; two live scopes never share one in practice, and if
@@ -198,38 +198,28 @@ pub struct Request<'a> {
 
 /// Starts a send of `buf` in scope `s` (see `Engine::start_send`); `buf` stays borrowed
 /// until the scope ends.
-#[allow(clippy::too_many_arguments)]
 #[inline]
 pub fn isend<'s>(
     s: &'s RequestScope<'s, '_>,
     eng: &'s BiasedMutex<Engine>,
-    ctx: ContextId,
-    src: u32,
-    dest: u32,
-    peer: Rank,
-    tag: Tag,
+    to: SendTarget,
     buf: &'s [u8],
 ) -> Request<'s> {
-    start_send_in(Some(s), eng, ctx, src, dest, peer, tag, buf)
+    start_send_in(Some(s), eng, to, buf)
 }
 
 /// Starts a send: at once with no request slot when the small-message path takes it (a
 /// complete handle: the engine holds no view of `buf`, so a scope has nothing to settle
 /// for it), else as an engine request, owned by scope `s` when there is one.
-#[allow(clippy::too_many_arguments)]
 #[inline]
 fn start_send_in<'a>(
     s: Option<&'a RequestScope<'a, '_>>,
     eng: &'a BiasedMutex<Engine>,
-    ctx: ContextId,
-    src: u32,
-    dest: u32,
-    peer: Rank,
-    tag: Tag,
+    to: SendTarget,
     buf: &'a [u8],
 ) -> Request<'a> {
     let mut e = eng.lock();
-    if let Some(st) = e.try_send_now(ctx, src, dest, peer, tag, buf) {
+    if let Some(st) = e.try_send_now(to, buf) {
         return Request::ready(eng, st);
     }
     // SAFETY: the view's contract (buffer alive and unmodified while the request is
@@ -238,7 +228,7 @@ fn start_send_in<'a>(
     // safety argument); without one, the caller is this crate's `isend_local`, whose
     // handle settles the request (wait or `Drop`) before the borrow ends.
     let view = unsafe { RawBuf::new(buf) };
-    let id = e.start_send(ctx, src, dest, peer, tag, view);
+    let id = e.start_send(to, view);
     pending(e, eng, s, id)
 }
 
@@ -300,18 +290,10 @@ fn pending<'a>(
 /// Starts an engine-internal send. The caller (this crate) always waits for or drops the
 /// handle in the function that made it, so the borrow never ends before the request
 /// settled.
-pub(crate) fn isend_local<'a>(
-    eng: &'a BiasedMutex<Engine>,
-    ctx: ContextId,
-    src: u32,
-    dest: u32,
-    peer: Rank,
-    tag: Tag,
-    buf: &'a [u8],
-) -> Request<'a> {
+pub(crate) fn isend_local<'a>(eng: &'a BiasedMutex<Engine>, to: SendTarget, buf: &'a [u8]) -> Request<'a> {
     // The handle settles the request (wait or `Drop`) before the borrow of `buf` ends;
     // this crate never leaks its own handles (function contract).
-    start_send_in(None, eng, ctx, src, dest, peer, tag, buf)
+    start_send_in(None, eng, to, buf)
 }
 
 /// Starts an engine-internal receive (contract of [`isend_local`]).
@@ -331,16 +313,8 @@ pub(crate) fn irecv_local<'a>(
 /// The returned request must settle — its outcome taken by `wait`/`test`, or the handle
 /// dropped (not leaked) — before the borrow of `buf` ends. The engine reads `buf` until
 /// then.
-pub unsafe fn isend_unscoped<'a>(
-    eng: &'a BiasedMutex<Engine>,
-    ctx: ContextId,
-    src: u32,
-    dest: u32,
-    peer: Rank,
-    tag: Tag,
-    buf: &'a [u8],
-) -> Request<'a> {
-    isend_local(eng, ctx, src, dest, peer, tag, buf)
+pub unsafe fn isend_unscoped<'a>(eng: &'a BiasedMutex<Engine>, to: SendTarget, buf: &'a [u8]) -> Request<'a> {
+    isend_local(eng, to, buf)
 }
 
 /// A synchronous-mode send outside any scope (MPI_Issend): completes only after the
@@ -348,18 +322,10 @@ pub unsafe fn isend_unscoped<'a>(
 ///
 /// # Safety
 /// As [`isend_unscoped`].
-pub unsafe fn issend_unscoped<'a>(
-    eng: &'a BiasedMutex<Engine>,
-    ctx: ContextId,
-    src: u32,
-    dest: u32,
-    peer: Rank,
-    tag: Tag,
-    buf: &'a [u8],
-) -> Request<'a> {
+pub unsafe fn issend_unscoped<'a>(eng: &'a BiasedMutex<Engine>, to: SendTarget, buf: &'a [u8]) -> Request<'a> {
     // SAFETY: the caller settles the request before the borrow of `buf` ends (contract).
     let view = unsafe { RawBuf::new(buf) };
-    let id = eng.lock().start_send_mode(ctx, src, dest, peer, tag, view, true);
+    let id = eng.lock().start_send_mode(to, view, true);
     Request { eng, id: Some(id), ready: None, _buf: PhantomData }
 }
 
@@ -370,28 +336,23 @@ pub unsafe fn issend_unscoped<'a>(
 ///
 /// # Safety
 /// As [`isend_unscoped`].
-#[allow(clippy::too_many_arguments)]
 pub unsafe fn isend_unscoped_seq<'a>(
     eng: &'a BiasedMutex<Engine>,
-    ctx: ContextId,
-    src: u32,
-    dest: u32,
-    peer: Rank,
-    tag: Tag,
+    to: SendTarget,
     buf: &'a [u8],
     sync: bool,
 ) -> (Request<'a>, Option<u32>) {
     let mut e = eng.lock();
-    let seq = e.send_seq(peer);
+    let seq = e.send_seq(to.peer);
     if !sync {
-        if let Some(st) = e.try_send_now(ctx, src, dest, peer, tag, buf) {
+        if let Some(st) = e.try_send_now(to, buf) {
             return (Request::ready(eng, st), Some(seq));
         }
     }
     // SAFETY: the caller settles the request before the borrow of `buf` ends (contract).
     let view = unsafe { RawBuf::new(buf) };
-    let id = e.start_send_mode(ctx, src, dest, peer, tag, view, sync);
-    let took = e.send_seq(peer) == seq.wrapping_add(1);
+    let id = e.start_send_mode(to, view, sync);
+    let took = e.send_seq(to.peer) == seq.wrapping_add(1);
     drop(e);
     (Request { eng, id: Some(id), ready: None, _buf: PhantomData }, took.then_some(seq))
 }
@@ -412,17 +373,8 @@ pub unsafe fn irecv_unscoped<'a>(
 
 /// Sends `buf` and waits until the buffer may be reused (a blocking send: the request
 /// never leaves this call).
-#[allow(clippy::too_many_arguments)]
-pub fn send(
-    eng: &BiasedMutex<Engine>,
-    ctx: ContextId,
-    src: u32,
-    dest: u32,
-    peer: Rank,
-    tag: Tag,
-    buf: &[u8],
-) -> Result<Status, Error> {
-    isend_local(eng, ctx, src, dest, peer, tag, buf).wait()
+pub fn send(eng: &BiasedMutex<Engine>, to: SendTarget, buf: &[u8]) -> Result<Status, Error> {
+    isend_local(eng, to, buf).wait()
 }
 
 /// Receives into `buf` (a blocking receive: the request never leaves this call).
@@ -432,21 +384,16 @@ pub fn recv(eng: &BiasedMutex<Engine>, pattern: Pattern, peer: Option<Rank>, buf
 
 /// A send and a receive started together and both waited for; returns
 /// `(send outcome, receive outcome)`.
-#[allow(clippy::too_many_arguments)]
 pub fn sendrecv(
     eng: &BiasedMutex<Engine>,
-    ctx: ContextId,
-    src: u32,
-    dest: u32,
-    dest_peer: Rank,
-    tag: Tag,
+    to: SendTarget,
     sendbuf: &[u8],
     pattern: Pattern,
     src_peer: Option<Rank>,
     recvbuf: &mut [u8],
 ) -> (Result<Status, Error>, Result<Status, Error>) {
     let r = irecv_local(eng, pattern, src_peer, recvbuf);
-    let s = isend_local(eng, ctx, src, dest, dest_peer, tag, sendbuf);
+    let s = isend_local(eng, to, sendbuf);
     let sent = s.wait();
     (sent, r.wait())
 }
@@ -490,15 +437,7 @@ impl<T: Pod> OwnedRequest<T> {
     }
 
     /// Starts a send of `buf` (see `Engine::start_send`).
-    pub fn isend(
-        eng: &Arc<BiasedMutex<Engine>>,
-        ctx: ContextId,
-        src: u32,
-        dest: u32,
-        peer: Rank,
-        tag: Tag,
-        buf: Vec<T>,
-    ) -> Self {
+    pub fn isend(eng: &Arc<BiasedMutex<Engine>>, to: SendTarget, buf: Vec<T>) -> Self {
         let (ptr, len, cap) = Self::parts(buf);
         let mut r = OwnedRequest { eng: eng.clone(), id: None, ptr, len, cap };
         // SAFETY: the parts are a live allocation of `len` initialised `T`s (Pod: every
@@ -507,7 +446,7 @@ impl<T: Pod> OwnedRequest<T> {
         let bytes = unsafe { std::slice::from_raw_parts(ptr.as_ptr().cast::<u8>(), r.bytes_len()) };
         // SAFETY: as above: alive and unmodified until the request settled.
         let view = unsafe { RawBuf::new(bytes) };
-        r.id = Some(eng.lock().start_send(ctx, src, dest, peer, tag, view));
+        r.id = Some(eng.lock().start_send(to, view));
         r
     }
 

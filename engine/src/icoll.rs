@@ -46,7 +46,7 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::handle::{RequestScope, ScopeRef, Waiter};
 use crate::matching::Pattern;
-use crate::types::{ContextId, Rank, ReqId};
+use crate::types::{ContextId, Rank, ReqId, SendTarget};
 
 /// A byte range of the user's buffer or of the request's scratch.
 #[derive(Debug, Clone)]
@@ -330,11 +330,18 @@ impl<'a> ICollRequest<'a> {
             // SAFETY: send ranges are only read while the round is posted (module invariant).
             let whole = unsafe { self.bytes(loc) };
             if whole.is_empty() {
-                posted.push(e.start_send(self.ctx, me, dst, peer, self.tag, RawBuf::empty()));
+                posted.push(e.start_send(
+                    SendTarget { ctx: self.ctx, src: me, dest: dst, peer, tag: self.tag },
+                    RawBuf::empty(),
+                ));
             }
             for c in whole.chunks(self.chunk) {
                 // SAFETY: as above, for this chunk.
-                posted.push(e.start_send(self.ctx, me, dst, peer, self.tag, unsafe { RawBuf::new(c) }));
+                posted.push(
+                    e.start_send(SendTarget { ctx: self.ctx, src: me, dest: dst, peer, tag: self.tag }, unsafe {
+                        RawBuf::new(c)
+                    }),
+                );
             }
         }
         for &id in &posted {

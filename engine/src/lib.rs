@@ -1,4 +1,4 @@
-//! The runthrough progress engine (DESIGN §1–§2).
+//! The runthrough progress engine (docs/ARCHITECTURE.md §1–§2).
 //!
 //! It owns the I/O and the matching semantics; `shm` and `fabric` only move bytes, `ft`
 //! only decides. Parts:
@@ -43,4 +43,4 @@ pub use handle::{
     wait_all, wait_all_in, wait_any, OwnedRequest, Request, RequestScope, Waiter,
 };
 pub use request::Status;
-pub use types::{ContextId, Rank, RemoteRegion, ReqId, Seq, Tag, TAG_UB};
+pub use types::{ContextId, Rank, RemoteRegion, ReqId, SendTarget, Seq, Tag, TAG_UB};

@@ -1,5 +1,5 @@
-//! The engine's lock, biased toward the thread that made it (issue 17, item 2: "where
-//! the engine lock is the cost, change the design").
+//! The engine's lock, biased toward the thread that made it, because a plain lock was
+//! most of the cost of small messages (below).
 //!
 //! Every call into the engine takes its lock: the application's thread for each send,
 //! receive and wait; the runtime's progress thread once a tick (heartbeats, the failure

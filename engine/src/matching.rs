@@ -1,4 +1,4 @@
-//! Message matching (DESIGN §2): posted receives and unexpected (buffered) messages.
+//! Message matching: posted receives and unexpected (buffered) messages.
 //!
 //! Both queues are kept in arrival/post order and searched front to back, so
 //! - an arriving message matches the *earliest posted* receive whose pattern fits, and

@@ -23,7 +23,7 @@
 //! out of order) and is or will be received. Only the receiver decides, so a message is
 //! never both cancelled and received.
 //!
-//! **Departure handshake** (R6, DESIGN §3). A rank that finalizes sends `Bye` to every
+//! **Departure handshake** (R6, T-FD). A rank that finalizes sends `Bye` to every
 //! live peer after its queued sends, on the same ordered channel; a peer that reads it
 //! has every message the rank sent before it, answers `ByeAck` and records the rank as
 //! departed (its pending operations with it complete with `RankFailStop`, but it is no

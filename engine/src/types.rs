@@ -1,4 +1,4 @@
-//! Newtypes for the identifiers that cross crate and wire boundaries (STYLE "Naming").
+//! Newtypes for the identifiers that cross crate and wire boundaries (docs/ARCHITECTURE.md §5).
 
 use std::fmt;
 
@@ -49,6 +49,24 @@ impl ContextId {
     pub const fn index(self) -> u32 {
         self.0 >> 1
     }
+}
+
+/// Where a message goes, as its sender states it: the context, the sender's and the
+/// receiver's ranks in the communicator (what the envelope carries), the receiver's world
+/// rank (where the transport delivers it) and the tag. Passed by value, by field name:
+/// positional ids compiled with `src` and `dest` swapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendTarget {
+    /// The communicator's context (point-to-point or collective).
+    pub ctx: ContextId,
+    /// The sender's rank in the communicator.
+    pub src: u32,
+    /// The receiver's rank in the communicator.
+    pub dest: u32,
+    /// The receiver's world rank.
+    pub peer: Rank,
+    /// The message's tag.
+    pub tag: Tag,
 }
 
 /// Per-(sender, receiver) sequence number of matched messages; restores send order.

@@ -1,4 +1,4 @@
-//! Wire headers (STYLE "Wire"): the first byte is the kind, the second the protocol
+//! Wire headers: the first byte is the kind, the second the protocol
 //! version; matched kinds carry `{ctx, src, tag, seq}`. All integers little-endian.
 //!
 //! | kind  | bytes | fields after the 4-byte common part                         |

@@ -6,6 +6,7 @@ use runthrough_engine::lock::BiasedMutex;
 use runthrough_engine::matching::Pattern;
 use runthrough_engine::transport::sim::SimHub;
 use runthrough_engine::transport::AnyTransport;
+use runthrough_engine::SendTarget;
 use runthrough_engine::{Config, ContextId, Engine, Rank, Request, Tag};
 
 const CTX: ContextId = ContextId(0);
@@ -46,7 +47,14 @@ fn send<'a>(
     sync: bool,
 ) -> (Request<'a>, u32) {
     // SAFETY: see above.
-    let (r, seq) = unsafe { isend_unscoped_seq(&e[from as usize], CTX, from, to, Rank(to), Tag(tag), buf, sync) };
+    let (r, seq) = unsafe {
+        isend_unscoped_seq(
+            &e[from as usize],
+            SendTarget { ctx: CTX, src: from, dest: to, peer: Rank(to), tag: Tag(tag) },
+            buf,
+            sync,
+        )
+    };
     (r, seq.expect("a send to a live peer takes a sequence number"))
 }
 

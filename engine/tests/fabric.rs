@@ -1,5 +1,5 @@
 //! The libfabric adapter with two transports (or two engines) in one process, pinned to
-//! loopback, over `tcp;ofi_rxm` and `sockets` (T1, issue 3 items 3-4): eager records
+//! loopback, over `tcp;ofi_rxm` and `sockets` (T1): eager records
 //! (inject and bounce paths, self included), back-pressure (`Busy` once the credit window
 //! is spent, sends resume after the receiver drains), a stalled peer surfacing as
 //! `PeerError`, malformed frames dropped and counted, and whole engines running eager and
@@ -10,6 +10,7 @@
 #[path = "../../tests/common/skip.rs"]
 mod skip;
 
+use runthrough_engine::SendTarget;
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
@@ -361,10 +362,15 @@ fn engine_traffic(p: Provider) {
     scope(|s| {
         let mut sends = Vec::new();
         for (i, m) in small.iter().enumerate() {
-            sends.push(isend(s, &e[0], CTX, 0, 1, Rank(1), Tag(i as i32), m));
+            sends.push(isend(s, &e[0], SendTarget { ctx: CTX, src: 0, dest: 1, peer: Rank(1), tag: Tag(i as i32) }, m));
         }
         for (i, m) in big.iter().enumerate() {
-            sends.push(isend(s, &e[0], CTX, 0, 1, Rank(1), Tag(10_000 + i as i32), m));
+            sends.push(isend(
+                s,
+                &e[0],
+                SendTarget { ctx: CTX, src: 0, dest: 1, peer: Rank(1), tag: Tag(10_000 + i as i32) },
+                m,
+            ));
         }
         let deadline = Instant::now() + LIMIT;
         while e[1].lock().stats().unexpected < 10 {
@@ -394,7 +400,7 @@ fn engine_traffic(p: Provider) {
     let mut short = vec![0xEEu8; 600 * 1024 + 16];
     let posted = 600 * 1024;
     let out = scope(|s| {
-        let tx = isend(s, &e[0], CTX, 0, 1, Rank(1), Tag(20_000), &long);
+        let tx = isend(s, &e[0], SendTarget { ctx: CTX, src: 0, dest: 1, peer: Rank(1), tag: Tag(20_000) }, &long);
         let pat = Pattern { ctx: CTX, src: Some(0), tag: Some(Tag(20_000)) };
         let mut reqs = vec![irecv(s, &e[1], pat, Some(Rank(0)), &mut short[..posted])];
         let deadline = Instant::now() + LIMIT;
@@ -497,7 +503,8 @@ fn failed_read_attempt(p: Provider) -> Option<bool> {
     let mut dst = vec![0u8; src.len()];
     // SAFETY: both requests are settled (taken or dropped) before their buffers are used
     // again, and neither is leaked.
-    let mut s = unsafe { isend_unscoped(&e[0], CTX, 0, 1, Rank(1), Tag(1), &src) };
+    let mut s =
+        unsafe { isend_unscoped(&e[0], SendTarget { ctx: CTX, src: 0, dest: 1, peer: Rank(1), tag: Tag(1) }, &src) };
     // SAFETY: as above.
     let mut r = unsafe {
         irecv_unscoped(&e[1], Pattern { ctx: CTX, src: Some(0), tag: Some(Tag(1)) }, Some(Rank(0)), &mut dst)

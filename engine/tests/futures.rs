@@ -4,6 +4,7 @@
 //! runtime's progress thread and by every poll) hands the waker back to be woken — on a
 //! message's arrival and on a peer's failure alike.
 
+use runthrough_engine::SendTarget;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,7 +45,13 @@ fn pat(src: u32, tag: i32) -> Pattern {
 
 fn send<'a>(e: &'a [BiasedMutex<Engine>], from: u32, to: u32, tag: i32, buf: &'a [u8]) -> Request<'a> {
     // SAFETY: see above.
-    unsafe { isend_unscoped(&e[from as usize], CTX, from, to, Rank(to), Tag(tag), buf) }
+    unsafe {
+        isend_unscoped(
+            &e[from as usize],
+            SendTarget { ctx: CTX, src: from, dest: to, peer: Rank(to), tag: Tag(tag) },
+            buf,
+        )
+    }
 }
 
 fn recv<'a>(e: &'a [BiasedMutex<Engine>], at: u32, src: u32, tag: i32, buf: &'a mut [u8]) -> Request<'a> {

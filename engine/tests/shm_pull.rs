@@ -8,6 +8,7 @@ use runthrough_engine::lock::BiasedMutex;
 use runthrough_engine::matching::Pattern;
 use runthrough_engine::transport::shm::ShmTransport;
 use runthrough_engine::transport::AnyTransport;
+use runthrough_engine::SendTarget;
 use runthrough_engine::{Config, ContextId, Engine, Rank, Tag};
 use runthrough_shm::{Layout, Segment};
 
@@ -62,7 +63,18 @@ fn pulled_between_of(e: &[BiasedMutex<Engine>], from: usize, to: usize, len: usi
         let sender = s.spawn(|| {
             for i in 0..MESSAGES {
                 let m = message_of(i, len);
-                send(&e[from], CTX, from as u32, to as u32, Rank(to as u32), Tag(i as i32), &m).unwrap();
+                send(
+                    &e[from],
+                    SendTarget {
+                        ctx: CTX,
+                        src: from as u32,
+                        dest: to as u32,
+                        peer: Rank(to as u32),
+                        tag: Tag(i as i32),
+                    },
+                    &m,
+                )
+                .unwrap();
             }
         });
         let mut buf = vec![0u8; len];
@@ -139,8 +151,13 @@ fn a_progress_call_pulls_about_a_mebibyte_and_fins_what_it_pulled() {
                 irecv(s, &e[1], pat, Some(Rank(0)), b)
             })
             .collect();
-        let mut sends: Vec<_> =
-            msgs.iter().enumerate().map(|(i, m)| isend(s, &e[0], CTX, 0, 1, Rank(1), Tag(i as i32), m)).collect();
+        let mut sends: Vec<_> = msgs
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                isend(s, &e[0], SendTarget { ctx: CTX, src: 0, dest: 1, peer: Rank(1), tag: Tag(i as i32) }, m)
+            })
+            .collect();
         for done in 1..=N {
             e[1].lock().progress();
             assert_eq!(e[1].lock().stats().pulled, done as u64, "one 2 MiB pull per progress call");

@@ -6,6 +6,7 @@ use runthrough_engine::lock::BiasedMutex;
 use runthrough_engine::matching::Pattern;
 use runthrough_engine::transport::sim::SimHub;
 use runthrough_engine::transport::{AnyTransport, Transport};
+use runthrough_engine::SendTarget;
 use runthrough_engine::{Config, ContextId, Engine, Error, Rank, Request, Status, Tag};
 
 const CTX: ContextId = ContextId(0);
@@ -50,7 +51,13 @@ fn pat(src: Option<u32>, tag: Option<i32>) -> Pattern {
 
 fn send<'a>(e: &'a [BiasedMutex<Engine>], from: u32, to: u32, tag: i32, buf: &'a [u8]) -> Request<'a> {
     // SAFETY: see above: the tests settle every request before touching its buffer.
-    unsafe { isend_unscoped(&e[from as usize], CTX, from, to, Rank(to), Tag(tag), buf) }
+    unsafe {
+        isend_unscoped(
+            &e[from as usize],
+            SendTarget { ctx: CTX, src: from, dest: to, peer: Rank(to), tag: Tag(tag) },
+            buf,
+        )
+    }
 }
 
 fn recv<'a>(
@@ -374,7 +381,8 @@ fn r13_failure_disables_wildcards_on_every_comm_containing_the_rank() {
     finish(live, &mut r).unwrap();
     drop(r);
     // SUB's wildcard is still pending and gets a message from SUB rank 0 (world 1).
-    let mut s = unsafe { isend_unscoped(&e[1], SUB, 0, 2, Rank(3), Tag(4), &m) };
+    let mut s =
+        unsafe { isend_unscoped(&e[1], SendTarget { ctx: SUB, src: 0, dest: 2, peer: Rank(3), tag: Tag(4) }, &m) };
     finish(live, &mut s).unwrap();
     assert_eq!(finish(live, &mut sub).unwrap().source, 0);
 }

@@ -1,5 +1,5 @@
 //! Records from a hostile or broken peer, fed to a real engine over the in-process
-//! `SimTransport` (issue 16 item 4, `docs/UNTRUSTED.md`): the engine drops what does not
+//! `SimTransport` (`docs/UNTRUSTED.md`): the engine drops what does not
 //! decode or refers to nothing, never panics, and keeps serving the other peers. The
 //! header decoder itself is fuzzed in `engine/src/wire/untrusted.rs`; this file covers
 //! what the engine does with decoded fields (offsets, lengths, request ids, sequence

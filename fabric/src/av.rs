@@ -131,7 +131,7 @@ impl AddressVector {
         Ok(FiAddr(out))
     }
 
-    /// `fi_av_remove` one peer. Drain or discard its late traffic first (DESIGN §3).
+    /// `fi_av_remove` one peer. Drain or discard its late traffic first (T-FD).
     ///
     /// # Errors
     /// The provider's failure code.

@@ -1,9 +1,9 @@
-//! Typed errors of the fabric layer (DESIGN T1, STYLE "Errors").
+//! Typed errors of the fabric layer (T1, docs/REQUIREMENTS.md).
 //!
 //! Parts:
 //! - [`ErrorCode`]: a positive libfabric errno (`FI_E*`, which reuse the libc values below
 //!   256) with its name, its `fi_strerror` text, and [`ErrorCode::is_peer_failure`], the one
-//!   place that says which codes mean "the peer is gone" (DESIGN §3 list).
+//!   place that says which codes mean "the peer is gone".
 //! - [`Error`]: what a call returns. `Busy` is `-FI_EAGAIN` (a normal "retry later", never a
 //!   failure); `Call` carries the failing function, the code and the peer where known.
 //! - `check`: used by `fi_call!`, the single mapping from raw returns to [`Error`].
@@ -103,7 +103,7 @@ impl ErrorCode {
     }
 
     /// Whether this code, seen on an operation with a peer, means the peer (or the path to
-    /// it) is gone: the DESIGN §3 list plus `FI_ENOENT`, which `sockets` returns on sends to a
+    /// it) is gone: the codes below, among them `FI_ENOENT`, which `sockets` returns on sends to a
     /// peer whose connection was torn down.
     pub fn is_peer_failure(self) -> bool {
         matches!(

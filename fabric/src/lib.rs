@@ -1,4 +1,4 @@
-//! Safe wrapper over the system libfabric for runthrough (DESIGN T1).
+//! Safe wrapper over the system libfabric for runthrough (T1, docs/REQUIREMENTS.md).
 //!
 //! This crate moves bytes between RDM endpoints and reports peer errors; it knows nothing
 //! of MPI (no ranks, communicators or matching rules). What it never does: hide a

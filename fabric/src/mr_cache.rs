@@ -1,4 +1,4 @@
-//! Registration cache keyed by address range, with explicit invalidation (T1, issue 3 item 3).
+//! Registration cache keyed by address range, with explicit invalidation (T1).
 //!
 //! Parts:
 //! - [`Registrar`]: how to register a range (the real one wraps [`MemoryRegion::register`];

@@ -1,4 +1,4 @@
-//! Run-time provider selection (DESIGN T1, issue 3 item 2): pure decision logic.
+//! Run-time provider selection (T1): pure decision logic.
 //!
 //! Parts:
 //! - [`Provider`]: the providers runthrough drives (`tcp;ofi_rxm`, `sockets`,

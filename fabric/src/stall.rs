@@ -1,4 +1,4 @@
-//! Stall detection: "would block" that persists for a peer becomes a signal (DESIGN §3).
+//! Stall detection: "would block" that persists for a peer becomes a signal (T-FD).
 //!
 //! libfabric 1.17's `tcp;ofi_rxm` never reports a SIGKILLed peer: sends to it return
 //! `-FI_EAGAIN` forever and posted operations stay pending. [`StallTracker`] turns that

@@ -1,4 +1,4 @@
-//! Dead peers, per provider (issue 3, "Dead peers"; DESIGN §3).
+//! Dead peers, per provider (T-FD: providers are not trusted to report them).
 //!
 //! The parent opens an endpoint, re-executes this test binary as a child process
 //! (`RT_FABRIC_DEAD_PEER_CHILD=<provider>`) that opens its own endpoint, and exchanges
@@ -19,8 +19,11 @@
 //! the bound and prints what it was. It never hangs: reads from the child are bounded, the
 //! observation window is bounded, and a watchdog aborts the process if closing the
 //! endpoint blocks. A pending receive that never completes is expected (libfabric 1.17
-//! `tcp;ofi_rxm`): the failure detector (ft issue) is what turns the stall into
+//! `tcp;ofi_rxm`): the failure detector (`ft`) is what turns the stall into
 //! RankFailStop; until then the stall is the signal.
+//!
+//! A provider not present here is skipped (`common::skip`: a failure unless
+//! `RT_EXPECTED_SKIPS` names `provider-tcp` / `provider-sockets`).
 
 mod common;
 

@@ -37,7 +37,7 @@
 //!
 //! Fail-stop processes; reliable FIFO-free channels between alive processes (messages may
 //! be reordered or delayed, never lost or invented); a *perfect* failure detector in the
-//! sense the ring detector provides it (DESIGN §3): every failure is eventually reported
+//! sense the ring detector provides it (T-FD): every failure is eventually reported
 //! to every alive participant through [`Agreement::handle_failure`], and a process
 //! reported failed is failed — a wrongly suspected process is excluded and must stop
 //! (the engine drops its agreements on [`crate::FtEvent::Excluded`] and never returns

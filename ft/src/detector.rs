@@ -1,4 +1,4 @@
-//! The ring failure detector with reliable broadcast of failure notices (DESIGN §3, T-FD).
+//! The ring failure detector with reliable broadcast of failure notices (T-FD).
 //!
 //! Parts: [`Config`] (period η, timeout δ), [`Detector`] (one per rank; a sans-IO state
 //! machine driven by [`Detector::handle_message`], [`Detector::handle_timeout`] and
@@ -58,7 +58,7 @@
 //! earlier than `t − η + d_min + δ`; every alive rank then learns within
 //! `⌈log2 n⌉` overlay hops when no other rank on the way died unnoticed.
 //!
-//! **Exclusion** (DESIGN §3, §6): a rank that receives a notice naming itself emits
+//! **Exclusion** (T-FD): a rank that receives a notice naming itself emits
 //! [`FtEvent::Excluded`] and goes inert; it never rejoins. A rank that finds its own timers
 //! serviced later than `(δ − η) / 2` assumes that *it* was stalled (e.g. SIGSTOP), not its
 //! predecessor: it gives the predecessor a fresh window and heartbeats at once instead of

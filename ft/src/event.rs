@@ -5,7 +5,7 @@
 #[non_exhaustive]
 pub enum FtEvent {
     /// `rank` is now known failed here; the failure set's epoch became `epoch`.
-    /// The engine fails every request touching `rank` (DESIGN §3, R10, R13).
+    /// The engine fails every request touching `rank` (T-FD, R10, R13).
     Failed {
         /// The failed rank.
         rank: u32,
@@ -14,7 +14,7 @@ pub enum FtEvent {
     },
     /// This rank has been declared failed by others (it was wrongly suspected, e.g.
     /// stopped and resumed). It must stop: the engine exits and never rejoins
-    /// (DESIGN §3, §6). The state machine is inert from now on.
+    /// (T-FD). The state machine is inert from now on.
     Excluded,
     /// In witnessed mode ([`crate::Detector::set_witnessed`]) the observed predecessor
     /// `rank` stayed silent past its window: the engine asks the witness (the launcher),

@@ -1,12 +1,12 @@
 //! Sans-IO fault-tolerance state machines for runthrough.
 //!
 //! This crate never performs I/O, never reads a clock and starts no threads: time and
-//! messages are passed in, actions come out (DESIGN §1, STYLE "Protocol cores are state
-//! machines", after quinn-proto). It is std only and free of `unsafe`.
+//! messages are passed in, actions come out (docs/ARCHITECTURE.md §1 and §5; protocol cores
+//! as state machines, after quinn-proto). It is std only and free of `unsafe`.
 //!
 //! Parts:
 //! - [`time`]: [`Time`], the opaque instant the caller passes in.
-//! - [`failure_set`]: the per-job set of failed ranks, with epochs (DESIGN §3).
+//! - [`failure_set`]: the per-job set of failed ranks, with epochs (T-FD).
 //! - [`msg`]: the detector's messages ([`Msg`]) and their byte codec.
 //! - [`event`]: [`FtEvent`], what the engine learns (`Failed`, `Excluded`).
 //! - [`detector`]: the ring heartbeat failure detector (after Open MPI's

@@ -1,5 +1,5 @@
-//! Detector and agreement messages are bytes another process wrote (issue 16 item 4,
-//! `docs/UNTRUSTED.md`): property tests and the `make fuzz` pass of [`Msg::decode`] and
+//! Detector and agreement messages are bytes another process wrote
+//! (`docs/UNTRUSTED.md`): property tests and the `make fuzz` pass of [`Msg::decode`] and
 //! [`AgreeMsg::decode`]. Neither panics; `Msg::decode` allocates nothing and
 //! `AgreeMsg::decode` never more than the message's own length (a count is checked
 //! against the bytes present before the list is allocated); every rejection is a typed

@@ -1,4 +1,4 @@
-//! Cluster simulations of the ring detector (DESIGN §3, T-FD): completeness, accuracy,
+//! Cluster simulations of the ring detector (T-FD, docs/REQUIREMENTS.md): completeness, accuracy,
 //! detection-time and hop bounds, crashes at every step, stop/resume exclusion, and the
 //! scaling table n = 8 … 65,536.
 //!
@@ -6,7 +6,7 @@
 //! - one crash at `c`: every survivor learns it in `[c + δ − η, c + δ + (H + 2)·d]`
 //!   (the observer's last heartbeat arrives by `c + d`, so it declares by `c + δ + d`;
 //!   the broadcast then needs at most `H + 1` overlay hops of at most `d` each). This is
-//!   within the issue's `δ + η + propagation` since `d < η`.
+//!   within T-FD's `δ + η + propagation` since `d < η`.
 //! - `k` consecutive ring neighbours crashing together: declared one after the other, one
 //!   fresh window each, so within `c + k·δ + (H + 2)·d`.
 //! - with equal delays the first copy of a notice travels a shortest overlay path:

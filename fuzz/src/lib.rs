@@ -1,5 +1,5 @@
 //! Deterministic fuzzing support for every decoder of bytes another process wrote
-//! (issue 16 item 4, `docs/UNTRUSTED.md`). Test-only: the crates dev-depend on it.
+//! (`docs/UNTRUSTED.md`). Test-only: the crates dev-depend on it.
 //!
 //! cargo-fuzz needs a nightly toolchain; this is the stable-toolchain substitute, run as
 //! ordinary `#[test]`s. Parts:

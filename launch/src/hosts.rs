@@ -1,4 +1,4 @@
-//! Multi-host placement for `rtrun --host` (DESIGN §6, issue 3 item 5).
+//! Multi-host placement for `rtrun --host` (docs/ARCHITECTURE.md §6).
 //!
 //! - [`parse_hosts`]: `--host h1,h2` or `--host h1=10.77.0.11,h2=10.77.0.12` — host names
 //!   (what the launch agent gets as `{host}` and each rank as `RT_NODE`), each with an

@@ -1,4 +1,4 @@
-//! Running one job: spawn, supervise, inject faults, clean up (DESIGN §6).
+//! Running one job: spawn, supervise, inject faults, clean up (docs/ARCHITECTURE.md §6).
 //!
 //! [`run`] starts the key-value [`Server`], spawns `N` ranks with the `RT_*` environment
 //! ([`crate::env`]), forwards their output line by line, and supervises them in a

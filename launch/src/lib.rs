@@ -1,5 +1,5 @@
 //! `runthrough-launch`: the `rtrun` launcher and the authenticated key-value bootstrap
-//! service (DESIGN §1, §6, T3).
+//! service (docs/ARCHITECTURE.md §1, §6; T3).
 //!
 //! Parts:
 //! - [`env`](mod@env): the `RT_*` environment `rtrun` hands to every rank, parsed into [`env::JobEnv`].

@@ -1,8 +1,8 @@
 //! How each rank ended, and the job exit code derived from that (R7).
 //!
-//! Rule R7 (seeds/000 §17.5.2 advice): a rank *failed* if it was killed by a signal, was
-//! aborted (named in, or the sender of, an abort request), or exited without having told
-//! the launcher it finalized. Then:
+//! Rule R7 (run-through chapter §17.5.2, advice): a rank *failed* if it was killed by a
+//! signal, was aborted (named in, or the sender of, an abort request), or exited without
+//! having told the launcher it finalized. Then:
 //! 1. no rank failed → rank 0's exit code;
 //! 2. otherwise → the exit code of the lowest-numbered rank that exited after finalizing;
 //!

@@ -680,7 +680,7 @@ fn r3_abort_self_records_abort_code() {
     }
 }
 
-/// Issue 16 item 3: an `exit(3)` after init while rank 0 finalizes. R7 keeps the job's
+/// The per-rank report: an `exit(3)` after init while rank 0 finalizes. R7 keeps the job's
 /// exit code 0 (rank 0 finalized); `rtrun` names the rank, its host, the code and the
 /// phase on stderr, once.
 #[test]

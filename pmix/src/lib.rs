@@ -1,4 +1,4 @@
-//! Bootstrap clients for ranks a resource manager started (DESIGN T3): [`pmix`] (the PMIx
+//! Bootstrap clients for ranks a resource manager started (T3): [`pmix`] (the PMIx
 //! client library, `libpmix.so.2`, loaded at run time) and [`pmi2`] (the PMI-2 wire
 //! protocol over the `PMI_FD` socket, written in Rust, no C library).
 //!

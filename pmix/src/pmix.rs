@@ -6,7 +6,7 @@
 //! [`Pmix::finalize`], and the terminated-process evidence of an event handler
 //! ([`Pmix::take_terminated`]).
 //!
-//! FFI discipline (STYLE "FFI and unsafe"): the library table lives in a process-wide
+//! FFI discipline (docs/ARCHITECTURE.md §5): the library table lives in a process-wide
 //! `OnceLock` and is never unloaded (PMIx keeps a progress thread that runs library code
 //! until the process ends); every value `PMIx_Get` returns is owned by a `Value` whose
 //! drop calls `PMIx_Value_destruct` and frees it; the event handler runs inside

@@ -1,5 +1,5 @@
 //! Shared-memory transport of runthrough: moves byte records between the processes of one
-//! job on one node. It knows nothing of MPI (DESIGN §1, T2).
+//! job on one node. It knows nothing of MPI (docs/ARCHITECTURE.md §1; T2).
 //!
 //! Parts:
 //! - [`segment`]: the per-job POSIX shm segment (0600, versioned header, one ring per

@@ -1,4 +1,4 @@
-//! Peer liveness on one node: the kernel tells when a peer process exits (DESIGN §3,
+//! Peer liveness on one node: the kernel tells when a peer process exits (T-FD,
 //! "shm peer death (pidfd)"), without a launcher and without waiting for heartbeats.
 //!
 //! Parts: [`PeerWatch`] (one `pidfd_open(2)` descriptor per peer process, polled without

@@ -5,9 +5,15 @@
 //! not only at the job's exit code (R7 gives rank 0's code, which hides any other rank's
 //! failure): [`ok`] requires every rank to exit 0 after finalizing, [`ok_failed`] the same
 //! of every rank but the listed victims, which must have ended abnormally.
+//!
+//! A test that cannot run here calls [`skip()`] (module [`mod@skip`]): recorded, and a
+//! failure unless `RT_EXPECTED_SKIPS` names it.
 #![allow(dead_code)]
 
 pub(crate) mod netns;
+pub(crate) mod skip;
+
+pub(crate) use skip::skip;
 
 use std::ops::Deref;
 use std::path::PathBuf;

@@ -5,7 +5,8 @@
 //! by side never share one; `None` is the default `rt-h*` cluster on 10.77.0.0/24.
 //!
 //! The only allowed skip: when this machine cannot create network namespaces (not root,
-//! no `ip`, no netns support), [`cluster`] prints `skipped: <reason>` and returns `None`.
+//! no `ip`, no netns support), [`cluster`] skips as `netns` ([`super::skip()`]: a failure
+//! unless `RT_EXPECTED_SKIPS` names it) and returns `None`.
 
 use std::process::{Command, Output};
 use std::sync::Mutex;
@@ -45,7 +46,7 @@ impl Drop for Cluster {
     }
 }
 
-/// The cluster, or `None` after printing why the test is skipped.
+/// The cluster, or `None` after [`super::skip()`] (`netns`) said why the test is skipped.
 pub(crate) fn cluster(which: Which) -> Option<Cluster> {
     let mut users = USERS.lock().unwrap_or_else(|p| p.into_inner());
     if *users == 0 {
@@ -53,9 +54,7 @@ pub(crate) fn cluster(which: Which) -> Option<Cluster> {
         match o.status.code() {
             Some(0) => {}
             Some(3) => {
-                let reason = String::from_utf8_lossy(&o.stderr).trim().to_owned();
-                println!("skipped: {reason}");
-                eprintln!("skipped: {reason}");
+                super::skip("netns", String::from_utf8_lossy(&o.stderr).trim());
                 return None;
             }
             _ => panic!(

@@ -1,4 +1,4 @@
-// The reproduction: forget a pending receive, then free its buffer. The buffer
+// The leak reproduction: forget a pending receive, then free its buffer. The buffer
 // is borrowed for the whole scope, so freeing it inside the scope cannot compile.
 fn main() -> Result<(), runthrough::Error> {
     let rt = runthrough::init()?;

@@ -1,4 +1,4 @@
-//! `ft_propagate`: seeds/002's measurement (the paper's Figure 2) on runthrough:
+//! `ft_propagate`: the measurement of Engwer et al. 2018 (their Figure 2) on runthrough:
 //! duplicate the world, propagate an error from rank 0, clean up; the time of each
 //! repetition on rank 0.
 //!
@@ -35,7 +35,7 @@ const USAGE: &str = "usage: rtrun -n N ft_propagate [-n REPS] [-x WARMUP] [-h]\n
 
 /// The receive the other ranks block in (never sent).
 const TAG: i32 = 666;
-/// The error code rank 0 signals (seeds/002's example).
+/// The error code rank 0 signals (Engwer et al.'s example).
 const CODE: i32 = 666;
 
 fn main() -> ExitCode {

@@ -1,5 +1,5 @@
 //! Failure-free cost of the fault-tolerant operations next to a plain collective, on the
-//! same ranks in one run (issue 5): `validate` (the uniform agreement), `split` (exchange +
+//! same ranks in one run: `validate` (the uniform agreement), `split` (exchange +
 //! agreement, then the new communicator is dropped), `agree`, and an 8-byte `allreduce`.
 //! Each operation is timed alone, followed by an untimed barrier, averaged over ranks.
 //!

@@ -122,7 +122,7 @@
 //! recognised failed are not participants (R20): nobody waits for their words. A
 //! collective aborted by a failure leaves the members' counters apart; the validate
 //! that must follow starts a new epoch at every member, and a member enters it only
-//! after its collectives of the old one returned — the "cut" of seeds/004.
+//! after its collectives of the old one returned — the "cut" a validate makes (R19).
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 

@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::types::{ContextId, Rank};
 
 /// Agreements (validate, agree) this process takes part in, and messages for instances
-/// it has not entered yet (seeds/004: a process may enter late).
+/// it has not entered yet (a process may enter late).
 #[derive(Debug, Default)]
 pub(super) struct Agreements {
     pub(super) running: Vec<(ContextId, Agreement)>,
@@ -39,8 +39,8 @@ impl Agreements {
 }
 
 impl Engine {
-    /// Enters the agreement number `seq` on the communicator of `ctx` (seeds/000
-    /// §17.7.4, R19, R29): every live member contributes `flag` (ANDed) and the failures
+    /// Enters the agreement number `seq` on the communicator of `ctx` (run-through
+    /// chapter §17.7.4, R19, R29): every live member contributes `flag` (ANDed) and the failures
     /// it knows; all decide the same flag and failed set. Returns the instance id.
     pub fn agree_start(&mut self, ctx: ContextId, group: &[Rank], seq: u32, flag: u32) -> Result<u64, Error> {
         self.agree_start_input(ctx, group, seq, runthrough_ft::Input::flag(flag))

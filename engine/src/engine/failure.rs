@@ -45,7 +45,7 @@ impl Failures {
     }
 }
 
-/// The failure detector as the engine drives it (DESIGN §3).
+/// The failure detector as the engine drives it (docs/ARCHITECTURE.md §3).
 #[derive(Debug)]
 pub(super) struct Ft {
     pub(super) det: Detector,

@@ -10,7 +10,7 @@ use crate::note::Note;
 use crate::types::{ContextId, Rank};
 
 impl Engine {
-    /// Signals `code` on the communicator of `ctx` (R27, seeds/002 `signal_error`): the
+    /// Signals `code` on the communicator of `ctx` (R27, Engwer et al.'s `signal_error`): the
     /// signal floods to every member (each forwards it on first receipt) and every member
     /// enters the error resolution: an agreement on the list of signals, behind a cut of
     /// the communicator's traffic. Returns the signal's id; poll

@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::note::{Note, MAX_NOTE_BYTES};
 use crate::request::{Kind, Request, SendPhase, Status};
 use crate::transport::{AnyTransport, Posted, Transport, TransportError};
-use crate::types::{ContextId, Rank, RemoteRegion, ReqId, Seq, Tag};
+use crate::types::{Rank, RemoteRegion, ReqId, SendTarget, Seq};
 use crate::wire::{Envelope, Header, MAX_HEADER_BYTES};
 
 /// What sending keeps between calls: the limits taken from the transport, the work queued behind a busy transport, buffers for reuse, and exposures to withdraw.
@@ -36,16 +36,8 @@ impl Sending {
 impl Engine {
     /// Starts sending `buf` to `peer` (world rank) on context `ctx`, as rank `src` of the
     /// communicator to its rank `dest`. Never blocks; an error is reported at completion.
-    pub(crate) fn start_send(
-        &mut self,
-        ctx: ContextId,
-        src: u32,
-        dest: u32,
-        peer: Rank,
-        tag: Tag,
-        buf: RawBuf,
-    ) -> ReqId {
-        self.start_send_mode(ctx, src, dest, peer, tag, buf, false)
+    pub(crate) fn start_send(&mut self, to: SendTarget, buf: RawBuf) -> ReqId {
+        self.start_send_mode(to, buf, false)
     }
 
     /// The small-message path: sends `buf` at once when it is an eager message and the
@@ -55,15 +47,8 @@ impl Engine {
     /// order must hold), a failed peer, a communicator with a notice (R27–R29), a busy
     /// or failing transport. Nothing was sent and no sequence number taken then.
     #[inline]
-    pub(crate) fn try_send_now(
-        &mut self,
-        ctx: ContextId,
-        src: u32,
-        dest: u32,
-        peer: Rank,
-        tag: Tag,
-        buf: &[u8],
-    ) -> Option<Status> {
+    pub(crate) fn try_send_now(&mut self, to: SendTarget, buf: &[u8]) -> Option<Status> {
+        let SendTarget { ctx, src, dest, peer, tag } = to;
         let Engine { transport, st } = self;
         if buf.len() > st.send.eager_max || st.cs.comm_notices {
             return None;
@@ -87,17 +72,8 @@ impl Engine {
     /// [`Engine::start_send`], or with `sync` a synchronous-mode send (MPI_Ssend): it
     /// always takes the rendezvous path, so it completes only once the receiver matched
     /// it and took the data.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn start_send_mode(
-        &mut self,
-        ctx: ContextId,
-        src: u32,
-        dest: u32,
-        peer: Rank,
-        tag: Tag,
-        buf: RawBuf,
-        sync: bool,
-    ) -> ReqId {
+    pub(crate) fn start_send_mode(&mut self, to: SendTarget, buf: RawBuf, sync: bool) -> ReqId {
+        let SendTarget { ctx, src, dest, peer, tag } = to;
         let Engine { transport, st } = self;
         let len = buf.len();
         let phase = SendPhase::AwaitingTransport;

@@ -1,4 +1,4 @@
-//! Adapter: the engine's [`Transport`] over a libfabric RDM endpoint (DESIGN T1, issue 3).
+//! Adapter: the engine's [`Transport`] over a libfabric RDM endpoint (T1, docs/REQUIREMENTS.md).
 //!
 //! Parts:
 //! - **Frames.** Every record travels as one untagged message: an 8-byte transport frame
@@ -40,7 +40,7 @@
 //!   posted for any source): they are counted ([`FabricStats::rx_errors`]) and the buffer
 //!   reposted. A peer whose sends stay `Busy` (credits, buffers or `-FI_EAGAIN`) past the
 //!   stall bound ([`StallTracker`]) is reported as a `PeerError` once per episode:
-//!   libfabric 1.17's `tcp;ofi_rxm` never reports a SIGKILLed peer otherwise (DESIGN §3).
+//!   libfabric 1.17's `tcp;ofi_rxm` never reports a SIGKILLed peer otherwise (T-FD).
 //!
 //! Ordering: libfabric RDM gives no cross-buffer delivery order guarantee the engine
 //! relies on; the engine restores per-peer order from its sequence numbers.

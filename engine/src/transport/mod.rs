@@ -1,4 +1,4 @@
-//! The byte-moving interface between the engine and its transports (STYLE "Key traits").
+//! The byte-moving interface between the engine and its transports (docs/ARCHITECTURE.md §2).
 //!
 //! A [`Transport`] knows nothing of MPI: it sends records (a header and a payload) to a
 //! peer, lets the engine pull a peer's exposed memory, and hands received records to the

@@ -1,5 +1,5 @@
-//! Routing per peer: shared memory to ranks on this host, libfabric to the others (DESIGN
-//! §2, issue 3 item 4).
+//! Routing per peer: shared memory to ranks on this host, libfabric to the others
+//! (docs/ARCHITECTURE.md §2).
 //!
 //! [`MultiTransport`] holds at most one [`ShmTransport`] and one [`FabricTransport`] and a
 //! route per world rank, fixed at start-up ([`Route`]). `--transport fabric` is simply a

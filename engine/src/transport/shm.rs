@@ -1,4 +1,4 @@
-//! Adapter: the engine's [`Transport`] over `runthrough-shm` rings and CMA (DESIGN T2).
+//! Adapter: the engine's [`Transport`] over `runthrough-shm` rings and CMA (T2).
 //!
 //! One ring per ordered pair of ranks (self included); a record is written in place in
 //! the receiver's ring and handed to the engine as a borrowed slice, so an eager payload

@@ -1,4 +1,4 @@
-//! An in-process transport for tests (STYLE "sim is the stub used in tests"): engines of
+//! An in-process transport for tests: engines of
 //! one test share a [`SimHub`]; records queue per (sender, receiver) with a bounded
 //! capacity so `Busy` and back-pressure are exercised, and there is no RMA, so large
 //! messages take the streamed rendezvous path.

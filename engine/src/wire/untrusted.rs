@@ -1,4 +1,4 @@
-//! Wire headers are bytes another process wrote (issue 16 item 4, `docs/UNTRUSTED.md`):
+//! Wire headers are bytes another process wrote (`docs/UNTRUSTED.md`):
 //! property tests and the `make fuzz` pass of [`Header::decode`]. Decoding never panics,
 //! never allocates (it is on the hot path), and rejects with a typed [`WireError`].
 

@@ -1,6 +1,14 @@
 //! Shared helpers of the fabric integration tests: loopback pinning, opening a node,
 //! driving completion queues with a hard deadline.
+//!
+//! A test whose provider is not present here skips as `provider-tcp` / `provider-sockets`
+//! through [`skip()`] (the workspace's one skip rule, `tests/common/skip.rs`: a failure
+//! unless `RT_EXPECTED_SKIPS` names it).
 #![allow(dead_code, unreachable_pub)]
+
+#[path = "../../../tests/common/skip.rs"]
+pub(crate) mod skip;
+pub(crate) use skip::skip;
 
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
@@ -30,14 +38,14 @@ pub struct Node {
     pub ep: Arc<Endpoint>,
 }
 
-/// Open a node on `provider` pinned to 127.0.0.1, or `None` (with the reason printed) when
-/// the provider is not present here.
+/// Open a node on `provider` pinned to 127.0.0.1, or `None` after [`skip()`] when the
+/// provider is not present here.
 pub fn open_node(provider: Provider) -> Option<Node> {
     pin_loopback();
     let (info, sel) = match open_selected(ProviderRequest::Only(provider), &Hints::default().loopback()) {
         Ok(x) => x,
         Err(Error::NoProvider(why)) => {
-            eprintln!("SKIP: provider {provider} not present: {why}");
+            skip(&skip::provider(provider.fi_name()), &format!("provider {provider} not present: {why}"));
             return None;
         }
         Err(e) => panic!("fi_getinfo for {provider}: {e}"),

@@ -1,5 +1,5 @@
 //! The `RT_*` variables are bytes another process (`rtrun`, or whatever started this
-//! one) wrote (issue 16 item 4, `docs/UNTRUSTED.md`): the `make fuzz` pass of
+//! one) wrote (`docs/UNTRUSTED.md`): the `make fuzz` pass of
 //! [`JobEnv::from_lookup`]. Nothing panics, every rejection is `MissingEnv` or `BadEnv`,
 //! and what is accepted satisfies every invariant the rest of the start-up relies on.
 

@@ -1,5 +1,5 @@
-//! Bootstrap frames are bytes another process wrote (issue 16 item 4,
-//! `docs/UNTRUSTED.md`): property tests and the `make fuzz` pass of
+//! Bootstrap frames are bytes another process wrote
+//! (`docs/UNTRUSTED.md`): property tests and the `make fuzz` pass of
 //! [`Request::decode`], [`Response::decode`] and [`read_frame`]. Nothing panics; every
 //! rejection is an [`Error::Protocol`] (or, for a frame, `FrameTooLarge` /
 //! `Disconnected`); decoding allocates at most the frame's own length, and reading a

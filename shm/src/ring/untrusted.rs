@@ -1,4 +1,4 @@
-//! Ring memory is written by another process (issue 16 item 4, `docs/UNTRUSTED.md`):
+//! Ring memory is written by another process (`docs/UNTRUSTED.md`):
 //! the `make fuzz` pass of the consumer (`RingRx::from_raw`, `peek`, `pop`) and of the
 //! producer's attach and push (`RingTx::from_raw`, `try_push`) over ring images a peer
 //! could have left: real ring states after random traffic, mutated, truncated (the tail

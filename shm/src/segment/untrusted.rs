@@ -1,5 +1,5 @@
-//! The segment header is bytes another process wrote (issue 16 item 4,
-//! `docs/UNTRUSTED.md`): property tests and the `make fuzz` pass of the header checks
+//! The segment header is bytes another process wrote
+//! (`docs/UNTRUSTED.md`): property tests and the `make fuzz` pass of the header checks
 //! `Segment::open` runs (`read_header`, then `check_stored` against the object's size).
 //! A header that passes describes a geometry recomputed from a layout within bounds and
 //! lying inside the object; anything else is `BadSegment` or `Version`. The checks

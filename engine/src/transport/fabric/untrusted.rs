@@ -1,4 +1,4 @@
-//! Fabric frames are bytes another process wrote (issue 16 item 4, `docs/UNTRUSTED.md`):
+//! Fabric frames are bytes another process wrote (`docs/UNTRUSTED.md`):
 //! property tests and the `make fuzz` pass of `decode_frame`, which runs on every
 //! received fabric record (no allocation; a frame either decodes to a rank inside the
 //! job or is dropped and counted as malformed). Peer addresses published at start-up:
