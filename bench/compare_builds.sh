@@ -9,8 +9,9 @@
 # median with min-max and the ratio new/base of the medians. Used to check that a change
 # keeps today's speed (within 2 %). Build both first (cargo build --release
 # -p runthrough-bench --bins -p runthrough-launch). RT_BUILD_SPECS replaces the two
-# measurements: comma-separated "TEST SIZE" pairs, TEST one of latency, bw, bibw
-# (e.g. RT_BUILD_SPECS="latency 65536,bw 65536,bibw 65536").
+# measurements: comma-separated "TEST SIZE" pairs, TEST one of latency, bw, bibw, or
+# allreduceN (osu_allreduce at N ranks, average latency)
+# (e.g. RT_BUILD_SPECS="latency 65536,bw 65536,allreduce4 1024").
 set -euo pipefail
 base=${1:?usage: compare_builds.sh BASE_TARGET_DIR [NEW_TARGET_DIR] [RUNS]}
 new=${2:-$(cd "$(dirname "$0")/.." && pwd)/target}
@@ -39,8 +40,14 @@ one_try() { # target test size
     case $test in
         latency) opts=(-m "$size:$size" -i 20000 -x 2000) ;;
         bw | bibw) opts=(-m "$size:$size" -i 200 -x 20) ;;
+        allreduce*) opts=(-m "$size:$size" -i 5000 -x 500) ;;
     esac
-    timeout 120 "$t/release/rtrun" -n 2 --bind-to core --timeout 100s -- "$t/release/osu_$test" "${opts[@]}" |
+    local n=2 prog=$test
+    if [[ $test == allreduce* ]]; then n=${test#allreduce} prog=allreduce; fi
+    # Ranks outnumbering cores cannot be bound one per core.
+    local bind=core
+    ((n > $(nproc))) && bind=none
+    timeout 120 "$t/release/rtrun" -n "$n" --bind-to "$bind" --timeout 100s -- "$t/release/osu_$prog" "${opts[@]}" |
         awk -v s="$size" '$1 == s { print $2 }'
 }
 
@@ -64,6 +71,6 @@ for spec in "${specs[@]}"; do
     read -r am alo ahi <<<"$(stats "${a[@]}")"
     read -r bm blo bhi <<<"$(stats "${b[@]}")"
     ratio=$(awk -v x="$bm" -v y="$am" 'BEGIN { printf "%.3f", x / y }')
-    unit=$([[ $test == latency ]] && echo us || echo MB/s)
+    unit=$([[ $test == latency || $test == allreduce* ]] && echo us || echo MB/s)
     echo "| osu_$test | $size | $am $unit ($alo-$ahi) | $bm $unit ($blo-$bhi) | $ratio |"
 done

@@ -639,3 +639,21 @@ pub(crate) unsafe fn MPI_Comm_get_info(comm: Handle, info_used: *mut Handle) -> 
     // SAFETY: forwarded output argument.
     unsafe { crate::info::MPI_Info_create(info_used) }
 }
+
+/// No dynamic processes yet: no process has a parent.
+pub(crate) unsafe fn MPI_Comm_get_parent(parent: *mut Handle) -> c_int {
+    // SAFETY: output argument.
+    unsafe { *parent = MPI_COMM_NULL };
+    MPI_SUCCESS
+}
+
+/// The info hints are ignored (none is defined for duplication).
+pub(crate) unsafe fn MPI_Comm_idup_with_info(
+    comm: Handle,
+    info: Handle,
+    newcomm: *mut Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { MPI_Comm_idup(comm, newcomm, request) }
+}

@@ -21,8 +21,12 @@ use crate::handles::{Kind, Table};
 use crate::types::{Handle, MPI_Count, MPI_Status};
 
 mod build;
+mod external;
+mod large;
 mod layout;
 mod predef;
+pub(crate) use external::*;
+pub(crate) use large::*;
 
 use build::Acc;
 pub(crate) use layout::Layout;

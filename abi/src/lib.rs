@@ -27,19 +27,20 @@ mod coll;
 mod comm;
 #[rustfmt::skip]
 mod consts;
+mod count;
 mod dtype;
 mod env;
 mod err;
 #[allow(missing_docs)]
 #[rustfmt::skip]
 mod exports;
+mod file;
 mod ft;
 mod greq;
 mod group;
 mod guard;
 mod handles;
 mod info;
-mod more;
 mod op;
 mod p2p;
 mod req;
@@ -56,11 +57,11 @@ mod imp {
     pub(crate) use crate::dtype::*;
     pub(crate) use crate::env::*;
     pub(crate) use crate::err::*;
+    pub(crate) use crate::file::*;
     pub(crate) use crate::ft::*;
     pub(crate) use crate::greq::*;
     pub(crate) use crate::group::*;
     pub(crate) use crate::info::*;
-    pub(crate) use crate::more::*;
     pub(crate) use crate::op::*;
     pub(crate) use crate::p2p::*;
     pub(crate) use crate::req::*;

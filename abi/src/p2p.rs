@@ -18,6 +18,9 @@ use crate::err::raise_on;
 use crate::req::{Active, Unpack};
 use crate::types::{Handle, MPI_Status, SendPtr};
 
+mod large;
+pub(crate) use large::*;
+
 fn to_source(c: &CommObj, src: c_int) -> Result<Source, c_int> {
     match src {
         MPI_ANY_SOURCE => Ok(Source::Any),

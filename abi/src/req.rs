@@ -27,6 +27,9 @@ use crate::err::{raise_in_status, raise_on};
 use crate::handles::USER_BASE;
 use crate::types::{Handle, MPI_Status, SendPtr};
 
+mod status;
+pub(crate) use status::*;
+
 /// A received message to unpack into the program's buffer at completion.
 pub(crate) struct Unpack {
     pub(crate) tmp: Vec<u8>,
