@@ -416,6 +416,7 @@ fn spawn_progress(
             let mut last_watch = Instant::now();
             let mut exits = Vec::new();
             let mut wakers = Vec::new();
+            let mut released: Vec<Box<dyn runthrough_engine::Detached>> = Vec::new();
             // The engine's progress count at this thread's last look.
             let mut seen: Option<u64> = None;
             let pulse = match shared.upgrade() {
@@ -500,6 +501,12 @@ fn spawn_progress(
                     }
                     // Futures whose requests completed (here or in anyone's progress).
                     e.take_wakers(&mut wakers);
+                    // Owners of requests handed to the engine (`MPI_Request_free`) that
+                    // completed: dropped below, without the lock (an owner may hold a
+                    // communicator, whose drop takes it).
+                    if e.has_released() {
+                        released = e.take_released();
+                    }
                     e.refresh_pulse();
                     seen = Some(pulse.calls());
                     if e.is_excluded() {
@@ -513,6 +520,7 @@ fn spawn_progress(
                     }
                 }
                 wakers.drain(..).for_each(Waker::wake);
+                drop(std::mem::take(&mut released));
                 if let Some(w) = peer_watch.as_mut() {
                     w.poll_exited(&mut exits);
                     if !exits.is_empty() {

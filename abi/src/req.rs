@@ -757,6 +757,67 @@ pub(crate) unsafe fn MPI_Cancel(request: *mut Handle) -> c_int {
     MPI_SUCCESS
 }
 
+/// What a freed request's operation keeps alive until the engine completes it: the
+/// unpack into the program's buffer (run at completion), the buffers the operation reads
+/// or writes, and the communicator and engine it runs on.
+struct Freed {
+    unpack: Option<Unpack>,
+    _tmp: Option<Vec<u8>>,
+    _shared: Option<Arc<Vec<u8>>>,
+    _comm: Arc<CommObj>,
+    _eng: Arc<BiasedMutex<Engine>>,
+}
+
+impl runthrough_engine::Detached for Freed {
+    fn complete(&mut self, outcome: Result<runthrough_engine::Status, runthrough::Error>) {
+        // A freed request's error reaches nobody (MPI-4.1 3.7.3: the program cannot learn
+        // of it); its data still lands where the program asked.
+        if let (Ok(s), Some(u)) = (outcome, self.unpack.take()) {
+            // SAFETY: the program's receive buffer, valid until the operation completes
+            // (MPI's contract for a freed request's buffer).
+            unsafe { crate::dtype::unpack_from(&u.tmp[..s.len.min(u.tmp.len())], u.buf.0.cast(), u.count, &u.t) };
+        }
+    }
+}
+
+/// The engine a point-to-point operation (or the first of a group) runs on.
+fn engine_of(a: &Active) -> Option<Arc<BiasedMutex<Engine>>> {
+    match a {
+        Active::P2p { _eng, .. } => Some(_eng.clone()),
+        Active::Group(parts, ..) => parts.iter().find_map(engine_of),
+        _ => None,
+    }
+}
+
+/// Hands an active operation whose request the program freed to whoever completes it:
+/// point-to-point operations to the engine ([`runthrough_engine::Request::detach`]), a
+/// collective to its worker (which runs it whatever happens to the handle); `shared` is
+/// a buffer the parts of a group read.
+fn hand_over(a: Active, cancelled: bool, shared: Option<Arc<Vec<u8>>>) {
+    match a {
+        Active::P2p { raw, unpack, _tmp, comm, _eng, cancel: _ } => {
+            if cancelled {
+                return;
+            }
+            let owner = Freed { unpack, _tmp, _shared: shared, _comm: comm, _eng };
+            // SAFETY: the request was started unscoped on buffers the owner keeps (its
+            // copies) or the program promised valid until completion; the owner is dropped
+            // only after the engine completed the request.
+            unsafe { raw.detach(Box::new(owner)) };
+        }
+        Active::Group(parts, done, buf) => {
+            let shared = buf.map(Arc::new).or(shared);
+            for (p, d) in parts.into_iter().zip(done) {
+                if d.is_none() {
+                    hand_over(p, cancelled, shared.clone());
+                }
+            }
+        }
+        // A collective's worker runs it to the end; nothing else is pending.
+        Active::Job(_) | Active::Done { .. } | Active::Greq(_) => {}
+    }
+}
+
 pub(crate) unsafe fn MPI_Request_free(request: *mut Handle) -> c_int {
     // SAFETY: in/out argument.
     let h = unsafe { *request };
@@ -774,18 +835,18 @@ pub(crate) unsafe fn MPI_Request_free(request: *mut Handle) -> c_int {
     match r.active.take() {
         None => release(h),
         Some(a) => {
-            // Completes in the background: a detached thread waits for it (the engine
-            // still reads or writes the program's buffer until then).
+            // The engine completes it during progress (no thread waits for it): it still
+            // reads or writes the program's buffer until then.
             r.freed = true;
-            let mut a = a;
-            let cancelled = r.cancelled;
-            std::thread::spawn(move || {
-                let mut w = waiter();
-                while poll(&mut a, cancelled).is_none() {
-                    w.snooze();
-                }
-            });
+            let eng = engine_of(&a);
+            hand_over(a, r.cancelled, None);
             release(h);
+            // Owners of handed requests that completed meanwhile, dropped without the
+            // engine lock.
+            if let Some(e) = eng {
+                let done = e.lock().take_released();
+                drop(done);
+            }
         }
     }
     // SAFETY: in/out argument.

@@ -47,6 +47,8 @@ use failure::Failures;
 use recv::Receiving;
 pub use rendezvous::CHOICE_SAMPLES;
 use rendezvous::{choice_bucket, Pull, Rendezvous};
+pub use requests::Detached;
+use requests::Handed;
 use send::Sending;
 
 /// Default largest payload sent eagerly (bytes); larger messages use rendezvous.
@@ -205,6 +207,8 @@ struct State {
     dep: Departure,
     /// Cancels of sends (`cancel.rs`).
     cancel: Cancels,
+    /// Requests handed to the engine (`requests.rs`).
+    handed: Handed,
 }
 
 /// The progress engine of one process.
@@ -281,6 +285,7 @@ impl Engine {
                 agree: Agreements::default(),
                 dep: Departure::new(),
                 cancel: Cancels::new(),
+                handed: Handed::default(),
             },
         }
     }
@@ -376,6 +381,9 @@ impl Engine {
         if self.st.agree.dirty {
             self.agree_service();
         }
+        if !self.st.handed.pending.is_empty() {
+            self.reap_handed();
+        }
         n
     }
 
@@ -387,7 +395,10 @@ impl Engine {
     /// Recomputes [`Pulse::needs_lock`] (lock held): suspects for the witness, an
     /// exclusion to act on, or futures waiting for a waker.
     pub fn refresh_pulse(&self) {
-        let needs = !self.st.fail.suspects.is_empty() || self.is_excluded() || self.st.reqs.has_wakers();
+        let needs = !self.st.fail.suspects.is_empty()
+            || self.is_excluded()
+            || self.st.reqs.has_wakers()
+            || !self.st.handed.released.is_empty();
         self.st.pulse.attention.store(needs, Ordering::Relaxed);
     }
 }

@@ -754,6 +754,30 @@ impl<'a> Request<'a> {
         e.take_cancel_outcome(peer, seq)
     }
 
+    /// Hands this request to the engine (`MPI_Request_free` of an active request): it
+    /// completes during progress, whoever progresses; then `owner.complete` runs with
+    /// its outcome (under the engine lock) and `owner` is dropped by the next holder of
+    /// the lock that takes it ([`Engine::take_released`]). Completed already, it
+    /// completes and drops `owner` now. No thread waits for it.
+    ///
+    /// # Safety
+    /// The request was started outside any scope (`isend_unscoped`, `irecv_unscoped`):
+    /// whatever its operation reads or writes stays valid until `owner` is dropped
+    /// (`owner` owns it, or the caller's contract with its program promises it).
+    pub unsafe fn detach(mut self, mut owner: Box<dyn crate::engine::Detached>) {
+        if let Some(st) = self.ready.take() {
+            owner.complete(Ok(st));
+            return;
+        }
+        let Some(id) = self.id else {
+            owner.complete(Ok(Status { source: 0, tag: 0, len: 0 }));
+            return;
+        };
+        self.eng.lock().detach(id, owner);
+        // The engine owns the request now: this handle neither waits for it nor frees it.
+        self.done();
+    }
+
     /// Cancels a receive that has not matched a message yet (MPI_Cancel): `true` when it
     /// was cancelled (the handle is then finished), `false` when the operation matched or
     /// is a send and must be completed as usual.

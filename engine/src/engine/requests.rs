@@ -1,6 +1,10 @@
-//! Requests: completion, release, waking futures, and the request scopes that settle
-//! every operation of a scope before its buffers can go away (the soundness argument of
-//! `crate::handle`).
+//! Requests: completion, release, waking futures, the request scopes that settle every
+//! operation of a scope before its buffers can go away (the soundness argument of
+//! `crate::handle`), and requests handed to the engine (`MPI_Request_free` of an active
+//! request): the engine completes them during progress, calls their owner's
+//! [`Detached::complete`] under its lock, and hands the owners back through
+//! [`Engine::take_released`] to be dropped outside it (an owner may hold objects whose
+//! drop takes the engine lock, such as a communicator).
 
 use std::sync::atomic::Ordering;
 
@@ -9,7 +13,84 @@ use crate::error::Error;
 use crate::request::{Kind, RecvPhase, Status};
 use crate::types::ReqId;
 
+/// The owner of a request handed to the engine ([`crate::Request::detach`]): it keeps alive what
+/// the operation reads or writes until the engine drops it, after completion.
+pub trait Detached: Send {
+    /// Called once, under the engine lock, when the request completed: only memory work
+    /// here (an unpack into the program's buffer), never an engine call.
+    fn complete(&mut self, outcome: Result<Status, Error>);
+}
+
+/// Requests handed to the engine, and their owners once complete (dropped by the lock's
+/// next holder that takes them).
+#[derive(Default)]
+pub(super) struct Handed {
+    pub(super) pending: Vec<(ReqId, Box<dyn Detached>)>,
+    pub(super) released: Vec<Box<dyn Detached>>,
+}
+
+impl std::fmt::Debug for Handed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handed").field("pending", &self.pending.len()).field("released", &self.released.len()).finish()
+    }
+}
+
 impl Engine {
+    /// Hands `req` to the engine: it completes during progress, `owner.complete` runs with
+    /// its outcome, and `owner` is handed back by [`Engine::take_released`]. A request
+    /// complete already completes now.
+    pub(crate) fn detach(&mut self, req: ReqId, mut owner: Box<dyn Detached>) {
+        match self.take_if_complete(req) {
+            Some(outcome) => {
+                owner.complete(outcome);
+                self.st.handed.released.push(owner);
+                self.refresh_pulse();
+            }
+            None if self.st.reqs.get(req).is_none() => self.st.handed.released.push(owner),
+            None => self.st.handed.pending.push((req, owner)),
+        }
+    }
+
+    /// Completes the handed requests that are done (progress calls this when there are).
+    pub(super) fn reap_handed(&mut self) {
+        let mut i = 0;
+        while i < self.st.handed.pending.len() {
+            let req = self.st.handed.pending[i].0;
+            let outcome = match self.st.reqs.get(req) {
+                None => Some(Ok(Status { source: 0, tag: 0, len: 0 })),
+                Some(r) if r.outcome.is_some() => self.take_if_complete(req),
+                Some(_) => None,
+            };
+            match outcome {
+                Some(o) => {
+                    let (_, mut owner) = self.st.handed.pending.swap_remove(i);
+                    owner.complete(o);
+                    self.st.handed.released.push(owner);
+                }
+                None => i += 1,
+            }
+        }
+        if !self.st.handed.released.is_empty() {
+            self.refresh_pulse();
+        }
+    }
+
+    /// The owners of handed requests that completed, to be dropped by the caller once it
+    /// has let go of the engine lock.
+    pub fn take_released(&mut self) -> Vec<Box<dyn Detached>> {
+        std::mem::take(&mut self.st.handed.released)
+    }
+
+    /// Whether owners of completed handed requests wait for [`Engine::take_released`].
+    pub fn has_released(&self) -> bool {
+        !self.st.handed.released.is_empty()
+    }
+
+    /// Requests handed to the engine and not complete yet.
+    pub fn handed_pending(&self) -> usize {
+        self.st.handed.pending.len()
+    }
+
     /// Takes the outcome of `req` if it has completed (the request is then freed).
     pub(crate) fn take_if_complete(&mut self, req: ReqId) -> Option<Result<Status, Error>> {
         let done = self.st.reqs.get(req)?.outcome.is_some();
