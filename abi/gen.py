@@ -102,15 +102,18 @@ def implemented():
     names = set()
     pat = re.compile(r"pub\(crate\) unsafe fn (MPIX?_\w+)\(")
     forms = re.compile(r"^forms!\(\w+,\s*(MPI_\w+),\s*(MPI_\w+),\s*(MPI_\w+),")
-    for f in os.listdir(os.path.join(HERE, "src")):
-        if f.endswith(".rs") and f != "exports.rs":
-            for line in open(os.path.join(HERE, "src", f)):
-                m = pat.search(line)
-                if m:
-                    names.add(m.group(1))
-                m = forms.search(line)
-                if m:
-                    names.update(m.groups())
+    src = os.path.join(HERE, "src")
+    files = sorted(
+        os.path.join(d, f) for d, _, fs in os.walk(src) for f in fs if f.endswith(".rs") and f != "exports.rs"
+    )
+    for path in files:
+        for line in open(path):
+            m = pat.search(line)
+            if m:
+                names.add(m.group(1))
+            m = forms.search(line)
+            if m:
+                names.update(m.groups())
     return names
 
 
