@@ -25,6 +25,8 @@ mod external;
 mod large;
 mod layout;
 mod predef;
+#[cfg(test)]
+mod prop_tests;
 pub(crate) use external::*;
 pub(crate) use large::*;
 

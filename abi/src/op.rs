@@ -392,3 +392,6 @@ pub(crate) unsafe fn MPI_Reduce_local(
     }
     MPI_SUCCESS
 }
+
+#[cfg(test)]
+mod prop_tests;
