@@ -51,6 +51,39 @@ impl fmt::Debug for ErrorMode {
 /// A member's (color, key) in a communicator creation.
 type Entry = (i32, i32);
 
+/// What a member knows after the exchange of a creation ([`Comm::exchange_claim`]).
+#[derive(Debug)]
+pub(crate) struct Claim {
+    ctx: u32,
+    claimed: bool,
+    exchanged: Result<(), Error>,
+    recognized: Vec<u32>,
+}
+
+impl Claim {
+    /// Bit of the agreement's flag: the exchange worked here.
+    const EXCHANGED: u32 = 1;
+    /// Bit of the agreement's flag: the context chosen is free here (no other thread's
+    /// creation holds it).
+    const CLAIMED: u32 = 2;
+
+    /// This member's flag for the creation's agreement.
+    pub(crate) fn flag(&self) -> u32 {
+        (if self.exchanged.is_ok() { Self::EXCHANGED } else { 0 }) | if self.claimed { Self::CLAIMED } else { 0 }
+    }
+}
+
+/// A creation's outcome after its agreement ([`Comm::exchange_verdict`]).
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// Every member chooses a context again.
+    Retry,
+    /// The creation failed (uniformly).
+    Fail(Error),
+    /// The members' entries and the new context.
+    Done(Vec<Option<Entry>>, u32),
+}
+
 /// Which sources a receive accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
@@ -470,20 +503,7 @@ impl Comm {
     /// `RankFailStop`. Recognised failed members stay recognised failures in the copy.
     /// It inherits this communicator's error mode.
     pub fn dup(&self) -> Result<Comm, Error> {
-        let r = self.create_exchange(0, self.rank() as i32).map(|(_, ctx)| {
-            let c = Comm::new(
-                self.inner.shared.clone(),
-                ContextId(ctx),
-                self.inner.group.clone(),
-                self.inner.me,
-                self.error_mode(),
-            );
-            let recognized = self.inner.shared.engine.lock().recognized(self.inner.ctx);
-            if !recognized.is_empty() {
-                c.inner.shared.engine.lock().validate_commit(c.inner.ctx, &recognized);
-            }
-            c
-        });
+        let r = self.create_exchange(0, self.rank() as i32).map(|(_, ctx)| self.dup_on(ctx));
         self.check(r)
     }
 
@@ -591,10 +611,6 @@ impl Comm {
     /// failure known before it gives an error everywhere). Returns each member's entry
     /// (`None` for recognised failed members) and the new context.
     fn create_exchange(&self, color: i32, key: i32) -> Result<(Vec<Option<Entry>>, u32), Error> {
-        // Bits of the agreement's flag: the exchange worked here; the context it chose is
-        // free here (no other thread's creation holds it).
-        const EXCHANGED: u32 = 1;
-        const CLAIMED: u32 = 2;
         let shared = &self.inner.shared;
         let n = self.size();
         loop {
@@ -611,56 +627,97 @@ impl Comm {
                 let mine = [color, key, proposal as i32];
                 c.allgather(bytemuck::cast_slice(&mine), bytemuck::cast_slice_mut(&mut all))
             });
-            let ctx = all.chunks(3).filter(|e| e[2] != i32::MIN).map(|e| e[2] as u32).max().unwrap_or(proposal);
-            let claimed = exchanged.is_ok() && shared.ctx_claim(ctx);
-            let recognized = shared.engine.lock().recognized(self.inner.ctx);
-            let flag = if exchanged.is_ok() { EXCHANGED } else { 0 } | if claimed { CLAIMED } else { 0 };
-            let decision = self.agreement(flag).inspect_err(|_| {
-                if claimed {
-                    shared.ctx_release(ctx);
-                }
-            })?;
-            let new_failure = decision
-                .failed
-                .iter()
-                .filter_map(|w| self.inner.group.iter().position(|g| g.0 == *w))
-                .find(|l| !recognized.contains(&(*l as u32)));
-            let ok = new_failure.is_none() && decision.flag & (EXCHANGED | CLAIMED) == EXCHANGED | CLAIMED;
-            if !ok && claimed {
-                shared.ctx_release(ctx);
+            let claim = self.exchange_claim(&all, proposal, exchanged);
+            let decision = self.agreement(claim.flag());
+            match self.exchange_verdict(&all, claim, decision) {
+                Verdict::Retry => continue,
+                Verdict::Fail(e) => return Err(e),
+                Verdict::Done(entries, ctx) => return Ok((entries, ctx)),
             }
-            if let Some(rank) = new_failure {
-                return Err(Error::RankFailStop { rank: rank as u32 });
-            }
-            if decision.flag & EXCHANGED == 0 {
-                return Err(exchanged
-                    .err()
-                    .unwrap_or(Error::RankFailStop { rank: recognized.first().copied().unwrap_or(0) }));
-            }
-            if decision.flag & CLAIMED == 0 {
-                // Another thread's creation took that context at some member: every
-                // member chooses again, above what it has seen.
-                continue;
-            }
-            let entries: Vec<Option<Entry>> = all
-                .chunks(3)
-                .enumerate()
-                .map(
-                    |(r, e)| {
-                        if recognized.contains(&(r as u32)) || e[2] == i32::MIN {
-                            None
-                        } else {
-                            Some((e[0], e[1]))
-                        }
-                    },
-                )
-                .collect();
-            return Ok((entries, ctx));
         }
     }
 
+    /// After the exchange of a creation (`all`: three words a member, `i32::MIN` where
+    /// none came): the context chosen (the largest proposal) and whether it could be
+    /// taken here.
+    pub(crate) fn exchange_claim(&self, all: &[i32], proposal: u32, exchanged: Result<(), Error>) -> Claim {
+        let shared = &self.inner.shared;
+        let ctx = all.chunks(3).filter(|e| e[2] != i32::MIN).map(|e| e[2] as u32).max().unwrap_or(proposal);
+        let claimed = exchanged.is_ok() && shared.ctx_claim(ctx);
+        let recognized = shared.engine.lock().recognized(self.inner.ctx);
+        Claim { ctx, claimed, exchanged, recognized }
+    }
+
+    /// The creation's outcome once its agreement decided (or failed): a new context and
+    /// the members' entries, an error, or a new try (another thread's creation took the
+    /// context at some member).
+    pub(crate) fn exchange_verdict(
+        &self,
+        all: &[i32],
+        claim: Claim,
+        decision: Result<runthrough_ft::Decision, Error>,
+    ) -> Verdict {
+        let shared = &self.inner.shared;
+        let Claim { ctx, claimed, exchanged, recognized } = claim;
+        let decision = match decision {
+            Ok(d) => d,
+            Err(e) => {
+                if claimed {
+                    shared.ctx_release(ctx);
+                }
+                return Verdict::Fail(e);
+            }
+        };
+        let new_failure = decision
+            .failed
+            .iter()
+            .filter_map(|w| self.inner.group.iter().position(|g| g.0 == *w))
+            .find(|l| !recognized.contains(&(*l as u32)));
+        let ok = new_failure.is_none()
+            && decision.flag & (Claim::EXCHANGED | Claim::CLAIMED) == Claim::EXCHANGED | Claim::CLAIMED;
+        if !ok && claimed {
+            shared.ctx_release(ctx);
+        }
+        if let Some(rank) = new_failure {
+            return Verdict::Fail(Error::RankFailStop { rank: rank as u32 });
+        }
+        if decision.flag & Claim::EXCHANGED == 0 {
+            return Verdict::Fail(
+                exchanged.err().unwrap_or(Error::RankFailStop { rank: recognized.first().copied().unwrap_or(0) }),
+            );
+        }
+        if decision.flag & Claim::CLAIMED == 0 {
+            // Another thread's creation took that context at some member: every member
+            // chooses again, above what it has seen.
+            return Verdict::Retry;
+        }
+        let entries: Vec<Option<Entry>> = all
+            .chunks(3)
+            .enumerate()
+            .map(|(r, e)| if recognized.contains(&(r as u32)) || e[2] == i32::MIN { None } else { Some((e[0], e[1])) })
+            .collect();
+        Verdict::Done(entries, ctx)
+    }
+
+    /// A communicator of the same members on context `ctx` (what a dup creates), its
+    /// recognised failures carried over.
+    pub(crate) fn dup_on(&self, ctx: u32) -> Comm {
+        let c = Comm::new(
+            self.inner.shared.clone(),
+            ContextId(ctx),
+            self.inner.group.clone(),
+            self.inner.me,
+            self.error_mode(),
+        );
+        let recognized = self.inner.shared.engine.lock().recognized(self.inner.ctx);
+        if !recognized.is_empty() {
+            c.inner.shared.engine.lock().validate_commit(c.inner.ctx, &recognized);
+        }
+        c
+    }
+
     /// Enters one fault-tolerant agreement over the live members; returns its instance.
-    fn agreement_start(&self, flag: u32) -> Result<u64, Error> {
+    pub(crate) fn agreement_start(&self, flag: u32) -> Result<u64, Error> {
         let seq = self.inner.agreements.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.inner.shared.engine.lock().agree_start(self.inner.ctx, &self.inner.group, seq, flag)
     }
@@ -682,7 +739,7 @@ impl Comm {
     }
 
     /// Makes progress; once agreement `*instance` decided, takes it (`None` after).
-    fn poll_agreement(&self, instance: &mut Option<u64>) -> Option<runthrough_ft::Decision> {
+    pub(crate) fn poll_agreement(&self, instance: &mut Option<u64>) -> Option<runthrough_ft::Decision> {
         let inst = (*instance)?;
         let d = {
             let mut e = self.inner.shared.engine.lock();
@@ -715,7 +772,7 @@ impl Comm {
     }
 
     /// Applies a validate's decision: its failed members become recognised (R19, R20).
-    fn validate_apply(&self, d: &runthrough_ft::Decision) -> Group {
+    pub(crate) fn validate_apply(&self, d: &runthrough_ft::Decision) -> Group {
         let local: Vec<u32> =
             d.failed.iter().filter_map(|w| self.inner.group.iter().position(|g| g.0 == *w).map(|i| i as u32)).collect();
         self.inner.shared.engine.lock().validate_commit(self.inner.ctx, &local);
@@ -852,12 +909,12 @@ impl Comm {
     }
 
     /// `Err(Revoked | CommCorrupted)` when the communicator is revoked or corrupted.
-    fn usable(&self) -> Result<(), Error> {
+    pub(crate) fn usable(&self) -> Result<(), Error> {
         self.inner.shared.engine.lock().comm_error(self.inner.ctx).map_or(Ok(()), Err)
     }
 
     /// `Err(CommCorrupted)` when the communicator is corrupted (R28).
-    fn not_corrupted(&self) -> Result<(), Error> {
+    pub(crate) fn not_corrupted(&self) -> Result<(), Error> {
         match self.inner.shared.engine.lock().comm_error(self.inner.ctx) {
             Some(Error::CommCorrupted) => Err(Error::CommCorrupted),
             _ => Ok(()),

@@ -97,6 +97,7 @@ mod peer_entry;
 pub mod raw;
 pub mod request;
 pub mod runtime;
+pub mod sched;
 mod witness;
 
 pub use bytemuck::Pod;
@@ -106,4 +107,6 @@ pub use group::{Group, GroupOrder};
 pub use request::{wait_all, wait_any, OwnedRequest, Request};
 pub use runthrough_engine::handle::{scope, RequestScope};
 pub use runthrough_engine::{Class, Error, Scope, Status, TAG_UB};
+pub use runthrough_engine::{Plan, SendCombine};
 pub use runtime::{init, FatalScope, Runtime};
+pub use sched::{AgreeTicket, Decided, DupRequest, OwnedColl, Reserved};

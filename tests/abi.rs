@@ -112,6 +112,26 @@ fn freed_requests_start_no_threads_at_1_and_2_ranks() {
     }
 }
 
+/// `abi/c/icoll.c`: every nonblocking and persistent collective gives what its blocking
+/// form gives (derived types, in place, per-rank counts, a non-commutative operation),
+/// persistent collectives match by initialisation order, a collective moves while its
+/// caller is blocked elsewhere, `MPI_Comm_idup` works, and 10,000 `MPI_Ibcast` on 100
+/// communicators leave the thread count where it was: the engine runs them, no thread
+/// per communicator.
+#[test]
+fn nonblocking_collectives_match_blocking_and_start_no_threads_at_1_2_and_4_ranks() {
+    let prog = abi_program("abi/c/icoll.c");
+    for n in [1u32, 2, 4] {
+        let ns = n.to_string();
+        let o = run_abi(&["-n", &ns, prog.to_str().unwrap()], Duration::from_secs(300));
+        let out = ok(&o);
+        for r in 0..n {
+            assert!(out.contains(&format!("icoll: rank {r} ok (")), "n={n} rank {r}:\n{out}");
+        }
+        assert!(!out.contains("FAILED"), "{out}");
+    }
+}
+
 /// `abi/c/conformance.c`: MPI-4.1 behaviours by group (status error fields, the codes of
 /// the completion calls, Dims_create, rank-ordered reductions, null arguments, objects
 /// freed in use, idup, creation from threads, persistent order, intercommunicator split

@@ -1,16 +1,13 @@
 //! Collectives: every blocking one, their nonblocking and persistent forms, MPI_IN_PLACE.
 //!
 //! Data is moved as bytes: a contiguous datatype is used in place, any other layout is
-//! packed first and unpacked after. Nonblocking (and persistent) collectives run, in the
-//! order they were started, on one worker thread per communicator, which is MPI's
-//! ordering rule for collectives on a communicator; a blocking collective started while
-//! nonblocking ones are pending joins the same queue.
+//! packed first and unpacked after. Nonblocking (and persistent) collectives are
+//! schedules the engine owns and advances in every progress call (`owned.rs`); each
+//! takes the communicator's next collective tag when it starts (a persistent one when
+//! it is initialised), which is MPI's ordering rule for collectives on a communicator.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-use parking_lot::Mutex;
 
 use crate::comm::{comm, CommObj};
 use crate::consts::*;
@@ -20,11 +17,11 @@ use crate::req::Active;
 use crate::types::{Handle, MPI_Aint, MPI_Count, SendPtr};
 
 mod held;
-mod worker;
+mod owned;
 
 use held::ordered_reduce;
 pub(crate) use held::Held;
-pub(crate) use worker::Worker;
+use owned::{prepare, start_prepared};
 
 type R = Result<(), c_int>;
 
@@ -492,35 +489,18 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args, held: &Held) -> R {
     }
 }
 
-/// Blocking form: inline, or behind queued nonblocking collectives.
+/// Blocking form.
 unsafe fn blocking(comm: Handle, k: Coll, a: Args) -> c_int {
     let c = comm!(comm);
-    let rc = if c.worker.busy() {
-        let c2 = c.clone();
-        // SAFETY: the program's buffers stay valid: this thread waits for the job.
-        let job = c.worker.submit(move || match unsafe { run(&c2, k, a, &Held::default()) } {
-            Ok(()) => MPI_SUCCESS,
-            Err(e) => e,
-        });
-        while !job.done.load(Ordering::Acquire) {
-            std::thread::yield_now();
-        }
-        job.rc.load(Ordering::Acquire)
-    } else {
-        // SAFETY: the program's buffers (MPI contract).
-        match unsafe { run(&c, k, a, &Held::default()) } {
-            Ok(()) => MPI_SUCCESS,
-            Err(e) => e,
-        }
-    };
-    if rc != MPI_SUCCESS {
-        return raise_on(comm, rc);
+    // SAFETY: the program's buffers (MPI contract).
+    match unsafe { run(&c, k, a, &Held::default()) } {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => raise_on(comm, e),
     }
-    MPI_SUCCESS
 }
 
 /// Copies of the count and displacement arrays `run` will read for `k` on `c`, and `a`
-/// pointing at them: a nonblocking collective reads them later, on the worker, and
+/// pointing at them: a persistent collective reads them at each start, and
 /// programs (mpi4py among them) free such arrays once the call returns.
 ///
 /// # Safety
@@ -563,37 +543,39 @@ unsafe fn snapshot(c: &CommObj, k: Coll, mut a: Args) -> (Args, Vec<Vec<i64>>) {
     (a, keep)
 }
 
-/// Starts `k` on the communicator's worker and returns the request's activity.
+/// Starts `k` on `c` (at a reserved tag: a persistent collective's start) and returns
+/// the request's activity.
 ///
 /// # Safety
 /// As [`run`], for buffers until the request completes; arrays only for this call.
-pub(crate) unsafe fn start(c: &Arc<CommObj>, k: Coll, a: Args, held: Held) -> Active {
+unsafe fn start(
+    c: &Arc<CommObj>,
+    k: Coll,
+    a: &Args,
+    held: &Held,
+    at: Option<runthrough::Reserved>,
+) -> Result<Active, c_int> {
+    if c.inter.is_some() && !matches!(k, Coll::Barrier) {
+        crate::err::set_detail(format!("{k:?} on an intercommunicator is not supported"));
+        return Err(MPI_ERR_UNSUPPORTED_OPERATION);
+    }
     // SAFETY: forwarded (function contract).
-    let (a, keep) = unsafe { snapshot(c, k, a) };
-    let c2 = c.clone();
-    // SAFETY: the program keeps the buffers valid until the request completes (the
-    // nonblocking-call contract); the arrays are the copies in `keep`, moved along.
-    let job = c.worker.submit(move || {
-        let _keep = &keep;
-        match unsafe { run(&c2, k, a, &held) } {
-            Ok(()) => MPI_SUCCESS,
-            Err(e) => e,
-        }
-    });
-    Active::Job(job)
+    let prepared = unsafe { prepare(c, k, a, held) }?;
+    start_prepared(c, prepared, at)
 }
 
 unsafe fn nonblocking(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c_int {
     let c = comm!(comm);
     // SAFETY: forwarded program arguments.
-    let act = unsafe { start(&c, k, a, Held::of(&a)) };
-    // SAFETY: output argument.
-    unsafe { *request = crate::req::new_active(comm, act) };
-    MPI_SUCCESS
+    match unsafe { start(&c, k, &a, &Held::of(&a), None) } {
+        Ok(act) => {
+            // SAFETY: output argument.
+            unsafe { *request = crate::req::new_active(comm, act) };
+            MPI_SUCCESS
+        }
+        Err(e) => raise_on(comm, e),
+    }
 }
-
-/// A persistent collective's own communicator, once its duplication ran (or why not).
-type Owned = Result<Arc<CommObj>, c_int>;
 
 unsafe fn persistent(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c_int {
     let c = comm!(comm);
@@ -603,58 +585,18 @@ unsafe fn persistent(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c_
     let (a, keep) = unsafe { snapshot(&c, k, a) };
     // The datatypes and operation too: the program may free them while the request lives.
     let held = Held::of(&a);
-    if c.inter.is_some() {
-        let starter = Box::new(move || {
-            let _keep = &keep;
-            // SAFETY: the buffers are the program's, valid while the request lives (MPI
-            // contract); the arrays are `keep`.
-            Ok(unsafe { start(&c, k, a, held.clone()) })
-        });
-        // SAFETY: output argument.
-        unsafe { *request = crate::req::persistent(comm, starter) };
-        return MPI_SUCCESS;
-    }
     // MPI-4.1 6.13: persistent collectives match in the order of their initialisation
-    // calls, whatever order they are started in. Each gets a communicator of its own,
-    // duplicated now without blocking (behind the parent's queued collectives, so in init
-    // order at every member), and a runner of its own, so that starts in different
-    // orders at different members never wait for each other.
-    let own: Arc<Mutex<Option<Owned>>> = Arc::default();
-    let (slot, parent) = (own.clone(), c.clone());
-    c.worker.submit(move || {
-        let r = parent
-            .comm
-            .dup()
-            .map(|d| CommObj::new(d, MPI_ERRORS_RETURN, "persistent collective"))
-            .map_err(|e| crate::err::code_of(&parent.comm.check_error(e)));
-        let rc = r.as_ref().err().copied().unwrap_or(MPI_SUCCESS);
-        *slot.lock() = Some(r);
-        rc
-    });
-    let runner = Arc::new(Worker::default());
+    // calls, whatever order they are started in: the tag is taken now, at every member
+    // at the same point of its collectives.
+    let at = match c.comm.reserve_collective() {
+        Ok(t) => t,
+        Err(e) => return raise_on(comm, code(e)),
+    };
     let starter = Box::new(move || {
-        // SAFETY: the arrays of `a` are `keep`'s, alive here; copied again for the run.
-        let (a, again) = unsafe { snapshot(&c, k, a) };
-        let (own, held) = (own.clone(), held.clone());
-        let job = runner.submit(move || {
-            let _again = &again;
-            let mut pause = std::time::Duration::from_micros(10);
-            let mine = loop {
-                if let Some(r) = own.lock().clone() {
-                    break r;
-                }
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(std::time::Duration::from_millis(1));
-            };
-            // SAFETY: the buffers are the program's, valid until the request completes
-            // (MPI contract); the arrays are `again`.
-            match mine.map(|m| unsafe { run(&m, k, a, &held) }) {
-                Ok(Ok(())) => MPI_SUCCESS,
-                Ok(Err(e)) | Err(e) => e,
-            }
-        });
         let _keep = &keep;
-        Ok(Active::Job(job))
+        // SAFETY: the buffers are the program's, valid while the request lives (MPI
+        // contract); the arrays are `keep`'s.
+        unsafe { start(&c, k, &a, &held, Some(at)) }
     });
     // SAFETY: output argument.
     unsafe { *request = crate::req::persistent(comm, starter) };
@@ -917,36 +859,41 @@ unsafe fn alltoallw(
         Ok(w) => w,
         Err(e) => return raise_on(comm, e),
     };
-    let submit = move |c: &Arc<CommObj>, w: Alltoallw| {
-        let c2 = c.clone();
+    let start = move |c: &Arc<CommObj>, w: &Alltoallw, at: Option<runthrough::Reserved>| {
+        let sends = (0..w.sc.len()).map(|i| (w.sbuf.0, w.sc[i], w.sd[i] as isize, w.st[i].clone())).collect();
+        let recvs = (0..w.rc.len()).map(|i| (w.rc[i], w.rd[i] as isize, w.rt[i].clone())).collect();
         // SAFETY: the program keeps the buffers valid until the request completes.
-        Active::Job(c.worker.submit(move || match unsafe { alltoallw_run(&c2, &w) } {
-            Ok(()) => MPI_SUCCESS,
-            Err(e) => e,
-        }))
+        let prepared = unsafe { owned::alltoall(c.rank, sends, recvs, w.rbuf) };
+        start_prepared(c, prepared, at)
     };
-    match form {
+    let act = match form {
         Form::Blocking => {
-            c.worker.drain();
             // SAFETY: the program's buffers, for this call.
-            match unsafe { alltoallw_run(&c, &w) } {
+            return match unsafe { alltoallw_run(&c, &w) } {
                 Ok(()) => MPI_SUCCESS,
                 Err(e) => raise_on(comm, e),
-            }
+            };
         }
-        Form::Nonblocking => {
-            let act = submit(&c, w);
+        Form::Nonblocking => start(&c, &w, None),
+        Form::Persistent => {
+            let at = match c.comm.reserve_collective() {
+                Ok(t) => t,
+                Err(e) => return raise_on(comm, code(e)),
+            };
+            let c2 = c.clone();
+            let starter = Box::new(move || start(&c2, &w, Some(at)));
+            // SAFETY: output argument.
+            unsafe { *request = crate::req::persistent(comm, starter) };
+            return MPI_SUCCESS;
+        }
+    };
+    match act {
+        Ok(act) => {
             // SAFETY: output argument.
             unsafe { *request = crate::req::new_active(comm, act) };
             MPI_SUCCESS
         }
-        Form::Persistent => {
-            let c2 = c.clone();
-            let starter = Box::new(move || Ok(submit(&c2, w.clone())));
-            // SAFETY: output argument.
-            unsafe { *request = crate::req::persistent(comm, starter) };
-            MPI_SUCCESS
-        }
+        Err(e) => raise_on(comm, e),
     }
 }
 

@@ -21,12 +21,6 @@ pub(crate) struct CommObj {
     /// Its attributes (attr.rs).
     pub(crate) attrs: Mutex<crate::attr::Attrs>,
     pub(crate) name: Mutex<String>,
-    /// The ordered runner of this communicator's nonblocking collectives.
-    pub(crate) worker: crate::coll::Worker,
-    /// The runner of nonblocking agreements (MPIX_Comm_iagree, MPIX_Icomm_validate): they
-    /// have their own instance series, so they are ordered among themselves only, not
-    /// behind or ahead of collectives (ULFM programs rely on that).
-    pub(crate) ft_worker: crate::coll::Worker,
     /// Failures acknowledged by MPIX_Comm_failure_ack (world ranks).
     pub(crate) acked: Mutex<Vec<u32>>,
     /// For an intercommunicator: the local and remote groups (world ranks). It runs on
@@ -107,8 +101,6 @@ impl CommObj {
             errhandler: Mutex::new(errhandler),
             attrs: Mutex::default(),
             name: Mutex::new(name.to_string()),
-            worker: crate::coll::Worker::default(),
-            ft_worker: crate::coll::Worker::default(),
             acked: Mutex::new(Vec::new()),
             inter: None,
         })
@@ -224,7 +216,6 @@ pub(crate) unsafe fn MPI_Comm_test_inter(comm: Handle, flag: *mut c_int) -> c_in
 
 pub(crate) unsafe fn MPI_Comm_dup(comm: Handle, newcomm: *mut Handle) -> c_int {
     let c = comm!(comm);
-    c.worker.drain();
     match c.comm.dup() {
         Ok(d) => {
             let h = register_child(&c, comm, d);
@@ -242,10 +233,11 @@ pub(crate) unsafe fn MPI_Comm_dup_with_info(comm: Handle, info: Handle, newcomm:
     unsafe { MPI_Comm_dup(comm, newcomm) }
 }
 
-/// Nonblocking: the duplication runs behind the communicator's queued collectives (its
-/// worker), so the call returns at once and the program may overlap it with other work;
-/// `newcomm` is `MPI_COMM_NULL` until the request completes, then the new handle (MPI
-/// forbids using it before).
+/// Nonblocking (MPI-4.1 7.4.2): the exchange of the duplication runs in the engine,
+/// taking the communicator's next collective tag, so the call returns at once and the
+/// program may overlap it with other work; its agreement is entered by the request's
+/// waits and tests. `newcomm` is `MPI_COMM_NULL` until the request completes, then the
+/// new handle (MPI forbids using it before).
 pub(crate) unsafe fn MPI_Comm_idup(comm: Handle, newcomm: *mut Handle, request: *mut Handle) -> c_int {
     let c = comm!(comm);
     if newcomm.is_null() || request.is_null() {
@@ -254,11 +246,14 @@ pub(crate) unsafe fn MPI_Comm_idup(comm: Handle, newcomm: *mut Handle, request: 
     // SAFETY: output argument.
     unsafe { *newcomm = MPI_COMM_NULL };
     let out = crate::types::SendPtr(newcomm.cast());
-    let c2 = c.clone();
-    let job = c.worker.submit(move || {
+    let mut dup = match c.comm.idup() {
+        Ok(d) => d,
+        Err(e) => return raise_on(comm, crate::err::code_of(&e)),
+    };
+    let poll = move || {
         let out = out;
-        match c2.comm.dup() {
-            Ok(d) => match register_child(&c2, comm, d) {
+        let err = match c.comm.test_dup(&mut dup)? {
+            Ok(d) => match register_child(&c, comm, d) {
                 Ok(h) => {
                     // SAFETY: the program keeps `newcomm` valid until the request
                     // completes (the nonblocking-call contract).
@@ -267,11 +262,12 @@ pub(crate) unsafe fn MPI_Comm_idup(comm: Handle, newcomm: *mut Handle, request: 
                 }
                 Err(e) => e,
             },
-            Err(e) => crate::err::code_of(&c2.comm.check_error(e)),
-        }
-    });
+            Err(e) => crate::err::code_of(&e),
+        };
+        Some((crate::types::MPI_Status::empty(), err))
+    };
     // SAFETY: output argument.
-    unsafe { *request = crate::req::new_active(comm, crate::req::Active::Job(job)) };
+    unsafe { *request = crate::req::new_active(comm, crate::req::Active::Polled(Box::new(poll))) };
     MPI_SUCCESS
 }
 
@@ -280,7 +276,6 @@ pub(crate) unsafe fn MPI_Comm_split(comm: Handle, color: c_int, key: c_int, newc
     if color < 0 && color != MPI_UNDEFINED {
         return raise_on(comm, MPI_ERR_ARG);
     }
-    c.worker.drain();
     let color = if color == MPI_UNDEFINED { None } else { Some(color as u32) };
     match (c.comm.split(color, key), c.inter.as_ref()) {
         (Ok(Some(s)), Some(i)) => {
@@ -379,7 +374,6 @@ pub(crate) unsafe fn MPI_Comm_create_group(comm: Handle, group: Handle, tag: c_i
     else {
         return raise_on(comm, MPI_ERR_GROUP);
     };
-    c.worker.drain();
     match c.comm.group().incl(&locals).and_then(|rg| c.comm.create_group(&rg, tag)) {
         Ok(Some(n)) => {
             // SAFETY: output argument.
@@ -400,7 +394,6 @@ pub(crate) unsafe fn MPI_Intercomm_merge(intercomm: Handle, high: c_int, newintr
     let Some(i) = c.inter.clone() else {
         return raise_on(intercomm, MPI_ERR_COMM);
     };
-    c.worker.drain();
     let mut highs = vec![0i32; c.world.len()];
     if let Err(e) = c.comm.allgather(&[i32::from(high != 0)], &mut highs) {
         return crate::err::raise_error(intercomm, &e);
@@ -532,7 +525,6 @@ pub(crate) unsafe fn MPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut 
             None => return raise_on(comm, MPI_ERR_GROUP),
         }
     }
-    c.worker.drain();
     let rg = match c.comm.group().incl(&local) {
         Ok(rg) => rg,
         Err(e) => return crate::err::raise_error(comm, &e),
@@ -559,7 +551,9 @@ pub(crate) unsafe fn MPI_Comm_free(comm: *mut Handle) -> c_int {
         return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM);
     }
     let Some(c) = COMMS.get(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM) };
-    c.worker.drain();
+    // Its nonblocking collectives still running end first: their messages must not
+    // meet a later communicator on the same context.
+    c.comm.settle_owned();
     let rc = delete_attrs(&c, h);
     COMMS.remove(h);
     // SAFETY: in/out argument.

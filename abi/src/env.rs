@@ -200,12 +200,10 @@ pub(crate) unsafe fn MPI_Finalize() -> c_int {
     if let Some(w) = world() {
         crate::comm::delete_attrs(&w, MPI_COMM_WORLD);
     }
-    if let Some(w) = world() {
-        w.worker.drain();
-    }
+    // The nonblocking collectives still running end first (the other members count on
+    // this one's part).
     for (_, c) in crate::comm::COMMS.all() {
-        c.worker.drain();
-        c.ft_worker.drain();
+        c.comm.settle_owned();
     }
     STATE.store(FINALIZED, Ordering::Release);
     if crate::session::live() > 0 {

@@ -11,6 +11,7 @@ use crate::err::{raise_error, raise_on};
 use crate::group::new_group;
 use crate::req::Active;
 use crate::types::{Handle, MPI_Status, SendPtr};
+use runthrough::Decided;
 
 fn group_of(g: &runthrough::Group) -> Handle {
     new_group(g.world_ranks().into_iter().map(|r| r as u32).collect())
@@ -31,7 +32,6 @@ pub(crate) unsafe fn MPIX_Comm_is_revoked(comm: Handle, flag: *mut c_int) -> c_i
 
 pub(crate) unsafe fn MPIX_Comm_shrink(comm: Handle, newcomm: *mut Handle) -> c_int {
     let c = comm!(comm);
-    c.worker.drain();
     match c.comm.shrink() {
         Ok(s) => {
             let h = match &c.inter {
@@ -68,7 +68,6 @@ fn unacknowledged(c: &crate::comm::CommObj, agreed_failed: &[usize]) -> bool {
 /// acknowledged one).
 pub(crate) unsafe fn MPIX_Comm_agree(comm: Handle, flag: *mut c_int) -> c_int {
     let c = comm!(comm);
-    c.ft_worker.drain();
     // SAFETY: in/out argument.
     match c.comm.agree_failed(unsafe { *flag }) {
         Ok((v, failed)) => {
@@ -86,25 +85,29 @@ pub(crate) unsafe fn MPIX_Comm_agree(comm: Handle, flag: *mut c_int) -> c_int {
 pub(crate) unsafe fn MPIX_Comm_iagree(comm: Handle, flag: *mut c_int, request: *mut Handle) -> c_int {
     let c = comm!(comm);
     let f = SendPtr(flag.cast());
-    let c2 = c.clone();
-    let job = c.ft_worker.submit(move || {
+    // SAFETY: in/out argument, read now (the program's value at the call).
+    let mut ticket = match c.comm.iagree_ticket(unsafe { *flag }) {
+        Ok(t) => t,
+        Err(e) => return raise_error(comm, &e),
+    };
+    let poll = move || {
         let f = f;
-        // SAFETY: the program keeps `flag` valid until the request completes.
-        match c2.comm.agree_failed(unsafe { *f.0.cast::<c_int>() }) {
-            Ok((v, failed)) => {
-                // SAFETY: as above.
+        let err = match c.comm.poll_ticket(&mut ticket)? {
+            Decided::Agree { flag: v, failed } => {
+                // SAFETY: the program keeps `flag` valid until the request completes.
                 unsafe { *f.0.cast::<c_int>() = v };
-                if unacknowledged(&c2, &failed) {
+                if unacknowledged(&c, &failed) {
                     MPIX_ERR_PROC_FAILED
                 } else {
                     MPI_SUCCESS
                 }
             }
-            Err(e) => crate::err::code_of(&c2.comm.check_error(e)),
-        }
-    });
+            Decided::Validate(_) => MPI_ERR_INTERN,
+        };
+        Some((MPI_Status::empty(), err))
+    };
     // SAFETY: output argument.
-    unsafe { *request = crate::req::new_active(comm, Active::Job(job)) };
+    unsafe { *request = crate::req::new_active(comm, Active::Polled(Box::new(poll))) };
     MPI_SUCCESS
 }
 
@@ -140,7 +143,8 @@ pub(crate) unsafe fn MPIX_Comm_failure_get_acked(comm: Handle, failedgrp: *mut H
 
 pub(crate) unsafe fn MPIX_Comm_validate(comm: Handle, failed: *mut Handle) -> c_int {
     let c = comm!(comm);
-    c.worker.drain();
+    // Its nonblocking collectives end before the validate's cut.
+    c.comm.settle_owned();
     match c.comm.validate() {
         Ok(g) => {
             // SAFETY: output argument.
@@ -154,20 +158,24 @@ pub(crate) unsafe fn MPIX_Comm_validate(comm: Handle, failed: *mut Handle) -> c_
 pub(crate) unsafe fn MPIX_Icomm_validate(comm: Handle, failed: *mut Handle, request: *mut Handle) -> c_int {
     let c = comm!(comm);
     let out = SendPtr(failed.cast());
-    let c2 = c.clone();
-    let job = c.ft_worker.submit(move || {
+    let mut ticket = match c.comm.ivalidate_ticket() {
+        Ok(t) => t,
+        Err(e) => return raise_error(comm, &e),
+    };
+    let poll = move || {
         let out = out;
-        match c2.comm.validate() {
-            Ok(g) => {
+        let err = match c.comm.poll_ticket(&mut ticket)? {
+            Decided::Validate(g) => {
                 // SAFETY: the program keeps `failed` valid until the request completes.
                 unsafe { *out.0.cast::<Handle>() = group_of(&g) };
                 MPI_SUCCESS
             }
-            Err(e) => crate::err::code_of(&c2.comm.check_error(e)),
-        }
-    });
+            Decided::Agree { .. } => MPI_ERR_INTERN,
+        };
+        Some((MPI_Status::empty(), err))
+    };
     // SAFETY: output argument.
-    unsafe { *request = crate::req::new_active(comm, Active::Job(job)) };
+    unsafe { *request = crate::req::new_active(comm, Active::Polled(Box::new(poll))) };
     MPI_SUCCESS
 }
 

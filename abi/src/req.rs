@@ -13,7 +13,6 @@
 //! not cancelled.
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -38,13 +37,9 @@ pub(crate) struct Unpack {
     pub(crate) t: Arc<Dtype>,
 }
 
-/// The outcome slot of an operation run by a communicator's collective worker.
-#[derive(Debug, Default)]
-pub(crate) struct Job {
-    pub(crate) done: AtomicBool,
-    pub(crate) rc: AtomicI32,
-    pub(crate) status: Mutex<Option<MPI_Status>>,
-}
+/// An operation the waits and tests poll to its end (each poll progresses the engine):
+/// `Some` outcome once, when it ended.
+pub(crate) type Poller = Box<dyn FnMut() -> Option<Outcome> + Send>;
 
 /// One operation in flight.
 pub(crate) enum Active {
@@ -61,8 +56,9 @@ pub(crate) enum Active {
     },
     /// Complete at start (MPI_PROC_NULL, buffered sends, operations done inline).
     Done { status: MPI_Status, err: c_int },
-    /// Run by a collective worker (nonblocking collectives, iagree, ivalidate).
-    Job(Arc<Job>),
+    /// Run by the engine and polled to its end: nonblocking and persistent collectives,
+    /// iagree, ivalidate, idup.
+    Polled(Poller),
     /// Several operations completing as one (MPI_Isendrecv): the status is the first's,
     /// the error the first one's that failed. The buffer (a copy the sends read) is
     /// dropped after them.
@@ -231,13 +227,7 @@ fn poll(a: &mut Active, cancelled: bool) -> Option<Outcome> {
         }
         Active::Done { status, err } => Some((*status, *err)),
         Active::Greq(g) => g.poll(),
-        Active::Job(j) => {
-            if !j.done.load(Ordering::Acquire) {
-                return None;
-            }
-            let st = j.status.lock().unwrap_or_else(MPI_Status::empty);
-            Some((st, j.rc.load(Ordering::Acquire)))
-        }
+        Active::Polled(p) => p(),
         Active::P2p { raw, unpack, comm, cancel, .. } => {
             if cancelled {
                 let mut st = MPI_Status::empty();
@@ -508,8 +498,7 @@ pub(crate) unsafe fn MPI_Testall(
             Some(Active::P2p { raw, cancel, .. }) => r.cancelled || p2p_complete(raw, cancel),
             Some(Active::Done { .. }) => true,
             Some(Active::Greq(g)) => g.is_complete(),
-            Some(Active::Job(j)) => j.done.load(Ordering::Acquire),
-            Some(g @ Active::Group(..)) => {
+            Some(g @ (Active::Group(..) | Active::Polled(_))) => {
                 let r = poll(g, false);
                 if let Some((status, err)) = r {
                     *g = Active::Done { status, err };
@@ -791,7 +780,7 @@ fn engine_of(a: &Active) -> Option<Arc<BiasedMutex<Engine>>> {
 
 /// Hands an active operation whose request the program freed to whoever completes it:
 /// point-to-point operations to the engine ([`runthrough_engine::Request::detach`]), a
-/// collective to its worker (which runs it whatever happens to the handle); `shared` is
+/// collective to nobody (the engine runs it whatever happens to the handle); `shared` is
 /// a buffer the parts of a group read.
 fn hand_over(a: Active, cancelled: bool, shared: Option<Arc<Vec<u8>>>) {
     match a {
@@ -813,8 +802,9 @@ fn hand_over(a: Active, cancelled: bool, shared: Option<Arc<Vec<u8>>>) {
                 }
             }
         }
-        // A collective's worker runs it to the end; nothing else is pending.
-        Active::Job(_) | Active::Done { .. } | Active::Greq(_) => {}
+        // The engine runs a collective to its end (MPI forbids freeing its request);
+        // nothing else is pending.
+        Active::Polled(_) | Active::Done { .. } | Active::Greq(_) => {}
     }
 }
 

@@ -135,10 +135,9 @@ pub(crate) unsafe fn MPI_Session_finalize(session: *mut Handle) -> c_int {
     unsafe { *session = MPI_SESSION_NULL };
     if live() == 0 && !crate::env::world_model_running() {
         // Nothing uses the runtime any more: complete the nonblocking collectives still
-        // queued (as MPI_Finalize does); the runtime ends when the process exits.
+        // running (as MPI_Finalize does); the runtime ends when the process exits.
         for (_, c) in crate::comm::COMMS.all() {
-            c.worker.drain();
-            c.ft_worker.drain();
+            c.comm.settle_owned();
         }
     }
     MPI_SUCCESS
@@ -356,7 +355,6 @@ pub(crate) unsafe fn MPI_Comm_create_from_group(
         asked.sort_unstable();
         let mut all = w.world.clone();
         all.sort_unstable();
-        w.worker.drain();
         let c =
             if asked != all {
                 // A proper subgroup: collective over its members only, told apart from other

@@ -112,7 +112,7 @@ pub unsafe fn put_status_with_error(dst: *mut MPI_Status, s: MPI_Status) {
     }
 }
 
-/// A raw pointer that may cross to the collective worker thread: the program guarantees
+/// A raw pointer kept by a request that another thread may complete: the program guarantees
 /// the memory stays valid until the request completes (MPI's rule for nonblocking calls).
 #[derive(Debug, Clone, Copy)]
 pub struct SendPtr(pub *mut c_void);

@@ -40,6 +40,7 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::handle::{irecv_local as irecv, isend_local as isend, Request};
 use crate::matching::Pattern;
+use crate::rounds::bcast_tree;
 use crate::types::{ContextId, Rank, SendTarget, Tag};
 
 thread_local! {
@@ -82,34 +83,7 @@ const DIRECT_ALLREDUCE_MAX: usize = 4;
 /// use the ring algorithm.
 const RING_ALLREDUCE_MIN_BYTES: usize = 64 * 1024;
 
-/// An element-wise reduction of `incoming` into `acc` (both the same length, a whole
-/// number of elements).
-pub type Combine<'f> = &'f dyn Fn(&mut [u8], &[u8]);
-
-/// The binomial broadcast tree rooted at v-rank `vroot` over `n` participants, as seen
-/// from v-rank `me`: its parent (none at the root) and its children, farthest subtree
-/// first (the order the sends go out).
-pub(crate) fn bcast_tree(n: usize, me: usize, vroot: usize) -> (Option<usize>, Vec<usize>) {
-    let rel = (me + n - vroot) % n;
-    let mut parent = None;
-    let mut mask = 1;
-    while mask < n {
-        if rel & mask != 0 {
-            parent = Some((rel - mask + vroot) % n);
-            break;
-        }
-        mask <<= 1;
-    }
-    let mut children = Vec::new();
-    mask >>= 1;
-    while mask > 0 {
-        if rel + mask < n {
-            children.push((rel + mask + vroot) % n);
-        }
-        mask >>= 1;
-    }
-    (parent, children)
-}
+pub use crate::rounds::Combine;
 
 const TOO_SHORT: Error = Error::InvalidArg("buffer shorter than its count");
 

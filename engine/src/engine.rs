@@ -37,6 +37,7 @@ mod propagation;
 mod recv;
 mod rendezvous;
 mod requests;
+mod sched;
 mod send;
 
 use agreement::{Agreements, EARLY_AGREE_KEEP, RESOLUTION_SERIES};
@@ -49,6 +50,8 @@ pub use rendezvous::CHOICE_SAMPLES;
 use rendezvous::{choice_bucket, Pull, Rendezvous};
 pub use requests::Detached;
 use requests::Handed;
+use sched::Schedules;
+pub use sched::{Ended, Over, Scheduled, SendCombine};
 use send::Sending;
 
 /// Default largest payload sent eagerly (bytes); larger messages use rendezvous.
@@ -209,6 +212,8 @@ struct State {
     cancel: Cancels,
     /// Requests handed to the engine (`requests.rs`).
     handed: Handed,
+    /// Nonblocking collectives the engine owns (`sched.rs`).
+    sched: Schedules,
 }
 
 /// The progress engine of one process.
@@ -286,6 +291,7 @@ impl Engine {
                 dep: Departure::new(),
                 cancel: Cancels::new(),
                 handed: Handed::default(),
+                sched: Schedules::default(),
             },
         }
     }
@@ -383,6 +389,9 @@ impl Engine {
         }
         if !self.st.handed.pending.is_empty() {
             self.reap_handed();
+        }
+        if !self.st.sched.list.is_empty() {
+            self.advance_schedules();
         }
         n
     }

@@ -14,7 +14,9 @@
 //! - [`coll`]: collectives over point-to-point with the run-through rules (R17–R21);
 //!   what the engine keeps of them (the shared-memory collective area, a collective's
 //!   view of its communicator) is in `coll_state`, below both;
-//! - [`icoll`]: nonblocking collectives as schedules of rounds (R21).
+//! - `rounds`: collectives as schedules of rounds ([`Plan`]), below the two kinds of
+//!   nonblocking collective: [`icoll`], on the caller's buffers, and the engine's own
+//!   ([`Engine::start_schedule`], advanced by every progress call) (R21).
 //!
 //! It never aborts the process and never panics on remote input: malformed records are
 //! counted and dropped, a peer's failure completes requests in error.
@@ -32,15 +34,17 @@ pub mod lock;
 pub mod matching;
 pub mod note;
 pub mod request;
+mod rounds;
 pub mod transport;
 pub mod types;
 pub mod wire;
 
-pub use engine::{Config, Detached, Engine, Pulse, Stats};
+pub use engine::{Config, Detached, Ended, Engine, Over, Pulse, Scheduled, SendCombine, Stats};
 pub use error::{Class, Error, Scope};
 pub use handle::{
     irecv, irecv_unscoped, isend, isend_unscoped, isend_unscoped_seq, issend_unscoped, recv, scope, send, sendrecv,
     wait_all, wait_all_in, wait_any, OwnedRequest, Request, RequestScope, Waiter,
 };
 pub use request::Status;
+pub use rounds::Plan;
 pub use types::{ContextId, Rank, RemoteRegion, ReqId, SendTarget, Seq, Tag, TAG_UB};

@@ -208,15 +208,25 @@ impl Engine {
     /// Begins a collective on the communicator of `ctx`: checks it is collectively
     /// active, draws the collective's tag and lists the participants (R18, R20).
     pub fn coll_begin(&mut self, ctx: ContextId) -> Result<crate::coll_state::CollView, Error> {
+        self.coll_begin_at(ctx, None)
+    }
+
+    /// [`Engine::coll_begin`] for a collective whose tag was reserved before (`Some`: a
+    /// persistent collective's, taken by [`Engine::coll_reserve`] when it was
+    /// initialised, so that its starts, in whatever order they come, leave the sequence
+    /// of the communicator's other collectives alone).
+    pub fn coll_begin_at(&mut self, ctx: ContextId, tag: Option<Tag>) -> Result<crate::coll_state::CollView, Error> {
         self.coll_check(ctx)?;
         if let Some(list) = self.take_armed(ctx) {
             return Err(Error::Propagated(list));
         }
         let (spin, central) = (self.st.cfg.spin_polls, self.st.cfg.oversubscribed);
         let c = self.st.comms.get_mut(ctx).ok_or(Error::ApiMisuse("collective on an unknown communicator"))?;
-        let seq = c.coll_seq;
-        c.coll_seq = c.coll_seq.wrapping_add(1);
-        let tag = Tag((((c.epoch & 0x1ff) << 21) | (seq & 0x1f_ffff)) as i32);
+        let tag = tag.unwrap_or_else(|| {
+            let seq = c.coll_seq;
+            c.coll_seq = c.coll_seq.wrapping_add(1);
+            Tag((((c.epoch & 0x1ff) << 21) | (seq & 0x1f_ffff)) as i32)
+        });
         let shm = match (c.shm_slot, &self.st.cs.shm_coll) {
             (Some(slot), Some(coll)) => Some(crate::coll_state::ShmPath { slot, gen: coll.fail_gen() }),
             _ => None,
