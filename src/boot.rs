@@ -282,7 +282,7 @@ impl Heartbeat {
                 match client.alive() {
                     Ok(()) => {}
                     Err(runthrough_launch::Error::Excluded) => {
-                        crate::runtime::excluded_exit("by the launcher, during start-up")
+                        crate::bootstrap::excluded_exit("by the launcher, during start-up")
                     }
                     // The launcher is gone: the main thread's next request says so.
                     Err(e) => {

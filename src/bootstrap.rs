@@ -29,6 +29,7 @@
 //! (`boot.rs`). With no launcher, a creator that dies before that leaves the name in
 //! `/dev/shm` (rtrun removes it at the end of its job).
 
+use std::io::Write as _;
 use std::time::Duration;
 
 use runthrough_launch::client::Client;
@@ -37,6 +38,16 @@ use runthrough_pmix::pmi2::{self, Pmi2};
 use runthrough_pmix::pmix::Pmix;
 
 use crate::Error;
+
+/// Exit code of a rank that finds itself excluded (declared failed while hung).
+pub(crate) const EXCLUDED_EXIT: i32 = 75;
+
+/// Stops this process: the others declared it failed (`how`), so it must never rejoin
+/// (T-FD, R31).
+pub(crate) fn excluded_exit(how: &str) -> ! {
+    let _ = writeln!(std::io::stderr(), "runthrough: this rank was excluded {how} (unresponsive); it stops");
+    std::process::exit(EXCLUDED_EXIT)
+}
 
 /// Longest wait of a PMI-2 start-up fence or get (PMIx waits as its server decides).
 pub(crate) const BOOT_FENCE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -215,7 +226,7 @@ pub(crate) fn shm_name(job: &str, host: &str) -> String {
 /// here instead (R31: it never rejoins).
 pub(crate) fn launch_err(what: &'static str) -> impl FnOnce(runthrough_launch::Error) -> Error {
     move |e| match e {
-        runthrough_launch::Error::Excluded => crate::runtime::excluded_exit("by the launcher, during start-up"),
+        runthrough_launch::Error::Excluded => crate::bootstrap::excluded_exit("by the launcher, during start-up"),
         e => Error::Init(format!("{what}: {e}")),
     }
 }

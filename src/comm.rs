@@ -12,10 +12,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use runthrough_engine::matching::Pattern;
-use runthrough_engine::{self as engine, ContextId, Rank, RequestScope, Tag, Waiter, TAG_UB};
+use runthrough_engine::{self as engine, ContextId, Rank, Tag, Waiter, TAG_UB};
 
-use crate::request::{OwnedRequest, Request};
-use crate::runtime::{FatalScope, Shared};
+use crate::shared::{FatalScope, Shared};
 use crate::{Error, Group, Pod, Status};
 
 /// A user error handler: called with the communicator and the error, which is then
@@ -366,68 +365,6 @@ impl Comm {
     pub(crate) fn destination(&self, dest: usize, tag: i32) -> Result<(Rank, Tag), Error> {
         let peer = self.check(self.world_rank(dest))?;
         Ok((peer, self.check(valid_tag(tag))?))
-    }
-
-    /// Starts a send of `buf` to rank `dest` with `tag` in request scope `s`
-    /// ([`crate::scope`]). The buffer stays borrowed until the scope ends (zero-copy),
-    /// and the scope completes the send before it returns even if the request is leaked.
-    #[inline]
-    pub fn isend<'s, T: Pod>(
-        &'s self,
-        s: &'s RequestScope<'s, '_>,
-        buf: &'s [T],
-        dest: usize,
-        tag: i32,
-    ) -> Result<Request<'s>, Error> {
-        let (peer, tag) = self.destination(dest, tag)?;
-        let bytes: &[u8] = bytemuck::cast_slice(buf);
-        let inner = engine::isend(
-            s,
-            &self.inner.shared.engine,
-            SendTarget { ctx: self.inner.ctx, src: self.inner.me, dest: dest as u32, peer, tag },
-            bytes,
-        );
-        Ok(Request { inner, comm: self })
-    }
-
-    /// Starts a receive into `buf` from `src` (a rank or [`ANY_SOURCE`]) with `tag` (or
-    /// [`ANY_TAG`]) in request scope `s` ([`crate::scope`]). The buffer stays borrowed
-    /// until the scope ends; the scope cancels or completes the receive before it returns
-    /// even if the request is leaked.
-    #[inline]
-    pub fn irecv<'s, T: Pod>(
-        &'s self,
-        s: &'s RequestScope<'s, '_>,
-        buf: &'s mut [T],
-        src: impl Into<Source>,
-        tag: impl Into<TagSel>,
-    ) -> Result<Request<'s>, Error> {
-        let (pattern, peer) = self.check(self.pattern(src.into(), tag.into()))?;
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
-        let inner = engine::irecv(s, &self.inner.shared.engine, pattern, peer, bytes);
-        Ok(Request { inner, comm: self })
-    }
-
-    /// Starts a send of `buf`, which the request owns until it completes and then hands
-    /// back ([`OwnedRequest::wait`]); not tied to a scope. Argument errors drop `buf`.
-    pub fn isend_owned<T: Pod>(&self, buf: Vec<T>, dest: usize, tag: i32) -> Result<OwnedRequest<T>, Error> {
-        let (peer, tag) = self.destination(dest, tag)?;
-        let (eng, ctx, me) = (&self.inner.shared.engine, self.inner.ctx, self.inner.me);
-        let inner = engine::OwnedRequest::isend(eng, SendTarget { ctx, src: me, dest: dest as u32, peer, tag }, buf);
-        Ok(OwnedRequest { inner, comm: self.clone() })
-    }
-
-    /// Starts a receive into `buf` (its `len()` elements), which the request owns until
-    /// it completes and then hands back; not tied to a scope. Argument errors drop `buf`.
-    pub fn irecv_owned<T: Pod>(
-        &self,
-        buf: Vec<T>,
-        src: impl Into<Source>,
-        tag: impl Into<TagSel>,
-    ) -> Result<OwnedRequest<T>, Error> {
-        let (pattern, peer) = self.check(self.pattern(src.into(), tag.into()))?;
-        let inner = engine::OwnedRequest::irecv(&self.inner.shared.engine, pattern, peer, buf);
-        Ok(OwnedRequest { inner, comm: self.clone() })
     }
 
     /// Sends `buf` to `dest` and waits until the buffer may be reused.

@@ -98,6 +98,7 @@ pub mod raw;
 pub mod request;
 pub mod runtime;
 pub mod sched;
+mod shared;
 mod witness;
 
 pub use bytemuck::Pod;

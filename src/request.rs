@@ -18,8 +18,9 @@ use std::task::{Context, Poll};
 
 use runthrough_engine as engine;
 
-use crate::comm::Comm;
+use crate::comm::{Comm, Source, TagSel};
 use crate::{Error, Pod, Status};
+use runthrough_engine::{RequestScope, SendTarget};
 
 /// A pending send or receive on a buffer borrowed for the request scope `'a`.
 #[derive(Debug)]
@@ -136,5 +137,71 @@ impl<T: Pod> Future for OwnedRequest<T> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let (buf, out) = std::task::ready!(Pin::new(&mut self.inner).poll(cx));
         Poll::Ready((buf, self.comm.check(out)))
+    }
+}
+
+/// The point-to-point calls that start requests (here, above `comm`, so that the
+/// communicator knows nothing of its requests).
+impl Comm {
+    /// Starts a send of `buf` to rank `dest` with `tag` in request scope `s`
+    /// ([`crate::scope`]). The buffer stays borrowed until the scope ends (zero-copy),
+    /// and the scope completes the send before it returns even if the request is leaked.
+    #[inline]
+    pub fn isend<'s, T: Pod>(
+        &'s self,
+        s: &'s RequestScope<'s, '_>,
+        buf: &'s [T],
+        dest: usize,
+        tag: i32,
+    ) -> Result<Request<'s>, Error> {
+        let (peer, tag) = self.destination(dest, tag)?;
+        let bytes: &[u8] = bytemuck::cast_slice(buf);
+        let inner = engine::isend(
+            s,
+            &self.inner.shared.engine,
+            SendTarget { ctx: self.inner.ctx, src: self.inner.me, dest: dest as u32, peer, tag },
+            bytes,
+        );
+        Ok(Request { inner, comm: self })
+    }
+
+    /// Starts a receive into `buf` from `src` (a rank or [`ANY_SOURCE`]) with `tag` (or
+    /// [`ANY_TAG`]) in request scope `s` ([`crate::scope`]). The buffer stays borrowed
+    /// until the scope ends; the scope cancels or completes the receive before it returns
+    /// even if the request is leaked.
+    #[inline]
+    pub fn irecv<'s, T: Pod>(
+        &'s self,
+        s: &'s RequestScope<'s, '_>,
+        buf: &'s mut [T],
+        src: impl Into<Source>,
+        tag: impl Into<TagSel>,
+    ) -> Result<Request<'s>, Error> {
+        let (pattern, peer) = self.check(self.pattern(src.into(), tag.into()))?;
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
+        let inner = engine::irecv(s, &self.inner.shared.engine, pattern, peer, bytes);
+        Ok(Request { inner, comm: self })
+    }
+
+    /// Starts a send of `buf`, which the request owns until it completes and then hands
+    /// back ([`OwnedRequest::wait`]); not tied to a scope. Argument errors drop `buf`.
+    pub fn isend_owned<T: Pod>(&self, buf: Vec<T>, dest: usize, tag: i32) -> Result<OwnedRequest<T>, Error> {
+        let (peer, tag) = self.destination(dest, tag)?;
+        let (eng, ctx, me) = (&self.inner.shared.engine, self.inner.ctx, self.inner.me);
+        let inner = engine::OwnedRequest::isend(eng, SendTarget { ctx, src: me, dest: dest as u32, peer, tag }, buf);
+        Ok(OwnedRequest { inner, comm: self.clone() })
+    }
+
+    /// Starts a receive into `buf` (its `len()` elements), which the request owns until
+    /// it completes and then hands back; not tied to a scope. Argument errors drop `buf`.
+    pub fn irecv_owned<T: Pod>(
+        &self,
+        buf: Vec<T>,
+        src: impl Into<Source>,
+        tag: impl Into<TagSel>,
+    ) -> Result<OwnedRequest<T>, Error> {
+        let (pattern, peer) = self.check(self.pattern(src.into(), tag.into()))?;
+        let inner = engine::OwnedRequest::irecv(&self.inner.shared.engine, pattern, peer, buf);
+        Ok(OwnedRequest { inner, comm: self.clone() })
     }
 }

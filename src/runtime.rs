@@ -55,13 +55,15 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use runthrough_engine::engine::{Config, OVERSUBSCRIBED_SPIN_POLLS};
 use runthrough_engine::lock::{BiasedGuard, BiasedMutex};
-use runthrough_engine::{ContextId, Engine, Rank, Waiter};
+use runthrough_engine::{ContextId, Rank};
 use runthrough_ft::{DEFAULT_HB_PERIOD, DEFAULT_HB_TIMEOUT};
 use runthrough_shm::PeerWatch;
 
 use crate::boot::{self, Liveness};
-use crate::bootstrap::{self, Bootstrap, JobInfo};
+use crate::bootstrap::{self, Bootstrap, JobInfo, EXCLUDED_EXIT};
 use crate::comm::{Comm, ErrorMode};
+pub use crate::shared::FatalScope;
+pub(crate) use crate::shared::Shared;
 use crate::{witness, Error};
 
 /// Default bytes of cells per ring pair (`RT_RING_BYTES` overrides).
@@ -108,8 +110,6 @@ pub const SHM_CHOOSING_EAGER_LIMIT: usize = 32 * 1024;
 const LOCK_TRIES: u32 = 64;
 /// Progress calls the progress thread makes at most per tick while pulls wait.
 const BACKGROUND_PULL_ROUNDS: usize = 256;
-/// Exit code of a rank that finds itself excluded (declared failed while hung).
-pub(crate) const EXCLUDED_EXIT: i32 = 75;
 /// Least default detector timeout when the job spans hosts: heartbeats then cross TCP
 /// (libfabric tcp/sockets), where one lost segment holds everything behind it for the
 /// retransmission timeout (Linux: at least 200 ms, doubling on each further loss of the
@@ -123,114 +123,12 @@ const WITNESS_CONNECT: Duration = Duration::from_secs(10);
 const DEFAULT_WATCH: Duration = Duration::from_millis(10);
 /// Longest wait for the connection to the bootstrap service (rtrun's).
 const BOOT_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
-/// Longest an aborting rank waits for the launcher to kill the rest of its group.
-const ABORT_LINGER: Duration = Duration::from_secs(2);
-/// Longest an aborting rank waits for a PMIx or PMI-2 server (Slurm) to kill the job,
-/// this rank included (Slurm's kill goes through slurmctld and can take seconds).
-const SERVER_ABORT_WAIT: Duration = Duration::from_secs(10);
 /// Environment variable that stops the launcher's exit notices when `0`.
 const LAUNCHER_NOTICES_ENV: &str = "RT_LAUNCHER_NOTICES";
 /// Consecutive idle progress calls that end finalize's flush.
 const FINALIZE_IDLE_POLLS: u32 = 64;
 /// How long finalize keeps flushing queued sends.
 const FINALIZE_FLUSH: Duration = Duration::from_secs(10);
-
-/// Which processes `ErrorsAreFatal` aborts (R3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FatalScope {
-    /// The processes of the communicator's group, as `abort(comm)` (ticket #324, the
-    /// run-through draft; MPI-4's `MPI_ERRORS_ABORT`). The default.
-    Group,
-    /// Every process of the job (MPI-4's `MPI_ERRORS_ARE_FATAL`). Set with
-    /// `RT_FATAL_SCOPE=job` or [`Runtime::set_fatal_scope`].
-    Job,
-}
-
-/// State shared by the runtime and every communicator.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) engine: Arc<BiasedMutex<Engine>>,
-    /// The bootstrap service (rtrun, PMIx, PMI-2); none for a singleton.
-    bootstrap: Mutex<Option<Bootstrap>>,
-    pub(crate) world_size: u32,
-    /// This process's world rank.
-    pub(crate) rank: u32,
-    next_ctx: AtomicU32,
-    /// Contexts this process took for a communicator, or holds for one being created
-    /// (several threads may create communicators at once, MPI_THREAD_MULTIPLE).
-    claimed: Mutex<std::collections::HashSet<u32>>,
-    job_fatal: AtomicBool,
-    stop: AtomicBool,
-    /// The segment's departure marks (shared memory only): set for this rank at finalize.
-    departures: Option<runthrough_shm::segment::Departures>,
-}
-
-impl Shared {
-    /// The next context id this process would use (agreed on collectively by `dup`).
-    pub(crate) fn ctx_proposal(&self) -> u32 {
-        self.next_ctx.load(Ordering::Relaxed)
-    }
-
-    /// Records that contexts below `agreed + 2` are taken.
-    pub(crate) fn ctx_taken(&self, agreed: u32) {
-        self.next_ctx.fetch_max(agreed + 2, Ordering::Relaxed);
-    }
-
-    /// Takes context `ctx` for a communicator being created here, unless another
-    /// creation (another thread's) holds it already: `false` then, and the creation must
-    /// choose again with every member.
-    pub(crate) fn ctx_claim(&self, ctx: u32) -> bool {
-        let fresh = self.claimed.lock().insert(ctx);
-        self.ctx_taken(ctx);
-        fresh
-    }
-
-    /// Gives back a context [`Shared::ctx_claim`] took for a creation that failed.
-    pub(crate) fn ctx_release(&self, ctx: u32) {
-        self.claimed.lock().remove(&ctx);
-    }
-
-    pub(crate) fn fatal_scope(&self) -> FatalScope {
-        if self.job_fatal.load(Ordering::Relaxed) {
-            FatalScope::Job
-        } else {
-            FatalScope::Group
-        }
-    }
-
-    /// Aborts `ranks` (world ranks; this process included) with `code`, then exits.
-    ///
-    /// Once the launcher took the request, this process waits (at most [`ABORT_LINGER`])
-    /// until the launcher has killed the other ranks of the group, normally killing this
-    /// one with them: a member that saw this process exit first (its pidfd reports it
-    /// within milliseconds) would take it for a failure and report an error, and an
-    /// abort code, of its own (R3, R7).
-    pub(crate) fn abort(&self, ranks: &[u32], code: i32) -> ! {
-        if let Some(c) = self.bootstrap.lock().as_mut() {
-            match c.abort(ranks, code) {
-                Err(e) => tracing::warn!(error = %e, "launcher did not take the abort request"),
-                // PMIx and PMI-2 abort the whole job and report no kills to wait for:
-                // wait to be killed with the others, so none takes this exit for a failure.
-                Ok(false) => std::thread::sleep(SERVER_ABORT_WAIT),
-                Ok(true) => {
-                    let deadline = Instant::now() + ABORT_LINGER;
-                    while Instant::now() < deadline {
-                        let Ok(gone) = c.exited() else { break };
-                        if ranks.iter().all(|r| *r == self.rank || gone.contains(r)) {
-                            break;
-                        }
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                }
-            }
-        }
-        std::process::exit(code)
-    }
-
-    pub(crate) fn waiter(&self) -> Waiter {
-        Waiter::new(self.engine.lock().config().spin_polls)
-    }
-}
 
 /// The context of [`Runtime::comm_self`]: reserved at every process, so made locally.
 const SELF_CTX: u32 = 2;
@@ -349,13 +247,6 @@ pub fn init() -> Result<Runtime, Error> {
     Ok(Runtime { shared, world, solo, finalized: false, about, watchdog })
 }
 
-/// Stops this process: the others declared it failed (`how`), so it must never rejoin
-/// (T-FD, R31).
-pub(crate) fn excluded_exit(how: &str) -> ! {
-    let _ = writeln!(std::io::stderr(), "runthrough: this rank was excluded {how} (unresponsive); it stops");
-    std::process::exit(EXCLUDED_EXIT)
-}
-
 /// Asks the launcher which ranks exited and applies what is new: a rank that finalized
 /// before exiting departed, the others failed.
 fn apply_launcher_notices(sh: &Shared) {
@@ -367,31 +258,9 @@ fn apply_launcher_notices(sh: &Shared) {
         }
         None => return,
     };
-    apply_exits(sh, exited, || sh.bootstrap.lock().as_mut().and_then(|c| c.departed().ok()).unwrap_or_default());
-}
-
-/// Applies the launcher's list of exited ranks: a rank that finalized before exiting
-/// (in `departed()`, asked only when some exit is new) departed, the others failed.
-pub(crate) fn apply_exits(sh: &Shared, exited: Vec<u32>, departed: impl FnOnce() -> Vec<u32>) {
-    let new: Vec<u32> = {
-        let e = sh.engine.lock();
-        let me = e.rank().0;
-        exited.into_iter().filter(|&r| r != me && !e.is_failed(Rank(r))).collect()
-    };
-    if new.is_empty() {
-        return;
-    }
-    let departed = departed();
-    let mut e = sh.engine.lock();
-    for r in new {
-        if departed.contains(&r) {
-            tracing::debug!(rank = r, "launcher reports rank finalized and exited");
-            e.peer_departed(Rank(r));
-        } else {
-            tracing::debug!(rank = r, "launcher reports rank exited without finalizing");
-            e.fail_peer(Rank(r));
-        }
-    }
+    crate::shared::apply_exits(sh, exited, || {
+        sh.bootstrap.lock().as_mut().and_then(|c| c.departed().ok()).unwrap_or_default()
+    });
 }
 
 /// The progress thread (docs/ARCHITECTURE.md §2, §3): every tick it

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use runthrough_engine::{Over, Plan, Scheduled, SendCombine, Tag};
 
 use crate::comm::{Claim, Comm, Verdict};
-use crate::runtime::Shared;
+use crate::shared::Shared;
 use crate::{Error, Group};
 
 /// A collective tag reserved when a persistent collective is initialised

@@ -44,7 +44,8 @@ use runthrough_engine::Rank;
 use runthrough_launch::client::{Client, Verdict};
 use runthrough_launch::env::JobEnv;
 
-use crate::runtime::{excluded_exit, Shared, EXCLUDED_EXIT};
+use crate::bootstrap::{excluded_exit, EXCLUDED_EXIT};
+use crate::shared::Shared;
 use crate::Error;
 
 /// How long a claim may go unanswered before this rank takes itself for cut off.
@@ -101,7 +102,7 @@ fn serve(shared: &Weak<Shared>, mut client: Client, rx: &Receiver<Rank>, timeout
                 if notices {
                     match client.exited_within(timeout) {
                         Ok(exited) => {
-                            crate::runtime::apply_exits(&sh, exited, || {
+                            crate::shared::apply_exits(&sh, exited, || {
                                 client.departed_within(timeout).unwrap_or_default()
                             });
                             wake(&sh, &mut wakers);

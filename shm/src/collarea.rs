@@ -34,7 +34,7 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use crate::segment::Mapping;
+use crate::mapping::Mapping;
 
 /// Slots per rank: communicators whose context index is below this use shared-memory
 /// collectives.

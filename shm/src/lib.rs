@@ -25,6 +25,7 @@ pub mod cma;
 pub mod collarea;
 pub mod error;
 pub mod liveness;
+mod mapping;
 pub mod numa;
 pub mod pin;
 pub mod ring;
