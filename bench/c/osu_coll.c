@@ -13,8 +13,11 @@
  * 0; allgather and alltoall move SIZE bytes per rank and per pair of ranks.
  * Send buffers hold 1s; after the timed loop each rank checks its result.
  *
- * Usage: osu_coll barrier|bcast|reduce|allreduce|allgather|alltoall
+ * Usage: osu_coll [i]barrier|[i]bcast|[i]reduce|[i]allreduce|[i]allgather|[i]alltoall
  *                 [-m [MIN:]MAX] [-i ITERS] [-x WARMUP]
+ * The names with an `i` time the nonblocking collective started and at once waited for
+ * (MPI_I... + MPI_Wait: OSU's osu_i* "pure communication latency", without their
+ * overlap phase).
  * Defaults (OSU's): sizes 1 (4 for reduce/allreduce) to 1 MiB; 1000 iterations
  * and 100 warmup, 100 and 10 for sizes > 8 KiB. The barrier test prints one
  * value and ignores -m.
@@ -38,7 +41,7 @@ static const char *const titles[] = {"Barrier", "Broadcast", "Reduce", "Allreduc
 static void usage(const char *prog)
 {
     fprintf(stderr,
-            "usage: %s barrier|bcast|reduce|allreduce|allgather|alltoall "
+            "usage: %s [i]barrier|[i]bcast|[i]reduce|[i]allreduce|[i]allgather|[i]alltoall "
             "[-m [MIN:]MAX] [-i ITERS] [-x WARMUP]\n",
             prog);
 }
@@ -52,8 +55,33 @@ static int bad_usage(int rank, const char *prog)
 }
 
 /* One operation on count elements (bytes, or floats for the reductions). */
-static void run_op(enum coll c, void *sbuf, void *rbuf, int count)
+static void run_op(enum coll c, void *sbuf, void *rbuf, int count, int nb)
 {
+    if (nb) {
+        MPI_Request q;
+        switch (c) {
+        case BARRIER:
+            MPI_Ibarrier(MPI_COMM_WORLD, &q);
+            break;
+        case BCAST:
+            MPI_Ibcast(rbuf, count, MPI_CHAR, 0, MPI_COMM_WORLD, &q);
+            break;
+        case REDUCE:
+            MPI_Ireduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD, &q);
+            break;
+        case ALLREDUCE:
+            MPI_Iallreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &q);
+            break;
+        case ALLGATHER:
+            MPI_Iallgather(sbuf, count, MPI_CHAR, rbuf, count, MPI_CHAR, MPI_COMM_WORLD, &q);
+            break;
+        case ALLTOALL:
+            MPI_Ialltoall(sbuf, count, MPI_CHAR, rbuf, count, MPI_CHAR, MPI_COMM_WORLD, &q);
+            break;
+        }
+        MPI_Wait(&q, MPI_STATUS_IGNORE);
+        return;
+    }
     switch (c) {
     case BARRIER:
         MPI_Barrier(MPI_COMM_WORLD);
@@ -88,8 +116,9 @@ int main(int argc, char **argv)
 
     if (argc < 2)
         return bad_usage(rank, argv[0]);
+    int nb = argv[1][0] == 'i'; /* no blocking name starts with i */
     for (int i = 0; i < 6; i++)
-        if (strcmp(argv[1], names[i]) == 0)
+        if (strcmp(argv[1] + nb, names[i]) == 0)
             c = i;
     if (c < 0)
         return bad_usage(rank, argv[0]);
@@ -140,7 +169,7 @@ int main(int argc, char **argv)
     }
 
     if (rank == 0) {
-        printf("# OSU MPI-style %s Latency Test (osu_coll.c)\n", titles[c]);
+        printf("# OSU MPI-style %s%s Latency Test (osu_coll.c)\n", nb ? "Nonblocking " : "", titles[c]);
         if (c == BARRIER)
             printf("# Avg Latency(us)\n");
         else
@@ -161,7 +190,7 @@ int main(int argc, char **argv)
         double timer = 0.0;
         for (long i = 0; i < iters + warmup; i++) {
             double t0 = MPI_Wtime();
-            run_op(c, sbuf, rbuf, count);
+            run_op(c, sbuf, rbuf, count, nb);
             double t1 = MPI_Wtime();
             if (i >= warmup)
                 timer += t1 - t0;
