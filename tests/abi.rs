@@ -79,11 +79,16 @@ fn abi_check_passes_at_1_2_and_4_ranks() {
 /// Runs C program `src` at 1, 2 and 4 ranks; every rank must print `NAME: rank R ok (`
 /// (NAME the file's stem) and nothing `FAILED`.
 fn every_rank_ok_at_1_2_and_4(src: &str) {
+    every_rank_ok_within(src, Duration::from_secs(60));
+}
+
+/// [`every_rank_ok_at_1_2_and_4`] with `limit` for each job.
+fn every_rank_ok_within(src: &str, limit: Duration) {
     let prog = abi_program(src);
     let name = std::path::Path::new(src).file_stem().and_then(|s| s.to_str()).expect("a C file");
     for n in [1u32, 2, 4] {
         let ns = n.to_string();
-        let o = run_abi(&["-n", &ns, prog.to_str().unwrap()], Duration::from_secs(60));
+        let o = run_abi(&["-n", &ns, prog.to_str().unwrap()], limit);
         let out = ok(&o);
         for r in 0..n {
             assert!(out.contains(&format!("{name}: rank {r} ok (")), "n={n} rank {r}:\n{out}");
@@ -120,16 +125,7 @@ fn freed_requests_start_no_threads_at_1_and_2_ranks() {
 /// per communicator.
 #[test]
 fn nonblocking_collectives_match_blocking_and_start_no_threads_at_1_2_and_4_ranks() {
-    let prog = abi_program("abi/c/icoll.c");
-    for n in [1u32, 2, 4] {
-        let ns = n.to_string();
-        let o = run_abi(&["-n", &ns, prog.to_str().unwrap()], Duration::from_secs(300));
-        let out = ok(&o);
-        for r in 0..n {
-            assert!(out.contains(&format!("icoll: rank {r} ok (")), "n={n} rank {r}:\n{out}");
-        }
-        assert!(!out.contains("FAILED"), "{out}");
-    }
+    every_rank_ok_within("abi/c/icoll.c", Duration::from_secs(300));
 }
 
 /// `abi/c/conformance.c`: MPI-4.1 behaviours by group (status error fields, the codes of

@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proc_threads.h"
+
 static int rank, size, bad;
 
 #define CHECK(cond, ...)                                                                 \
@@ -36,19 +38,6 @@ static int rank, size, bad;
             }                                                                            \
         }                                                                                \
     } while (0)
-
-static int threads(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    int n = -1;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "Threads: %d", &n) == 1)
-            break;
-    fclose(f);
-    return n;
-}
 
 /* 2x2 matrix product mod 1009: inout = in * inout (MPI's order: in op inout). */
 static void matmul(void *in, void *inout, int *len, MPI_Datatype *dt) {

@@ -14,21 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proc_threads.h"
+
 #define N 10000
 #define BIG (256 * 1024)
-
-static int threads(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    int n = -1;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "Threads: %d", &n) == 1)
-            break;
-    fclose(f);
-    return n;
-}
 
 int main(int argc, char **argv) {
     int rank, size, bad = 0;
