@@ -89,6 +89,10 @@ impl Shared {
     /// within milliseconds) would take it for a failure and report an error, and an
     /// abort code, of its own (R3, R7).
     pub(crate) fn abort(&self, ranks: &[u32], code: i32) -> ! {
+        // What this process printed reaches the launcher before anyone is killed (the
+        // launcher SIGKILLs a group's ranks, this one included, after a short grace).
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        let _ = std::io::Write::flush(&mut std::io::stderr());
         if let Some(c) = self.bootstrap.lock().as_mut() {
             match c.abort(ranks, code) {
                 Err(e) => tracing::warn!(error = %e, "launcher did not take the abort request"),

@@ -180,6 +180,8 @@ struct Rank {
     /// through an agent: a `docker exec` client does not pass signals on, so signals go
     /// through the agent to this pid too.
     host_pid: Option<u32>,
+    /// SIGTERMed by an abort: SIGKILLed at this instant if still running.
+    kill_at: Option<Instant>,
 }
 
 impl Rank {
@@ -395,6 +397,24 @@ fn spawn_forwarders(
         n += usize::from(ok);
     }
     n
+}
+
+/// How long a rank an abort SIGTERMed has to exit (a handler may flush its output)
+/// before it is SIGKILLed.
+pub const ABORT_GRACE: Duration = Duration::from_millis(500);
+
+/// Ends a rank an abort names: SIGTERM now, SIGKILL once [`ABORT_GRACE`] passed
+/// (`Rank::kill_at`, checked every round of the job loop).
+fn terminate_rank(rank: u32, r: &mut Rank, now: Instant) {
+    let Some(child) = r.child.as_ref() else { return };
+    if r.kill_at.is_some() {
+        return;
+    }
+    tracing::debug!("terminating rank {rank} (pid {}) for an abort", child.id());
+    r.signal_in_host("TERM");
+    // A stopped process acts on SIGTERM only once continued; SIGKILL ends it anyway.
+    let _ = sys::terminate(child.id());
+    r.kill_at = Some(if r.stopped { now } else { now + ABORT_GRACE });
 }
 
 fn kill_rank(rank: u32, r: &mut Rank) {
@@ -638,6 +658,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
                     stalled_since: None,
                     agent: opts.agent.as_ref().map(|a| a.command(&host.name)),
                     host_pid: None,
+                    kill_at: None,
                 });
             }
             Err(source) => {
@@ -744,10 +765,18 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
                     }
                 }
             }
+            let now = Instant::now();
             for &r in &req.ranks {
                 if let Some(rk) = ranks.get_mut(r as usize) {
-                    kill_rank(r, rk);
+                    terminate_rank(r, rk, now);
                 }
+            }
+        }
+        // Ranks an abort SIGTERMed whose grace ran out.
+        let now = Instant::now();
+        for (r, rk) in ranks.iter_mut().enumerate() {
+            if rk.kill_at.is_some_and(|t| t <= now) {
+                kill_rank(r as u32, rk);
             }
         }
         for (r, status) in ended {

@@ -119,6 +119,18 @@ pub(crate) fn stop_or_continue(pid: u32, stop: bool) -> io::Result<()> {
     }
 }
 
+/// Sends SIGTERM to child `pid` (the first step of an abort's kill: SIGKILL follows
+/// after a grace period).
+pub(crate) fn terminate(pid: u32) -> io::Result<()> {
+    // SAFETY: kill(2) with a pid of a child we spawned (not yet reaped, so the pid cannot
+    // have been reused) and a valid signal number; no memory is involved.
+    if unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// `(interface, address, up)` for every IPv4/IPv6 address of every interface, in
 /// `getifaddrs` order.
 pub(crate) fn interface_addresses() -> io::Result<Vec<(String, IpAddr, bool)>> {

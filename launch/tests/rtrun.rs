@@ -78,6 +78,8 @@ fn report_lines(stderr: &str) -> Vec<&str> {
 }
 
 const SIGKILL: RankStatus = RankStatus::Signaled(9);
+/// How the ranks an abort names end: SIGTERM, SIGKILL after `job::ABORT_GRACE`.
+const SIGTERM: RankStatus = RankStatus::Signaled(15);
 
 fn this_host() -> String {
     runthrough_launch::job::hostname()
@@ -522,12 +524,12 @@ fn r7_none_finalized_gives_abort_code() {
     assert!(!out.stdout.contains("survived"), "{out:?}");
     assert!(out.elapsed < Duration::from_secs(8), "{out:?}");
     out.assert_ranks(2);
-    // Rank 0 asked and exits by itself unless the launcher's SIGKILL comes first.
-    assert!(matches!(out.ranks[0].status, RankStatus::Exited(7) | SIGKILL), "{out:?}");
+    // Rank 0 asked and exits by itself unless the launcher's SIGTERM comes first.
+    assert!(matches!(out.ranks[0].status, RankStatus::Exited(7) | SIGTERM), "{out:?}");
     assert_eq!(out.ranks[0].cause, Cause::Abort(7), "{out:?}");
     // Rank 1 may be killed before it reached the launcher.
     let r1 = &out.ranks[1];
-    assert!(r1.status == SIGKILL && r1.cause == Cause::Abort(7) && r1.phase <= Phase::Init, "{out:?}");
+    assert!(r1.status == SIGTERM && r1.cause == Cause::Abort(7) && r1.phase <= Phase::Init, "{out:?}");
 }
 
 #[test]
@@ -552,7 +554,7 @@ fn r3_abort_kills_only_listed_ranks() {
     out.assert_end(0, RankStatus::Exited(9), Phase::Init, Cause::Abort(9));
     // Ranks 1 and 2 may be killed before they reached the launcher.
     for r in [1, 2] {
-        out.assert_end_by(r, SIGKILL, Phase::Init, Cause::Abort(9));
+        out.assert_end_by(r, SIGTERM, Phase::Init, Cause::Abort(9));
     }
     assert!(out.ranks[3].is_clean(), "{out:?}");
 }
@@ -675,7 +677,7 @@ fn r3_abort_self_records_abort_code() {
         let out = rtrun(&["-n", "1", PROG, "abort", "6", "0"]);
         assert_eq!(out.code, Some(6), "{out:?}");
         out.assert_ranks(1);
-        assert!(matches!(out.ranks[0].status, RankStatus::Exited(6) | SIGKILL), "{out:?}");
+        assert!(matches!(out.ranks[0].status, RankStatus::Exited(6) | SIGTERM), "{out:?}");
         assert_eq!((out.ranks[0].phase, out.ranks[0].cause), (Phase::Init, Cause::Abort(6)), "{out:?}");
     }
 }
