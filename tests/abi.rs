@@ -128,6 +128,24 @@ fn nonblocking_collectives_match_blocking_and_start_no_threads_at_1_2_and_4_rank
     every_rank_ok_within("abi/c/icoll.c", Duration::from_secs(300));
 }
 
+/// `abi/c/ulfm_openmpi.c`: a ULFM program written for Open MPI 5 (only `<mpi.h>` and
+/// `<mpi-ext.h>`, the unprefixed `MPI_ERR_PROC_FAILED`/`MPI_ERR_REVOKED`, `MPI_FT`) builds
+/// with `gcc -I abi/include` and, its last rank SIGKILLed, every survivor revokes, shrinks
+/// to the survivors, allreduces over them and agrees.
+#[test]
+fn ulfm_program_written_for_open_mpi_builds_and_shrinks_after_a_kill() {
+    let prog = abi_program("abi/c/ulfm_openmpi.c");
+    for n in [2u32, 4] {
+        let ns = n.to_string();
+        let o = run_abi(&["-n", &ns, prog.to_str().unwrap()], Duration::from_secs(60));
+        let out = ok_failed(&o, &[n - 1]);
+        for r in 0..n - 1 {
+            assert!(out.contains(&format!("ulfm_openmpi: rank {r} ok (size {})", n - 1)), "n={n} rank {r}:\n{out}");
+        }
+        assert!(!out.contains("FAILED"), "{out}");
+    }
+}
+
 /// `abi/c/conformance.c`: MPI-4.1 behaviours by group (status error fields, the codes of
 /// the completion calls, Dims_create, rank-ordered reductions, null arguments, objects
 /// freed in use, idup, creation from threads, persistent order, intercommunicator split
