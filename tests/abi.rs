@@ -146,6 +146,23 @@ fn ulfm_program_written_for_open_mpi_builds_and_shrinks_after_a_kill() {
     }
 }
 
+/// `abi/c/abort_reason.c`: the line a rank prints just before `MPI_Abort` (C's stdout
+/// fully buffered into a pipe) reaches `rtrun`'s output, and the job ends with the abort's
+/// code, at 2 and 4 ranks.
+#[test]
+fn the_reason_printed_before_mpi_abort_reaches_the_output() {
+    let prog = abi_program("abi/c/abort_reason.c");
+    for n in [2u32, 4] {
+        let ns = n.to_string();
+        let o = run_abi(&["-n", &ns, prog.to_str().unwrap()], Duration::from_secs(60));
+        assert_eq!(o.status.code(), Some(3), "n={n}\n{}", o.dump());
+        let out = stdout(&o);
+        let want = format!("abort_reason: rank {} aborts: {n} ranks is not a cube", n - 1);
+        assert!(out.contains(&want), "n={n}: no reason line\n{}", o.dump());
+        assert!(!out.contains("passed the barrier"), "{out}");
+    }
+}
+
 /// `abi/c/conformance.c`: MPI-4.1 behaviours by group (status error fields, the codes of
 /// the completion calls, Dims_create, rank-ordered reductions, null arguments, objects
 /// freed in use, idup, creation from threads, persistent order, intercommunicator split

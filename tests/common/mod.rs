@@ -68,7 +68,7 @@ impl Run {
         }
     }
 
-    fn dump(&self) -> String {
+    pub(crate) fn dump(&self) -> String {
         let records: Vec<String> = self.ranks.iter().map(RankReport::record).collect();
         format!(
             "status: {:?}\nranks:\n{}\nstdout:\n{}\nstderr:\n{}",
