@@ -514,13 +514,6 @@ impl Runner {
         self.ctx
     }
 
-    /// Sends each block as one message, whatever its length (a long one by rendezvous,
-    /// pulled in one copy), instead of chunks of the eager limit: for schedules whose
-    /// buffers the engine owns, where nothing constrains the protocol.
-    pub(crate) fn whole_blocks(&mut self) {
-        self.chunk = usize::MAX;
-    }
-
     /// Tags every operation the runner posts with a request scope's token.
     pub(crate) fn set_token(&mut self, token: u32) {
         self.token = token;

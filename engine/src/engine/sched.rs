@@ -136,14 +136,10 @@ impl Engine {
         }
         let base = arena.len();
         let (begun, own) = Runner::begin(self, on.ctx, on.group.clone(), on.me, plan, tag, base);
-        let mut run = match begun {
+        let run = match begun {
             Begun::Run(r) => r,
             Begun::Refused(e) => return Err(e),
         };
-        // Whole blocks: a long one goes by rendezvous, pulled in one copy (CMA on a
-        // node), not as eager chunks copied through the rings (1 MiB ibcast over 16 ranks:
-        // 2.7x slower chunked, bench/RESULTS.md).
-        run.whole_blocks();
         arena.resize(own.max(base), 0);
         let out = Arc::new(Scheduled::default());
         let mut s = Owned { run, arena, op, out: out.clone() };
