@@ -150,7 +150,7 @@ def render(funcs, impl):
             if ret != "c_int":
                 raise SystemExit(f"gen.py: {name} returns {ret} and must be implemented")
             c = first_comm(ps)
-            body = f"crate::guard::unsupported(\"{name}\", {c if c else 'crate::types::MPI_COMM_WORLD'})"
+            body = f"crate::guard::unsupported(\"{name}\", {c if c else 'crate::consts::MPI_COMM_WORLD'})"
         pname = "P" + name
         for n in (name, pname):
             out.append("#[no_mangle]")

@@ -146,15 +146,17 @@ fn ulfm_program_written_for_open_mpi_builds_and_shrinks_after_a_kill() {
     }
 }
 
-/// `abi/c/abort_reason.c`: the line a rank prints just before `MPI_Abort` (C's stdout
-/// fully buffered into a pipe) reaches `rtrun`'s output, and the job ends with the abort's
-/// code, at 2 and 4 ranks.
+/// `abi/c/abort_reason.c`: the line a rank prints just before `MPI_Abort` reaches
+/// `rtrun`'s output, and the job ends with the abort's code, at 2 and 4 ranks, with the
+/// ranks' output on a pseudo-terminal (rtrun's default: C line-buffers it) and on a pipe
+/// (C buffers it fully: the line is in the buffer when `MPI_Abort` is called, and was
+/// lost before `MPI_Abort` flushed it).
 #[test]
 fn the_reason_printed_before_mpi_abort_reaches_the_output() {
     let prog = abi_program("abi/c/abort_reason.c");
-    for n in [2u32, 4] {
+    for (n, output) in [(2u32, "pipe"), (4, "pipe"), (4, "pty")] {
         let ns = n.to_string();
-        let o = run_abi(&["-n", &ns, prog.to_str().unwrap()], Duration::from_secs(60));
+        let o = run_abi(&["-n", &ns, "--output", output, prog.to_str().unwrap()], Duration::from_secs(60));
         assert_eq!(o.status.code(), Some(3), "n={n}\n{}", o.dump());
         let out = stdout(&o);
         let want = format!("abort_reason: rank {} aborts: {n} ranks is not a cube", n - 1);

@@ -22,7 +22,7 @@
 //! Detach and flush wait until every message in their buffer was transmitted (detach
 //! then returns the address and size given to attach: `MPI_BUFFER_AUTOMATIC` and 0 for
 //! an automatic buffer); an iflush request completes once the messages buffered before
-//! the call were (`greq.rs`'s polled requests). The requests of MPI_Ibsend and of a
+//! the call were (`req/greq.rs`'s polled requests). The requests of MPI_Ibsend and of a
 //! started MPI_Bsend_init are complete at once (the data is in the buffer).
 
 use std::ffi::{c_int, c_void};
@@ -31,11 +31,12 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 use runthrough_engine::Waiter;
 
-use crate::comm::{comm, CommObj};
+use crate::comm::comm;
+use crate::commobj::CommObj;
 use crate::consts::*;
 use crate::dtype::Dtype;
-use crate::err::raise_on;
 use crate::p2p::dtype_n;
+use crate::raise::raise_on;
 use crate::req::Active;
 use crate::types::{Handle, MPI_Count, MPI_Status, SendPtr};
 
@@ -296,7 +297,7 @@ unsafe fn put_addr(buffer_addr: *mut c_void, addr: usize) {
 /// (at once when it has no buffer).
 fn iflush(owner: Owner, comm: Handle) -> Handle {
     let upto = next_id();
-    crate::greq::Greq::polled(
+    crate::req::Greq::polled(
         comm,
         Box::new(move || {
             let mut b = BUFFERS.lock();
@@ -324,7 +325,7 @@ macro_rules! comm_owner {
 fn session_error(s: Handle, code: c_int) -> c_int {
     // SAFETY: a plain call with the program's handle.
     let rc = unsafe { crate::imp::MPI_Session_call_errhandler(s, code) };
-    if rc != MPI_SUCCESS && !crate::err::fatal_pending() {
+    if rc != MPI_SUCCESS && !crate::raise::fatal_pending() {
         return rc;
     }
     code

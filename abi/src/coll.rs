@@ -9,10 +9,11 @@
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
-use crate::comm::{comm, CommObj};
+use crate::comm::comm;
+use crate::commobj::CommObj;
 use crate::consts::*;
 use crate::dtype::Dtype;
-use crate::err::raise_on;
+use crate::raise::raise_on;
 use crate::req::Active;
 use crate::types::{Handle, MPI_Aint, MPI_Count, SendPtr};
 

@@ -1,152 +1,24 @@
-//! Communicators, groups and attributes.
+//! Communicators: the calls that make, compare, name and free them, and the registration
+//! of a new one with what it inherits (error handler, attributes). The communicator
+//! object and its table are `commobj.rs`'s, MPI_COMM_WORLD, MPI_COMM_SELF and the lookup
+//! of a handle `rt.rs`'s.
 
 use std::ffi::{c_char, c_int};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use runthrough::Comm;
 
+use crate::commobj::{CommObj, Inter, COMMS};
 use crate::consts::*;
-use crate::err::raise_on;
-use crate::handles::{Kind, Table};
+use crate::raise::raise_on;
 use crate::types::Handle;
-
-/// A communicator as the C layer sees it.
-pub(crate) struct CommObj {
-    pub(crate) comm: Comm,
-    /// World ranks of the members, by communicator rank.
-    pub(crate) world: Vec<u32>,
-    pub(crate) rank: usize,
-    pub(crate) errhandler: Mutex<Handle>,
-    /// Its attributes (attr.rs).
-    pub(crate) attrs: Mutex<crate::attr::Attrs>,
-    pub(crate) name: Mutex<String>,
-    /// Failures acknowledged by MPIX_Comm_failure_ack (world ranks).
-    pub(crate) acked: Mutex<Vec<u32>>,
-    /// For an intercommunicator: the local and remote groups (world ranks). It runs on
-    /// an intracommunicator over both (`comm`, `world`, `rank` above), through which its
-    /// point-to-point ranks are translated.
-    pub(crate) inter: Option<Inter>,
-}
-
-/// The two groups of an intercommunicator.
-#[derive(Debug, Clone)]
-pub(crate) struct Inter {
-    pub(crate) local: Vec<u32>,
-    pub(crate) remote: Vec<u32>,
-}
-
-impl CommObj {
-    /// This process's rank as the program sees it (in the local group of an
-    /// intercommunicator).
-    pub(crate) fn user_rank(&self) -> usize {
-        match &self.inter {
-            Some(i) => i.local.iter().position(|&w| w == self.world[self.rank]).unwrap_or(0),
-            None => self.rank,
-        }
-    }
-
-    /// The size as the program sees it (the local group's for an intercommunicator).
-    pub(crate) fn user_size(&self) -> usize {
-        match &self.inter {
-            Some(i) => i.local.len(),
-            None => self.world.len(),
-        }
-    }
-
-    /// The rank in the underlying communicator of a peer named by the program (a remote
-    /// group rank on an intercommunicator); `None` when out of range.
-    pub(crate) fn peer_index(&self, r: c_int) -> Option<usize> {
-        if r < 0 {
-            return None;
-        }
-        match &self.inter {
-            Some(i) => {
-                let w = *i.remote.get(r as usize)?;
-                self.world.iter().position(|&x| x == w)
-            }
-            None => ((r as usize) < self.world.len()).then_some(r as usize),
-        }
-    }
-
-    /// The rank the program sees for a message source `idx` of the underlying
-    /// communicator.
-    pub(crate) fn source_rank(&self, idx: usize) -> c_int {
-        match &self.inter {
-            Some(i) => self
-                .world
-                .get(idx)
-                .and_then(|w| i.remote.iter().position(|x| x == w))
-                .map_or(MPI_PROC_NULL, |p| p as c_int),
-            None => idx as c_int,
-        }
-    }
-}
-
-// SAFETY: the attribute values are opaque words the program stores and reads back; the
-// library never dereferences them (the copy/delete callbacks get them back as values).
-unsafe impl Send for CommObj {}
-// SAFETY: as above; every other field is Sync.
-unsafe impl Sync for CommObj {}
-
-impl CommObj {
-    pub(crate) fn new(comm: Comm, errhandler: Handle, name: &str) -> Arc<Self> {
-        comm.set_error_mode(runthrough::ErrorMode::ErrorsReturn);
-        let world: Vec<u32> = comm.group().world_ranks().into_iter().map(|r| r as u32).collect();
-        let rank = comm.rank();
-        Arc::new(CommObj {
-            comm,
-            world,
-            rank,
-            errhandler: Mutex::new(errhandler),
-            attrs: Mutex::default(),
-            name: Mutex::new(name.to_string()),
-            acked: Mutex::new(Vec::new()),
-            inter: None,
-        })
-    }
-
-    /// As [`CommObj::new`], for an intercommunicator over `comm`.
-    pub(crate) fn new_inter(comm: Comm, errhandler: Handle, inter: Inter) -> Arc<Self> {
-        let mut c = Arc::into_inner(CommObj::new(comm, errhandler, "")).expect("a fresh communicator");
-        c.inter = Some(inter);
-        Arc::new(c)
-    }
-
-    pub(crate) fn size(&self) -> usize {
-        self.world.len()
-    }
-}
-
-pub(crate) static COMMS: Table<CommObj> = Table::new(Kind::Comm);
-
-/// The communicator of handle `h`, or the error class for a bad handle.
-pub(crate) fn lookup(h: Handle) -> Result<Arc<CommObj>, c_int> {
-    match h {
-        // MPI_Init failed (run-through chapter §17.5.2): the world's processes cannot be reached.
-        MPI_COMM_WORLD | MPI_COMM_SELF if crate::env::init_failed() => Err(MPIX_ERR_PROC_FAILED),
-        MPI_COMM_WORLD => crate::env::world().ok_or(MPI_ERR_COMM),
-        MPI_COMM_SELF => crate::env::self_comm().ok_or(MPI_ERR_COMM),
-        _ => COMMS.get(h).ok_or(MPI_ERR_COMM),
-    }
-}
-
-/// MPI_COMM_WORLD or MPI_COMM_SELF without touching a reference count (the hot paths).
-#[inline(always)]
-pub(crate) fn lookup_static(h: Handle) -> Option<&'static CommObj> {
-    match h {
-        MPI_COMM_WORLD => crate::env::world_static(),
-        MPI_COMM_SELF => crate::env::self_static(),
-        _ => None,
-    }
-}
 
 /// `let c = comm!(h);`: the communicator or return its error through MPI_COMM_WORLD.
 macro_rules! comm {
     ($h:expr) => {
-        match crate::comm::lookup($h) {
+        match crate::rt::lookup($h) {
             Ok(c) => c,
-            Err(e) => return crate::err::raise_on(crate::consts::MPI_COMM_WORLD, e),
+            Err(e) => return crate::raise::raise_on(crate::consts::MPI_COMM_WORLD, e),
         }
     };
 }
@@ -176,18 +48,18 @@ pub(crate) fn register_plain(parent: &Arc<CommObj>, c: Comm) -> Handle {
 }
 
 // ---------------------------------------------------------------------------------------
-// Attributes (attr.rs)
+// Attributes (`keyval.rs`; the calls are `attr.rs`'s)
 
 /// Copies the attributes of `parent` to its duplicate `child` as their copy callbacks
 /// say; a failing callback's code (the attributes copied so far deleted again).
 fn copy_attrs(parent: &Arc<CommObj>, parent_h: Handle, child: &Arc<CommObj>, child_h: Handle) -> Result<(), c_int> {
-    crate::attr::copy_all(&parent.attrs, parent_h, &child.attrs, child_h)
+    crate::keyval::copy_all(&parent.attrs, parent_h, &child.attrs, child_h)
 }
 
 /// Runs the delete callbacks of every attribute of `c`, the last set first
 /// (MPI_Comm_free, and MPI_Finalize for MPI_COMM_SELF, MPI-4.1 11.2.4).
 pub(crate) fn delete_attrs(c: &Arc<CommObj>, h: Handle) -> c_int {
-    crate::attr::delete_all(&c.attrs, h)
+    crate::keyval::delete_all(&c.attrs, h)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -224,7 +96,7 @@ pub(crate) unsafe fn MPI_Comm_dup(comm: Handle, newcomm: *mut Handle) -> c_int {
             // A copy callback's error fails the dup (MPI-4.1 7.7.2).
             h.map_or_else(|e| raise_on(comm, e), |_| MPI_SUCCESS)
         }
-        Err(e) => crate::err::raise_error(comm, &e),
+        Err(e) => crate::raise::raise_error(comm, &e),
     }
 }
 
@@ -305,7 +177,7 @@ pub(crate) unsafe fn MPI_Comm_split(comm: Handle, color: c_int, key: c_int, newc
             unsafe { *newcomm = MPI_COMM_NULL };
             MPI_SUCCESS
         }
-        (Err(e), _) => crate::err::raise_error(comm, &e),
+        (Err(e), _) => crate::raise::raise_error(comm, &e),
     }
 }
 
@@ -381,7 +253,7 @@ pub(crate) unsafe fn MPI_Comm_create_group(comm: Handle, group: Handle, tag: c_i
             MPI_SUCCESS
         }
         Ok(None) => raise_on(comm, MPI_ERR_GROUP),
-        Err(e) => crate::err::raise_error(comm, &e),
+        Err(e) => crate::raise::raise_error(comm, &e),
     }
 }
 
@@ -396,7 +268,7 @@ pub(crate) unsafe fn MPI_Intercomm_merge(intercomm: Handle, high: c_int, newintr
     };
     let mut highs = vec![0i32; c.world.len()];
     if let Err(e) = c.comm.allgather(&[i32::from(high != 0)], &mut highs) {
-        return crate::err::raise_error(intercomm, &e);
+        return crate::raise::raise_error(intercomm, &e);
     }
     let high_of = |g: &[u32]| g.first().and_then(|w| c.world.iter().position(|x| x == w)).map_or(0, |p| highs[p]);
     let (mine, theirs) = (high_of(&i.local), high_of(&i.remote));
@@ -417,7 +289,7 @@ pub(crate) unsafe fn MPI_Intercomm_merge(intercomm: Handle, high: c_int, newintr
             MPI_SUCCESS
         }
         Ok(None) => raise_on(intercomm, MPI_ERR_INTERN),
-        Err(e) => crate::err::raise_error(intercomm, &e),
+        Err(e) => crate::raise::raise_error(intercomm, &e),
     }
 }
 
@@ -448,20 +320,20 @@ pub(crate) unsafe fn MPI_Intercomm_create(
         }
         let rl = remote_leader as usize;
         if let Err(e) = pc.comm.sendrecv(&[local.len() as u32], rl, tag, &mut remote_len, rl, tag) {
-            return crate::err::raise_error(local_comm, &e);
+            return crate::raise::raise_error(local_comm, &e);
         }
         remote = vec![0u32; remote_len[0] as usize];
         if let Err(e) = pc.comm.sendrecv(&local, rl, tag, &mut remote, rl, tag) {
-            return crate::err::raise_error(local_comm, &e);
+            return crate::raise::raise_error(local_comm, &e);
         }
         peer = Some(pc);
     }
     if let Err(e) = lc.comm.bcast(&mut remote_len, local_leader as usize) {
-        return crate::err::raise_error(local_comm, &e);
+        return crate::raise::raise_error(local_comm, &e);
     }
     remote.resize(remote_len[0] as usize, 0);
     if let Err(e) = lc.comm.bcast(&mut remote, local_leader as usize) {
-        return crate::err::raise_error(local_comm, &e);
+        return crate::raise::raise_error(local_comm, &e);
     }
     // Every process needs the peer communicator for the duplicate (it is a member).
     let pc = match peer {
@@ -483,7 +355,7 @@ pub(crate) unsafe fn MPI_Intercomm_create(
             unsafe { *newintercomm = COMMS.insert(obj) };
             MPI_SUCCESS
         }
-        Err(e) => crate::err::raise_error(local_comm, &e),
+        Err(e) => crate::raise::raise_error(local_comm, &e),
     }
 }
 
@@ -527,7 +399,7 @@ pub(crate) unsafe fn MPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut 
     }
     let rg = match c.comm.group().incl(&local) {
         Ok(rg) => rg,
-        Err(e) => return crate::err::raise_error(comm, &e),
+        Err(e) => return crate::raise::raise_error(comm, &e),
     };
     match c.comm.create(&rg) {
         Ok(Some(n)) => {
@@ -540,7 +412,7 @@ pub(crate) unsafe fn MPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut 
             unsafe { *newcomm = MPI_COMM_NULL };
             MPI_SUCCESS
         }
-        Err(e) => crate::err::raise_error(comm, &e),
+        Err(e) => crate::raise::raise_error(comm, &e),
     }
 }
 

@@ -16,8 +16,10 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::consts::*;
-use crate::err::{put_string, raise_on};
+use crate::count::{slice, slice_c};
+use crate::err::put_string;
 use crate::handles::{Kind, Table};
+use crate::raise::raise_on;
 use crate::types::{Handle, MPI_Count, MPI_Status};
 
 mod build;
@@ -64,7 +66,7 @@ pub(crate) struct Dtype {
     /// Large counts of the constructor (the `_c` forms past `int`).
     pub(crate) large: Vec<MPI_Count>,
     /// Its attributes (MPI_Type_set_attr).
-    pub(crate) attrs: Mutex<crate::attr::Attrs>,
+    pub(crate) attrs: Mutex<crate::keyval::Attrs>,
 }
 
 impl Dtype {
@@ -126,7 +128,7 @@ macro_rules! dtype {
     ($h:expr) => {
         match crate::dtype::lookup($h) {
             Some(d) => d,
-            None => return crate::err::raise_on(crate::consts::MPI_COMM_WORLD, crate::consts::MPI_ERR_TYPE),
+            None => return crate::raise::raise_on(crate::consts::MPI_COMM_WORLD, crate::consts::MPI_ERR_TYPE),
         }
     };
 }
@@ -175,22 +177,6 @@ unsafe fn new_type(mut d: Dtype, combiner: c_int, env: Env, types: Vec<Handle>, 
     // SAFETY: output argument.
     unsafe { *out = TYPES.insert(Arc::new(d)) };
     MPI_SUCCESS
-}
-
-/// Reads `n` values of a C array (empty for a null pointer).
-pub(crate) unsafe fn slice<'a, T>(p: *const T, n: c_int) -> &'a [T] {
-    // SAFETY: forwarded (function contract).
-    unsafe { slice_c(p, n as MPI_Count) }
-}
-
-/// [`slice`] with a large count.
-unsafe fn slice_c<'a, T>(p: *const T, n: MPI_Count) -> &'a [T] {
-    if p.is_null() || n <= 0 {
-        &[]
-    } else {
-        // SAFETY: an array of n values (MPI contract).
-        unsafe { std::slice::from_raw_parts(p, n as usize) }
-    }
 }
 
 /// A count argument: `MPI_ERR_COUNT` when negative or past the address space.
@@ -530,7 +516,7 @@ pub(crate) unsafe fn MPI_Type_dup(oldtype: Handle, newtype: *mut Handle) -> c_in
     // SAFETY: output argument, set above.
     let h = unsafe { *newtype };
     let Some(n) = TYPES.get(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_INTERN) };
-    if let Err(e) = crate::attr::copy_all(&t.attrs, oldtype, &n.attrs, h) {
+    if let Err(e) = crate::keyval::copy_all(&t.attrs, oldtype, &n.attrs, h) {
         TYPES.remove(h);
         // SAFETY: output argument.
         unsafe { *newtype = MPI_DATATYPE_NULL };
@@ -554,7 +540,7 @@ pub(crate) unsafe fn MPI_Type_free(datatype: *mut Handle) -> c_int {
         _ => return raise_on(MPI_COMM_WORLD, MPI_ERR_TYPE),
     };
     // The delete callbacks of its attributes run now (MPI-4.1 7.7.4).
-    let rc = crate::attr::delete_all(&t.attrs, h);
+    let rc = crate::keyval::delete_all(&t.attrs, h);
     TYPES.remove(h);
     // SAFETY: in/out argument.
     unsafe { *datatype = MPI_DATATYPE_NULL };

@@ -1,160 +1,32 @@
-//! Start-up and shut-down, thread levels, time, versions, processor name, abort.
+//! The world model's start-up and shut-down (MPI_Init, MPI_Finalize), thread levels,
+//! time, versions, processor name, abort. The runtime itself, MPI_COMM_WORLD and
+//! MPI_COMM_SELF are `rt.rs`'s.
 
 use std::ffi::{c_char, c_int};
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
 
-use parking_lot::Mutex;
-
-use crate::comm::CommObj;
 use crate::consts::*;
-use crate::err::{put_string, raise_on};
+use crate::err::put_string;
+use crate::raise::raise_on;
+use crate::rt::{runtime_world, self_comm, world};
 use crate::types::{FnPtr, Handle};
 
-const NOT_INIT: u8 = 0;
-const RUNNING: u8 = 1;
-const FINALIZED: u8 = 2;
-
-static STATE: AtomicU8 = AtomicU8::new(NOT_INIT);
-static RUNTIME: Mutex<Option<runthrough::Runtime>> = Mutex::new(None);
-static WORLD: OnceLock<Arc<CommObj>> = OnceLock::new();
-static SELF: OnceLock<Arc<CommObj>> = OnceLock::new();
-static EPOCH: OnceLock<Instant> = OnceLock::new();
 static MAIN_THREAD: OnceLock<std::thread::ThreadId> = OnceLock::new();
 static THREAD_LEVEL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
-/// MPI_COMM_WORLD while MPI is initialised.
-pub(crate) fn world() -> Option<Arc<CommObj>> {
-    (STATE.load(Ordering::Acquire) == RUNNING).then(|| WORLD.get().cloned()).flatten()
-}
-
-/// MPI_COMM_WORLD while MPI is initialised, borrowed for the process's life.
-#[inline(always)]
-pub(crate) fn world_static() -> Option<&'static CommObj> {
-    (STATE.load(Ordering::Acquire) == RUNNING).then(|| WORLD.get().map(|a| &**a)).flatten()
-}
-
-/// MPI_COMM_SELF while MPI is initialised, borrowed for the process's life.
-#[inline(always)]
-pub(crate) fn self_static() -> Option<&'static CommObj> {
-    (STATE.load(Ordering::Acquire) == RUNNING).then(|| SELF.get().map(|a| &**a)).flatten()
-}
-
-/// MPI_COMM_SELF while MPI is initialised.
-pub(crate) fn self_comm() -> Option<Arc<CommObj>> {
-    (STATE.load(Ordering::Acquire) == RUNNING).then(|| SELF.get().cloned()).flatten()
-}
-
-/// The runtime's own state, apart from the world model's [`STATE`]: started once, by
-/// MPI_Init or by the first MPI_Session_init, and finalized once neither model uses it.
-static RT_STATE: AtomicU8 = AtomicU8::new(NOT_INIT);
-/// Serialises starting and finalizing the runtime (MPI_Init and MPI_Session_init may race).
-static RT_LOCK: Mutex<()> = Mutex::new(());
-
-/// The world communicator while the runtime runs, whether or not MPI_Init made it
-/// MPI_COMM_WORLD (the sessions model builds on it: process set `mpi://WORLD`).
-pub(crate) fn runtime_world() -> Option<Arc<CommObj>> {
-    (RT_STATE.load(Ordering::Acquire) == RUNNING).then(|| WORLD.get().cloned()).flatten()
-}
-
-/// This process alone while the runtime runs (process set `mpi://SELF`).
-pub(crate) fn runtime_self() -> Option<Arc<CommObj>> {
-    (RT_STATE.load(Ordering::Acquire) == RUNNING).then(|| SELF.get().cloned()).flatten()
-}
-
-/// Whether the world model is initialised and not finalized (MPI_Init .. MPI_Finalize).
-pub(crate) fn world_model_running() -> bool {
-    STATE.load(Ordering::Acquire) == RUNNING
-}
-
-/// Starts the runtime unless it runs already: the transport, the world and self
-/// communicators (exposed as MPI_COMM_WORLD and MPI_COMM_SELF only once MPI_Init ran;
-/// they start with the initial error handler) and the predefined datatypes. `who` names
-/// the calling MPI function in a failure's message. Returns an error class, not raised.
-/// The runtime failed to start (the launcher unreachable, R5): there is no world.
-static INIT_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-/// The error handler the program set on MPI_COMM_WORLD or MPI_COMM_SELF after the runtime
-/// failed to start (`MPI_ERRHANDLER_NULL`: none, the initial one applies).
-static FAILED_INIT_EH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(MPI_ERRHANDLER_NULL);
-
-/// Whether `MPI_Init` (or the first `MPI_Session_init`) failed: `MPI_COMM_WORLD` and
-/// `MPI_COMM_SELF` then name a world whose processes cannot be reached, every call on
-/// them reports `MPIX_ERR_PROC_FAILED` through the handler set on them.
-pub(crate) fn init_failed() -> bool {
-    INIT_FAILED.load(Ordering::Acquire) && RT_STATE.load(Ordering::Acquire) != RUNNING
-}
-
-/// The handler of `MPI_COMM_WORLD`/`MPI_COMM_SELF` after a failed init.
-pub(crate) fn failed_init_handler() -> Handle {
-    match FAILED_INIT_EH.load(Ordering::Acquire) {
-        MPI_ERRHANDLER_NULL => crate::info::initial_errhandler(),
-        h => h,
-    }
-}
-
-/// Sets the handler of `MPI_COMM_WORLD`/`MPI_COMM_SELF` after a failed init.
-pub(crate) fn set_failed_init_handler(eh: Handle) {
-    FAILED_INIT_EH.store(eh, Ordering::Release);
-}
-
+/// Starts the runtime unless it runs already (`rt::start_runtime`), with the predefined
+/// datatypes and MPI_INFO_ENV's sizes filled in before it counts as running. For MPI_Init
+/// and MPI_Session_init. Returns an error class, not raised.
 pub(crate) fn start_runtime(who: &str) -> c_int {
-    let _g = RT_LOCK.lock();
-    match RT_STATE.load(Ordering::Acquire) {
-        RUNNING => return MPI_SUCCESS,
-        FINALIZED => {
-            eprintln!("runthrough libmpi_abi: {who}: the runtime was finalized and cannot start again");
-            return MPI_ERR_OTHER;
-        }
-        _ => {}
-    }
-    EPOCH.get_or_init(Instant::now);
-    let rt = match runthrough::init() {
-        Ok(rt) => rt,
-        Err(e) => {
-            // Seeds/000 17.5.2: an error, not an abort; MPI_COMM_WORLD and MPI_COMM_SELF
-            // stay handles the program may set an error handler on, and every later call
-            // on them reports MPI_ERR_PROC_FAILED (failed_init_handler).
-            eprintln!("runthrough libmpi_abi: {who} failed: {e}");
-            INIT_FAILED.store(true, Ordering::Release);
-            return crate::err::code_of(&e);
-        }
-    };
-    let eh = crate::info::initial_errhandler();
-    let world = rt.world();
-    let w = CommObj::new(world.clone(), eh, "MPI_COMM_WORLD");
-    // MPI_COMM_SELF: this process alone, made locally (run-through chapter §17.5.2, R31:
-    // ranks that failed during start-up are failed in the world, and init succeeds all the
-    // same).
-    let s = CommObj::new(rt.comm_self(), eh, "MPI_COMM_SELF");
-    let size = w.size();
-    if WORLD.set(w).is_err() || SELF.set(s).is_err() {
-        return MPI_ERR_OTHER;
-    }
-    *RUNTIME.lock() = Some(rt);
-    crate::dtype::init_predefined();
-    crate::info::env_started(size);
-    RT_STATE.store(RUNNING, Ordering::Release);
-    MPI_SUCCESS
-}
-
-/// Finalizes the runtime (once): tells the launcher, flushes, departs (R6: completes
-/// normally even with failed peers). For the last of the two models to finish with it.
-pub(crate) fn finalize_runtime(who: &str) -> c_int {
-    let _g = RT_LOCK.lock();
-    if RT_STATE.load(Ordering::Acquire) != RUNNING {
-        return MPI_SUCCESS;
-    }
-    RT_STATE.store(FINALIZED, Ordering::Release);
-    let rt = RUNTIME.lock().take();
-    if let Some(Err(e)) = rt.map(|rt| rt.finalize()) {
-        eprintln!("runthrough libmpi_abi: {who}: {e}");
-    }
-    MPI_SUCCESS
+    crate::rt::start_runtime(who, |size| {
+        crate::dtype::init_predefined();
+        crate::info::env_started(size);
+    })
 }
 
 fn start(required: c_int) -> c_int {
-    if STATE.load(Ordering::Acquire) != NOT_INIT {
+    if crate::rt::world_model_started() {
         eprintln!("runthrough libmpi_abi: MPI_Init called twice (or after MPI_Finalize)");
         return MPI_ERR_OTHER;
     }
@@ -164,7 +36,7 @@ fn start(required: c_int) -> c_int {
     }
     let _ = MAIN_THREAD.set(std::thread::current().id());
     THREAD_LEVEL.store(required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_MULTIPLE), Ordering::Relaxed);
-    STATE.store(RUNNING, Ordering::Release);
+    crate::rt::set_world_model_running();
     MPI_SUCCESS
 }
 
@@ -189,7 +61,7 @@ pub(crate) unsafe fn MPI_Init_thread(
 }
 
 pub(crate) unsafe fn MPI_Finalize() -> c_int {
-    if STATE.load(Ordering::Acquire) != RUNNING {
+    if !crate::rt::world_model_running() {
         return raise_on(MPI_COMM_WORLD, MPI_ERR_OTHER);
     }
     // Attributes on MPI_COMM_SELF are deleted first (MPI 5, 11.2.4).
@@ -202,27 +74,27 @@ pub(crate) unsafe fn MPI_Finalize() -> c_int {
     }
     // The nonblocking collectives still running end first (the other members count on
     // this one's part).
-    for (_, c) in crate::comm::COMMS.all() {
+    for (_, c) in crate::commobj::COMMS.all() {
         c.comm.settle_owned();
     }
-    STATE.store(FINALIZED, Ordering::Release);
-    if crate::session::live() > 0 {
+    crate::rt::set_world_model_finalized();
+    if crate::rt::live() > 0 {
         // The sessions model still uses the runtime: the last MPI_Session_finalize ends it.
         return MPI_SUCCESS;
     }
     // R6: finalize completes normally even with failed peers.
-    finalize_runtime("MPI_Finalize")
+    crate::rt::finalize_runtime("MPI_Finalize")
 }
 
 pub(crate) unsafe fn MPI_Initialized(flag: *mut c_int) -> c_int {
     // SAFETY: output argument.
-    unsafe { *flag = (STATE.load(Ordering::Acquire) != NOT_INIT) as c_int };
+    unsafe { *flag = crate::rt::world_model_started() as c_int };
     MPI_SUCCESS
 }
 
 pub(crate) unsafe fn MPI_Finalized(flag: *mut c_int) -> c_int {
     // SAFETY: output argument.
-    unsafe { *flag = (STATE.load(Ordering::Acquire) == FINALIZED) as c_int };
+    unsafe { *flag = crate::rt::world_model_finalized() as c_int };
     MPI_SUCCESS
 }
 
@@ -240,7 +112,7 @@ pub(crate) unsafe fn MPI_Is_thread_main(flag: *mut c_int) -> c_int {
 }
 
 pub(crate) unsafe fn MPI_Wtime() -> f64 {
-    EPOCH.get_or_init(Instant::now).elapsed().as_secs_f64()
+    crate::rt::epoch().elapsed().as_secs_f64()
 }
 
 pub(crate) unsafe fn MPI_Wtick() -> f64 {
@@ -326,8 +198,10 @@ pub(crate) unsafe fn MPI_Get_processor_name(name: *mut c_char, resultlen: *mut c
 
 pub(crate) unsafe fn MPI_Abort(comm: Handle, errorcode: c_int) -> c_int {
     let code = if errorcode == 0 { 1 } else { errorcode };
+    // The reason the program printed just before reaches the job's output.
+    crate::rt::flush_c_output();
     // Sessions only (no MPI_COMM_WORLD): the runtime's world, so the job still aborts.
-    match crate::comm::lookup(comm).ok().or_else(world).or_else(runtime_world) {
+    match crate::rt::lookup(comm).ok().or_else(world).or_else(runtime_world) {
         Some(c) => c.comm.abort(code),
         None => std::process::exit(code & 0xff),
     }

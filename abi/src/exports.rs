@@ -35,11 +35,11 @@ pub unsafe extern "C" fn PMPIX_Comm_collectives_enabled(comm: Handle, active: *m
 
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Comm_create_errhandler_x(comm_errhandler_fn_x: FnPtr, destructor_fn: FnPtr, extra_state: *mut c_void, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPIX_Comm_create_errhandler_x", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPIX_Comm_create_errhandler_x", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPIX_Comm_create_errhandler_x(comm_errhandler_fn_x: FnPtr, destructor_fn: FnPtr, extra_state: *mut c_void, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPIX_Comm_create_errhandler_x", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPIX_Comm_create_errhandler_x", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -134,11 +134,11 @@ pub unsafe extern "C" fn PMPIX_Comm_validate(comm: Handle, failed: *mut Handle) 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_File_create_errhandler_x(comm_errhandler_fn_x: FnPtr, destructor_fn: FnPtr, extra_state: *mut c_void, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPIX_File_create_errhandler_x", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPIX_File_create_errhandler_x", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPIX_File_create_errhandler_x(comm_errhandler_fn_x: FnPtr, destructor_fn: FnPtr, extra_state: *mut c_void, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPIX_File_create_errhandler_x", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPIX_File_create_errhandler_x", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -152,38 +152,38 @@ pub unsafe extern "C" fn PMPIX_Icomm_validate(comm: Handle, failed: *mut Handle,
 
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Op_create_x(user_fn_x: FnPtr, destructor_fn: FnPtr, commute: c_int, extra_state: *mut c_void, op: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPIX_Op_create_x", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPIX_Op_create_x", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPIX_Op_create_x(user_fn_x: FnPtr, destructor_fn: FnPtr, commute: c_int, extra_state: *mut c_void, op: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPIX_Op_create_x", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPIX_Op_create_x", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Session_create_errhandler_x(comm_errhandler_fn_x: FnPtr, destructor_fn: FnPtr, extra_state: *mut c_void, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPIX_Session_create_errhandler_x", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPIX_Session_create_errhandler_x", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPIX_Session_create_errhandler_x(comm_errhandler_fn_x: FnPtr, destructor_fn: FnPtr, extra_state: *mut c_void, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPIX_Session_create_errhandler_x", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPIX_Session_create_errhandler_x", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPIX_Win_create_errhandler_x(comm_errhandler_fn_x: FnPtr, destructor_fn: FnPtr, extra_state: *mut c_void, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPIX_Win_create_errhandler_x", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPIX_Win_create_errhandler_x", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPIX_Win_create_errhandler_x(comm_errhandler_fn_x: FnPtr, destructor_fn: FnPtr, extra_state: *mut c_void, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPIX_Win_create_errhandler_x", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPIX_Win_create_errhandler_x", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Abi_get_fortran_booleans(logical_size: c_int, logical_true: *mut c_void, logical_false: *mut c_void, is_set: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Abi_get_fortran_booleans", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Abi_get_fortran_booleans", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Abi_get_fortran_booleans(logical_size: c_int, logical_true: *mut c_void, logical_false: *mut c_void, is_set: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Abi_get_fortran_booleans", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Abi_get_fortran_booleans", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -215,20 +215,20 @@ pub unsafe extern "C" fn PMPI_Abi_get_version(abi_major: *mut c_int, abi_minor: 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Abi_set_fortran_booleans(logical_size: c_int, logical_true: *mut c_void, logical_false: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Abi_set_fortran_booleans", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Abi_set_fortran_booleans", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Abi_set_fortran_booleans(logical_size: c_int, logical_true: *mut c_void, logical_false: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Abi_set_fortran_booleans", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Abi_set_fortran_booleans", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Abi_set_fortran_info(info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Abi_set_fortran_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Abi_set_fortran_info", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Abi_set_fortran_info(info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Abi_set_fortran_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Abi_set_fortran_info", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -242,20 +242,20 @@ pub unsafe extern "C" fn PMPI_Abort(comm: Handle, errorcode: c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Accumulate", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Accumulate", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Accumulate", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Accumulate", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Accumulate_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Accumulate_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Accumulate_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Accumulate_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -782,11 +782,11 @@ pub unsafe extern "C" fn PMPI_Cartdim_get(comm: Handle, ndims: *mut c_int) -> c_
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Close_port(port_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Close_port", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Close_port", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Close_port(port_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Close_port", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Close_port", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -1061,11 +1061,11 @@ pub unsafe extern "C" fn PMPI_Comm_iflush_buffer(comm: Handle, request: *mut Han
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_join(fd: c_int, intercomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_join", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Comm_join", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_join(fd: c_int, intercomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_join", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Comm_join", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -1196,11 +1196,11 @@ pub unsafe extern "C" fn PMPI_Comm_toint(comm: Handle) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Compare_and_swap", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Compare_and_swap", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Compare_and_swap", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Compare_and_swap", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -1331,11 +1331,11 @@ pub unsafe extern "C" fn PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mu
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Fetch_and_op", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Fetch_and_op", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Fetch_and_op", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Fetch_and_op", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -1367,11 +1367,11 @@ pub unsafe extern "C" fn PMPI_File_create_errhandler(file_errhandler_fn: FnPtr, 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_delete(filename: *const c_char, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_delete", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_delete", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_delete(filename: *const c_char, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_delete", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_delete", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -1385,29 +1385,29 @@ pub unsafe extern "C" fn PMPI_File_fromint(file: c_int) -> Handle {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_amode(fh: Handle, amode: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_get_amode", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_amode", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_amode(fh: Handle, amode: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_get_amode", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_amode", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_atomicity(fh: Handle, flag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_get_atomicity", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_atomicity", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_atomicity(fh: Handle, flag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_get_atomicity", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_atomicity", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_byte_offset(fh: Handle, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_get_byte_offset", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_byte_offset", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_byte_offset(fh: Handle, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_get_byte_offset", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_byte_offset", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -1421,254 +1421,254 @@ pub unsafe extern "C" fn PMPI_File_get_errhandler(file: Handle, errhandler: *mut
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_group(fh: Handle, group: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_get_group", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_group", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_group(fh: Handle, group: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_get_group", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_group", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_info(fh: Handle, info_used: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_info", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_info(fh: Handle, info_used: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_info", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_position(fh: Handle, offset: *mut MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_get_position", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_position", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_position(fh: Handle, offset: *mut MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_get_position", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_position", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_position_shared(fh: Handle, offset: *mut MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_get_position_shared", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_position_shared", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_position_shared(fh: Handle, offset: *mut MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_get_position_shared", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_position_shared", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_size(fh: Handle, size: *mut MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_get_size", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_size", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_size(fh: Handle, size: *mut MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_get_size", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_size", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_type_extent(fh: Handle, datatype: Handle, extent: *mut MPI_Aint) -> c_int {
-    crate::guard::unsupported("MPI_File_get_type_extent", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_type_extent", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_type_extent(fh: Handle, datatype: Handle, extent: *mut MPI_Aint) -> c_int {
-    crate::guard::unsupported("MPI_File_get_type_extent", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_type_extent", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_type_extent_c(fh: Handle, datatype: Handle, extent: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_File_get_type_extent_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_type_extent_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_type_extent_c(fh: Handle, datatype: Handle, extent: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_File_get_type_extent_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_type_extent_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_view(fh: Handle, disp: *mut MPI_Offset, etype: *mut Handle, filetype: *mut Handle, datarep: *mut c_char) -> c_int {
-    crate::guard::unsupported("MPI_File_get_view", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_view", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_view(fh: Handle, disp: *mut MPI_Offset, etype: *mut Handle, filetype: *mut Handle, datarep: *mut c_char) -> c_int {
-    crate::guard::unsupported("MPI_File_get_view", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_get_view", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_all(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_all", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_all(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_all", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_all_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_all_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_all_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_all_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_all_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_all_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_at(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_at", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_at", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_at(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_at", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_at", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_at_all(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_at_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_at_all", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_at_all(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_at_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_at_all", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_at_all_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_at_all_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_at_all_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_at_all_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_at_all_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_at_all_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_at_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_at_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_at_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_at_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_at_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_at_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_shared(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_shared", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_shared", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_shared(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_shared", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_shared", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_shared_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_shared_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_shared_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_shared_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_shared_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iread_shared_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_all(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_all", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_all(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_all", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_all_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_all_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_all_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_all_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_all_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_all_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_at(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_at", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_at", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_at(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_at", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_at", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_at_all(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_at_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_at_all", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_at_all(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_at_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_at_all", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_at_all_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_at_all_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_at_all_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_at_all_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_at_all_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_at_all_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_at_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_at_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_at_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_at_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_at_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_at_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_shared(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_shared", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_shared", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_shared(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_shared", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_shared", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_shared_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_shared_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_shared_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_shared_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_shared_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_iwrite_shared_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -1682,227 +1682,227 @@ pub unsafe extern "C" fn PMPI_File_open(comm: Handle, filename: *const c_char, a
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_preallocate(fh: Handle, size: MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_preallocate", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_preallocate", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_preallocate(fh: Handle, size: MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_preallocate", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_preallocate", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_all", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_all", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all_begin(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all_begin", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_all_begin", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all_begin(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all_begin", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_all_begin", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all_begin_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all_begin_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_all_begin_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all_begin_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all_begin_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_all_begin_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_all_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_all_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all_end(fh: Handle, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all_end", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_all_end", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all_end(fh: Handle, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all_end", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_all_end", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_at", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_at", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_at_all", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_at_all", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all_begin(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all_begin", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_at_all_begin", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_begin(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all_begin", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_at_all_begin", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all_begin_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all_begin_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_at_all_begin_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_begin_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all_begin_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_at_all_begin_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_at_all_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_at_all_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all_end(fh: Handle, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all_end", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_at_all_end", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_end(fh: Handle, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all_end", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_at_all_end", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_at_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_at_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_ordered", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_ordered", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered_begin(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered_begin", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_ordered_begin", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered_begin(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered_begin", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_ordered_begin", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered_begin_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered_begin_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_ordered_begin_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered_begin_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered_begin_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_ordered_begin_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_ordered_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_ordered_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered_end(fh: Handle, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered_end", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_ordered_end", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered_end(fh: Handle, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered_end", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_ordered_end", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_shared(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_shared", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_shared", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_shared(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_shared", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_shared", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_shared_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_shared_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_shared_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_shared_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_shared_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_read_shared_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_seek(fh: Handle, offset: MPI_Offset, whence: c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_seek", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_seek", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_seek(fh: Handle, offset: MPI_Offset, whence: c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_seek", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_seek", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_seek_shared(fh: Handle, offset: MPI_Offset, whence: c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_seek_shared", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_seek_shared", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_seek_shared(fh: Handle, offset: MPI_Offset, whence: c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_seek_shared", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_seek_shared", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_atomicity(fh: Handle, flag: c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_set_atomicity", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_set_atomicity", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_atomicity(fh: Handle, flag: c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_set_atomicity", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_set_atomicity", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -1916,38 +1916,38 @@ pub unsafe extern "C" fn PMPI_File_set_errhandler(file: Handle, errhandler: Hand
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_info(fh: Handle, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_set_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_set_info", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_info(fh: Handle, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_set_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_set_info", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_size(fh: Handle, size: MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_set_size", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_set_size", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_size(fh: Handle, size: MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_set_size", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_set_size", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_view(fh: Handle, disp: MPI_Offset, etype: Handle, filetype: Handle, datarep: *const c_char, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_set_view", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_set_view", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_view(fh: Handle, disp: MPI_Offset, etype: Handle, filetype: Handle, datarep: *const c_char, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_set_view", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_set_view", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_sync(fh: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_sync", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_sync", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_sync(fh: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_sync", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_sync", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -1961,191 +1961,191 @@ pub unsafe extern "C" fn PMPI_File_toint(file: Handle) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_all", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_all", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all_begin(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all_begin", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_all_begin", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all_begin(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all_begin", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_all_begin", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all_begin_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all_begin_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_all_begin_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all_begin_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all_begin_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_all_begin_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_all_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_all_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all_end(fh: Handle, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all_end", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_all_end", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all_end(fh: Handle, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all_end", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_all_end", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_at", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_at", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_at_all", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_at_all", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all_begin(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all_begin", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_at_all_begin", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_begin(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all_begin", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_at_all_begin", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all_begin_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all_begin_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_at_all_begin_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_begin_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all_begin_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_at_all_begin_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_at_all_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_at_all_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all_end(fh: Handle, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all_end", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_at_all_end", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_end(fh: Handle, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all_end", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_at_all_end", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_at_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_at_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_ordered", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_ordered", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered_begin(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered_begin", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_ordered_begin", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered_begin(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered_begin", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_ordered_begin", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered_begin_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered_begin_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_ordered_begin_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered_begin_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered_begin_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_ordered_begin_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_ordered_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_ordered_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered_end(fh: Handle, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered_end", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_ordered_end", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered_end(fh: Handle, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered_end", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_ordered_end", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_shared(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_shared", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_shared", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_shared(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_shared", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_shared", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_shared_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_shared_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_shared_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_shared_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_shared_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_File_write_shared_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -2249,29 +2249,29 @@ pub unsafe extern "C" fn PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Get", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Get", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get_accumulate", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Get_accumulate", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get_accumulate", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Get_accumulate", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get_accumulate_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Get_accumulate_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get_accumulate_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Get_accumulate_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -2285,11 +2285,11 @@ pub unsafe extern "C" fn PMPI_Get_address(location: *const c_void, address: *mut
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_c(origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Get_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_c(origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Get_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -3059,11 +3059,11 @@ pub unsafe extern "C" fn PMPI_Intercomm_create(local_comm: Handle, local_leader:
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Intercomm_create_from_groups(local_group: Handle, local_leader: c_int, remote_group: Handle, remote_leader: c_int, stringtag: *const c_char, info: Handle, errhandler: Handle, newintercomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Intercomm_create_from_groups", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Intercomm_create_from_groups", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Intercomm_create_from_groups(local_group: Handle, local_leader: c_int, remote_group: Handle, remote_leader: c_int, stringtag: *const c_char, info: Handle, errhandler: Handle, newintercomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Intercomm_create_from_groups", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Intercomm_create_from_groups", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -3329,11 +3329,11 @@ pub unsafe extern "C" fn PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Lookup_name(service_name: *const c_char, info: Handle, port_name: *mut c_char) -> c_int {
-    crate::guard::unsupported("MPI_Lookup_name", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Lookup_name", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Lookup_name(service_name: *const c_char, info: Handle, port_name: *mut c_char) -> c_int {
-    crate::guard::unsupported("MPI_Lookup_name", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Lookup_name", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -3617,11 +3617,11 @@ pub unsafe extern "C" fn PMPI_Op_toint(op: Handle) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Open_port(info: Handle, port_name: *mut c_char) -> c_int {
-    crate::guard::unsupported("MPI_Open_port", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Open_port", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Open_port(info: Handle, port_name: *mut c_char) -> c_int {
-    crate::guard::unsupported("MPI_Open_port", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Open_port", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -3698,11 +3698,11 @@ pub unsafe extern "C" fn PMPI_Pack_size_c(incount: MPI_Count, datatype: Handle, 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Parrived(request: Handle, partition: c_int, flag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Parrived", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Parrived", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Parrived(request: Handle, partition: c_int, flag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Parrived", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Parrived", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -3716,29 +3716,29 @@ pub unsafe extern "C" fn PMPI_Pcontrol(level: c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pready(partition: c_int, request: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Pready", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Pready", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pready(partition: c_int, request: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Pready", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Pready", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pready_list(length: c_int, array_of_partitions: *const c_int, request: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Pready_list", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Pready_list", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pready_list(length: c_int, array_of_partitions: *const c_int, request: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Pready_list", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Pready_list", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pready_range(partition_low: c_int, partition_high: c_int, request: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Pready_range", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Pready_range", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pready_range(partition_low: c_int, partition_high: c_int, request: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Pready_range", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Pready_range", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -3770,29 +3770,29 @@ pub unsafe extern "C" fn PMPI_Psend_init(buf: *const c_void, partitions: c_int, 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Publish_name(service_name: *const c_char, info: Handle, port_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Publish_name", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Publish_name", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Publish_name(service_name: *const c_char, info: Handle, port_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Publish_name", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Publish_name", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Put", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Put", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Put", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Put", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Put_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Put_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Put_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Put_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Put_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Put_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -3806,20 +3806,20 @@ pub unsafe extern "C" fn PMPI_Query_thread(provided: *mut c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Raccumulate", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Raccumulate", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Raccumulate", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Raccumulate", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Raccumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Raccumulate_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Raccumulate_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Raccumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Raccumulate_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Raccumulate_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -3986,20 +3986,20 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_init_c(sendbuf: *const c_void, recv
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Register_datarep(datarep: *const c_char, read_conversion_fn: FnPtr, write_conversion_fn: FnPtr, dtype_file_extent_fn: FnPtr, extra_state: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Register_datarep", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Register_datarep", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Register_datarep(datarep: *const c_char, read_conversion_fn: FnPtr, write_conversion_fn: FnPtr, dtype_file_extent_fn: FnPtr, extra_state: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Register_datarep", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Register_datarep", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Register_datarep_c(datarep: *const c_char, read_conversion_fn: FnPtr, write_conversion_fn: FnPtr, dtype_file_extent_fn: FnPtr, extra_state: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Register_datarep_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Register_datarep_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Register_datarep_c(datarep: *const c_char, read_conversion_fn: FnPtr, write_conversion_fn: FnPtr, dtype_file_extent_fn: FnPtr, extra_state: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Register_datarep_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Register_datarep_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -4094,56 +4094,56 @@ pub unsafe extern "C" fn PMPI_Request_toint(request: Handle) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rget", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Rget", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rget", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Rget", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rget_accumulate", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Rget_accumulate", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rget_accumulate", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Rget_accumulate", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rget_accumulate_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Rget_accumulate_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rget_accumulate_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Rget_accumulate_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rget_c(origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rget_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Rget_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rget_c(origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rget_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Rget_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rput", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Rput", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rput", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Rput", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rput_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rput_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Rput_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rput_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rput_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Rput_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -4670,461 +4670,461 @@ pub unsafe extern "C" fn PMPI_Status_set_tag(status: *mut MPI_Status, tag: c_int
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_changed(update_number: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_changed", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_changed", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_changed(update_number: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_changed", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_changed", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_get_categories", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_get_categories", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_get_categories", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_get_categories", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_get_cvars", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_get_cvars", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_get_cvars", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_get_cvars", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_events(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_get_events", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_get_events", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_events(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_get_events", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_get_events", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_index(name: *const c_char, cat_index: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_get_index", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_get_index", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_index(name: *const c_char, cat_index: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_get_index", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_get_index", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_get_info", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_get_info", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_get_num", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_get_num", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_get_num", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_get_num", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_num_events(cat_index: c_int, num_events: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_get_num_events", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_get_num_events", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_num_events(cat_index: c_int, num_events: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_get_num_events", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_get_num_events", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_get_pvars", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_get_pvars", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_category_get_pvars", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_category_get_pvars", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_cvar_get_index", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_cvar_get_index", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_cvar_get_index", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_cvar_get_index", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut Handle, enumtype: *mut Handle, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_cvar_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_cvar_get_info", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut Handle, enumtype: *mut Handle, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_cvar_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_cvar_get_info", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_cvar_get_num", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_cvar_get_num", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_cvar_get_num", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_cvar_get_num", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut Handle, count: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_cvar_handle_alloc", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_cvar_handle_alloc", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut Handle, count: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_cvar_handle_alloc", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_cvar_handle_alloc", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_handle_free(handle: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_cvar_handle_free", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_cvar_handle_free", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_handle_free(handle: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_cvar_handle_free", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_cvar_handle_free", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_read(handle: Handle, buf: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_T_cvar_read", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_cvar_read", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_read(handle: Handle, buf: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_T_cvar_read", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_cvar_read", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_write(handle: Handle, buf: *const c_void) -> c_int {
-    crate::guard::unsupported("MPI_T_cvar_write", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_cvar_write", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_write(handle: Handle, buf: *const c_void) -> c_int {
-    crate::guard::unsupported("MPI_T_cvar_write", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_cvar_write", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_enum_get_info(enumtype: Handle, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_enum_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_enum_get_info", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_enum_get_info(enumtype: Handle, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_enum_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_enum_get_info", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_enum_get_item(enumtype: Handle, indx: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_enum_get_item", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_enum_get_item", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_enum_get_item(enumtype: Handle, indx: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_enum_get_item", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_enum_get_item", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_callback_get_info(event_registration: Handle, cb_safety: c_int, info_used: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_event_callback_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_callback_get_info", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_callback_get_info(event_registration: Handle, cb_safety: c_int, info_used: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_event_callback_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_callback_get_info", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_callback_set_info(event_registration: Handle, cb_safety: c_int, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_event_callback_set_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_callback_set_info", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_callback_set_info(event_registration: Handle, cb_safety: c_int, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_event_callback_set_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_callback_set_info", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_copy(event_instance: Handle, buffer: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_T_event_copy", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_copy", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_copy(event_instance: Handle, buffer: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_T_event_copy", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_copy", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_get_index(name: *const c_char, event_index: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_event_get_index", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_get_index", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_get_index(name: *const c_char, event_index: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_event_get_index", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_get_index", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_get_info(event_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, array_of_datatypes: *mut Handle, array_of_displacements: *mut MPI_Aint, num_elements: *mut c_int, enumtype: *mut Handle, info: *mut Handle, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_event_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_get_info", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_get_info(event_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, array_of_datatypes: *mut Handle, array_of_displacements: *mut MPI_Aint, num_elements: *mut c_int, enumtype: *mut Handle, info: *mut Handle, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_event_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_get_info", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_get_num(num_events: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_event_get_num", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_get_num", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_get_num(num_events: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_event_get_num", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_get_num", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_get_source(event_instance: Handle, source_index: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_event_get_source", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_get_source", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_get_source(event_instance: Handle, source_index: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_event_get_source", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_get_source", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_get_timestamp(event_instance: Handle, event_timestamp: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_T_event_get_timestamp", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_get_timestamp", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_get_timestamp(event_instance: Handle, event_timestamp: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_T_event_get_timestamp", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_get_timestamp", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_handle_alloc(event_index: c_int, obj_handle: *mut c_void, info: Handle, event_registration: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_event_handle_alloc", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_handle_alloc", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_handle_alloc(event_index: c_int, obj_handle: *mut c_void, info: Handle, event_registration: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_event_handle_alloc", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_handle_alloc", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_handle_free(event_registration: Handle, user_data: *mut c_void, free_cb_function: FnPtr) -> c_int {
-    crate::guard::unsupported("MPI_T_event_handle_free", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_handle_free", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_handle_free(event_registration: Handle, user_data: *mut c_void, free_cb_function: FnPtr) -> c_int {
-    crate::guard::unsupported("MPI_T_event_handle_free", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_handle_free", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_handle_get_info(event_registration: Handle, info_used: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_event_handle_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_handle_get_info", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_handle_get_info(event_registration: Handle, info_used: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_event_handle_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_handle_get_info", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_handle_set_info(event_registration: Handle, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_event_handle_set_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_handle_set_info", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_handle_set_info(event_registration: Handle, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_event_handle_set_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_handle_set_info", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_read(event_instance: Handle, element_index: c_int, buffer: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_T_event_read", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_read", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_read(event_instance: Handle, element_index: c_int, buffer: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_T_event_read", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_read", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_register_callback(event_registration: Handle, cb_safety: c_int, info: Handle, user_data: *mut c_void, event_cb_function: FnPtr) -> c_int {
-    crate::guard::unsupported("MPI_T_event_register_callback", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_register_callback", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_register_callback(event_registration: Handle, cb_safety: c_int, info: Handle, user_data: *mut c_void, event_cb_function: FnPtr) -> c_int {
-    crate::guard::unsupported("MPI_T_event_register_callback", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_register_callback", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_set_dropped_handler(event_registration: Handle, dropped_cb_function: FnPtr) -> c_int {
-    crate::guard::unsupported("MPI_T_event_set_dropped_handler", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_set_dropped_handler", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_set_dropped_handler(event_registration: Handle, dropped_cb_function: FnPtr) -> c_int {
-    crate::guard::unsupported("MPI_T_event_set_dropped_handler", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_event_set_dropped_handler", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_finalize() -> c_int {
-    crate::guard::unsupported("MPI_T_finalize", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_finalize", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_finalize() -> c_int {
-    crate::guard::unsupported("MPI_T_finalize", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_finalize", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_init_thread(required: c_int, provided: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_init_thread", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_init_thread", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_init_thread(required: c_int, provided: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_init_thread", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_init_thread", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_get_index", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_get_index", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_get_index", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_get_index", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut Handle, enumtype: *mut Handle, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_get_info", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut Handle, enumtype: *mut Handle, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_get_info", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_get_num", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_get_num", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_get_num", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_get_num", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_handle_alloc(session: Handle, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut Handle, count: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_handle_alloc", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_handle_alloc", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_handle_alloc(session: Handle, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut Handle, count: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_handle_alloc", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_handle_alloc", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_handle_free(session: Handle, handle: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_handle_free", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_handle_free", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_handle_free(session: Handle, handle: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_handle_free", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_handle_free", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_read(session: Handle, handle: Handle, buf: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_read", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_read", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_read(session: Handle, handle: Handle, buf: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_read", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_read", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_readreset(session: Handle, handle: Handle, buf: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_readreset", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_readreset", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_readreset(session: Handle, handle: Handle, buf: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_readreset", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_readreset", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_reset(session: Handle, handle: Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_reset", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_reset", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_reset(session: Handle, handle: Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_reset", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_reset", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_session_create(session: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_session_create", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_session_create", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_session_create(session: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_session_create", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_session_create", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_session_free(session: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_session_free", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_session_free", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_session_free(session: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_session_free", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_session_free", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_start(session: Handle, handle: Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_start", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_start", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_start(session: Handle, handle: Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_start", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_start", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_stop(session: Handle, handle: Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_stop", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_stop", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_stop(session: Handle, handle: Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_stop", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_stop", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_write(session: Handle, handle: Handle, buf: *const c_void) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_write", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_write", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_write(session: Handle, handle: Handle, buf: *const c_void) -> c_int {
-    crate::guard::unsupported("MPI_T_pvar_write", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_pvar_write", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_source_get_info(source_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, ordering: *mut c_int, ticks_per_second: *mut MPI_Count, max_ticks: *mut MPI_Count, info: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_source_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_source_get_info", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_source_get_info(source_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, ordering: *mut c_int, ticks_per_second: *mut MPI_Count, max_ticks: *mut MPI_Count, info: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_T_source_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_source_get_info", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_source_get_num(num_sources: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_source_get_num", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_source_get_num", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_source_get_num(num_sources: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_T_source_get_num", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_source_get_num", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_source_get_timestamp(source_index: c_int, timestamp: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_T_source_get_timestamp", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_source_get_timestamp", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_source_get_timestamp(source_index: c_int, timestamp: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_T_source_get_timestamp", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_T_source_get_timestamp", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -5687,11 +5687,11 @@ pub unsafe extern "C" fn PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpublish_name(service_name: *const c_char, info: Handle, port_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Unpublish_name", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Unpublish_name", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpublish_name(service_name: *const c_char, info: Handle, port_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Unpublish_name", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Unpublish_name", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -5768,29 +5768,29 @@ pub unsafe extern "C" fn PMPI_Win_allocate_shared_c(size: MPI_Aint, disp_unit: M
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_attach(win: Handle, base: *mut c_void, size: MPI_Aint) -> c_int {
-    crate::guard::unsupported("MPI_Win_attach", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_attach", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_attach(win: Handle, base: *mut c_void, size: MPI_Aint) -> c_int {
-    crate::guard::unsupported("MPI_Win_attach", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_attach", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_call_errhandler(win: Handle, errorcode: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_call_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_call_errhandler", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: Handle, errorcode: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_call_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_call_errhandler", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_complete(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_complete", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_complete", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_complete(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_complete", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_complete", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -5822,101 +5822,101 @@ pub unsafe extern "C" fn PMPI_Win_create_dynamic(info: Handle, comm: Handle, win
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create_errhandler(win_errhandler_fn: FnPtr, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_create_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_create_errhandler", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_errhandler(win_errhandler_fn: FnPtr, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_create_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_create_errhandler", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create_keyval(win_copy_attr_fn: FnPtr, win_delete_attr_fn: FnPtr, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_create_keyval", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_create_keyval", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_keyval(win_copy_attr_fn: FnPtr, win_delete_attr_fn: FnPtr, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_create_keyval", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_create_keyval", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_delete_attr(win: Handle, win_keyval: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_delete_attr", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_delete_attr", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_delete_attr(win: Handle, win_keyval: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_delete_attr", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_delete_attr", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_detach(win: Handle, base: *const c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_detach", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_detach", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_detach(win: Handle, base: *const c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_detach", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_detach", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_fence(assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_fence", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_fence", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_fence(assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_fence", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_fence", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush(rank: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_flush", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_flush", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush(rank: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_flush", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_flush", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush_all(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_flush_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_flush_all", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush_all(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_flush_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_flush_all", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush_local(rank: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_flush_local", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_flush_local", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush_local(rank: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_flush_local", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_flush_local", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush_local_all(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_flush_local_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_flush_local_all", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush_local_all(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_flush_local_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_flush_local_all", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_free(win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_free", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_free", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_free(win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_free", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_free", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_free_keyval", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_free_keyval", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_free_keyval", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_free_keyval", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -5930,155 +5930,155 @@ pub unsafe extern "C" fn PMPI_Win_fromint(win: c_int) -> Handle {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_attr(win: Handle, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_attr", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_get_attr", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_attr(win: Handle, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_attr", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_get_attr", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_errhandler(win: Handle, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_get_errhandler", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_errhandler(win: Handle, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_get_errhandler", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_group(win: Handle, group: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_group", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_get_group", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_group(win: Handle, group: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_group", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_get_group", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_info(win: Handle, info_used: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_get_info", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_info(win: Handle, info_used: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_get_info", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_name(win: Handle, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_name", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_get_name", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_name(win: Handle, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_name", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_get_name", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_lock", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_lock", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_lock", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_lock", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_lock_all(assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_lock_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_lock_all", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_lock_all(assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_lock_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_lock_all", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_post(group: Handle, assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_post", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_post", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_post(group: Handle, assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_post", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_post", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_attr(win: Handle, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_set_attr", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_set_attr", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_attr(win: Handle, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_set_attr", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_set_attr", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_errhandler(win: Handle, errhandler: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_set_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_set_errhandler", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_errhandler(win: Handle, errhandler: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_set_errhandler", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_set_errhandler", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_info(win: Handle, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_set_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_set_info", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_info(win: Handle, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_set_info", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_set_info", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_name(win: Handle, win_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Win_set_name", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_set_name", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_name(win: Handle, win_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Win_set_name", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_set_name", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_shared_query(win: Handle, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_shared_query", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_shared_query", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_shared_query(win: Handle, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_shared_query", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_shared_query", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_shared_query_c(win: Handle, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut MPI_Aint, baseptr: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_shared_query_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_shared_query_c", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_shared_query_c(win: Handle, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut MPI_Aint, baseptr: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_shared_query_c", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_shared_query_c", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_start(group: Handle, assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_start", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_start", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_start(group: Handle, assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_start", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_start", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_sync(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_sync", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_sync", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_sync(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_sync", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_sync", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_test(win: Handle, flag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_test", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_test", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_test(win: Handle, flag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_test", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_test", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
@@ -6092,29 +6092,29 @@ pub unsafe extern "C" fn PMPI_Win_toint(win: Handle) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_unlock(rank: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_unlock", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_unlock", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_unlock(rank: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_unlock", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_unlock", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_unlock_all(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_unlock_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_unlock_all", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_unlock_all(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_unlock_all", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_unlock_all", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_wait(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_wait", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_wait", crate::consts::MPI_COMM_WORLD)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_wait(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_wait", crate::types::MPI_COMM_WORLD)
+    crate::guard::unsupported("MPI_Win_wait", crate::consts::MPI_COMM_WORLD)
 }
 
 #[no_mangle]

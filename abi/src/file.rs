@@ -6,8 +6,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::consts::*;
-use crate::err::raise_on;
 use crate::handles::{Kind, Table};
+use crate::raise::raise_on;
 use crate::types::{FnPtr, Handle};
 
 /// An open file.
@@ -52,7 +52,7 @@ pub(crate) unsafe fn MPI_File_open(
     let fd = unsafe { libc::open(cpath.as_ptr(), flags | libc::O_CLOEXEC, 0o644) };
     if fd < 0 {
         let eh = *FILE_DEFAULT_EH.lock();
-        return crate::err::invoke(eh, MPI_FILE_NULL, MPI_ERR_NO_SUCH_FILE);
+        return crate::raise::invoke(eh, MPI_FILE_NULL, MPI_ERR_NO_SUCH_FILE);
     }
     let f = FileObj {
         path,
@@ -80,7 +80,7 @@ pub(crate) unsafe fn MPI_File_close(fh: *mut Handle) -> c_int {
 
 pub(crate) unsafe fn MPI_File_create_errhandler(file_errhandler_fn: FnPtr, errhandler: *mut Handle) -> c_int {
     // SAFETY: forwarded.
-    unsafe { crate::err::MPI_Comm_create_errhandler(file_errhandler_fn, errhandler) }
+    unsafe { crate::raise::MPI_Comm_create_errhandler(file_errhandler_fn, errhandler) }
 }
 
 pub(crate) unsafe fn MPI_File_set_errhandler(file: Handle, errhandler: Handle) -> c_int {
@@ -116,8 +116,8 @@ pub(crate) unsafe fn MPI_File_call_errhandler(fh: Handle, errorcode: c_int) -> c
             None => return raise_on(MPI_COMM_WORLD, MPI_ERR_FILE),
         }
     };
-    let rc = crate::err::invoke(eh, fh, errorcode);
-    if crate::err::fatal_pending() {
+    let rc = crate::raise::invoke(eh, fh, errorcode);
+    if crate::raise::fatal_pending() {
         return rc;
     }
     MPI_SUCCESS

@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 
 use crate::comm::comm;
 use crate::consts::*;
-use crate::err::{raise_error, raise_on};
 use crate::group::new_group;
+use crate::raise::{raise_error, raise_on};
 use crate::req::Active;
 use crate::types::{Handle, MPI_Status, SendPtr};
 use runthrough::Decided;
@@ -39,8 +39,8 @@ pub(crate) unsafe fn MPIX_Comm_shrink(comm: Handle, newcomm: *mut Handle) -> c_i
                 Some(i) => {
                     let alive: Vec<u32> = s.group().world_ranks().into_iter().map(|r| r as u32).collect();
                     let keep = |g: &[u32]| g.iter().copied().filter(|w| alive.contains(w)).collect::<Vec<u32>>();
-                    let inter = crate::comm::Inter { local: keep(&i.local), remote: keep(&i.remote) };
-                    crate::comm::COMMS.insert(crate::comm::CommObj::new_inter(s, *c.errhandler.lock(), inter))
+                    let inter = crate::commobj::Inter { local: keep(&i.local), remote: keep(&i.remote) };
+                    crate::commobj::COMMS.insert(crate::commobj::CommObj::new_inter(s, *c.errhandler.lock(), inter))
                 }
                 None => crate::comm::register_plain(&c, s),
             };
@@ -55,7 +55,7 @@ pub(crate) unsafe fn MPIX_Comm_shrink(comm: Handle, newcomm: *mut Handle) -> c_i
 /// Whether the agreement decided on a failed member this process has not acknowledged
 /// (`MPIX_Comm_failure_ack` / `MPIX_Comm_ack_failed`): ULFM's `MPIX_Comm_agree` then
 /// returns `MPIX_ERR_PROC_FAILED`, the agreed flag set all the same.
-fn unacknowledged(c: &crate::comm::CommObj, agreed_failed: &[usize]) -> bool {
+fn unacknowledged(c: &crate::commobj::CommObj, agreed_failed: &[usize]) -> bool {
     let acked = c.comm.ack_failed(0);
     let known = c.comm.get_failed().world_ranks();
     let acked = &known[..acked.min(known.len())];

@@ -4,8 +4,8 @@ use std::ffi::c_int;
 use std::sync::Arc;
 
 use crate::consts::*;
-use crate::err::raise_on;
 use crate::handles::{Kind, Table};
+use crate::raise::raise_on;
 use crate::types::Handle;
 
 /// An ordered set of processes (world ranks).
@@ -43,7 +43,7 @@ macro_rules! group {
 }
 
 fn my_world_rank() -> Option<u32> {
-    crate::env::runtime_world().map(|w| w.world[w.rank])
+    crate::rt::runtime_world().map(|w| w.world[w.rank])
 }
 
 pub(crate) unsafe fn MPI_Group_size(group: Handle, size: *mut c_int) -> c_int {

@@ -19,7 +19,7 @@ pub(crate) fn call(name: &'static str, f: impl FnOnce() -> c_int) -> c_int {
         Err(p) => panicked(name, p),
     };
     if r != MPI_SUCCESS {
-        crate::err::fatal_now(name);
+        crate::raise::fatal_now(name);
     }
     r
 }
@@ -55,7 +55,7 @@ pub(crate) fn unsupported(name: &'static str, comm: Handle) -> c_int {
             eprintln!("runthrough libmpi_abi: unsupported call {name}");
         }
         crate::err::set_detail(format!("{name} is not supported by runthrough's libmpi_abi.so.1"));
-        let comm = if crate::comm::lookup(comm).is_ok() { comm } else { MPI_COMM_WORLD };
-        crate::err::raise_on(comm, MPI_ERR_UNSUPPORTED_OPERATION)
+        let comm = if crate::rt::lookup(comm).is_ok() { comm } else { MPI_COMM_WORLD };
+        crate::raise::raise_on(comm, MPI_ERR_UNSUPPORTED_OPERATION)
     })
 }

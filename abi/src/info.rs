@@ -6,8 +6,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::consts::*;
-use crate::err::{put_string, raise_on};
+use crate::err::put_string;
 use crate::handles::{Kind, Table};
+use crate::raise::raise_on;
 use crate::types::Handle;
 
 #[derive(Debug, Default)]
@@ -25,39 +26,7 @@ fn lookup(h: Handle) -> Option<Arc<InfoObj>> {
     INFOS.get(h)
 }
 
-// ---- the environment: MPI_INFO_ENV and the initial error handler (MPI-4.1 11.2.2, 11.4) ----
-
-/// The launcher's choice of initial error handler (`rtrun` passes it to every rank).
-const INITIAL_ERRHANDLER_ENV: &str = "RT_INITIAL_ERRHANDLER";
-
-/// The initial error handler and its name as `mpi_initial_errhandler` reports it: the
-/// handler MPI_COMM_WORLD, MPI_COMM_SELF and sessions (given MPI_ERRHANDLER_NULL) start
-/// with, and the one raised on where no object is (before MPI_Init, sessions only).
-fn initial() -> (Handle, &'static str) {
-    static INITIAL: std::sync::OnceLock<(Handle, &'static str)> = std::sync::OnceLock::new();
-    *INITIAL.get_or_init(|| {
-        let fatal = (MPI_ERRORS_ARE_FATAL, "mpi_errors_are_fatal");
-        let Some(v) = std::env::var_os(INITIAL_ERRHANDLER_ENV) else { return fatal };
-        let v = v.to_string_lossy();
-        match v.trim().to_ascii_lowercase().as_str() {
-            "mpi_errors_are_fatal" => fatal,
-            "mpi_errors_abort" => (MPI_ERRORS_ABORT, "mpi_errors_abort"),
-            "mpi_errors_return" => (MPI_ERRORS_RETURN, "mpi_errors_return"),
-            _ => {
-                eprintln!(
-                    "runthrough libmpi_abi: ignoring {INITIAL_ERRHANDLER_ENV}={v:?} (expected mpi_errors_are_fatal, \
-                     mpi_errors_abort or mpi_errors_return); the initial error handler is mpi_errors_are_fatal"
-                );
-                fatal
-            }
-        }
-    })
-}
-
-/// The initial error handler (see [`initial`]).
-pub(crate) fn initial_errhandler() -> Handle {
-    initial().0
-}
+// ---- the environment: MPI_INFO_ENV (MPI-4.1 11.4; the initial error handler is `err.rs`'s) ----
 
 /// This process's command line: the program, then its arguments (from the kernel, so
 /// also where MPI_Init had no argc/argv and in the sessions model).
@@ -99,7 +68,7 @@ fn env_pairs(cmd: &[String]) -> Vec<(String, String)> {
         ("file".into(), String::new()),
         // No level asked for at start-up: MPI_Init's, MPI_THREAD_SINGLE.
         ("thread_level".into(), "MPI_THREAD_SINGLE".into()),
-        ("mpi_initial_errhandler".into(), initial().1.into()),
+        ("mpi_initial_errhandler".into(), crate::err::initial_errhandler_name().into()),
     ]
 }
 

@@ -21,10 +21,22 @@
     unreachable_pub
 )]
 
+// The modules form layers, each using only those below it (no import cycle):
+// - plain types and constants: `types`, `consts`, `handles`, `status`;
+// - error codes, classes and strings, with the error handler objects: `err`; attribute
+//   storage: `keyval`;
+// - the communicator object and its table: `commobj`; the runtime handle (the runtime,
+//   MPI_COMM_WORLD and MPI_COMM_SELF, the live sessions, handle lookup): `rt`;
+// - raising an error through its object's handler, and chapter 9's calls: `raise`;
+// - the object families: `count`, `info`, `group`, `dtype`, `op`, `req` (with
+//   generalized requests), `comm`, `attr`, `env` (the world model), `session`;
+// - the operations over them: `p2p`, `bsend`, `coll`, `topo`, `ft`, `file`;
+// - the C boundary: `guard`, and `exports` (generated) on top.
 mod attr;
 mod bsend;
 mod coll;
 mod comm;
+mod commobj;
 #[rustfmt::skip]
 mod consts;
 mod count;
@@ -36,15 +48,18 @@ mod err;
 mod exports;
 mod file;
 mod ft;
-mod greq;
 mod group;
 mod guard;
 mod handles;
 mod info;
+mod keyval;
 mod op;
 mod p2p;
+mod raise;
 mod req;
+mod rt;
 mod session;
+mod status;
 mod topo;
 pub mod types;
 
@@ -56,14 +71,13 @@ mod imp {
     pub(crate) use crate::comm::*;
     pub(crate) use crate::dtype::*;
     pub(crate) use crate::env::*;
-    pub(crate) use crate::err::*;
     pub(crate) use crate::file::*;
     pub(crate) use crate::ft::*;
-    pub(crate) use crate::greq::*;
     pub(crate) use crate::group::*;
     pub(crate) use crate::info::*;
     pub(crate) use crate::op::*;
     pub(crate) use crate::p2p::*;
+    pub(crate) use crate::raise::*;
     pub(crate) use crate::req::*;
     pub(crate) use crate::session::*;
     pub(crate) use crate::topo::*;

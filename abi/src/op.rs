@@ -5,9 +5,10 @@ use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
 use crate::consts::*;
+use crate::count::small_count;
 use crate::dtype::{Basic, Dtype, PairKind};
-use crate::err::raise_on;
 use crate::handles::{Kind, Table};
+use crate::raise::raise_on;
 use crate::types::{FnPtr, Handle, MPI_Count};
 
 extern "C" {
@@ -391,6 +392,17 @@ pub(crate) unsafe fn MPI_Reduce_local(
         crate::dtype::unpack_from(&a, inoutbuf.cast(), n, &t);
     }
     MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Reduce_local_c(
+    inbuf: *const c_void,
+    inoutbuf: *mut c_void,
+    count: MPI_Count,
+    datatype: Handle,
+    op: Handle,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { MPI_Reduce_local(inbuf, inoutbuf, small_count!(count), datatype, op) }
 }
 
 #[cfg(test)]

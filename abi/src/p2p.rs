@@ -11,10 +11,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use runthrough::{Source, TagSel};
 
-use crate::comm::{comm, CommObj};
+use crate::comm::comm;
+use crate::commobj::CommObj;
 use crate::consts::*;
 use crate::dtype::Dtype;
-use crate::err::raise_on;
+use crate::raise::raise_on;
 use crate::req::{Active, Unpack};
 use crate::types::{Handle, MPI_Status, SendPtr};
 
@@ -215,7 +216,7 @@ unsafe fn fast_send(
 #[cold]
 #[inline(never)]
 fn send_failed(c: &CommObj, comm: Handle, e: runthrough::Error) -> c_int {
-    crate::err::raise_error(comm, &c.comm.check_error(e))
+    crate::raise::raise_error(comm, &c.comm.check_error(e))
 }
 
 /// A blocking receive of up to `count` contiguous elements of `elem` bytes from a rank
@@ -258,7 +259,7 @@ unsafe fn fast_recv(
             if !status.is_null() {
                 // SAFETY: the program's writable status (MPI contract); its error field
                 // is left as it was.
-                unsafe { crate::types::put_status(status, MPI_Status::new(st.source as c_int, st.tag, st.len)) };
+                unsafe { crate::status::put_status(status, MPI_Status::new(st.source as c_int, st.tag, st.len)) };
             }
             MPI_SUCCESS
         }
@@ -282,8 +283,8 @@ unsafe fn recv_failed(c: &CommObj, comm: Handle, e: runthrough::Error, status: *
     }
     st.MPI_ERROR = crate::err::code_of(&e);
     // SAFETY: output argument.
-    unsafe { crate::types::put_status(status, st) };
-    crate::err::raise_error(comm, &e)
+    unsafe { crate::status::put_status(status, st) };
+    crate::raise::raise_error(comm, &e)
 }
 
 /// MPI_Send and its relatives: the hot path (MPI_COMM_WORLD or MPI_COMM_SELF, a
@@ -300,7 +301,7 @@ unsafe fn send_common(
 ) -> c_int {
     if !sync && count >= 0 {
         if let (Some(c), Some(size)) =
-            (crate::comm::lookup_static(comm), crate::dtype::contiguous_predefined_size(datatype))
+            (crate::rt::lookup_static(comm), crate::dtype::contiguous_predefined_size(datatype))
         {
             // SAFETY: forwarded program arguments.
             if let Some(rc) = unsafe { fast_send(c, comm, size, buf, count, dest, tag) } {
@@ -377,7 +378,7 @@ unsafe fn recv_common(
 ) -> c_int {
     if count >= 0 {
         if let (Some(c), Some(size)) =
-            (crate::comm::lookup_static(comm), crate::dtype::contiguous_predefined_size(datatype))
+            (crate::rt::lookup_static(comm), crate::dtype::contiguous_predefined_size(datatype))
         {
             // SAFETY: forwarded program arguments.
             if let Some(rc) = unsafe { fast_recv(c, comm, size, buf, count, src, tag, status) } {
@@ -738,7 +739,7 @@ unsafe fn probe_common(
     match r {
         Ok(Some(st)) => Ok(Some(MPI_Status::new(c.source_rank(st.source), st.tag, st.len))),
         Ok(None) => Ok(None),
-        Err(e) => Err(crate::err::raise_error(comm, &e)),
+        Err(e) => Err(crate::raise::raise_error(comm, &e)),
     }
 }
 
@@ -748,7 +749,7 @@ pub(crate) unsafe fn MPI_Probe(source: c_int, tag: c_int, comm: Handle, status: 
     match unsafe { probe_common(&c, comm, source, tag, true) } {
         Ok(st) => {
             // SAFETY: output argument.
-            unsafe { crate::types::put_status(status, st.unwrap_or_else(MPI_Status::empty)) };
+            unsafe { crate::status::put_status(status, st.unwrap_or_else(MPI_Status::empty)) };
             MPI_SUCCESS
         }
         Err(e) => e,
@@ -770,7 +771,7 @@ pub(crate) unsafe fn MPI_Iprobe(
             unsafe {
                 *flag = st.is_some() as c_int;
                 if let Some(st) = st {
-                    crate::types::put_status(status, st);
+                    crate::status::put_status(status, st);
                 }
             }
             MPI_SUCCESS
@@ -797,12 +798,12 @@ unsafe fn mprobe_common(
     status: *mut MPI_Status,
     block: bool,
 ) -> Result<bool, c_int> {
-    let c = crate::comm::lookup(comm).map_err(|e| raise_on(MPI_COMM_WORLD, e))?;
+    let c = crate::rt::lookup(comm).map_err(|e| raise_on(MPI_COMM_WORLD, e))?;
     if source == MPI_PROC_NULL {
         // SAFETY: output arguments.
         unsafe {
             *message = MPI_MESSAGE_NO_PROC;
-            crate::types::put_status(status, MPI_Status::proc_null());
+            crate::status::put_status(status, MPI_Status::proc_null());
         }
         return Ok(true);
     }
@@ -826,7 +827,7 @@ unsafe fn mprobe_common(
     // SAFETY: output arguments.
     unsafe {
         *message = h;
-        crate::types::put_status(status, got);
+        crate::status::put_status(status, got);
     }
     Ok(true)
 }
@@ -902,7 +903,7 @@ pub(crate) unsafe fn MPI_Mrecv(
     match unsafe { mrecv(buf, count as i64, datatype, message) } {
         Ok(st) => {
             // SAFETY: output argument.
-            unsafe { crate::types::put_status(status, st) };
+            unsafe { crate::status::put_status(status, st) };
             MPI_SUCCESS
         }
         Err((c, e)) => raise_on(c, e),

@@ -1,5 +1,5 @@
 //! Requests: the table behind `MPI_Request`, completion (wait/test any/some/all),
-//! cancel, free, persistent requests. Generalized requests are `greq.rs`'s.
+//! cancel, free, persistent requests. Generalized requests are `req/greq.rs`'s.
 //!
 //! MPI_Cancel (MPI-4.1 3.8.4): a receive not matched yet is cancelled at once; a send is
 //! cancelled when its receiver still holds its message unmatched (the engine's
@@ -19,14 +19,16 @@ use parking_lot::Mutex;
 use runthrough_engine::lock::BiasedMutex;
 use runthrough_engine::{Engine, Waiter};
 
-use crate::comm::CommObj;
+use crate::commobj::CommObj;
 use crate::consts::*;
 use crate::dtype::Dtype;
-use crate::err::{raise_in_status, raise_on};
 use crate::handles::USER_BASE;
+use crate::raise::{raise_in_status, raise_on};
 use crate::types::{Handle, MPI_Status, SendPtr};
 
+mod greq;
 mod status;
+pub(crate) use greq::{Greq, MPI_Grequest_complete, MPI_Grequest_start};
 pub(crate) use status::*;
 
 /// A received message to unpack into the program's buffer at completion.
@@ -64,8 +66,8 @@ pub(crate) enum Active {
     /// dropped after them.
     Group(Vec<Active>, Vec<Option<Outcome>>, #[allow(dead_code)] Option<Vec<u8>>),
     /// A generalized request (MPI_Grequest_start) or the library's own polled operation
-    /// (MPI_Buffer_iflush): `greq.rs`.
-    Greq(Arc<crate::greq::Greq>),
+    /// (MPI_Buffer_iflush): `req/greq.rs`.
+    Greq(Arc<Greq>),
 }
 
 /// A send's message as MPI_Cancel names it to the engine: the receiver (world rank) and
@@ -194,7 +196,7 @@ fn put_back(h: Handle, r: Req) {
 }
 
 /// Frees the slot of request `h` (a generalized request freed by MPI_Request_free and
-/// then completed: `greq.rs`).
+/// then completed: `req/greq.rs`).
 pub(crate) fn release(h: Handle) {
     if let Some(i) = index_of(h) {
         let mut g = REQS.lock();
@@ -298,7 +300,7 @@ fn waiter() -> Waiter {
 
 unsafe fn store(status: *mut MPI_Status, st: MPI_Status) {
     // SAFETY: forwarded output argument.
-    unsafe { crate::types::put_status(status, st) }
+    unsafe { crate::status::put_status(status, st) }
 }
 
 pub(crate) unsafe fn MPI_Wait(request: *mut Handle, status: *mut MPI_Status) -> c_int {
@@ -457,7 +459,7 @@ pub(crate) unsafe fn MPI_Waitall(
                     }
                     st.MPI_ERROR = err;
                     // SAFETY: status array entry or ignored.
-                    unsafe { crate::types::put_status_with_error(status_at(array_of_statuses, i), st) };
+                    unsafe { crate::status::put_status_with_error(status_at(array_of_statuses, i), st) };
                 }
             }
         }
@@ -632,7 +634,7 @@ unsafe fn some(
                     // SAFETY: output arrays of incount entries.
                     unsafe {
                         *indices.add(got) = i as c_int;
-                        crate::types::put_status_with_error(status_at(statuses, got), st);
+                        crate::status::put_status_with_error(status_at(statuses, got), st);
                     }
                     got += 1;
                 }
@@ -686,7 +688,7 @@ pub(crate) unsafe fn MPI_Request_get_status(request: Handle, flag: *mut c_int, s
         let (g, comm) = (g.clone(), r.comm);
         put_back(request, r);
         // SAFETY: forwarded output arguments.
-        return unsafe { crate::greq::get_status(&g, comm, flag, status) };
+        return unsafe { greq::get_status(&g, comm, flag, status) };
     }
     let cancelled = r.cancelled;
     let pending = match r.active.as_mut() {

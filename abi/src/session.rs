@@ -3,32 +3,24 @@
 //! groups, and errors raised on a session through its own error handler.
 //!
 //! The runtime starts with the first of MPI_Init and MPI_Session_init (`env.rs`,
-//! `start_runtime`) and is shared by both models. It is finalized by the last of them to
-//! finish with it: MPI_Finalize when no session is live, or else once the last session
-//! was finalized, when the process then exits normally (exit status 0). A process may
-//! start new sessions after finalizing all earlier ones (MPI-4.1 11.3.1), and one
-//! initialisation per rank is all the launchers admit, so the runtime stays up until then.
+//! `start_runtime`; the runtime handle and the table of live sessions are `rt.rs`'s) and
+//! is shared by both models. It is finalized by the last of them to finish with it:
+//! MPI_Finalize when no session is live, or else once the last session was finalized,
+//! when the process then exits normally (exit status 0). A process may start new
+//! sessions after finalizing all earlier ones (MPI-4.1 11.3.1), and one initialisation
+//! per rank is all the launchers admit, so the runtime stays up until then.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::comm::CommObj;
+use crate::commobj::CommObj;
 use crate::consts::*;
-use crate::err::{put_string, raise_on, raise_with};
-use crate::handles::{Kind, Table};
+use crate::err::put_string;
+use crate::raise::{raise_on, raise_with};
+use crate::rt::{live, SessionObj, SESSIONS};
 use crate::types::{FnPtr, Handle};
-
-/// A session.
-#[derive(Debug)]
-pub(crate) struct SessionObj {
-    errhandler: Mutex<Handle>,
-    /// The thread support level it provides (its `thread_level`).
-    thread_level: c_int,
-}
-
-pub(crate) static SESSIONS: Table<SessionObj> = Table::new(Kind::Session);
 
 /// The process sets, in the order MPI_Session_get_nth_pset numbers them.
 const PSETS: [&str; 2] = ["mpi://WORLD", "mpi://SELF"];
@@ -45,16 +37,6 @@ const LEVELS: [(c_int, &str); 4] = [
     (MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE"),
 ];
 
-/// The number of live sessions.
-pub(crate) fn live() -> usize {
-    SESSIONS.all().len()
-}
-
-/// Whether a live session has error handler `h`.
-pub(crate) fn uses_errhandler(h: Handle) -> bool {
-    SESSIONS.all().iter().any(|(_, s)| *s.errhandler.lock() == h)
-}
-
 /// Raises `code` where no valid session is at hand: MPI_COMM_SELF's handler in the world
 /// model, else the initial error handler (MPI-4.1 9.3).
 fn no_session(code: c_int) -> c_int {
@@ -65,7 +47,7 @@ fn no_session(code: c_int) -> c_int {
 /// process alone (MPI-4.1 9.3).
 fn raise(h: Handle, s: &SessionObj, code: c_int) -> c_int {
     let eh = *s.errhandler.lock();
-    raise_with(eh, h, code, crate::env::runtime_self())
+    raise_with(eh, h, code, crate::rt::runtime_self())
 }
 
 /// `let s = session!(h);`: the session, or return MPI_ERR_SESSION.
@@ -81,7 +63,7 @@ macro_rules! session {
 /// The handler a call given `eh` uses: the initial one for MPI_ERRHANDLER_NULL.
 fn handler_or_initial(eh: Handle) -> Handle {
     if eh == MPI_ERRHANDLER_NULL {
-        crate::info::initial_errhandler()
+        crate::err::initial_errhandler()
     } else {
         eh
     }
@@ -96,10 +78,10 @@ unsafe fn c_string(p: *const c_char) -> Option<String> {
 pub(crate) unsafe fn MPI_Session_init(info: Handle, errhandler: Handle, session: *mut Handle) -> c_int {
     let eh = handler_or_initial(errhandler);
     if !crate::err::valid_errhandler(eh) {
-        return raise_with(crate::info::initial_errhandler(), MPI_SESSION_NULL, MPI_ERR_ERRHANDLER, None);
+        return raise_with(crate::err::initial_errhandler(), MPI_SESSION_NULL, MPI_ERR_ERRHANDLER, None);
     }
     // Errors of the call itself go to the handler it was given (MPI-4.1 11.3.1).
-    let fail = |code| raise_with(eh, MPI_SESSION_NULL, code, crate::env::runtime_self());
+    let fail = |code| raise_with(eh, MPI_SESSION_NULL, code, crate::rt::runtime_self());
     if session.is_null() {
         return fail(MPI_ERR_ARG);
     }
@@ -133,10 +115,10 @@ pub(crate) unsafe fn MPI_Session_finalize(session: *mut Handle) -> c_int {
     }
     // SAFETY: in/out argument.
     unsafe { *session = MPI_SESSION_NULL };
-    if live() == 0 && !crate::env::world_model_running() {
+    if live() == 0 && !crate::rt::world_model_running() {
         // Nothing uses the runtime any more: complete the nonblocking collectives still
         // running (as MPI_Finalize does); the runtime ends when the process exits.
-        for (_, c) in crate::comm::COMMS.all() {
+        for (_, c) in crate::commobj::COMMS.all() {
             c.comm.settle_owned();
         }
     }
@@ -185,8 +167,8 @@ extern "C" fn exit_hook_plain() {
 /// Finalizes the runtime if neither model uses it (never unwinds: called from C).
 fn finalize_idle() {
     let _ = std::panic::catch_unwind(|| {
-        if live() == 0 && !crate::env::world_model_running() && crate::env::runtime_world().is_some() {
-            crate::env::finalize_runtime("MPI_Session_finalize");
+        if live() == 0 && !crate::rt::world_model_running() && crate::rt::runtime_world().is_some() {
+            crate::rt::finalize_runtime("MPI_Session_finalize");
         }
     });
 }
@@ -227,7 +209,7 @@ pub(crate) unsafe fn MPI_Session_get_nth_pset(
 
 /// The members of process set `name` (world ranks), while the runtime runs.
 fn pset_ranks(name: &str) -> Option<Vec<u32>> {
-    let w = crate::env::runtime_world()?;
+    let w = crate::rt::runtime_world()?;
     match name {
         "mpi://WORLD" => Some(w.world.clone()),
         "mpi://SELF" => Some(vec![w.world[w.rank]]),
@@ -284,7 +266,7 @@ pub(crate) unsafe fn MPI_Session_get_info(session: Handle, info_used: *mut Handl
 
 pub(crate) unsafe fn MPI_Session_create_errhandler(session_errhandler_fn: FnPtr, errhandler: *mut Handle) -> c_int {
     // SAFETY: forwarded (the same handler type, called with the object's handle).
-    unsafe { crate::err::MPI_Comm_create_errhandler(session_errhandler_fn, errhandler) }
+    unsafe { crate::raise::MPI_Comm_create_errhandler(session_errhandler_fn, errhandler) }
 }
 
 pub(crate) unsafe fn MPI_Session_set_errhandler(session: Handle, errhandler: Handle) -> c_int {
@@ -312,7 +294,7 @@ pub(crate) unsafe fn MPI_Session_call_errhandler(session: Handle, errorcode: c_i
     let s = session!(session);
     let rc = raise(session, &s, errorcode);
     // A fatal handler aborts in the guard, which acts on a failed call only.
-    if crate::err::fatal_pending() {
+    if crate::raise::fatal_pending() {
         return rc;
     }
     MPI_SUCCESS
@@ -327,7 +309,7 @@ pub(crate) unsafe fn MPI_Comm_create_from_group(
 ) -> c_int {
     let eh = handler_or_initial(errhandler);
     if !crate::err::valid_errhandler(eh) {
-        return raise_with(crate::info::initial_errhandler(), MPI_COMM_NULL, MPI_ERR_ERRHANDLER, None);
+        return raise_with(crate::err::initial_errhandler(), MPI_COMM_NULL, MPI_ERR_ERRHANDLER, None);
     }
     // Errors of the call go to the handler the new communicator would have had.
     let fail = |code, scope: Option<Arc<CommObj>>| raise_with(eh, MPI_COMM_NULL, code, scope);
@@ -337,7 +319,7 @@ pub(crate) unsafe fn MPI_Comm_create_from_group(
         return fail(MPI_ERR_ARG, None);
     }
     let Some(g) = crate::group::lookup(group) else { return fail(MPI_ERR_GROUP, None) };
-    let (Some(w), Some(me)) = (crate::env::runtime_world(), crate::env::runtime_self()) else {
+    let (Some(w), Some(me)) = (crate::rt::runtime_world(), crate::rt::runtime_self()) else {
         // Neither MPI_Init nor a session started MPI.
         return fail(MPI_ERR_OTHER, None);
     };
@@ -381,7 +363,7 @@ pub(crate) unsafe fn MPI_Comm_create_from_group(
     match made {
         (Ok(c), _) => {
             // SAFETY: output argument.
-            unsafe { *newcomm = crate::comm::COMMS.insert(CommObj::new(c, eh, "")) };
+            unsafe { *newcomm = crate::commobj::COMMS.insert(CommObj::new(c, eh, "")) };
             MPI_SUCCESS
         }
         (Err(e), scope) => {

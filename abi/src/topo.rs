@@ -5,7 +5,7 @@
 use std::ffi::c_int;
 
 use crate::consts::*;
-use crate::err::raise_on;
+use crate::raise::raise_on;
 
 pub(crate) unsafe fn MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
     if nnodes < 0 || ndims < 0 {

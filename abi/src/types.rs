@@ -16,10 +16,10 @@ pub type MPI_Count = i64;
 /// Any C function pointer argument (callbacks are cast to their type where they are used).
 pub type FnPtr = *mut c_void;
 
-pub use crate::consts::MPI_COMM_WORLD;
-
 /// `MPI_Status` exactly as `mpi_abi.h` lays it out. `MPI_internal` holds the received byte
-/// count (0, 1: low and high halves) and the cancelled flag (2).
+/// count (0, 1: low and high halves) and the cancelled flag (2). The statuses the header's
+/// sentinels make (`MPI_Status::empty`, `MPI_Status::proc_null`) and the writes of a status
+/// to the program are `status.rs`'s, above the constants.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MPI_Status {
@@ -41,18 +41,6 @@ impl MPI_Status {
         s
     }
 
-    /// The empty status (inactive and null requests): source MPI_ANY_SOURCE, tag
-    /// MPI_ANY_TAG, count 0.
-    pub fn empty() -> Self {
-        MPI_Status::new(crate::consts::MPI_ANY_SOURCE, crate::consts::MPI_ANY_TAG, 0)
-    }
-
-    /// The status of an operation with MPI_PROC_NULL: source MPI_PROC_NULL, tag
-    /// MPI_ANY_TAG, count 0.
-    pub fn proc_null() -> Self {
-        MPI_Status::new(crate::consts::MPI_PROC_NULL, crate::consts::MPI_ANY_TAG, 0)
-    }
-
     /// Bytes received.
     pub fn bytes(&self) -> i64 {
         (self.MPI_internal[0] as u32 as i64) | ((self.MPI_internal[1] as i64) << 32)
@@ -72,43 +60,6 @@ impl MPI_Status {
     /// Marks the operation cancelled or not.
     pub fn set_cancelled(&mut self, c: bool) {
         self.MPI_internal[2] = c as c_int;
-    }
-}
-
-/// Writes `s` to `dst` unless it is `MPI_STATUS_IGNORE` (null), all but its `MPI_ERROR`
-/// field: single-completion calls leave that untouched (MPI-4.1 3.2.5), which
-/// multi-threaded programs that check it rely on — except in an empty status, whose
-/// error field is part of what makes it empty.
-///
-/// # Safety
-/// `dst` is null or points to a writable `MPI_Status`.
-pub unsafe fn put_status(dst: *mut MPI_Status, s: MPI_Status) {
-    if !dst.is_null() {
-        // SAFETY: non-null and writable (function contract); fields written one by one,
-        // nothing read.
-        unsafe {
-            std::ptr::addr_of_mut!((*dst).MPI_SOURCE).write(s.MPI_SOURCE);
-            std::ptr::addr_of_mut!((*dst).MPI_TAG).write(s.MPI_TAG);
-            std::ptr::addr_of_mut!((*dst).MPI_internal).write(s.MPI_internal);
-            // An empty status (a null or inactive request) is all of it: source
-            // MPI_ANY_SOURCE, tag MPI_ANY_TAG and error MPI_SUCCESS (MPI-4.1 3.7.3).
-            if s.MPI_SOURCE == crate::consts::MPI_ANY_SOURCE && s.MPI_TAG == crate::consts::MPI_ANY_TAG {
-                std::ptr::addr_of_mut!((*dst).MPI_ERROR).write(crate::consts::MPI_SUCCESS);
-            }
-        }
-    }
-}
-
-/// Writes `s` to `dst` unless it is null (`MPI_STATUS(ES)_IGNORE`), its `MPI_ERROR` field
-/// included: the statuses of the multiple-completion calls (`MPI_Waitall`,
-/// `MPI_Waitsome`, `MPI_Testall`, `MPI_Testsome`), the only calls that set it.
-///
-/// # Safety
-/// `dst` is null or points to a writable `MPI_Status`.
-pub unsafe fn put_status_with_error(dst: *mut MPI_Status, s: MPI_Status) {
-    if !dst.is_null() {
-        // SAFETY: non-null and writable (function contract).
-        unsafe { dst.write(s) }
     }
 }
 

@@ -5,7 +5,7 @@ use std::ffi::c_int;
 use std::sync::Arc;
 
 use super::{code, Args};
-use crate::comm::CommObj;
+use crate::commobj::CommObj;
 use crate::consts::*;
 use crate::dtype::Dtype;
 use crate::types::Handle;

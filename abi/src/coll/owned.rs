@@ -18,7 +18,7 @@ use std::sync::Arc;
 use runthrough::{Plan, SendCombine};
 
 use super::{code, counts, is_in_place, root_ok, Args, Coll, Held};
-use crate::comm::CommObj;
+use crate::commobj::CommObj;
 use crate::consts::*;
 use crate::dtype::Dtype;
 use crate::req::Active;

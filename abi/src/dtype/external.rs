@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 
 use crate::consts::*;
 use crate::count::{small_count, wide_count};
-use crate::err::raise_on;
+use crate::raise::raise_on;
 use crate::types::{Handle, MPI_Aint, MPI_Count};
 
 /// Converts packed data of `count` elements of `t` between native and big-endian byte

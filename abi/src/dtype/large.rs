@@ -6,7 +6,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::consts::*;
 use crate::count::small_count;
-use crate::err::raise_on;
+use crate::raise::raise_on;
 use crate::types::{Handle, MPI_Aint, MPI_Count};
 
 pub(crate) unsafe fn MPI_Type_contiguous_c(count: MPI_Count, oldtype: Handle, newtype: *mut Handle) -> c_int {
@@ -219,14 +219,4 @@ pub(crate) unsafe fn MPI_Pack_size_c(
     // SAFETY: output argument.
     unsafe { *size = incount.max(0) * t.size as MPI_Count };
     MPI_SUCCESS
-}
-pub(crate) unsafe fn MPI_Reduce_local_c(
-    inbuf: *const c_void,
-    inoutbuf: *mut c_void,
-    count: MPI_Count,
-    datatype: Handle,
-    op: Handle,
-) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { crate::op::MPI_Reduce_local(inbuf, inoutbuf, small_count!(count), datatype, op) }
 }

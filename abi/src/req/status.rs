@@ -61,7 +61,7 @@ pub(crate) unsafe fn MPI_Request_get_status_any(
             unsafe {
                 *indx = i as c_int;
                 *flag = 1;
-                crate::types::put_status(status, st);
+                crate::status::put_status(status, st);
             }
             return MPI_SUCCESS;
         }
@@ -71,7 +71,7 @@ pub(crate) unsafe fn MPI_Request_get_status_any(
         *indx = MPI_UNDEFINED;
         *flag = (!active) as c_int;
         if !active {
-            crate::types::put_status(status, MPI_Status::empty());
+            crate::status::put_status(status, MPI_Status::empty());
         }
     }
     MPI_SUCCESS

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::consts::*;
-use crate::err::raise_on;
+use crate::raise::raise_on;
 use crate::req::{Active, Outcome};
 use crate::types::{FnPtr, Handle, MPI_Status, SendPtr};
 
@@ -229,7 +229,7 @@ pub(crate) unsafe fn get_status(g: &Greq, comm: Handle, flag: *mut c_int, status
     // SAFETY: output arguments.
     unsafe {
         *flag = 1;
-        crate::types::put_status(status, st);
+        crate::status::put_status(status, st);
     }
     raise_on(comm, err)
 }
