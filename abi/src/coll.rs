@@ -112,6 +112,19 @@ unsafe fn counts(p: *mut c_void, n: usize, wide: bool) -> Vec<usize> {
     }
 }
 
+/// The element count each member gets of a reduce-scatter (`k` one of its two kinds).
+///
+/// # Safety
+/// For `ReduceScatter`, `a.rcounts` holds `n` entries (MPI contract).
+unsafe fn scattered_counts(k: Coll, a: &Args, n: usize) -> Vec<usize> {
+    if matches!(k, Coll::ReduceScatterBlock) {
+        vec![a.rcount; n]
+    } else {
+        // SAFETY: n counts (function contract).
+        unsafe { counts(a.rcounts.0, n, a.wide) }
+    }
+}
+
 // ---- the operations, shared by the blocking, nonblocking and persistent forms --------
 
 /// The arguments of one collective (raw pointers kept as `SendPtr`).
@@ -273,12 +286,8 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args, held: &Held) -> R {
         Coll::ReduceScatter | Coll::ReduceScatterBlock => {
             let t = held.ty(a.rtype)?;
             let comb = held.combine(a.op, a.rtype, &t)?;
-            let cnt: Vec<usize> = if matches!(k, Coll::ReduceScatterBlock) {
-                vec![a.rcount; n]
-            } else {
-                // SAFETY: n counts.
-                unsafe { counts(a.rcounts.0, n, a.wide) }
-            };
+            // SAFETY: n counts (MPI contract).
+            let cnt = unsafe { scattered_counts(k, &a, n) };
             let total: usize = cnt.iter().sum();
             let mut input = Vec::new();
             let src = if is_in_place(a.sbuf.0) { a.rbuf.0 as *const c_void } else { a.sbuf.0 as *const c_void };

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use runthrough::{Plan, SendCombine};
 
-use super::{code, counts, is_in_place, root_ok, Args, Coll, Held};
+use super::{code, counts, is_in_place, root_ok, scattered_counts, Args, Coll, Held};
 use crate::commobj::CommObj;
 use crate::consts::*;
 use crate::dtype::Dtype;
@@ -184,12 +184,8 @@ pub(crate) unsafe fn prepare(c: &CommObj, k: Coll, a: &Args, held: &Held) -> Res
         Coll::ReduceScatter | Coll::ReduceScatterBlock => {
             let t = held.ty(a.rtype)?;
             let comb = held.combine(a.op, a.rtype, &t)?;
-            let cnt: Vec<usize> = if matches!(k, Coll::ReduceScatterBlock) {
-                vec![a.rcount; n]
-            } else {
-                // SAFETY: n counts.
-                unsafe { counts(a.rcounts.0, n, a.wide) }
-            };
+            // SAFETY: n counts (MPI contract).
+            let cnt = unsafe { scattered_counts(k, a, n) };
             let total: usize = cnt.iter().sum();
             let src = if in_place { a.rbuf.0 as *const c_void } else { a.sbuf.0 as *const c_void };
             // SAFETY: the program's buffer of `total` elements.
