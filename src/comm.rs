@@ -712,7 +712,17 @@ impl Comm {
     pub(crate) fn validate_apply(&self, d: &runthrough_ft::Decision) -> Group {
         let local: Vec<u32> =
             d.failed.iter().filter_map(|w| self.inner.group.iter().position(|g| g.0 == *w).map(|i| i as u32)).collect();
-        self.inner.shared.engine.lock().validate_commit(self.inner.ctx, &local);
+        let mut e = self.inner.shared.engine.lock();
+        // A member the agreement decided failed is failed here too, even before this
+        // process's own evidence arrives (fail-stop): so what the program acknowledges
+        // next (ULFM's failure_ack) covers it, and nothing waits for it.
+        for &w in &d.failed {
+            if Rank(w) != e.rank() && !e.is_failed(Rank(w)) {
+                e.fail_peer(Rank(w));
+            }
+        }
+        e.validate_commit(self.inner.ctx, &local);
+        drop(e);
         Group::new(d.failed.iter().map(|&w| Rank(w)).collect(), self.my_world_rank())
     }
 
