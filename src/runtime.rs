@@ -150,6 +150,9 @@ pub struct Runtime {
 
 /// Initialises this process and returns the runtime (R5: errors are returned).
 pub fn init() -> Result<Runtime, Error> {
+    // RT_LOG: this rank's log on stderr, labelled with its rank under the launcher.
+    let who = std::env::var("RT_RANK").map_or_else(|_| "runthrough".to_owned(), |r| format!("rank {r}"));
+    runthrough_launch::logging::from_env(&who);
     let found = bootstrap::detect()?;
     let job = bootstrap::connect(found, BOOT_CONNECT_TIMEOUT)?;
     let cfg = engine_config(job.as_ref().map(|(j, _)| j))?;

@@ -32,6 +32,7 @@ pub mod env;
 pub mod error;
 pub mod hosts;
 pub mod job;
+pub mod logging;
 pub mod net;
 pub mod outcome;
 pub mod report;

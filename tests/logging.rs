@@ -1,0 +1,39 @@
+//! `RT_LOG`: the log users can turn on (`runthrough_launch::logging`). With
+//! `RT_LOG=debug`, `rtrun` and every rank print their events on stderr, each line
+//! labelled with its writer; a narrower filter narrows them; unset, nothing is printed;
+//! a filter that does not parse is reported and the job runs.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+fn ring(env: &[(&str, &str)]) -> (String, String) {
+    let prog = example("ring");
+    let o = run_env(&["-n", "2", prog.to_str().unwrap()], env, Duration::from_secs(60));
+    let out = ok(&o);
+    (out, stderr(&o))
+}
+
+#[test]
+fn rt_log_turns_on_the_launcher_s_and_every_rank_s_events() {
+    let (_, err) = ring(&[("RT_LOG", "debug")]);
+    assert!(err.lines().any(|l| l.starts_with("rtrun: DEBUG runthrough_launch::job:")), "{err}");
+    for r in 0..2 {
+        let want = format!("rank {r}: DEBUG runthrough::boot: inbound rings placed");
+        assert!(err.lines().any(|l| l.starts_with(&want)), "rank {r}:\n{err}");
+    }
+    // A filter by target: the launcher's events only.
+    let (_, err) = ring(&[("RT_LOG", "runthrough_launch=debug")]);
+    assert!(err.lines().any(|l| l.starts_with("rtrun: DEBUG")), "{err}");
+    assert!(!err.contains("runthrough::boot"), "{err}");
+    // Unset (RT_LOG and RT_DEBUG removed from the job's environment): nothing.
+    let (_, err) = ring(&[("RT_LOG", ""), ("RT_DEBUG", "")]);
+    assert!(!err.contains("DEBUG"), "{err}");
+    // A filter that does not parse: one line each, and the job runs.
+    let (out, err) = ring(&[("RT_LOG", "bad[")]);
+    assert!(err.contains("rtrun: RT_LOG=\"bad[\" is not a log filter"), "{err}");
+    assert!(err.contains("rank 0: RT_LOG=\"bad[\" is not a log filter"), "{err}");
+    assert!(out.contains("ring"), "{out}");
+}
