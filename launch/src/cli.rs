@@ -67,6 +67,14 @@ options:
   -h, --help               print this help
 
 DURATION: a number with an optional unit us, ms, s or m (default s): 250ms, 1.5s, 2.
+
+signals: SIGINT or SIGTERM to rtrun gives every rank SIGTERM, then SIGKILL to those
+still running 500 ms later; exit 130. An abort (MPI_Abort, a fatal error) does the same
+to the ranks it names.
+
+environment: RT_LOG=error|warn|info|debug|trace or a tracing filter (e.g.
+runthrough_engine=debug) prints rtrun's and every rank's log on stderr, each line
+labelled rtrun or rank N.
 ";
 
 /// Where the ranks' standard output goes (`--output`).

@@ -180,7 +180,7 @@ struct Rank {
     /// through an agent: a `docker exec` client does not pass signals on, so signals go
     /// through the agent to this pid too.
     host_pid: Option<u32>,
-    /// SIGTERMed by an abort: SIGKILLed at this instant if still running.
+    /// SIGTERMed by an abort or an interrupt: SIGKILLed at this instant if still running.
     kill_at: Option<Instant>,
 }
 
@@ -399,22 +399,23 @@ fn spawn_forwarders(
     n
 }
 
-/// How long a rank an abort SIGTERMed has to exit (a handler may flush its output)
-/// before it is SIGKILLed.
-pub const ABORT_GRACE: Duration = Duration::from_millis(500);
+/// How long a rank that an abort or an interrupt of `rtrun` (SIGINT, SIGTERM) SIGTERMed
+/// has to exit (a handler may flush its output, remove its files) before it is
+/// SIGKILLed, as `mpirun` does.
+pub const TERM_GRACE: Duration = Duration::from_millis(500);
 
-/// Ends a rank an abort names: SIGTERM now, SIGKILL once [`ABORT_GRACE`] passed
-/// (`Rank::kill_at`, checked every round of the job loop).
+/// Ends a rank: SIGTERM now, SIGKILL once [`TERM_GRACE`] passed (`Rank::kill_at`,
+/// checked every round of the job loop).
 fn terminate_rank(rank: u32, r: &mut Rank, now: Instant) {
     let Some(child) = r.child.as_ref() else { return };
     if r.kill_at.is_some() {
         return;
     }
-    tracing::debug!("terminating rank {rank} (pid {}) for an abort", child.id());
+    tracing::debug!("terminating rank {rank} (pid {})", child.id());
     r.signal_in_host("TERM");
     // A stopped process acts on SIGTERM only once continued; SIGKILL ends it anyway.
     let _ = sys::terminate(child.id());
-    r.kill_at = Some(if r.stopped { now } else { now + ABORT_GRACE });
+    r.kill_at = Some(if r.stopped { now } else { now + TERM_GRACE });
 }
 
 fn kill_rank(rank: u32, r: &mut Rank) {
@@ -701,12 +702,19 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
             false
         };
         if kill_all {
+            // An interrupt gives the ranks SIGTERM and the grace; `--timeout` kills at once
+            // (the ranks had their time).
             let why = if end == JobEnd::Interrupted { Cause::Interrupted } else { Cause::Timeout };
+            let now = Instant::now();
             for (r, rk) in ranks.iter_mut().enumerate() {
                 if rk.child.is_some() && rk.cause == Cause::None {
                     rk.cause = why;
                 }
-                kill_rank(r as u32, rk);
+                if why == Cause::Interrupted {
+                    terminate_rank(r as u32, rk, now);
+                } else {
+                    kill_rank(r as u32, rk);
+                }
             }
         }
         for (r, rk) in ranks.iter_mut().enumerate() {

@@ -78,7 +78,8 @@ fn report_lines(stderr: &str) -> Vec<&str> {
 }
 
 const SIGKILL: RankStatus = RankStatus::Signaled(9);
-/// How the ranks an abort names end: SIGTERM, SIGKILL after `job::ABORT_GRACE`.
+/// How the ranks an abort names, or all on an interrupt, end: SIGTERM, SIGKILL after
+/// `job::TERM_GRACE`.
 const SIGTERM: RankStatus = RankStatus::Signaled(15);
 
 fn this_host() -> String {
@@ -655,8 +656,32 @@ fn sigterm_kills_ranks_exit_130() {
     wait_dead(&pids);
     out.assert_ranks(2);
     for r in 0..2 {
-        out.assert_end(r, SIGKILL, Phase::Running, Cause::Interrupted);
+        out.assert_end(r, SIGTERM, Phase::Running, Cause::Interrupted);
     }
+}
+
+/// An interrupt of `rtrun` gives every rank SIGTERM, then SIGKILL after the grace: a
+/// rank that handles SIGTERM ends on its own (its last words reach the output), one that
+/// ignores it is SIGKILLed no sooner than the grace.
+#[test]
+fn sigterm_gives_ranks_a_grace_before_sigkill() {
+    let script = r#"if [ "$RT_RANK" = 0 ]; then trap "" TERM; echo ready 0; exec sleep 20;
+        else trap 'echo "rank 1 got TERM"; exit 0' TERM; echo ready 1; sleep 20 & wait; fi"#;
+    let mut job = Job::spawn(&["-n", "2", "sh", "-c", script]);
+    job.expect_line("ready 0");
+    job.expect_line("ready 1");
+    let sent = Instant::now();
+    let st = Command::new("kill").args(["-TERM", &job.child.id().to_string()]).status().unwrap();
+    assert!(st.success());
+    let out = job.wait(Duration::from_secs(8));
+    let took = sent.elapsed();
+    assert_eq!(out.code, Some(130), "{out:?}");
+    out.assert_ranks(2);
+    out.assert_end(0, SIGKILL, Phase::BeforeInit, Cause::Interrupted);
+    assert!(took >= Duration::from_millis(450), "the ignoring rank was SIGKILLed after {took:?}, before the grace");
+    assert!(out.stdout.contains("rank 1 got TERM"), "{out:?}");
+    let r1 = out.ranks.iter().find(|r| r.rank == 1).unwrap();
+    assert_eq!((r1.status, r1.cause), (RankStatus::Exited(0), Cause::Interrupted), "{out:?}");
 }
 
 #[test]

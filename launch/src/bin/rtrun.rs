@@ -30,7 +30,9 @@ fn main() -> ExitCode {
                 JobEnd::TimedOut(t) => {
                     eprintln!("rtrun: job timed out after {}s", t.as_secs_f64());
                 }
-                JobEnd::Interrupted => eprintln!("rtrun: interrupted, all ranks killed"),
+                JobEnd::Interrupted => {
+                    eprintln!("rtrun: interrupted: every rank got SIGTERM, and SIGKILL if still running 500 ms later")
+                }
                 JobEnd::Completed => {}
             }
             if !opts.quiet {
