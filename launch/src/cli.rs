@@ -30,7 +30,10 @@ Runs N ranks of PROGRAM on this host (or on --host hosts) with the runthrough
 bootstrap service.
 
 options:
-  -n N                     number of ranks (1..=4096)
+  -n N, -np N, --np N      number of ranks (1..=4096)
+  -x VAR[=VALUE], --env VAR[=VALUE]
+                           set VAR in every rank's environment (without =VALUE: rtrun's
+                           own value of VAR); repeatable
   --bind-to core|none|numa binding policy passed to the ranks as RT_BIND (default none)
   --timeout DURATION       SIGKILL all ranks after DURATION, exit 124
   --tag-output             prefix every output line with [RANK]
@@ -64,6 +67,7 @@ options:
                            'ip netns exec {host}' or 'ssh {host}' (needs --host)
   --kv-addr IP             address of the key-value service (loopback or private;
                            default 127.0.0.1; required with --launch-agent)
+  -V, --version            print rtrun's version
   -h, --help               print this help
 
 DURATION: a number with an optional unit us, ms, s or m (default s): 250ms, 1.5s, 2.
@@ -214,6 +218,8 @@ pub struct Options {
     pub agent: Option<Agent>,
     /// `--kv-addr`, if given (else 127.0.0.1).
     pub kv_addr: Option<IpAddr>,
+    /// `-x`/`--env`: variables set in every rank's environment, in order.
+    pub env: Vec<(String, String)>,
     /// The program, looked up as given (path, or `PATH` search).
     pub program: OsString,
     /// Its arguments.
@@ -229,12 +235,26 @@ pub enum Invocation {
     Run(Options),
     /// Print [`USAGE`] and exit 0.
     Help,
+    /// Print the version and exit 0.
+    Version,
 }
 
 /// A malformed `rtrun` command line (exit code 2).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum UsageError {
+    /// A `-x` value a launch agent's shell would have to quote.
+    #[error("-x {value}: through a launch agent, names and values may hold letters, digits and ._/:,=@%+- only")]
+    EnvNeedsQuoting {
+        /// The variable and value.
+        value: String,
+    },
+    /// `-x VAR` of a variable `rtrun` does not have, or an empty name.
+    #[error("-x {value}: no such variable in rtrun's environment (give -x VAR=VALUE)")]
+    BadEnv {
+        /// The value given.
+        value: String,
+    },
     /// An option that needs a value came last.
     #[error("option {option} needs a value")]
     MissingValue {
@@ -421,6 +441,7 @@ where
     let mut map_by = MapBy::default();
     let mut agent = None;
     let mut kv_addr = None;
+    let mut env = Vec::new();
     let mut program = None;
 
     while let Some(arg) = it.next() {
@@ -460,6 +481,22 @@ where
         };
         match name.as_str() {
             "-h" | "--help" => return Ok(Invocation::Help),
+            "-V" | "--version" => return Ok(Invocation::Version),
+            "-x" | "--env" => {
+                let v = value(inline)?;
+                let (k, val) = match v.split_once('=') {
+                    Some((k, val)) => (k.to_owned(), val.to_owned()),
+                    // Open MPI's `-x VAR`: rtrun's own value (an unset one is an error).
+                    None => match std::env::var(&v) {
+                        Ok(val) => (v.clone(), val),
+                        Err(_) => return Err(UsageError::BadEnv { value: v }),
+                    },
+                };
+                if k.is_empty() || k.contains('\0') || val.contains('\0') {
+                    return Err(UsageError::BadEnv { value: v });
+                }
+                env.push((k, val));
+            }
             "-n" | "--np" | "-np" => {
                 let v = value(inline)?;
                 match v.trim().parse::<u32>() {
@@ -592,6 +629,12 @@ where
     if agent.is_some() && kv_addr.is_none() {
         return Err(UsageError::KvAddrRequired);
     }
+    // Through a launch agent (a remote shell may read them) -x values must need no quoting.
+    if let (Some(_), Some((k, v))) =
+        (&agent, env.iter().find(|(k, v)| !crate::hosts::shell_safe(k) || !crate::hosts::shell_safe(v)))
+    {
+        return Err(UsageError::EnvNeedsQuoting { value: format!("{k}={v}") });
+    }
     Ok(Invocation::Run(Options {
         ranks,
         bind,
@@ -611,6 +654,7 @@ where
         map_by,
         agent,
         kv_addr,
+        env,
         program,
         args: it.collect(),
     }))
@@ -629,6 +673,28 @@ mod tests {
             Ok(Invocation::Run(o)) => o,
             other => panic!("{s:?}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn env_options_set_or_copy_variables_in_order() {
+        // PATH is set in any test environment: `-x PATH` copies rtrun's value.
+        let path = std::env::var("PATH").unwrap();
+        let o = run(&["-n", "1", "-x", "A=1", "--env", "B=x=y", "-x", "PATH", "--env=C=", "prog"]);
+        let want: Vec<(String, String)> = [("A", "1"), ("B", "x=y"), ("PATH", path.as_str()), ("C", "")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(o.env, want);
+        assert!(matches!(
+            parse(&["-n", "1", "-x", "RT_SURELY_UNSET_VARIABLE_X", "prog"]),
+            Err(UsageError::BadEnv { .. })
+        ));
+        assert!(matches!(parse(&["-n", "1", "-x", "=v", "prog"]), Err(UsageError::BadEnv { .. })));
+        let agent = ["--host", "a,b", "--launch-agent", "ssh {host}", "--kv-addr", "10.0.0.1"];
+        let mut args: Vec<&str> = vec!["-n", "2"];
+        args.extend(agent);
+        args.extend(["-x", "A=two words", "prog"]);
+        assert!(matches!(parse(&args), Err(UsageError::EnvNeedsQuoting { .. })));
     }
 
     #[test]
@@ -792,6 +858,8 @@ mod tests {
 
     #[test]
     fn help() {
+        assert_eq!(parse(&["--version"]), Ok(Invocation::Version));
+        assert_eq!(parse(&["-n", "2", "-V", "prog"]), Ok(Invocation::Version));
         assert_eq!(parse(&["--help"]), Ok(Invocation::Help));
         assert_eq!(parse(&["-n", "2", "-h"]), Ok(Invocation::Help));
     }

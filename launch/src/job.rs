@@ -613,6 +613,8 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
                 c
             }
             Some(agent) => {
+                let mut vars = vars.clone();
+                vars.extend(opts.env.iter().map(|(k, v)| (k.as_str(), v.clone())));
                 let words = agent_command(&agent.command(&host.name), &forwarded, &vars);
                 let mut c = Command::new(&words[0]);
                 c.args(&words[1..]).arg(program_for_agent(&opts.program)).args(&opts.args);
@@ -636,7 +638,8 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
             (None, 0) => Stdio::inherit(),
             (None, _) => Stdio::null(),
         };
-        cmd.envs(vars).stdin(stdin).stdout(out_slave).stderr(Stdio::piped());
+        // `-x`: after the launcher's own, so a user may override them (at their own risk).
+        cmd.envs(vars).envs(opts.env.iter().map(|(k, v)| (k, v))).stdin(stdin).stdout(out_slave).stderr(Stdio::piped());
         sys::kill_on_parent_death(&mut cmd);
         // The spawn drops this process's copy of the slave: the master then reads the
         // rank's output until the rank (and whatever it forked) closed it.

@@ -901,3 +901,24 @@ fn launch_agent_without_standard_input_fails_clearly() {
     assert!(out.stderr.contains("standard input ended"), "{out:?}");
     assert!(out.elapsed < Duration::from_secs(20), "{out:?}");
 }
+
+/// `rtrun --version` prints the version; `-x VAR=VALUE` and `-x VAR` reach every rank's
+/// environment (the latter with rtrun's own value).
+#[test]
+fn version_and_env_options() {
+    let o = Command::new(RTRUN).arg("--version").output().unwrap();
+    assert!(o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), format!("rtrun (runthrough) {}", env!("CARGO_PKG_VERSION")));
+    let out = Command::new(RTRUN)
+        .args(["-n", "3", "--tag-output", "-x", "RT_TEST_X=hello world", "--env", "RT_TEST_Y"])
+        .args(["sh", "-c", r#"echo "x=$RT_TEST_X y=$RT_TEST_Y""#])
+        .env("RT_TEST_Y", "from-rtrun")
+        .env_remove("RT_DEBUG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for r in 0..3 {
+        assert!(text.contains(&format!("[{r}] x=hello world y=from-rtrun")), "rank {r}: {text}");
+    }
+}

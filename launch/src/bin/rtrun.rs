@@ -17,6 +17,10 @@ fn main() -> ExitCode {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
         }
+        Ok(Invocation::Version) => {
+            println!("rtrun (runthrough) {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
         Ok(Invocation::Run(opts)) => opts,
         Err(e) => {
             eprintln!("rtrun: {e}");
