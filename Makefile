@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: deps build demo test lint fuzz bench compare clean startup-sweep cluster-test abi abi-test compare-abi plots
+.PHONY: deps build demo test lint fuzz bench compare clean startup-sweep cluster-test abi abi-test compare-abi plots install uninstall
 
 deps:
 	@bash ci-containers/install-deps.sh
@@ -53,6 +53,23 @@ abi: deps
 	$(CARGO) build --release -p runthrough-abi -p runthrough-launch
 	mkdir -p target/release/abi-lib
 	cp target/release/libmpi_abi.so target/release/abi-lib/libmpi_abi.so.1
+
+## Installs like an MPI (scripts/install.sh): bin/rtrun, bin/mpiexec (rtrun), bin/mpicc and
+## bin/mpicxx (wrappers over cc/c++), lib/libmpi_abi.so.1 and its link name libmpi_abi.so,
+## include/mpi.h, mpi_abi.h, mpi-ext.h, lib/pkgconfig/mpi-abi.pc and mpi.pc, and
+## share/man/man1/rtrun.1 under PREFIX (within DESTDIR when set), from the PROFILE build
+## (release, or debug). `make uninstall` with the same PREFIX and DESTDIR removes them.
+PREFIX ?= /usr/local
+DESTDIR ?=
+PROFILE ?= release
+PROFILE_FLAG = $(if $(filter debug,$(PROFILE)),,--profile $(PROFILE))
+install: deps
+	$(CARGO) build $(PROFILE_FLAG) -p runthrough-abi
+	$(CARGO) build $(PROFILE_FLAG) -p runthrough-launch --bin rtrun
+	PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" PROFILE="$(PROFILE)" bash scripts/install.sh install
+
+uninstall:
+	PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" bash scripts/install.sh uninstall
 
 ## The ABI checks in release mode (tests/abi.rs; `make test` runs them too), then mpi4py's
 ## own test suite built against the standard ABI, on runthrough and on MPICH's library.

@@ -5,7 +5,8 @@
 set -euo pipefail
 
 pkgs=(
-  pkg-config
+  pkg-config         # also tests/install.rs: pkg-config --cflags --libs mpi-abi
+  g++                # the installed mpicxx wraps c++ (tests/install.rs)
   libfabric-dev      # fabric/ bindgen headers + libfabric.so (1.17 on Debian 12)
   libfabric-bin      # fi_info / fi_pingpong, the raw-libfabric reference
   libhwloc-dev       # hwloc2 crate: NUMA placement of shm rings
