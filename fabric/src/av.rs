@@ -1,34 +1,17 @@
 //! Address vectors (`fi_av_open`, `FI_AV_TABLE`): peer address blobs in, [`FiAddr`] out.
 //!
-//! Parts: [`FiAddr`] (an opaque `fi_addr_t`), [`EpAddr`] (an endpoint's raw name as returned
-//! by `fi_getname`, with a hex form for bootstrap key-value exchange) and [`AddressVector`].
+//! Parts: [`FiAddr`] (an opaque `fi_addr_t`, defined in the lower `addr` module and
+//! re-exported here), [`EpAddr`] (an endpoint's raw name as returned by `fi_getname`, with a
+//! hex form for bootstrap key-value exchange) and [`AddressVector`].
 
 use std::fmt;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
+pub use crate::addr::FiAddr;
 use crate::domain::Domain;
-use crate::error::{Error, Result};
-use crate::ffi::{self, fi_call};
-
-/// A peer address in an address vector (`fi_addr_t`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FiAddr(pub u64);
-
-impl FiAddr {
-    /// `FI_ADDR_UNSPEC`: any source (for receives).
-    pub const UNSPEC: FiAddr = FiAddr(ffi::ADDR_UNSPEC);
-}
-
-impl fmt::Display for FiAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if *self == FiAddr::UNSPEC {
-            f.write_str("fi_addr#unspec")
-        } else {
-            write!(f, "fi_addr#{}", self.0)
-        }
-    }
-}
+use crate::error::{fi_call, Error, Result};
+use crate::ffi;
 
 /// Bytes [`AddressVector::insert`] hands the provider for one address: the blob,
 /// zero-padded. Above the largest address format libfabric defines (`sockaddr_in6` 28,
@@ -184,7 +167,5 @@ mod tests {
         assert!(EpAddr::from_hex("\u{e9}\u{e9}").is_err());
         assert!(EpAddr::from_hex("+1").is_err());
         assert_eq!(EpAddr::from_hex("ABcd").unwrap(), EpAddr(vec![0xab, 0xcd]));
-        assert_eq!(FiAddr(4).to_string(), "fi_addr#4");
-        assert_eq!(FiAddr::UNSPEC.to_string(), "fi_addr#unspec");
     }
 }

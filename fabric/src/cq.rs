@@ -15,10 +15,10 @@ use std::os::raw::c_char;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
-use crate::av::FiAddr;
+use crate::addr::FiAddr;
 use crate::domain::Domain;
-use crate::error::{Error, ErrorCode, Result};
-use crate::ffi::{self, caps, fi_call};
+use crate::error::{fi_call, Error, ErrorCode, Result};
+use crate::ffi::{self, caps};
 
 /// Entries fetched per `fi_cq_read` call.
 const READ_BATCH: usize = 16;

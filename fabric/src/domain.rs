@@ -8,11 +8,11 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::error::Result;
+use crate::error::{fi_call, Result};
 use crate::fabric::Fabric;
-use crate::ffi::{self, fi_call};
+use crate::ffi;
 use crate::info::Info;
-use crate::mr::MrMode;
+use crate::mr_attr::MrMode;
 
 /// An open `fid_domain`.
 pub struct Domain {

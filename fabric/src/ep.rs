@@ -14,12 +14,13 @@ use std::fmt;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
-use crate::av::{AddressVector, EpAddr, FiAddr};
+use crate::addr::FiAddr;
+use crate::av::{AddressVector, EpAddr};
 use crate::cq::{CompletionQueue, OpContext};
 use crate::domain::Domain;
-use crate::error::{Error, Result};
-use crate::ffi::{self, caps, fi_call};
-use crate::mr::{MrDesc, RemoteAccess};
+use crate::error::{fi_call, Error, Result};
+use crate::ffi::{self, caps};
+use crate::mr_attr::{MrDesc, RemoteAccess};
 
 /// Largest address blob `fi_getname` is asked for.
 const MAX_ADDR_BYTES: usize = 256;

@@ -6,14 +6,14 @@
 //!   place that says which codes mean "the peer is gone".
 //! - [`Error`]: what a call returns. `Busy` is `-FI_EAGAIN` (a normal "retry later", never a
 //!   failure); `Call` carries the failing function, the code and the peer where known.
-//! - `check`: used by `fi_call!`, the single mapping from raw returns to [`Error`].
+//! - `fi_call!` and its target `check`: the single mapping from raw returns to [`Error`].
 //!
 //! Completion-queue error entries are not `Error`s: they are data read from the queue
 //! ([`crate::CqError`]), so that reading them never interrupts the other completions.
 
 use std::fmt;
 
-use crate::av::FiAddr;
+use crate::addr::FiAddr;
 use crate::ffi;
 
 /// A libfabric error code, stored positive (libfabric returns it negated).
@@ -172,6 +172,12 @@ pub enum Error {
     Load(String),
 }
 
+impl From<ffi::LoadError> for Error {
+    fn from(e: ffi::LoadError) -> Error {
+        Error::Load(e.0)
+    }
+}
+
 impl Error {
     /// The libfabric code, if this error came from a call.
     pub fn code(&self) -> Option<ErrorCode> {
@@ -210,6 +216,20 @@ pub(crate) fn check(op: &'static str, peer: Option<FiAddr>, ret: isize) -> Resul
         Err(Error::Call { op, code, peer })
     }
 }
+
+/// Turns a raw libfabric return into `Result<_, Error>`: negative fi errno → [`Error`], with
+/// `-FI_EAGAIN` → [`Error::Busy`]; non-negative values pass through as `isize`.
+///
+/// `fi_call!("fi_tsend", expr)` or `fi_call!("fi_tsend", peer, expr)` to attach the peer.
+macro_rules! fi_call {
+    ($op:expr, $call:expr) => {
+        $crate::error::check($op, None, ($call) as isize)
+    };
+    ($op:expr, $peer:expr, $call:expr) => {
+        $crate::error::check($op, $peer, ($call) as isize)
+    };
+}
+pub(crate) use fi_call;
 
 #[cfg(test)]
 mod tests {

@@ -8,8 +8,8 @@ use std::fmt;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
-use crate::error::Result;
-use crate::ffi::{self, fi_call};
+use crate::error::{fi_call, Result};
+use crate::ffi;
 use crate::info::Info;
 
 /// An open `fid_fabric`.

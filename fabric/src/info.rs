@@ -19,9 +19,9 @@ use std::ffi::{CStr, CString};
 use std::fmt;
 use std::ptr::{self, NonNull};
 
-use crate::error::{Error, Result};
-use crate::ffi::{self, caps, fi_call};
-use crate::mr::MrMode;
+use crate::error::{fi_call, Error, Result};
+use crate::ffi::{self, caps};
+use crate::mr_attr::MrMode;
 
 /// Node name used to pin endpoints to loopback.
 pub const LOOPBACK_NODE: &str = "127.0.0.1";

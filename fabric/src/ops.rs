@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use crate::av::FiAddr;
+use crate::addr::FiAddr;
 use crate::cq::{CqEvent, OpContext};
 
 /// A slab of in-flight operations, each remembered with its peer and a payload `T`.

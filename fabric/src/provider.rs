@@ -20,7 +20,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::ffi;
 use crate::info::{Hints, Info, InfoAttrs, InfoList};
-use crate::mr::{MrMode, MrPolicy};
+use crate::mr_attr::{MrMode, MrPolicy};
 
 /// Environment variable read by [`ProviderRequest::from_env`].
 pub const PROVIDER_ENV: &str = "RT_PROVIDER";

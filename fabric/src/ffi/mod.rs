@@ -8,8 +8,9 @@
 //!   entry returns `-FI_ENOSYS`, as libfabric's own `fi_no_*` stubs do.
 //! - Constants the bindings cannot express (`FI_ADDR_UNSPEC`, `FI_VERSION`), typed `u64`
 //!   capability and mode constants.
-//! - [`fi_call!`](crate::ffi::fi_call): the one place that turns a negative return into a
-//!   typed [`Error`](crate::Error) and `-FI_EAGAIN` into [`Error::Busy`](crate::Error::Busy).
+//! - [`lib`]: the run-time loader, failing with its own [`LoadError`] (the crate's `Error`
+//!   converts it), so that this module depends on nothing above it. Turning negative
+//!   returns into typed errors (`fi_call!`) is the `error` module's job.
 //!
 //! Every function here is `unsafe`: it dereferences raw fid pointers that the caller must
 //! keep open. The safe RAII owners live in the sibling modules.
@@ -41,9 +42,14 @@ const LIBFABRIC: &str = "libfabric.so.1";
 
 static LIB: std::sync::OnceLock<Result<FabricLib, String>> = std::sync::OnceLock::new();
 
+/// Why `libfabric.so.1` could not be loaded: the message names the library and the
+/// loader's reason. Becomes `Error::Load` (through `From`) in the callers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LoadError(pub(crate) String);
+
 /// `libfabric.so.1`, loaded on first use (a fabric being opened) and kept for the
 /// process's life; the error names the library when it cannot be loaded.
-pub(crate) fn lib() -> Result<&'static FabricLib, crate::Error> {
+pub(crate) fn lib() -> Result<&'static FabricLib, LoadError> {
     LIB.get_or_init(|| {
         // SAFETY: loading the library runs its and its dependencies' initialisers, which
         // take no arguments; `FabricLib::new` resolves every symbol with the signature of
@@ -51,7 +57,7 @@ pub(crate) fn lib() -> Result<&'static FabricLib, crate::Error> {
         unsafe { FabricLib::new(LIBFABRIC) }.map_err(|e| format!("cannot load {LIBFABRIC}: {e}"))
     })
     .as_ref()
-    .map_err(|e| crate::Error::Load(e.clone()))
+    .map_err(|e| LoadError(e.clone()))
 }
 
 /// `fi_getinfo` of the loaded library (`-FI_ENOSYS` when it cannot be loaded; callers
@@ -136,23 +142,6 @@ pub(crate) mod caps {
     pub(crate) const REMOTE_WRITE: u64 = b::FI_REMOTE_WRITE as u64;
     pub(crate) const SOURCE: u64 = b::FI_SOURCE;
 }
-
-/// Turns a raw libfabric return into `Result<_, Error>`: negative fi errno → [`Error`], with
-/// `-FI_EAGAIN` → [`Error::Busy`]; non-negative values pass through as `isize`.
-///
-/// `fi_call!("fi_tsend", expr)` or `fi_call!("fi_tsend", peer, expr)` to attach the peer.
-///
-/// [`Error`]: crate::Error
-/// [`Error::Busy`]: crate::Error::Busy
-macro_rules! fi_call {
-    ($op:expr, $call:expr) => {
-        $crate::error::check($op, None, ($call) as isize)
-    };
-    ($op:expr, $peer:expr, $call:expr) => {
-        $crate::error::check($op, $peer, ($call) as isize)
-    };
-}
-pub(crate) use fi_call;
 
 const ENOSYS: c_int = -(FI_ENOSYS as c_int);
 
