@@ -40,6 +40,8 @@ options:
   --quiet                  no end-of-job line for ranks that ended abnormally
   --outcome-file PATH      write one line per rank to PATH after the job: rank, host,
                            exit code or signal, phase, cause (machine-readable)
+  --output-filename DIR    also write each rank's output to DIR/1/rank.R/stdout and
+                           stderr (Open MPI's layout)
   --output pty|pipe        the ranks' standard output: a pseudo-terminal (default, as
                            Open MPI's mpirun: C programs line-buffer it, so a line
                            printed just before a crash is not lost) or a pipe
@@ -218,6 +220,8 @@ pub struct Options {
     pub agent: Option<Agent>,
     /// `--kv-addr`, if given (else 127.0.0.1).
     pub kv_addr: Option<IpAddr>,
+    /// `--output-filename`: where each rank's output is also written.
+    pub output_dir: Option<std::path::PathBuf>,
     /// `-x`/`--env`: variables set in every rank's environment, in order.
     pub env: Vec<(String, String)>,
     /// The program, looked up as given (path, or `PATH` search).
@@ -442,6 +446,7 @@ where
     let mut agent = None;
     let mut kv_addr = None;
     let mut env = Vec::new();
+    let mut output_dir = None;
     let mut program = None;
 
     while let Some(arg) = it.next() {
@@ -482,6 +487,7 @@ where
         match name.as_str() {
             "-h" | "--help" => return Ok(Invocation::Help),
             "-V" | "--version" => return Ok(Invocation::Version),
+            "--output-filename" => output_dir = Some(std::path::PathBuf::from(value(inline)?)),
             "-x" | "--env" => {
                 let v = value(inline)?;
                 let (k, val) = match v.split_once('=') {
@@ -654,6 +660,7 @@ where
         map_by,
         agent,
         kv_addr,
+        output_dir,
         env,
         program,
         args: it.collect(),

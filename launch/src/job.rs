@@ -121,6 +121,15 @@ pub enum LaunchError {
     /// The signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signals(#[source] io::Error),
+    /// `--output-filename`'s files could not be created (nothing was started).
+    #[error("--output-filename {dir:?}: {source}")]
+    OutputFiles {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
     /// A rank could not be started; ranks already started were killed.
     #[error("cannot start rank {rank} ({program:?}): {source}")]
     Spawn {
@@ -316,8 +325,9 @@ fn status_of(status: ExitStatus) -> RankStatus {
 
 /// Forwards `pipe` to `out` line by line, each line written with one `write_all` under
 /// the stream lock (so lines of different ranks never interleave), prefixed with
-/// `prefix`. Keeps draining after write errors so the rank never blocks on a full pipe.
-fn forward<R: Read, W: Write>(pipe: R, prefix: &[u8], mut out: impl FnMut() -> W) {
+/// `prefix`, and unprefixed to `copy` when given (`--output-filename`). Keeps draining
+/// after write errors so the rank never blocks on a full pipe.
+fn forward<R: Read, W: Write>(pipe: R, prefix: &[u8], mut out: impl FnMut() -> W, mut copy: Option<std::fs::File>) {
     let mut reader = BufReader::with_capacity(64 * 1024, pipe);
     let mut line = Vec::with_capacity(256);
     let mut broken = false;
@@ -351,6 +361,12 @@ fn forward<R: Read, W: Write>(pipe: R, prefix: &[u8], mut out: impl FnMut() -> W
                 let mut w = out();
                 broken = w.write_all(&msg).and_then(|()| w.flush()).is_err();
             }
+            if let Some(f) = copy.as_mut() {
+                if let Err(e) = f.write_all(&line) {
+                    tracing::warn!("output file: {e}; no more copies");
+                    copy = None;
+                }
+            }
             line.clear();
         }
         if eof {
@@ -359,13 +375,26 @@ fn forward<R: Read, W: Write>(pipe: R, prefix: &[u8], mut out: impl FnMut() -> W
     }
 }
 
+/// `--output-filename DIR`: rank `rank`'s output files, `DIR/1/rank.R/stdout` and
+/// `stderr` (Open MPI's layout; `1` is the job), created now.
+fn output_files(dir: &std::path::Path, rank: u32) -> io::Result<(std::fs::File, std::fs::File)> {
+    let d = dir.join("1").join(format!("rank.{rank}"));
+    std::fs::create_dir_all(&d)?;
+    Ok((std::fs::File::create(d.join("stdout"))?, std::fs::File::create(d.join("stderr"))?))
+}
+
 fn spawn_forwarders(
     child: &mut Child,
     pty: Option<std::fs::File>,
     rank: u32,
     tag: bool,
+    files: Option<(std::fs::File, std::fs::File)>,
     done: &mpsc::Sender<()>,
 ) -> usize {
+    let (out_copy, err_copy) = match files {
+        Some((o, e)) => (Some(o), Some(e)),
+        None => (None, None),
+    };
     let prefix = if tag { format!("[{rank}] ").into_bytes() } else { Vec::new() };
     let mut n = 0;
     // The pseudo-terminal's master, or the pipe; a read error (EIO once the terminal's
@@ -379,7 +408,7 @@ fn spawn_forwarders(
         let ok = thread::Builder::new()
             .name(format!("rt-out-{rank}"))
             .spawn(move || {
-                forward(p, &prefix, || io::stdout().lock());
+                forward(p, &prefix, || io::stdout().lock(), out_copy);
                 let _ = done.send(());
             })
             .is_ok();
@@ -390,7 +419,7 @@ fn spawn_forwarders(
         let ok = thread::Builder::new()
             .name(format!("rt-err-{rank}"))
             .spawn(move || {
-                forward(p, &prefix, || io::stderr().lock());
+                forward(p, &prefix, || io::stderr().lock(), err_copy);
                 let _ = done.send(());
             })
             .is_ok();
@@ -554,6 +583,14 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
     // The witness refuses claims against ranks still starting and heard from (R31).
     server.set_startup_timeout(timeout);
     sys::install_termination_handlers().map_err(LaunchError::Signals)?;
+    // --output-filename: every rank's files exist before any rank starts.
+    let mut out_files: Vec<Option<(std::fs::File, std::fs::File)>> = match &opts.output_dir {
+        Some(dir) => (0..opts.ranks)
+            .map(|r| output_files(dir, r).map(Some))
+            .collect::<io::Result<_>>()
+            .map_err(|source| LaunchError::OutputFiles { dir: dir.clone(), source })?,
+        None => Vec::new(),
+    };
     tracing::debug!("job {jobid}: {} ranks of {:?}, key-value service on {}", opts.ranks, opts.program, server.addr());
     let forwarded = forwarded_environment();
 
@@ -652,7 +689,8 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
                     // Busy is not dead: the witness may look at this process's state.
                     server.watch_process(rank, child.id());
                 }
-                forwarders += spawn_forwarders(&mut child, out_master, rank, opts.tag_output, &done_tx);
+                let files = out_files.get_mut(rank as usize).and_then(Option::take);
+                forwarders += spawn_forwarders(&mut child, out_master, rank, opts.tag_output, files, &done_tx);
                 ranks.push(Rank {
                     child: Some(child),
                     outcome: None,
@@ -867,7 +905,7 @@ mod tests {
     fn forward_splits_and_prefixes_lines() {
         let input: &[u8] = b"one\ntwo\npartial";
         let out = Buf::default();
-        forward(input, b"[3] ", || out.clone());
+        forward(input, b"[3] ", || out.clone(), None);
         assert_eq!(*out.0.borrow(), b"[3] one\n[3] two\n[3] partial\n");
     }
 
@@ -875,7 +913,7 @@ mod tests {
     fn forward_bounds_long_lines() {
         let input = vec![b'x'; MAX_LINE_BYTES * 2 + 5];
         let out = Buf::default();
-        forward(input.as_slice(), b"", || out.clone());
+        forward(input.as_slice(), b"", || out.clone(), None);
         assert_eq!(out.0.borrow().iter().filter(|&&b| b == b'\n').count(), 3);
     }
 

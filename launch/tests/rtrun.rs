@@ -922,3 +922,38 @@ fn version_and_env_options() {
         assert!(text.contains(&format!("[{r}] x=hello world y=from-rtrun")), "rank {r}: {text}");
     }
 }
+
+/// `--output-filename DIR`: each rank's stdout and stderr also land, unprefixed, in
+/// `DIR/1/rank.R/stdout` and `stderr` (Open MPI's layout), while the terminal still gets
+/// them; a directory that cannot be made fails the launch before any rank starts.
+#[test]
+fn output_filename_writes_each_rank_s_streams_to_files() {
+    let dir = std::env::temp_dir().join(format!("rtrun-outfiles-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(RTRUN)
+        .args(["-n", "3", "--tag-output", "--output-filename", dir.to_str().unwrap()])
+        .args(["sh", "-c", r#"echo "out of $RT_RANK"; echo "err of $RT_RANK" >&2"#])
+        .env_remove("RT_DEBUG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for r in 0..3 {
+        assert!(stdout.contains(&format!("[{r}] out of {r}")), "{stdout}");
+        let d = dir.join("1").join(format!("rank.{r}"));
+        assert_eq!(std::fs::read_to_string(d.join("stdout")).unwrap().replace('\r', ""), format!("out of {r}\n"));
+        assert_eq!(std::fs::read_to_string(d.join("stderr")).unwrap(), format!("err of {r}\n"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    // Under a regular file nothing can be created: rtrun fails, no rank runs.
+    let file = std::env::temp_dir().join(format!("rtrun-outfile-{}", std::process::id()));
+    std::fs::write(&file, "x").unwrap();
+    let out = Command::new(RTRUN)
+        .args(["-n", "2", "--output-filename", file.to_str().unwrap(), "sh", "-c", "echo ran"])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("ran"), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--output-filename"), "{out:?}");
+}
