@@ -63,8 +63,12 @@ options:
                            libfabric provider (sets RT_PROVIDER)
   --host NAME[=IP],...     run on these hosts; each rank gets RT_NODE=NAME, and with
                            =IP its fabric endpoint binds to IP (RT_FABRIC_ADDR)
+  --hostfile FILE          the hosts from FILE, one a line: NAME[=IP] [slots=N]
+                           (Open MPI) or NAME:N (MPICH); with slots, ranks fill each
+                           host's slots in turn unless --map-by is given
+                           (also --machinefile, -f)
   --map-by node|slot       node: round-robin over hosts (default); slot: fill each
-                           host with ceil(N/hosts) ranks
+                           host with its slots, or ceil(N/hosts) ranks without them
   --launch-agent TEMPLATE  start each rank through TEMPLATE with {host} replaced, e.g.
                            'ip netns exec {host}' or 'ssh {host}' (needs --host)
   --kv-addr IP             address of the key-value service (loopback or private;
@@ -247,6 +251,14 @@ pub enum Invocation {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum UsageError {
+    /// A `--hostfile` that cannot be read or parsed.
+    #[error("--hostfile {path}: {reason}")]
+    Hostfile {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// A `-x` value a launch agent's shell would have to quote.
     #[error("-x {value}: through a launch agent, names and values may hold letters, digits and ._/:,=@%+- only")]
     EnvNeedsQuoting {
@@ -443,6 +455,8 @@ where
     let mut no_ft = false;
     let mut host_list = Vec::new();
     let mut map_by = MapBy::default();
+    let mut map_by_given = false;
+    let mut slots_given = false;
     let mut agent = None;
     let mut kv_addr = None;
     let mut env = Vec::new();
@@ -538,7 +552,16 @@ where
             "--host" | "-H" | "--hosts" => {
                 host_list = hosts::parse_hosts(&value(inline)?).map_err(UsageError::BadHost)?;
             }
+            "--hostfile" | "--machinefile" | "-f" => {
+                let path = value(inline)?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| UsageError::Hostfile { path: path.clone(), reason: e.to_string() })?;
+                host_list = hosts::parse_hostfile(&text)
+                    .map_err(|e| UsageError::Hostfile { path: path.clone(), reason: e.to_string() })?;
+                slots_given = host_list.iter().any(|h| h.slots.is_some());
+            }
             "--map-by" => {
+                map_by_given = true;
                 let v = value(inline)?;
                 map_by = match v.as_str() {
                     "node" => MapBy::Node,
@@ -621,6 +644,11 @@ where
         }
     }
 
+    // A hostfile's slot counts mean filling hosts by slot unless --map-by says otherwise
+    // (as Open MPI and MPICH do).
+    if slots_given && !map_by_given {
+        map_by = MapBy::Slot;
+    }
     let ranks = ranks.ok_or(UsageError::MissingRanks)?;
     let program = program.ok_or(UsageError::MissingProgram)?;
     if program.is_empty() {

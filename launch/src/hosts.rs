@@ -26,6 +26,9 @@ pub struct HostSpec {
     pub name: String,
     /// The address its ranks' fabric endpoints bind to (`name=IP`), if given.
     pub addr: Option<IpAddr>,
+    /// How many ranks it takes per round of `--map-by slot` (a hostfile's `slots=N` or
+    /// `name:N`), if given.
+    pub slots: Option<u32>,
 }
 
 impl fmt::Display for HostSpec {
@@ -58,6 +61,14 @@ pub enum HostError {
     /// The same host twice.
     #[error("host {0} is listed twice")]
     Duplicate(String),
+    /// A hostfile line that is neither `name [slots=N]` nor `name:N`.
+    #[error("hostfile line {line}: {text:?}: expected NAME[=IP] [slots=N] or NAME:N")]
+    BadLine {
+        /// Its number (from 1).
+        line: usize,
+        /// Its text.
+        text: String,
+    },
     /// More than [`MAX_HOSTS`].
     #[error("more than {MAX_HOSTS} hosts")]
     TooMany,
@@ -102,7 +113,54 @@ pub fn parse_hosts(s: &str) -> Result<Vec<HostSpec>, HostError> {
         if out.len() == MAX_HOSTS {
             return Err(HostError::TooMany);
         }
-        out.push(HostSpec { name: name.to_owned(), addr });
+        out.push(HostSpec { name: name.to_owned(), addr, slots: None });
+    }
+    Ok(out)
+}
+
+/// Parses a hostfile in Open MPI's (`name slots=N`, other `key=value` words such as
+/// `max_slots=M` accepted and ignored) or MPICH's (`name:N`) format, one host a line,
+/// `#` comments and blank lines skipped; `name=IP` as in `--host`. A host listed again
+/// adds its slots to its first line's.
+///
+/// # Errors
+/// [`HostError`]: a line of neither form, a bad name, address or slot count, no host.
+pub fn parse_hostfile(text: &str) -> Result<Vec<HostSpec>, HostError> {
+    let mut out: Vec<HostSpec> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let bad = || HostError::BadLine { line: i + 1, text: raw.to_owned() };
+        let mut words = line.split_whitespace();
+        let first = words.next().ok_or_else(bad)?;
+        let (entry, mut slots) = match first.rsplit_once(':') {
+            // MPICH's name:N (an IPv6 address is given as name=IP, never bare).
+            Some((n, k)) if !n.contains('=') => (n, Some(k.parse::<u32>().map_err(|_| bad())?)),
+            _ => (first, None),
+        };
+        for w in words {
+            match w.split_once('=') {
+                Some(("slots", k)) => slots = Some(k.parse::<u32>().map_err(|_| bad())?),
+                Some((_, _)) => {}
+                None => return Err(bad()),
+            }
+        }
+        if slots == Some(0) {
+            return Err(bad());
+        }
+        let mut spec = parse_hosts(entry)?.pop().ok_or_else(bad)?;
+        spec.slots = slots;
+        let full = out.len() == MAX_HOSTS;
+        match out.iter_mut().find(|h| h.name == spec.name) {
+            Some(h) => h.slots = Some(h.slots.unwrap_or(1) + spec.slots.unwrap_or(1)),
+            None if full => return Err(HostError::TooMany),
+            None => out.push(spec),
+        }
+    }
+    if out.is_empty() {
+        return Err(HostError::Empty);
     }
     Ok(out)
 }
@@ -151,6 +209,31 @@ pub fn place(ranks: u32, hosts: usize, map_by: MapBy) -> Vec<Placement> {
     let mut out: Vec<Placement> = (0..ranks as usize)
         .map(|r| {
             let host = host_of(r);
+            let local_rank = count[host];
+            count[host] += 1;
+            Placement { host, local_rank, local_size: 0 }
+        })
+        .collect();
+    for p in &mut out {
+        p.local_size = count[p.host];
+    }
+    out
+}
+
+/// Places `ranks` ranks on `hosts` ([`place`]), except that `--map-by slot` over hosts
+/// with slot counts fills each host with its slots in turn (a host without a count has
+/// one), and starts over at the first host when all are full (oversubscribed, as MPICH
+/// does).
+pub fn place_on(ranks: u32, hosts: &[HostSpec], map_by: MapBy) -> Vec<Placement> {
+    if map_by != MapBy::Slot || hosts.iter().all(|h| h.slots.is_none()) {
+        return place(ranks, hosts.len(), map_by);
+    }
+    let order: Vec<usize> =
+        hosts.iter().enumerate().flat_map(|(i, h)| std::iter::repeat_n(i, h.slots.unwrap_or(1) as usize)).collect();
+    let mut count = vec![0u32; hosts.len()];
+    let mut out: Vec<Placement> = (0..ranks as usize)
+        .map(|r| {
+            let host = order[r % order.len()];
             let local_rank = count[host];
             count[host] += 1;
             Placement { host, local_rank, local_size: 0 }
@@ -292,6 +375,30 @@ mod tests {
     }
 
     #[test]
+    fn hostfiles_of_both_formats() {
+        let h =
+            parse_hostfile("# cluster\nnode1 slots=4 max_slots=8\n\nnode2:2 # two\nnode3=10.0.0.3\nnode1 slots=2\n")
+                .unwrap();
+        let got: Vec<(&str, Option<u32>)> = h.iter().map(|h| (h.name.as_str(), h.slots)).collect();
+        assert_eq!(got, [("node1", Some(6)), ("node2", Some(2)), ("node3", None)]);
+        assert_eq!(h[2].addr, Some("10.0.0.3".parse().unwrap()));
+        for bad in ["node1 slots=x", "node1 bogus", "node1:0", "", "# only a comment", "bad/name slots=1"] {
+            assert!(parse_hostfile(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn map_by_slot_fills_each_host_s_slots_then_wraps() {
+        let h = parse_hostfile("a slots=3\nb slots=1\n").unwrap();
+        let hosts_of = |p: &[Placement]| p.iter().map(|p| p.host).collect::<Vec<_>>();
+        assert_eq!(hosts_of(&place_on(4, &h, MapBy::Slot)), [0, 0, 0, 1]);
+        assert_eq!(hosts_of(&place_on(6, &h, MapBy::Slot)), [0, 0, 0, 1, 0, 0]);
+        assert_eq!(place_on(6, &h, MapBy::Slot)[5].local_rank, 4);
+        // Round-robin ignores slots.
+        assert_eq!(hosts_of(&place_on(3, &h, MapBy::Node)), [0, 1, 0]);
+    }
+
+    #[test]
     fn placement_invariants() {
         for map_by in [MapBy::Node, MapBy::Slot] {
             for n in 1..40u32 {
@@ -314,8 +421,8 @@ mod tests {
     fn host_lists() {
         let h = parse_hosts("rt-h0=10.77.0.11, rt-h1=10.77.0.12,rt-h2").unwrap();
         assert_eq!(h.len(), 3);
-        assert_eq!(h[0], HostSpec { name: "rt-h0".into(), addr: Some("10.77.0.11".parse().unwrap()) });
-        assert_eq!(h[2], HostSpec { name: "rt-h2".into(), addr: None });
+        assert_eq!(h[0], HostSpec { name: "rt-h0".into(), addr: Some("10.77.0.11".parse().unwrap()), slots: None });
+        assert_eq!(h[2], HostSpec { name: "rt-h2".into(), addr: None, slots: None });
         assert_eq!(h[1].to_string(), "rt-h1=10.77.0.12");
         assert_eq!(parse_hosts("a.example.org,b_2").unwrap().len(), 2);
         assert_eq!(parse_hosts("n1=fd00::1").unwrap()[0].addr, Some("fd00::1".parse().unwrap()));

@@ -471,7 +471,7 @@ impl JobLayout {
     fn new(opts: &Options, jobid: &str) -> JobLayout {
         if opts.hosts.is_empty() {
             return JobLayout {
-                hosts: vec![hosts::HostSpec { name: hostname(), addr: None }],
+                hosts: vec![hosts::HostSpec { name: hostname(), addr: None, slots: None }],
                 placement: hosts::place(opts.ranks, 1, opts.map_by),
                 shm_names: vec![format!("/rt-{jobid}")],
             };
@@ -483,7 +483,7 @@ impl JobLayout {
                 h.addr.get_or_insert(IpAddr::V4(Ipv4Addr::LOCALHOST));
             }
         }
-        let placement = hosts::place(opts.ranks, hosts.len(), opts.map_by);
+        let placement = hosts::place_on(opts.ranks, &hosts, opts.map_by);
         let shm_names = (0..hosts.len()).map(|i| format!("/rt-{jobid}-h{i}")).collect();
         JobLayout { hosts, placement, shm_names }
     }

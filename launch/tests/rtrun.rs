@@ -957,3 +957,49 @@ fn output_filename_writes_each_rank_s_streams_to_files() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("ran"), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--output-filename"), "{out:?}");
 }
+
+/// `--hostfile` in Open MPI's and MPICH's formats: with slot counts the ranks fill each
+/// host's slots in turn (then start over), `--map-by node` still goes round-robin, and
+/// each rank learns its host and local rank.
+#[test]
+fn hostfile_places_ranks_by_slots() {
+    let file = std::env::temp_dir().join(format!("rtrun-hostfile-{}", std::process::id()));
+    std::fs::write(&file, "# two hosts\nhost-a slots=2 max_slots=4\nhost-b:1\n").unwrap();
+    let placed = |extra: &[&str]| -> Vec<String> {
+        let out = Command::new(RTRUN)
+            .args(["-n", "4", "--hostfile", file.to_str().unwrap()])
+            .args(extra)
+            .args(["sh", "-c", r#"echo "rank $RT_RANK on $RT_NODE local $RT_LOCAL_RANK of $RT_LOCAL_SIZE""#])
+            .env_remove("RT_DEBUG")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+        let mut lines: Vec<String> = text.lines().filter(|l| l.starts_with("rank ")).map(str::to_owned).collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(
+        placed(&[]),
+        [
+            "rank 0 on host-a local 0 of 3",
+            "rank 1 on host-a local 1 of 3",
+            "rank 2 on host-b local 0 of 1",
+            "rank 3 on host-a local 2 of 3"
+        ]
+    );
+    assert_eq!(
+        placed(&["--map-by", "node"]),
+        [
+            "rank 0 on host-a local 0 of 2",
+            "rank 1 on host-b local 0 of 2",
+            "rank 2 on host-a local 1 of 2",
+            "rank 3 on host-b local 1 of 2"
+        ]
+    );
+    std::fs::write(&file, "host-a slots=many\n").unwrap();
+    let out = Command::new(RTRUN).args(["-n", "1", "--hostfile", file.to_str().unwrap(), "true"]).output().unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("hostfile line 1"), "{out:?}");
+}
