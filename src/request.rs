@@ -165,8 +165,8 @@ impl Comm {
         Ok(Request { inner, comm: self })
     }
 
-    /// Starts a receive into `buf` from `src` (a rank or [`ANY_SOURCE`]) with `tag` (or
-    /// [`ANY_TAG`]) in request scope `s` ([`crate::scope`]). The buffer stays borrowed
+    /// Starts a receive into `buf` from `src` (a rank or [`crate::ANY_SOURCE`]) with `tag` (or
+    /// [`crate::ANY_TAG`]) in request scope `s` ([`crate::scope`]). The buffer stays borrowed
     /// until the scope ends; the scope cancels or completes the receive before it returns
     /// even if the request is leaked.
     #[inline]
