@@ -201,10 +201,14 @@ pub struct Placement {
 pub fn place(ranks: u32, hosts: usize, map_by: MapBy) -> Vec<Placement> {
     let hosts = hosts.max(1);
     let per = (ranks as usize).div_ceil(hosts).max(1);
-    let host_of = |r: usize| match map_by {
+    placements(ranks, hosts, |r| match map_by {
         MapBy::Node => r % hosts,
         MapBy::Slot => (r / per).min(hosts - 1),
-    };
+    })
+}
+
+/// One [`Placement`] per rank of `ranks` over `hosts` hosts, rank `r` on `host_of(r)`.
+fn placements(ranks: u32, hosts: usize, host_of: impl Fn(usize) -> usize) -> Vec<Placement> {
     let mut count = vec![0u32; hosts];
     let mut out: Vec<Placement> = (0..ranks as usize)
         .map(|r| {
@@ -230,19 +234,7 @@ pub fn place_on(ranks: u32, hosts: &[HostSpec], map_by: MapBy) -> Vec<Placement>
     }
     let order: Vec<usize> =
         hosts.iter().enumerate().flat_map(|(i, h)| std::iter::repeat_n(i, h.slots.unwrap_or(1) as usize)).collect();
-    let mut count = vec![0u32; hosts.len()];
-    let mut out: Vec<Placement> = (0..ranks as usize)
-        .map(|r| {
-            let host = order[r % order.len()];
-            let local_rank = count[host];
-            count[host] += 1;
-            Placement { host, local_rank, local_size: 0 }
-        })
-        .collect();
-    for p in &mut out {
-        p.local_size = count[p.host];
-    }
-    out
+    placements(ranks, hosts.len(), |r| order[r % order.len()])
 }
 
 /// A parsed `--launch-agent` template.
