@@ -343,6 +343,14 @@ pub(crate) fn boot(
             format!("binding failed: {e}")
         }
     };
+    // `rtrun --report-bindings`: each rank says where it may run, as the kernel has it.
+    if std::env::var_os("RT_REPORT_BINDINGS").is_some_and(|v| v == "1") {
+        let allowed = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:").map(|v| v.trim().to_owned())))
+            .unwrap_or_else(|| "unknown".to_owned());
+        eprintln!("rtrun: rank {} on {}: {bound}; CPUs {allowed}", env.rank, env.node);
+    }
     let mut about = Vec::new();
     if bs.rtrun_env().is_none() {
         about.push(bs.describe());

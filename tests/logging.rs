@@ -1,7 +1,7 @@
 //! `RT_LOG`: the log users can turn on (`runthrough_launch::logging`). With
 //! `RT_LOG=debug`, `rtrun` and every rank print their events on stderr, each line
 //! labelled with its writer; a narrower filter narrows them; unset, nothing is printed;
-//! a filter that does not parse is reported and the job runs.
+//! a filter that does not parse is reported and the job runs. And `--report-bindings`.
 
 mod common;
 
@@ -36,4 +36,36 @@ fn rt_log_turns_on_the_launcher_s_and_every_rank_s_events() {
     assert!(err.contains("rtrun: RT_LOG=\"bad[\" is not a log filter"), "{err}");
     assert!(err.contains("rank 0: RT_LOG=\"bad[\" is not a log filter"), "{err}");
     assert!(out.contains("ring"), "{out}");
+}
+
+/// `rtrun --report-bindings`: every rank says on stderr how it is bound and which CPUs
+/// the kernel lets it run on (`--bind-to core`: one each, its own); without the option,
+/// nothing. `--oversubscribe` is accepted.
+#[test]
+fn report_bindings_names_every_rank_s_cpus() {
+    let prog = example("ring");
+    let o = run(
+        &["-n", "2", "--bind-to", "core", "--report-bindings", "--oversubscribe", prog.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    ok(&o);
+    let err = stderr(&o);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus: Vec<u32> = (0..2)
+        .map(|r| {
+            let line = err
+                .lines()
+                .find(|l| l.starts_with(&format!("rtrun: rank {r} on ")))
+                .unwrap_or_else(|| panic!("no binding line for rank {r}:\n{err}"));
+            assert!(line.contains(": bound to core "), "rank {r}: {line}");
+            let list = line.rsplit("; CPUs ").next().unwrap_or("");
+            list.parse().unwrap_or_else(|_| panic!("rank {r} may run on more than one CPU: {line}"))
+        })
+        .collect();
+    if cores >= 2 {
+        assert_ne!(cpus[0], cpus[1], "two ranks bound to one CPU:\n{err}");
+    }
+    let o = run(&["-n", "2", prog.to_str().unwrap()], Duration::from_secs(60));
+    ok(&o);
+    assert!(!stderr(&o).contains("rtrun: rank"), "{}", stderr(&o));
 }

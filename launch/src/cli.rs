@@ -40,6 +40,9 @@ options:
   --quiet                  no end-of-job line for ranks that ended abnormally
   --outcome-file PATH      write one line per rank to PATH after the job: rank, host,
                            exit code or signal, phase, cause (machine-readable)
+  --report-bindings        each rank prints its binding and the CPUs it may run on
+                           (stderr, at start-up)
+  --oversubscribe          accepted (Open MPI's flag): ranks may always outnumber cores
   --output-filename DIR    also write each rank's output to DIR/1/rank.R/stdout and
                            stderr (Open MPI's layout)
   --output pty|pipe        the ranks' standard output: a pseudo-terminal (default, as
@@ -224,6 +227,8 @@ pub struct Options {
     pub agent: Option<Agent>,
     /// `--kv-addr`, if given (else 127.0.0.1).
     pub kv_addr: Option<IpAddr>,
+    /// `--report-bindings` (exported as `RT_REPORT_BINDINGS=1`).
+    pub report_bindings: bool,
     /// `--output-filename`: where each rank's output is also written.
     pub output_dir: Option<std::path::PathBuf>,
     /// `-x`/`--env`: variables set in every rank's environment, in order.
@@ -461,6 +466,7 @@ where
     let mut kv_addr = None;
     let mut env = Vec::new();
     let mut output_dir = None;
+    let mut report_bindings = false;
     let mut program = None;
 
     while let Some(arg) = it.next() {
@@ -502,6 +508,9 @@ where
             "-h" | "--help" => return Ok(Invocation::Help),
             "-V" | "--version" => return Ok(Invocation::Version),
             "--output-filename" => output_dir = Some(std::path::PathBuf::from(value(inline)?)),
+            "--report-bindings" => report_bindings = true,
+            // Open MPI refuses more ranks than slots without it; runthrough never does.
+            "--oversubscribe" => {}
             "-x" | "--env" => {
                 let v = value(inline)?;
                 let (k, val) = match v.split_once('=') {
@@ -689,6 +698,7 @@ where
         agent,
         kv_addr,
         output_dir,
+        report_bindings,
         env,
         program,
         args: it.collect(),

@@ -640,6 +640,9 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
         if let Some(eh) = &opts.initial_errhandler {
             vars.push(("RT_INITIAL_ERRHANDLER", eh.clone()));
         }
+        if opts.report_bindings {
+            vars.push(("RT_REPORT_BINDINGS", "1".to_owned()));
+        }
         if let Some(ip) = host.addr {
             vars.push((RT_FABRIC_ADDR, ip.to_string()));
         }
