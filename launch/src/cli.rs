@@ -40,6 +40,12 @@ options:
   --quiet                  no end-of-job line for ranks that ended abnormally
   --outcome-file PATH      write one line per rank to PATH after the job: rank, host,
                            exit code or signal, phase, cause (machine-readable)
+  --exit-status r7|first-nonzero
+                           rtrun's exit code: r7 (default: a job that ran through
+                           failures exits with the code of its lowest finalized rank,
+                           so survivors that finished their work report success; else
+                           the abort code, else 128+signal), or first-nonzero (mpirun's:
+                           the first rank to end non-zero, 128+signal for a signal)
   --report-bindings        each rank prints its binding and the CPUs it may run on
                            (stderr, at start-up)
   --oversubscribe          accepted (Open MPI's flag): ranks may always outnumber cores
@@ -227,6 +233,8 @@ pub struct Options {
     pub agent: Option<Agent>,
     /// `--kv-addr`, if given (else 127.0.0.1).
     pub kv_addr: Option<IpAddr>,
+    /// `--exit-status first-nonzero` instead of R7's rule.
+    pub first_nonzero: bool,
     /// `--report-bindings` (exported as `RT_REPORT_BINDINGS=1`).
     pub report_bindings: bool,
     /// `--output-filename`: where each rank's output is also written.
@@ -256,6 +264,12 @@ pub enum Invocation {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum UsageError {
+    /// `--exit-status` other than `r7` or `first-nonzero`.
+    #[error("--exit-status {value}: expected r7 or first-nonzero")]
+    BadExitStatus {
+        /// The value given.
+        value: String,
+    },
     /// A `--hostfile` that cannot be read or parsed.
     #[error("--hostfile {path}: {reason}")]
     Hostfile {
@@ -467,6 +481,7 @@ where
     let mut env = Vec::new();
     let mut output_dir = None;
     let mut report_bindings = false;
+    let mut first_nonzero = false;
     let mut program = None;
 
     while let Some(arg) = it.next() {
@@ -509,6 +524,14 @@ where
             "-V" | "--version" => return Ok(Invocation::Version),
             "--output-filename" => output_dir = Some(std::path::PathBuf::from(value(inline)?)),
             "--report-bindings" => report_bindings = true,
+            "--exit-status" => {
+                let v = value(inline)?;
+                first_nonzero = match v.as_str() {
+                    "r7" => false,
+                    "first-nonzero" => true,
+                    _ => return Err(UsageError::BadExitStatus { value: v }),
+                };
+            }
             // Open MPI refuses more ranks than slots without it; runthrough never does.
             "--oversubscribe" => {}
             "-x" | "--env" => {
@@ -699,6 +722,7 @@ where
         kv_addr,
         output_dir,
         report_bindings,
+        first_nonzero,
         env,
         program,
         args: it.collect(),

@@ -878,6 +878,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
         })
         .collect();
     let exit_code = match end {
+        JobEnd::Completed if opts.first_nonzero => crate::outcome::first_nonzero_exit_code(&outcomes),
         JobEnd::Completed => job_exit_code(&outcomes),
         JobEnd::TimedOut(_) => EXIT_TIMEOUT,
         JobEnd::Interrupted => EXIT_INTERRUPTED,

@@ -85,10 +85,32 @@ pub fn job_exit_code(outcomes: &[RankOutcome]) -> i32 {
     lowest(&mut outcomes.iter().filter(|o| o.exit_code() != 0)).map_or(0, |o| o.exit_code())
 }
 
+/// `--exit-status first-nonzero` (MPICH's and Open MPI's habit): the code of the rank
+/// that ended first with a non-zero code (a signal counts as 128 + its number), else 0.
+/// Where R7's rule forgives failures the program survived (the job exits 0 when a
+/// finalized rank says so), this one reports the first of them.
+pub fn first_nonzero_exit_code(outcomes: &[RankOutcome]) -> i32 {
+    outcomes.iter().filter(|o| o.exit_code() != 0).min_by_key(|o| o.exit_seq).map_or(0, RankOutcome::exit_code)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use RankStatus::{Exited, Signaled};
+
+    #[test]
+    fn first_nonzero_is_the_earliest_failure() {
+        let mut a = o(2, Signaled(9), false);
+        a.exit_seq = 0;
+        let mut b = o(0, Exited(3), true);
+        b.exit_seq = 1;
+        let c = o(1, Exited(0), true);
+        assert_eq!(first_nonzero_exit_code(&[b, c, a]), 137);
+        // R7 forgives the killed rank: rank 0 finalized and said 3.
+        assert_eq!(job_exit_code(&[b, c, a]), 3);
+        assert_eq!(first_nonzero_exit_code(&[c]), 0);
+        assert_eq!(first_nonzero_exit_code(&[]), 0);
+    }
 
     fn o(rank: u32, status: RankStatus, finalized: bool) -> RankOutcome {
         RankOutcome { rank, status, finalized, abort: None, exit_seq: u64::from(rank) }

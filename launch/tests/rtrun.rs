@@ -1003,3 +1003,19 @@ fn hostfile_places_ranks_by_slots() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("hostfile line 1"), "{out:?}");
 }
+
+/// `--exit-status`: rank 1 exits 5 without finalizing, rank 0 finalizes and exits 0. R7's
+/// rule (the default) gives rank 0's 0 (the job ran through the failure); first-nonzero
+/// gives 5, as mpirun would.
+#[test]
+fn exit_status_r7_by_default_first_nonzero_on_request() {
+    let job = ["-n", "2", PROG, "phase-exit", "0,5", "finalized,running"];
+    let out = rtrun(&job);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mut args = vec!["--exit-status", "first-nonzero"];
+    args.extend(job);
+    let out = rtrun(&args);
+    assert_eq!(out.code, Some(5), "{out:?}");
+    let out = rtrun(&["--exit-status", "last", "-n", "1", PROG, "kv"]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+}
