@@ -56,7 +56,7 @@ pub(crate) const BOOT_FENCE_TIMEOUT: Duration = Duration::from_secs(120);
 const PMIX_DETACH_ENV: &str = "RT_PMIX_DETACH";
 /// SIGKILL's number (9 on every Linux architecture).
 const SIGKILL: i32 = 9;
-/// Environment variable choosing the core binding outside rtrun (`core|none|numa`;
+/// Environment variable choosing the core binding outside rtrun (`core|hwthread|none|numa`;
 /// default `none`: the resource manager binds tasks itself).
 const BIND_ENV: &str = "RT_BIND";
 

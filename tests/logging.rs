@@ -39,31 +39,45 @@ fn rt_log_turns_on_the_launcher_s_and_every_rank_s_events() {
 }
 
 /// `rtrun --report-bindings`: every rank says on stderr how it is bound and which CPUs
-/// the kernel lets it run on (`--bind-to core`: one each, its own); without the option,
-/// nothing. `--oversubscribe` is accepted.
+/// the kernel lets it run on. `--bind-to core` gives each rank a whole physical core (its
+/// CPUs are the core's hardware threads, as `/sys` lists its siblings), two ranks two
+/// cores; `--bind-to hwthread` one logical CPU each. Without the option, nothing.
+/// `--oversubscribe` is accepted.
 #[test]
 fn report_bindings_names_every_rank_s_cpus() {
     let prog = example("ring");
-    let o = run(
-        &["-n", "2", "--bind-to", "core", "--report-bindings", "--oversubscribe", prog.to_str().unwrap()],
-        Duration::from_secs(60),
-    );
-    ok(&o);
-    let err = stderr(&o);
+    let cpus_of = |bind: &str| -> Vec<String> {
+        let o = run(
+            &["-n", "2", "--bind-to", bind, "--report-bindings", "--oversubscribe", prog.to_str().unwrap()],
+            Duration::from_secs(60),
+        );
+        ok(&o);
+        let err = stderr(&o);
+        (0..2)
+            .map(|r| {
+                let line = err
+                    .lines()
+                    .find(|l| l.starts_with(&format!("rtrun: rank {r} on ")))
+                    .unwrap_or_else(|| panic!("--bind-to {bind}: no binding line for rank {r}:\n{err}"));
+                assert!(line.contains(": bound to core "), "rank {r}: {line}");
+                line.rsplit("; CPUs ").next().unwrap_or("").to_owned()
+            })
+            .collect()
+    };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let cpus: Vec<u32> = (0..2)
-        .map(|r| {
-            let line = err
-                .lines()
-                .find(|l| l.starts_with(&format!("rtrun: rank {r} on ")))
-                .unwrap_or_else(|| panic!("no binding line for rank {r}:\n{err}"));
-            assert!(line.contains(": bound to core "), "rank {r}: {line}");
-            let list = line.rsplit("; CPUs ").next().unwrap_or("");
-            list.parse().unwrap_or_else(|_| panic!("rank {r} may run on more than one CPU: {line}"))
-        })
-        .collect();
+    for (r, list) in cpus_of("core").iter().enumerate() {
+        let first = list.split([',', '-']).next().unwrap_or("");
+        let siblings =
+            std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{first}/topology/thread_siblings_list"))
+                .unwrap_or_else(|e| panic!("cpu{first}'s siblings: {e}"));
+        assert_eq!(list, siblings.trim(), "rank {r} is bound to CPUs {list}, its core has {}", siblings.trim());
+    }
+    let threads = cpus_of("hwthread");
+    for (r, list) in threads.iter().enumerate() {
+        assert!(list.parse::<u32>().is_ok(), "rank {r} may run on more than one CPU: {list}");
+    }
     if cores >= 2 {
-        assert_ne!(cpus[0], cpus[1], "two ranks bound to one CPU:\n{err}");
+        assert_ne!(threads[0], threads[1], "two ranks bound to one CPU");
     }
     let o = run(&["-n", "2", prog.to_str().unwrap()], Duration::from_secs(60));
     ok(&o);

@@ -34,7 +34,10 @@ options:
   -x VAR[=VALUE], --env VAR[=VALUE]
                            set VAR in every rank's environment (without =VALUE: rtrun's
                            own value of VAR); repeatable
-  --bind-to core|none|numa binding policy passed to the ranks as RT_BIND (default none)
+  --bind-to core|hwthread|numa|none
+                           binding: a physical core per rank (all its hardware
+                           threads), a hardware thread per rank, a NUMA node, or none
+                           (default); passed to the ranks as RT_BIND
   --timeout DURATION       SIGKILL all ranks after DURATION, exit 124
   --tag-output             prefix every output line with [RANK]
   --quiet                  no end-of-job line for ranks that ended abnormally
@@ -114,8 +117,10 @@ pub const INITIAL_ERRHANDLERS: [&str; 3] = ["mpi_errors_are_fatal", "mpi_errors_
 /// The binding policy (`--bind-to`, exported as `RT_BIND`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Bind {
-    /// One core per rank.
+    /// One physical core per rank (all its hardware threads).
     Core,
+    /// One hardware thread (logical CPU) per rank.
+    HwThread,
     /// No binding (default).
     #[default]
     None,
@@ -128,6 +133,7 @@ impl Bind {
     pub fn as_str(self) -> &'static str {
         match self {
             Bind::Core => "core",
+            Bind::HwThread => "hwthread",
             Bind::None => "none",
             Bind::Numa => "numa",
         }
@@ -560,6 +566,7 @@ where
                 let v = value(inline)?;
                 bind = match v.as_str() {
                     "core" => Bind::Core,
+                    "hwthread" => Bind::HwThread,
                     "none" => Bind::None,
                     "numa" => Bind::Numa,
                     _ => return Err(UsageError::BadBind { value: v }),

@@ -191,8 +191,8 @@ impl JobEnv {
         if !crate::hosts::kv_ip_allowed(kv_addr.ip()) || kv_addr.port() == 0 {
             return Err(bad(RT_KV_ADDR, &kv_addr_s, "must be a loopback or private IP:PORT"));
         }
-        if !matches!(bind.as_str(), "core" | "none" | "numa") {
-            return Err(bad(RT_BIND, &bind, "must be core, none or numa"));
+        if !matches!(bind.as_str(), "core" | "hwthread" | "none" | "numa") {
+            return Err(bad(RT_BIND, &bind, "must be core, hwthread, none or numa"));
         }
         if !shm_name.starts_with('/') || shm_name.len() < 2 || shm_name[1..].contains('/') || shm_name.len() > 255 {
             return Err(bad(RT_SHM_NAME, &shm_name, "must be /NAME without other slashes"));

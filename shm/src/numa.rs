@@ -155,6 +155,27 @@ impl Topology {
             .map_err(|e| Error::Numa(format!("binding to node {node}: {e:?}")))
     }
 
+    /// Binds the calling thread to every processing unit of physical core
+    /// `index % cores` (hwloc's order, cores whose units this process may use), so two
+    /// ranks never share a core's hardware threads. Returns the OS indexes of its units.
+    pub(crate) fn bind_thread_to_core(&mut self, index: usize) -> Result<Vec<u32>, Error> {
+        let hw = self.hw.as_mut().ok_or_else(|| Error::Numa("hwloc unavailable".to_owned()))?;
+        let found = catch_unwind(AssertUnwindSafe(|| {
+            let depth = hw.depth_for_type(&ObjectType::Core).ok()?;
+            let cores: Vec<CpuSet> =
+                hw.objects_at_depth(depth).into_iter().filter_map(|o| o.cpuset()).filter(|s| s.weight() > 0).collect();
+            let set = cores.get(index % cores.len().max(1))?.clone();
+            let pus: Vec<u32> = set.clone().into_iter().collect();
+            Some((set, pus))
+        }))
+        .ok()
+        .flatten();
+        let (set, pus) = found.ok_or_else(|| Error::Numa("hwloc lists no cores".to_owned()))?;
+        hw.set_cpubind(set, CpuBindFlags::CPUBIND_THREAD)
+            .map_err(|e| Error::Numa(format!("binding to a core: {e:?}")))?;
+        Ok(pus)
+    }
+
     /// One line for logs, e.g. `"1 NUMA node (single-node machine: placement is trivial),
     /// 2 cores, 2 PUs"`.
     pub fn describe(&self) -> String {

@@ -17,8 +17,12 @@ pub enum BindPolicy {
     /// Leave the affinity alone.
     #[default]
     None,
-    /// One core per local rank: core `local_rank % ncores` of the allowed cores.
+    /// One physical core per local rank (all its hardware threads): core
+    /// `local_rank % ncores` of the allowed cores, as hwloc lists them.
     Core,
+    /// One hardware thread (logical CPU) per local rank: CPU `local_rank % ncpus` of the
+    /// allowed ones (two ranks may share a core's hardware threads).
+    HwThread,
     /// The whole NUMA node `local_rank % nnodes` (same as `None` on a single-node machine).
     Numa,
 }
@@ -30,6 +34,7 @@ impl FromStr for BindPolicy {
         match s {
             "none" => Ok(BindPolicy::None),
             "core" => Ok(BindPolicy::Core),
+            "hwthread" => Ok(BindPolicy::HwThread),
             "numa" => Ok(BindPolicy::Numa),
             other => Err(Error::BadBindPolicy(other.to_owned())),
         }
@@ -41,17 +46,29 @@ impl fmt::Display for BindPolicy {
         f.write_str(match self {
             BindPolicy::None => "none",
             BindPolicy::Core => "core",
+            BindPolicy::HwThread => "hwthread",
             BindPolicy::Numa => "numa",
         })
     }
 }
 
 /// Applies `policy` to the calling thread for the rank with node-local index `local_rank`.
-/// Returns the core it was bound to (`Core`), or `None` when not bound to a single core.
+/// Returns the (first) CPU it was bound to (`Core`, `HwThread`), or `None` when not bound
+/// to a single core.
 pub fn bind(policy: BindPolicy, local_rank: usize) -> Result<Option<usize>, Error> {
     match policy {
         BindPolicy::None => Ok(None),
         BindPolicy::Core => {
+            let mut topo = Topology::detect();
+            if !topo.is_fallback() {
+                let pus = topo.bind_thread_to_core(local_rank)?;
+                tracing::debug!(local_rank, ?pus, "bound to a physical core");
+                return Ok(pus.first().map(|&p| p as usize));
+            }
+            // No hwloc: a logical CPU, as --bind-to hwthread.
+            bind(BindPolicy::HwThread, local_rank)
+        }
+        BindPolicy::HwThread => {
             let cores = core_affinity::get_core_ids()
                 .filter(|c| !c.is_empty())
                 .ok_or(Error::Affinity("cannot list the allowed cores"))?;
