@@ -85,6 +85,8 @@ options:
                            'ip netns exec {host}' or 'ssh {host}' (needs --host)
   --kv-addr IP             address of the key-value service (loopback or private;
                            default 127.0.0.1; required with --launch-agent)
+  --info[=markdown]        list every environment variable runthrough reads, with its
+                           default and meaning (the README's table: --info=markdown)
   -V, --version            print rtrun's version
   -h, --help               print this help
 
@@ -264,12 +266,24 @@ pub enum Invocation {
     Help,
     /// Print the version and exit 0.
     Version,
+    /// Print every environment variable runthrough reads (`--info`; Markdown with
+    /// `--info=markdown`) and exit 0.
+    Info {
+        /// The README's Markdown table instead of text.
+        markdown: bool,
+    },
 }
 
 /// A malformed `rtrun` command line (exit code 2).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum UsageError {
+    /// `--info=` other than `text` or `markdown`.
+    #[error("--info={value}: expected text or markdown")]
+    BadInfo {
+        /// The value given.
+        value: String,
+    },
     /// `--exit-status` other than `r7` or `first-nonzero`.
     #[error("--exit-status {value}: expected r7 or first-nonzero")]
     BadExitStatus {
@@ -528,6 +542,11 @@ where
         match name.as_str() {
             "-h" | "--help" => return Ok(Invocation::Help),
             "-V" | "--version" => return Ok(Invocation::Version),
+            "--info" => match inline.as_deref() {
+                None | Some("text") => return Ok(Invocation::Info { markdown: false }),
+                Some("markdown") => return Ok(Invocation::Info { markdown: true }),
+                Some(v) => return Err(UsageError::BadInfo { value: v.to_owned() }),
+            },
             "--output-filename" => output_dir = Some(std::path::PathBuf::from(value(inline)?)),
             "--report-bindings" => report_bindings = true,
             "--exit-status" => {

@@ -38,6 +38,7 @@ pub mod outcome;
 pub mod report;
 pub mod server;
 mod sys;
+pub mod tunables;
 pub mod wire;
 
 pub use client::{Client, Verdict};

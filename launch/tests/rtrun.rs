@@ -1019,3 +1019,19 @@ fn exit_status_r7_by_default_first_nonzero_on_request() {
     let out = rtrun(&["--exit-status", "last", "-n", "1", PROG, "kv"]);
     assert_eq!(out.code, Some(2), "{out:?}");
 }
+
+/// `rtrun --info` lists every variable of the tunables table; `--info=markdown` is the
+/// README's table.
+#[test]
+fn info_lists_every_tunable() {
+    let out = Command::new(RTRUN).arg("--info").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for t in runthrough_launch::tunables::TUNABLES {
+        assert!(text.lines().any(|l| l.trim_start().starts_with(t.name)), "{} missing:\n{text}", t.name);
+    }
+    let md = Command::new(RTRUN).arg("--info=markdown").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&md.stdout), runthrough_launch::tunables::markdown());
+    let bad = Command::new(RTRUN).arg("--info=xml").output().unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+}

@@ -17,6 +17,12 @@ fn main() -> ExitCode {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
         }
+        Ok(Invocation::Info { markdown }) => {
+            let t =
+                if markdown { runthrough_launch::tunables::markdown() } else { runthrough_launch::tunables::text() };
+            print!("{t}");
+            return ExitCode::SUCCESS;
+        }
         Ok(Invocation::Version) => {
             println!("rtrun (runthrough) {}", env!("CARGO_PKG_VERSION"));
             return ExitCode::SUCCESS;
