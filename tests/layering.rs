@@ -3,8 +3,12 @@
 //! code, comments and tests left out, names `crate::Y`). A circle is reported with the
 //! paths that make it, so whoever adds one sees where.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+use common::rust_files;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -44,17 +48,6 @@ fn crate_refs(code: &str) -> BTreeSet<String> {
         }
     }
     refs
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let p = e.expect("dir entry").path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// Module -> (imported module -> one file that imports it), for the crate in `src`.

@@ -1,9 +1,12 @@
 //! The tunables table (`runthrough_launch::tunables`, `rtrun --info`): the README holds
 //! exactly the table the code gives, and every `RT_*` variable the code reads is in it.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use common::rust_files;
 use runthrough_launch::tunables::{markdown, TUNABLES};
 
 fn root() -> PathBuf {
@@ -22,17 +25,6 @@ fn the_readme_holds_the_generated_table() {
         markdown(),
         "README.md's tunables table is stale: replace it with `rtrun --info=markdown`"
     );
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let p = e.expect("entry").path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// Every `"RT_NAME"` string literal of the libraries' and the launcher's code (tests,

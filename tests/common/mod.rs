@@ -390,3 +390,16 @@ pub(crate) fn as_orphan_rank(cmd: &mut Command) -> &mut Command {
         .env("RT_NODE", "localhost")
         .env("RT_BIND", "none")
 }
+
+/// Every `.rs` file under `dir`, recursively (the source checks: `layering.rs`,
+/// `tunables.rs`).
+pub(crate) fn rust_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let p = e.expect("dir entry").path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
