@@ -158,6 +158,8 @@ fn the_reason_printed_before_mpi_abort_reaches_the_output() {
         let ns = n.to_string();
         let o = run_abi(&["-n", &ns, "--output", output, prog.to_str().unwrap()], Duration::from_secs(60));
         assert_eq!(o.status.code(), Some(3), "n={n}\n{}", o.dump());
+        // Every rank ended by the abort: the aborting one and those it took down.
+        o.assert_each("ended by MPI_Abort(3)", |r| r.cause == Cause::Abort(3));
         let out = stdout(&o);
         let want = format!("abort_reason: rank {} aborts: {n} ranks is not a cube", n - 1);
         assert!(out.contains(&want), "n={n}: no reason line\n{}", o.dump());
