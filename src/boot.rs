@@ -47,7 +47,7 @@
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use runthrough_engine::engine::Config;
+use runthrough_engine::engine::Config as EngineConfig;
 use runthrough_engine::transport::fabric::{FabricConfig, FabricTransport, Hints, Provider, ProviderRequest};
 use runthrough_engine::transport::multi::{MultiTransport, Route};
 use runthrough_engine::transport::{shm::ShmTransport, AnyTransport};
@@ -56,6 +56,7 @@ use runthrough_launch::client::Client;
 use runthrough_launch::env::{JobEnv, RT_FABRIC_ADDR, RT_FABRIC_IFACE};
 
 use crate::bootstrap::{launch_err as kv_err, Bootstrap, JobInfo};
+use crate::config::Config;
 use runthrough_launch::net::{self, IfAddr};
 use runthrough_shm::numa::Topology;
 use runthrough_shm::pin::{self, BindPolicy};
@@ -109,19 +110,19 @@ impl FromStr for TransportMode {
 }
 
 impl TransportMode {
-    pub(crate) fn from_env() -> Result<Self, Error> {
-        std::env::var(TRANSPORT_ENV).unwrap_or_default().parse()
+    pub(crate) fn from_conf(conf: &Config) -> Result<Self, Error> {
+        conf.get(TRANSPORT_ENV).unwrap_or_default().parse()
     }
 }
 
 /// A world of one process (no launcher): a private one-rank segment.
-pub(crate) fn singleton(cfg: Config, ring_bytes: u32) -> Result<(Engine, String), Error> {
+pub(crate) fn singleton(conf: &Config, cfg: EngineConfig, ring_bytes: u32) -> Result<(Engine, String), Error> {
     let name = format!("/rt-single-{}-{:x}", std::process::id(), nonce());
     let seg = Segment::create(&name, Layout { nranks: 1, ring_bytes, bulk_bytes: 0 }).map_err(init_err("segment"))?;
     Segment::unlink(&name).map_err(init_err("segment unlink"))?;
     let t = ShmTransport::new(&seg, Rank(0), vec![std::process::id() as i32]).map_err(init_err("shm"))?;
     let mut engine = Engine::new(Rank(0), 1, AnyTransport::Shm(t), cfg);
-    enable_shm_coll(&mut engine, &seg, Rank(0), vec![true], None);
+    enable_shm_coll(conf, &mut engine, &seg, Rank(0), vec![true], None);
     Ok((engine, "singleton (no rtrun)".to_string()))
 }
 
@@ -151,13 +152,13 @@ const COLL_BULK_TOTAL: usize = 32 << 20;
 /// cores cannot overlap, and at 2 ranks on 2 cores a 1 MiB allreduce took 64–66 µs
 /// through the bulk buffers against 440–452 by the ring, `osu_allreduce -m 65536:1048576`,
 /// three runs each.)
-fn bulk_bytes(nranks: u32, local: usize) -> Result<u32, Error> {
+fn bulk_bytes(conf: &Config, nranks: u32, local: usize) -> Result<u32, Error> {
     let share = COLL_BULK_TOTAL / (nranks as usize * runthrough_shm::collarea::BULK_SLOTS).max(1);
     let auto = if local >= 2 { COLL_BULK_MAX.min(share) / 4096 * 4096 } else { 0 };
     let auto = if auto < 64 * 1024 { 0 } else { auto };
-    match std::env::var(COLL_BULK_ENV) {
-        Err(_) => Ok(auto as u32),
-        Ok(v) => v
+    match conf.get(COLL_BULK_ENV) {
+        None => Ok(auto as u32),
+        Some(v) => v
             .trim()
             .parse::<u32>()
             .ok()
@@ -172,14 +173,21 @@ static CMA_PROBE: u64 = 0x7275_6e74_6872_6f75;
 
 /// Turns on shared-memory collectives over `seg`'s collective area, unless switched off;
 /// `cma` holds every rank's pid when CMA works between every pair of ranks of the node.
-fn enable_shm_coll(engine: &mut Engine, seg: &Segment, me: Rank, local: Vec<bool>, cma: Option<Vec<i32>>) {
-    if std::env::var(COLL_SHM_ENV).is_ok_and(|v| v.trim() == "0") {
+fn enable_shm_coll(
+    conf: &Config,
+    engine: &mut Engine,
+    seg: &Segment,
+    me: Rank,
+    local: Vec<bool>,
+    cma: Option<Vec<i32>>,
+) {
+    if conf.off(COLL_SHM_ENV) {
         return;
     }
     if let Some(area) = seg.coll_area() {
         let mut coll = runthrough_engine::coll::ShmColl::new(area, me, local);
         if let Some(pids) = cma {
-            let min = std::env::var(COLL_CMA_MIN_ENV).ok().and_then(|v| v.trim().parse().ok());
+            let min = conf.get(COLL_CMA_MIN_ENV).and_then(|v| v.trim().parse().ok());
             coll = coll.with_cma(pids, min.unwrap_or(COLL_CMA_MIN_BYTES));
         }
         engine.enable_shm_coll(coll);
@@ -313,13 +321,14 @@ impl Drop for Heartbeat {
 /// A rank started by `rtrun`, a PMIx or a PMI-2 server (see [`crate::runtime`] for the
 /// sequence and R31).
 pub(crate) fn boot(
+    conf: &Config,
     env: &JobInfo,
     bs: Bootstrap,
-    mut cfg: Config,
+    mut cfg: EngineConfig,
     ring_bytes: u32,
     hb_period: Duration,
 ) -> Result<Booted, Error> {
-    let mode = TransportMode::from_env()?;
+    let mode = TransportMode::from_conf(conf)?;
     let one_host = env.local_size == env.size;
     if mode == TransportMode::Shm && !one_host {
         return Err(Error::Unsupported("ranks on several hosts need the fabric transport"));
@@ -328,7 +337,9 @@ pub(crate) fn boot(
     let use_shm = mode != TransportMode::Fabric;
     let provider = if use_fabric {
         Some(
-            ProviderRequest::from_env()
+            conf.get("RT_PROVIDER")
+                .filter(|p| !p.trim().is_empty())
+                .map_or(Ok(ProviderRequest::Auto), str::parse)
                 .map_err(|_| Error::Init("RT_PROVIDER: expected auto, tcp, sockets, verbs or cxi".to_string()))?,
         )
     } else {
@@ -344,7 +355,7 @@ pub(crate) fn boot(
         }
     };
     // `rtrun --report-bindings`: each rank says where it may run, as the kernel has it.
-    if std::env::var_os("RT_REPORT_BINDINGS").is_some_and(|v| v == "1") {
+    if conf.on("RT_REPORT_BINDINGS") {
         let allowed = std::fs::read_to_string("/proc/self/status")
             .ok()
             .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:").map(|v| v.trim().to_owned())))
@@ -368,7 +379,7 @@ pub(crate) fn boot(
     let mut rxm = String::new();
     let mut fabric = match provider {
         Some(request) => {
-            let (t, pool) = open_fabric(env, request, one_host, &mut about)?;
+            let (t, pool) = open_fabric(conf, env, request, one_host, &mut about)?;
             rxm = pool;
             x.put("fi", &t.address().map_err(init_err("fabric address"))?)?;
             Some(t)
@@ -395,7 +406,7 @@ pub(crate) fn boot(
     let shm_peers = route.iter().filter(|r| **r == Route::Shm).count();
     let mut liveness = Liveness::default();
     let shm = if use_shm {
-        let layout = Layout { nranks: env.size, ring_bytes, bulk_bytes: bulk_bytes(env.size, shm_peers)? };
+        let layout = Layout { nranks: env.size, ring_bytes, bulk_bytes: bulk_bytes(conf, env.size, shm_peers)? };
         let seg = attach_segment(&mut x, env, &hosts, layout)?;
         let topo = Topology::detect();
         let placement = seg.place_inbound(me, &topo);
@@ -419,7 +430,7 @@ pub(crate) fn boot(
             pids[r as usize] = peer_entry::pid(r, &v)?;
         }
         let watched: Vec<bool> = (0..env.size).map(|r| route[r as usize] == Route::Shm && !x.is_out(r)).collect();
-        liveness = watch_peers(me, &watched, &pids, seg.departures());
+        liveness = watch_peers(conf, me, &watched, &pids, seg.departures());
         // Collectives pull long contributions by CMA only if every local pair can: each
         // rank probes, publishes its answer, and all combine all answers alike.
         let local: Vec<bool> = route.iter().map(|r| *r == Route::Shm).collect();
@@ -451,7 +462,7 @@ pub(crate) fn boot(
         if describe.contains("ofi_rxm") {
             about.push(format!("ofi_rxm receive buffers {rxm}"));
         }
-        if mode == TransportMode::Fabric && std::env::var("RT_CMA_MIN").is_err() {
+        if mode == TransportMode::Fabric && conf.get("RT_CMA_MIN").is_none() {
             // Every rendezvous goes by RMA read (zero copy) unless the user set a threshold.
             cfg.rma_min = 0;
         }
@@ -472,7 +483,7 @@ pub(crate) fn boot(
     };
     let mut engine = Engine::new(Rank(me), env.size, transport, cfg);
     if let Some(seg) = &seg {
-        enable_shm_coll(&mut engine, seg, Rank(me), local, cma);
+        enable_shm_coll(conf, &mut engine, seg, Rank(me), local, cma);
     }
     let out = (0..env.size).filter(|&r| x.is_out(r)).collect();
     Ok(Booted { engine, bootstrap: x.bs, liveness, about, out, heartbeat })
@@ -523,8 +534,8 @@ fn attach_segment(x: &mut Exchange, env: &JobInfo, hosts: &[Option<String>], lay
 /// Opens a pidfd for every other rank reached over shared memory and not out (`local`). Never fails: without
 /// pidfds (old kernel, seccomp, `RT_PIDFD=0`) there is no watch, and the other evidence
 /// of peer death (launcher, ring detector) remains.
-fn watch_peers(me: u32, local: &[bool], pids: &[i32], departures: Departures) -> Liveness {
-    let off = std::env::var(PIDFD_ENV).is_ok_and(|v| v.trim() == "0");
+fn watch_peers(conf: &Config, me: u32, local: &[bool], pids: &[i32], departures: Departures) -> Liveness {
+    let off = conf.off(PIDFD_ENV);
     let peers: Vec<(u32, i32)> = (0..local.len() as u32)
         .filter(|&r| r != me && local[r as usize] && pids[r as usize] > 0)
         .map(|r| (r, pids[r as usize]))
@@ -578,53 +589,42 @@ fn fabric_address(fabric_addr: Option<&str>, fabric_iface: Option<&str>, addrs: 
     })
 }
 
-/// Sets `FI_TCP_IFACE` and `FI_SOCKETS_IFACE` to `iface` unless the user set them. Called
-/// before any libfabric call of this process, and before its threads start reading the
-/// environment (the runtime spawns them after boot).
-fn pin_interface(iface: &str) {
-    for var in ["FI_TCP_IFACE", "FI_SOCKETS_IFACE"] {
-        if std::env::var_os(var).is_none() {
-            std::env::set_var(var, iface);
-        }
-    }
-}
-
 /// `FI_OFI_RXM_MSG_RX_SIZE`, the receive buffers `ofi_rxm` posts to its message
-/// provider (tcp, verbs), set to [`RXM_MSG_RX_SIZE`] unless the user set it.
+/// provider (tcp, verbs). `rtrun` exports [`RXM_MSG_RX_SIZE`] unless the user set it
+/// (`runthrough_launch::env::fabric_defaults`); `init` never sets it (libfabric reads its
+/// own environment, and writing the environment races with threads the application
+/// may have started).
 const RXM_MSG_RX_ENV: &str = "FI_OFI_RXM_MSG_RX_SIZE";
 
-/// The default of [`RXM_MSG_RX_ENV`]. Left unset, rxm over tcp takes 4096 buffers of its
-/// 16 KiB bounce size for the shared receive context it uses there: 64 MiB that every
-/// rank allocates and clears when its endpoint is enabled, most of the start-up of an
-/// 8-rank tcp job on 2 cores (page clearing was a third of its samples; 8 ranks with
-/// libfabric 2.5.1 started in 0.67–0.93 s unset against 0.18–0.21 s at 256, with
-/// Debian's 1.17 in 0.93–0.99 against 0.77–0.84; a rank's resident memory 83 MiB against
-/// 31: bench/history/NOTEBOOK.md §0.17). 256 still holds four `osu_bw` windows of 64 messages;
-/// a sender that outruns it waits in TCP's flow control, nothing is dropped.
-pub(crate) const RXM_MSG_RX_SIZE: u32 = 256;
+/// The default `rtrun` gives [`RXM_MSG_RX_ENV`]. Left unset, rxm over tcp takes 4096
+/// buffers of its 16 KiB bounce size for the shared receive context it uses there:
+/// 64 MiB that every rank allocates and clears when its endpoint is enabled, most of the
+/// start-up of an 8-rank tcp job on 2 cores (page clearing was a third of its samples;
+/// 8 ranks with libfabric 2.5.1 started in 0.67–0.93 s unset against 0.18–0.21 s at 256,
+/// with Debian's 1.17 in 0.93–0.99 against 0.77–0.84; a rank's resident memory 83 MiB
+/// against 31: bench/history/NOTEBOOK.md §0.17). 256 still holds four `osu_bw` windows
+/// of 64 messages; a sender that outruns it waits in TCP's flow control, nothing is
+/// dropped.
+pub(crate) const RXM_MSG_RX_SIZE: u32 = runthrough_launch::env::RXM_MSG_RX_SIZE;
 
-/// Sets [`RXM_MSG_RX_ENV`] to [`RXM_MSG_RX_SIZE`] unless the user set it, and returns the
-/// value libfabric will see. Same rules as [`pin_interface`]: before any libfabric call
-/// of this process and before its threads start.
-fn bound_rxm_receives() -> String {
-    let user = std::env::var_os(RXM_MSG_RX_ENV).is_some();
-    if !user {
-        std::env::set_var(RXM_MSG_RX_ENV, RXM_MSG_RX_SIZE.to_string());
-    }
-    // What libfabric will read: this process's environment, read back.
-    let v = std::env::var(RXM_MSG_RX_ENV).unwrap_or_default();
-    if user {
-        format!("{} ({RXM_MSG_RX_ENV} set)", v.trim())
-    } else {
-        v
+/// The rxm receive pool libfabric will use, as the "about" line reports it: the value of
+/// [`RXM_MSG_RX_ENV`] in this process's environment (libfabric's, read only), or
+/// libfabric's default when unset (a rank not started by `rtrun`).
+fn rxm_receives() -> String {
+    match std::env::var(RXM_MSG_RX_ENV) {
+        Ok(v) if v.trim() == RXM_MSG_RX_SIZE.to_string() => v.trim().to_owned(),
+        Ok(v) => format!("{} ({RXM_MSG_RX_ENV} set)", v.trim()),
+        Err(_) => format!("libfabric's default ({RXM_MSG_RX_ENV} unset)"),
     }
 }
 
-/// Opens the libfabric endpoint of this rank: pinned to loopback when the job runs on one
-/// host, to this host's fabric address ([`fabric_address`]) otherwise. Also returns the
-/// rxm receive pool libfabric was given ([`bound_rxm_receives`]; it matters only under
-/// `ofi_rxm`).
+/// Opens the libfabric endpoint of this rank: its source address pinned to loopback
+/// when the job runs on one host, to this host's fabric address ([`fabric_address`])
+/// otherwise (the IP providers bind to the hinted address; `rtrun` also exports
+/// `FI_TCP_IFACE`/`FI_SOCKETS_IFACE` for one host). Also returns the rxm receive pool
+/// ([`rxm_receives`]; it matters only under `ofi_rxm`).
 fn open_fabric(
+    conf: &Config,
     env: &JobInfo,
     request: ProviderRequest,
     one_host: bool,
@@ -632,13 +632,10 @@ fn open_fabric(
 ) -> Result<(FabricTransport, String), Error> {
     let mut hints = Hints::default();
     if one_host {
-        pin_interface("lo");
         hints = hints.loopback();
     } else {
         let addrs = net::addresses().map_err(init_err("network interfaces"))?;
-        let var = |name| std::env::var(name).ok();
-        let at = fabric_address(var(RT_FABRIC_ADDR).as_deref(), var(RT_FABRIC_IFACE).as_deref(), &addrs)?;
-        pin_interface(&at.iface);
+        let at = fabric_address(conf.get(RT_FABRIC_ADDR), conf.get(RT_FABRIC_IFACE), &addrs)?;
         // verbs and cxi name their own devices; the node pin is for the IP providers.
         if !matches!(request, ProviderRequest::Only(Provider::Verbs | Provider::Cxi)) {
             hints.node = Some(at.ip.to_string());
@@ -646,11 +643,10 @@ fn open_fabric(
         tracing::debug!(iface = %at.iface, ip = %at.ip, "fabric endpoint address");
         about.push(format!("fabric address {} on {}", at.ip, at.iface));
     }
-    let rxm = bound_rxm_receives();
+    let rxm = rxm_receives();
     let mut fcfg = FabricConfig::default();
-    if let Ok(v) = std::env::var(STALL_ENV) {
-        let ms: u64 = v.trim().parse().map_err(|_| Error::Init(format!("{STALL_ENV}={v:?}: expected milliseconds")))?;
-        fcfg.stall = Duration::from_millis(ms.max(1));
+    if let Some(stall) = conf.millis(STALL_ENV)? {
+        fcfg.stall = stall.max(Duration::from_millis(1));
     }
     let t = FabricTransport::open(request, &hints, Rank(env.rank), env.size, fcfg).map_err(init_err("fabric"))?;
     Ok((t, rxm))

@@ -29,6 +29,7 @@
 //! (`boot.rs`). With no launcher, a creator that dies before that leaves the name in
 //! `/dev/shm` (rtrun removes it at the end of its job).
 
+use std::ffi::OsString;
 use std::io::Write as _;
 use std::time::Duration;
 
@@ -37,6 +38,7 @@ use runthrough_launch::env::JobEnv;
 use runthrough_pmix::pmi2::{self, Pmi2};
 use runthrough_pmix::pmix::Pmix;
 
+use crate::config::Config;
 use crate::Error;
 
 /// Exit code of a rank that finds itself excluded (declared failed while hung).
@@ -85,14 +87,15 @@ pub(crate) enum Found {
 }
 
 /// Reads the environment (see the module doc for the order).
-pub(crate) fn detect() -> Result<Found, Error> {
-    if let Some(env) = JobEnv::from_env().map_err(|e| Error::Init(format!("bad launcher environment: {e}")))? {
+pub(crate) fn detect(conf: &Config) -> Result<Found, Error> {
+    let env = JobEnv::from_launcher(|v| conf.get(v).map(OsString::from));
+    if let Some(env) = env.map_err(|e| Error::Init(format!("bad launcher environment: {e}")))? {
         return Ok(Found::Rtrun(env));
     }
-    if Pmix::in_env() {
+    if Pmix::in_vars(|v| conf.get(v).is_some()) {
         return Ok(Found::Pmix);
     }
-    if std::env::var_os(pmi2::PMI_FD).is_some() {
+    if conf.get(pmi2::PMI_FD).is_some() {
         return Ok(Found::Pmi2);
     }
     Ok(Found::Singleton)
@@ -111,7 +114,7 @@ pub(crate) enum Bootstrap {
 }
 
 /// Connects to the service `found` names; `None` for a singleton.
-pub(crate) fn connect(found: Found, timeout: Duration) -> Result<Option<(JobInfo, Bootstrap)>, Error> {
+pub(crate) fn connect(found: Found, conf: &Config, timeout: Duration) -> Result<Option<(JobInfo, Bootstrap)>, Error> {
     match found {
         Found::Singleton => Ok(None),
         Found::Rtrun(env) => {
@@ -140,13 +143,14 @@ pub(crate) fn connect(found: Found, timeout: Duration) -> Result<Option<(JobInfo
                 }
             };
             let shm_name = shm_name(&pmix.namespace(), &node);
-            let job = JobInfo { rank, size, local_rank, local_size, node, shm_name, bind: bind() };
+            let job = JobInfo { rank, size, local_rank, local_size, node, shm_name, bind: bind(conf) };
             check_job(&job)?;
             Ok(Some((job, Bootstrap::Pmix { pmix: Box::new(pmix), terminated: Vec::new(), detached: false })))
         }
         Found::Pmi2 => {
-            let mut p =
-                Pmi2::from_env().map_err(pmi_err("PMI-2"))?.ok_or_else(|| Error::Init("PMI_FD vanished".into()))?;
+            let mut p = Pmi2::from_vars(|v| conf.get(v).map(str::to_owned))
+                .map_err(pmi_err("PMI-2"))?
+                .ok_or_else(|| Error::Init("PMI_FD vanished".into()))?;
             p.set_timeout(Some(BOOT_FENCE_TIMEOUT)).map_err(pmi_err("PMI-2"))?;
             let (rank, size) = (p.rank(), p.size());
             let node = hostname();
@@ -166,7 +170,7 @@ pub(crate) fn connect(found: Found, timeout: Duration) -> Result<Option<(JobInfo
                 }
             };
             let shm_name = shm_name(&format!("pmi2-{}", p.job_id()), &node);
-            let job = JobInfo { rank, size, local_rank, local_size, node, shm_name, bind: bind() };
+            let job = JobInfo { rank, size, local_rank, local_size, node, shm_name, bind: bind(conf) };
             check_job(&job)?;
             Ok(Some((job, Bootstrap::Pmi2(p))))
         }
@@ -197,8 +201,8 @@ fn check_job(job: &JobInfo) -> Result<(), Error> {
     Ok(())
 }
 
-fn bind() -> String {
-    std::env::var(BIND_ENV).unwrap_or_else(|_| "none".to_string())
+fn bind(conf: &Config) -> String {
+    conf.get(BIND_ENV).unwrap_or("none").to_owned()
 }
 
 /// This host's name (the kernel's), or `localhost`.
@@ -298,11 +302,11 @@ impl Bootstrap {
     /// exchange every rank calls `PMIx_Finalize`; failures are then found by the
     /// runtime's own evidence (pidfds, the ring detector), and an abort signals the step
     /// with `scancel` (see [`Bootstrap::abort`]).
-    pub(crate) fn started(&mut self) -> Result<(), Error> {
+    pub(crate) fn started(&mut self, conf: &Config) -> Result<(), Error> {
         match self {
             Bootstrap::Rtrun { client, .. } => client.started().map_err(launch_err("bootstrap")),
             Bootstrap::Pmix { pmix, detached, .. } => {
-                if !std::env::var(PMIX_DETACH_ENV).is_ok_and(|v| v.trim() == "0") {
+                if !conf.off(PMIX_DETACH_ENV) {
                     pmix.finalize().map_err(pmi_err("PMIx detach (PMIx_Finalize)"))?;
                     *detached = true;
                 }

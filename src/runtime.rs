@@ -53,7 +53,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use runthrough_engine::engine::{Config, OVERSUBSCRIBED_SPIN_POLLS};
+use runthrough_engine::engine::{Config as EngineConfig, OVERSUBSCRIBED_SPIN_POLLS};
+
+use crate::config::Config;
 use runthrough_engine::lock::{BiasedGuard, BiasedMutex};
 use runthrough_engine::{ContextId, Rank};
 use runthrough_ft::{DEFAULT_HB_PERIOD, DEFAULT_HB_TIMEOUT};
@@ -148,20 +150,29 @@ pub struct Runtime {
     watchdog: Option<JoinHandle<()>>,
 }
 
-/// Initialises this process and returns the runtime (R5: errors are returned).
+/// Initialises this process from its environment and returns the runtime (R5: errors
+/// are returned): [`init_with`]`(`[`Config::from_env`]`())`.
 pub fn init() -> Result<Runtime, Error> {
+    init_with(Config::from_env())
+}
+
+/// Initialises this process with the settings `conf` and returns the runtime (R5: errors
+/// are returned). Reads no environment variable and writes none: what the launcher
+/// exported reaches it only through `conf` ([`Config::from_env`]).
+pub fn init_with(conf: Config) -> Result<Runtime, Error> {
     // RT_LOG: this rank's log on stderr, labelled with its rank under the launcher.
-    let who = std::env::var("RT_RANK").map_or_else(|_| "runthrough".to_owned(), |r| format!("rank {r}"));
-    runthrough_launch::logging::from_env(&who);
-    let found = bootstrap::detect()?;
-    let job = bootstrap::connect(found, BOOT_CONNECT_TIMEOUT)?;
-    let cfg = engine_config(job.as_ref().map(|(j, _)| j))?;
+    let who = conf.get("RT_RANK").map_or_else(|| "runthrough".to_owned(), |r| format!("rank {r}"));
+    runthrough_launch::logging::install(conf.get(runthrough_launch::logging::RT_LOG), conf.get("RT_DEBUG"), &who);
+    let found = bootstrap::detect(&conf)?;
+    let job = bootstrap::connect(found, &conf, BOOT_CONNECT_TIMEOUT)?;
+    let cores = node_cores(&conf);
+    let cfg = engine_config(&conf, cores, job.as_ref().map(|(j, _)| j))?;
     let local_size = job.as_ref().map_or(1, |(j, _)| j.local_size as usize);
-    let ring_default = default_ring_bytes(local_size, node_cores());
-    let ring_bytes = env_num("RT_RING_BYTES", u64::from(ring_default))? as u32;
+    let ring_default = default_ring_bytes(local_size, cores);
+    let ring_bytes = conf.num("RT_RING_BYTES", u64::from(ring_default))? as u32;
     let multi_host = job.as_ref().is_some_and(|(j, _)| j.local_size < j.size);
-    let ft = ft_config(local_size, multi_host)?;
-    let hb_period = Duration::from_millis(env_num("RT_FT_PERIOD_MS", DEFAULT_HB_PERIOD.as_millis() as u64)?.max(1));
+    let ft = ft_config(&conf, cores, local_size, multi_host)?;
+    let hb_period = Duration::from_millis(conf.num("RT_FT_PERIOD_MS", DEFAULT_HB_PERIOD.as_millis() as u64)?.max(1));
     // R32: under rtrun the launcher is the job's witness (its environment, for the
     // witness thread's own connection).
     let witness_env = match &job {
@@ -170,12 +181,12 @@ pub fn init() -> Result<Runtime, Error> {
     };
     let (engine, bootstrap, liveness, size, rank, about, out, heartbeat) = match job {
         None => {
-            let (engine, about) = boot::singleton(cfg, ring_bytes)?;
+            let (engine, about) = boot::singleton(&conf, cfg, ring_bytes)?;
             (engine, None, Liveness::default(), 1, 0, about, Vec::new(), None)
         }
         Some((env, bs)) => {
-            let b = boot::boot(&env, bs, cfg, ring_bytes, hb_period)?;
-            late_start(env.rank)?;
+            let b = boot::boot(&conf, &env, bs, cfg, ring_bytes, hb_period)?;
+            late_start(&conf, env.rank)?;
             (b.engine, Some(b.bootstrap), b.liveness, env.size, env.rank, b.about, b.out, b.heartbeat)
         }
     };
@@ -187,12 +198,12 @@ pub fn init() -> Result<Runtime, Error> {
         rank,
         next_ctx: AtomicU32::new(FIRST_CREATED_CTX),
         claimed: Mutex::new(std::collections::HashSet::new()),
-        job_fatal: AtomicBool::new(std::env::var("RT_FATAL_SCOPE").is_ok_and(|v| v == "job")),
+        job_fatal: AtomicBool::new(conf.get("RT_FATAL_SCOPE") == Some("job")),
         stop: AtomicBool::new(false),
         departures,
     });
-    let watch = Duration::from_millis(env_num("RT_WATCH_MS", DEFAULT_WATCH.as_millis() as u64)?.max(1));
-    let notices = !std::env::var(LAUNCHER_NOTICES_ENV).is_ok_and(|v| v.trim() == "0");
+    let watch = Duration::from_millis(conf.num("RT_WATCH_MS", DEFAULT_WATCH.as_millis() as u64)?.max(1));
+    let notices = !conf.off(LAUNCHER_NOTICES_ENV);
     let tick = ft.as_ref().map_or(watch, |c| (c.period() / 2).min(watch)).max(Duration::from_millis(1));
     // The world first, so that the start-up failures below reach it as any failure
     // would: recorded (R8), wildcards disabled (R13), collectives off until validate (R18).
@@ -201,8 +212,9 @@ pub fn init() -> Result<Runtime, Error> {
     let watchdog = if size > 1 {
         // R32: under rtrun with the detector on, the launcher witnesses every verdict.
         let witness = match (&witness_env, &ft) {
-            (Some(env), Some(_)) if witness::enabled() => {
-                Some(witness::spawn(Arc::downgrade(&shared), env, WITNESS_CONNECT, notices.then_some(watch))?)
+            (Some(env), Some(_)) if witness::enabled(&conf) => {
+                let timeout = conf.millis("RT_WITNESS_TIMEOUT_MS")?;
+                Some(witness::spawn(Arc::downgrade(&shared), env, WITNESS_CONNECT, timeout, notices.then_some(watch))?)
             }
             _ => None,
         };
@@ -230,7 +242,7 @@ pub fn init() -> Result<Runtime, Error> {
     if shared.bootstrap.lock().is_some() {
         // Start-up is done: from now on the ring detector finds this rank if it hangs
         // (a rank the launcher excluded stops inside `started`).
-        let started = shared.bootstrap.lock().as_mut().map(Bootstrap::started);
+        let started = shared.bootstrap.lock().as_mut().map(|b| b.started(&conf));
         if let Some(mut hb) = heartbeat {
             hb.stop();
         }
@@ -430,34 +442,37 @@ fn spawn_progress(
 /// factor (100 ms × ranks/cores): a process that waits its turn for a core is slow, not
 /// dead, and must not be excluded for it. Across hosts it is at least
 /// [`MULTI_HOST_HB_TIMEOUT`] (2 s). An explicit timeout is taken as given.
-fn ft_config(local_ranks: usize, multi_host: bool) -> Result<Option<runthrough_ft::Config>, Error> {
-    if std::env::var("RT_FT").is_ok_and(|v| v == "0") {
+fn ft_config(
+    conf: &Config,
+    cores: usize,
+    local_ranks: usize,
+    multi_host: bool,
+) -> Result<Option<runthrough_ft::Config>, Error> {
+    if conf.off("RT_FT") {
         return Ok(None);
     }
-    let cores = node_cores();
     let factor = local_ranks.div_ceil(cores).max(1) as u64;
-    let period = env_num("RT_FT_PERIOD_MS", DEFAULT_HB_PERIOD.as_millis() as u64)?;
+    let period = conf.num("RT_FT_PERIOD_MS", DEFAULT_HB_PERIOD.as_millis() as u64)?;
     let mut default = DEFAULT_HB_TIMEOUT.as_millis() as u64 * factor;
     if multi_host {
         default = default.max(MULTI_HOST_HB_TIMEOUT.as_millis() as u64);
     }
-    let timeout = env_num("RT_FT_TIMEOUT_MS", default)?;
+    let timeout = conf.num("RT_FT_TIMEOUT_MS", default)?;
     runthrough_ft::Config::new(Duration::from_millis(period), Duration::from_millis(timeout))
         .map(Some)
         .map_err(|e| Error::Init(format!("failure detector settings: {e}")))
 }
 
-fn engine_config(job: Option<&JobInfo>) -> Result<Config, Error> {
-    let mut cfg = Config::default();
-    let cores = node_cores();
+fn engine_config(conf: &Config, cores: usize, job: Option<&JobInfo>) -> Result<EngineConfig, Error> {
+    let mut cfg = EngineConfig::default();
     let local = job.map_or(1, |j| j.local_size as usize);
     if job.is_some_and(|j| j.local_size == j.size) {
         // The shorter limit only where the rendezvous protocol is chosen: on shared
         // memory (`RT_TRANSPORT=fabric` on one node keeps 64 KiB eager).
-        let fabric = matches!(crate::boot::TransportMode::from_env(), Ok(crate::boot::TransportMode::Fabric));
+        let fabric = matches!(crate::boot::TransportMode::from_conf(conf), Ok(crate::boot::TransportMode::Fabric));
         cfg.eager_limit = if local > cores || fabric { SHM_EAGER_LIMIT } else { SHM_CHOOSING_EAGER_LIMIT };
     }
-    cfg.eager_limit = env_num("RT_EAGER_LIMIT", cfg.eager_limit as u64)? as usize;
+    cfg.eager_limit = conf.num("RT_EAGER_LIMIT", cfg.eager_limit as u64)? as usize;
     if local > cores {
         cfg.spin_polls = OVERSUBSCRIBED_SPIN_POLLS;
         cfg.oversubscribed = true;
@@ -478,12 +493,12 @@ fn engine_config(job: Option<&JobInfo>) -> Result<Config, Error> {
         // copies do; the choice is per size class.
         cfg.cma_min = cfg.eager_limit.saturating_add(1).min(cfg.cma_min);
     }
-    if std::env::var_os("RT_CMA_MIN").is_some() {
-        cfg.rma_min = env_num("RT_CMA_MIN", 0)? as usize;
+    if conf.get("RT_CMA_MIN").is_some() {
+        cfg.rma_min = conf.num("RT_CMA_MIN", 0)? as usize;
         cfg.cma_min = cfg.rma_min;
         cfg.cma_choose = false;
     }
-    cfg.spin_polls = env_num("RT_SPIN_POLLS", cfg.spin_polls.into())? as u32;
+    cfg.spin_polls = conf.num("RT_SPIN_POLLS", cfg.spin_polls.into())? as u32;
     Ok(cfg)
 }
 
@@ -491,9 +506,8 @@ fn engine_config(job: Option<&JobInfo>) -> Result<Config, Error> {
 /// machine's cores, e.g. containers on one host: `cluster.sh` sets their share), else
 /// what the process may run on. It sets the oversubscription scaling of the detector
 /// timeout and whether waits back off early.
-pub(crate) fn node_cores() -> usize {
-    std::env::var("RT_NODE_CORES")
-        .ok()
+fn node_cores(conf: &Config) -> usize {
+    conf.get("RT_NODE_CORES")
         .and_then(|v| v.trim().parse::<usize>().ok())
         .filter(|&c| c > 0)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -505,8 +519,8 @@ pub(crate) fn node_cores() -> usize {
 const LATE_START_ENV: &str = "RT_TEST_LATE_START";
 
 /// The wait of [`LATE_START_ENV`], if it names this rank.
-fn late_start(rank: u32) -> Result<(), Error> {
-    let Ok(v) = std::env::var(LATE_START_ENV) else { return Ok(()) };
+fn late_start(conf: &Config, rank: u32) -> Result<(), Error> {
+    let Some(v) = conf.get(LATE_START_ENV) else { return Ok(()) };
     let bad = || Error::Init(format!("{LATE_START_ENV}={v:?}: expected RANK:MS"));
     let (r, ms) = v.trim().split_once(':').ok_or_else(bad)?;
     let (r, ms): (u32, u64) = (r.parse().map_err(|_| bad())?, ms.parse().map_err(|_| bad())?);
@@ -514,13 +528,6 @@ fn late_start(rank: u32) -> Result<(), Error> {
         std::thread::sleep(Duration::from_millis(ms));
     }
     Ok(())
-}
-
-fn env_num(var: &str, default: u64) -> Result<u64, Error> {
-    match std::env::var(var) {
-        Err(_) => Ok(default),
-        Ok(v) => v.trim().parse().map_err(|_| Error::Init(format!("{var}={v:?} is not a number"))),
-    }
 }
 
 impl Runtime {

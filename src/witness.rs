@@ -45,6 +45,7 @@ use runthrough_launch::client::{Client, Verdict};
 use runthrough_launch::env::JobEnv;
 
 use crate::bootstrap::{excluded_exit, EXCLUDED_EXIT};
+use crate::config::Config;
 use crate::shared::Shared;
 use crate::Error;
 
@@ -52,8 +53,8 @@ use crate::Error;
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Whether the witness is on (`RT_WITNESS`, default on under `rtrun`).
-pub(crate) fn enabled() -> bool {
-    !std::env::var("RT_WITNESS").is_ok_and(|v| v.trim() == "0")
+pub(crate) fn enabled(conf: &Config) -> bool {
+    !conf.off("RT_WITNESS")
 }
 
 /// Starts the witness thread with its own connection to the launcher (made now, while
@@ -68,17 +69,10 @@ pub(crate) fn spawn(
     shared: Weak<Shared>,
     env: &JobEnv,
     connect: Duration,
+    timeout: Option<Duration>,
     watch: Option<Duration>,
 ) -> Result<Sender<Rank>, Error> {
-    let timeout = std::env::var("RT_WITNESS_TIMEOUT_MS")
-        .ok()
-        .map(|v| {
-            v.trim()
-                .parse::<u64>()
-                .map_err(|_| Error::Init(format!("RT_WITNESS_TIMEOUT_MS={v:?}: expected milliseconds")))
-        })
-        .transpose()?
-        .map_or(DEFAULT_TIMEOUT, |ms| Duration::from_millis(ms.max(1)));
+    let timeout = timeout.map_or(DEFAULT_TIMEOUT, |t| t.max(Duration::from_millis(1)));
     let client = Client::connect(env, connect).map_err(|e| Error::Init(format!("witness connection: {e}")))?;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()

@@ -83,3 +83,44 @@ fn report_bindings_names_every_rank_s_cpus() {
     ok(&o);
     assert!(!stderr(&o).contains("rtrun: rank"), "{}", stderr(&o));
 }
+
+/// Issue 37 item 6: `init` never writes the environment; what libfabric reads from its
+/// own environment `rtrun` exports before it executes the ranks (the rxm pool, and
+/// loopback for the IP providers on one host), and a value the user gave wins.
+#[test]
+fn init_leaves_the_environment_alone_and_rtrun_exports_libfabric_s_settings() {
+    let prog = example("config_check");
+    for transport in ["shm", "fabric"] {
+        let env = [("RT_TRANSPORT", transport), ("RT_PROVIDER", "tcp")];
+        let o = run_env(&["-n", "3", prog.to_str().unwrap(), "env"], &env, Duration::from_secs(60));
+        let out = ok(&o);
+        for r in 0..3 {
+            let want = format!("config_check: rank {r} env unchanged; FI_OFI_RXM_MSG_RX_SIZE=256 FI_TCP_IFACE=lo");
+            assert!(out.lines().any(|l| l == want), "{transport}, rank {r}:\n{out}");
+        }
+    }
+    let env = [("RT_TRANSPORT", "fabric"), ("RT_PROVIDER", "tcp")];
+    let o = run_env(
+        &["-n", "2", "-x", "FI_OFI_RXM_MSG_RX_SIZE=64", prog.to_str().unwrap(), "env"],
+        &env,
+        Duration::from_secs(60),
+    );
+    let out = ok(&o);
+    assert_eq!(out.matches("env unchanged; FI_OFI_RXM_MSG_RX_SIZE=64 FI_TCP_IFACE=lo").count(), 2, "{out}");
+}
+
+/// `init_with` reads the `Config` it is given, not the environment: a program started
+/// without `rtrun` configures itself in code.
+#[test]
+fn init_with_reads_its_config_and_not_the_environment() {
+    let o =
+        std::process::Command::new(example("config_check")).arg("conf").env("RT_EAGER_LIMIT", "lots").output().unwrap();
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    assert!(
+        out.contains("config_check: init refused the environment: ") && out.contains("RT_EAGER_LIMIT=\"lots\""),
+        "{out}"
+    );
+    assert!(out.contains("config_check: init_with refused the config: "), "{out}");
+    assert!(out.contains("config_check: init_with(Config::new()) ran a world of 1"), "{out}");
+}

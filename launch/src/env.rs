@@ -64,6 +64,28 @@ pub const RT_FABRIC_ADDR: &str = "RT_FABRIC_ADDR";
 /// `RT_FABRIC_IFACE` (optional): the interface this rank's fabric endpoint binds to.
 pub const RT_FABRIC_IFACE: &str = "RT_FABRIC_IFACE";
 
+/// The receive buffers `rtrun` gives libfabric's `ofi_rxm` (`FI_OFI_RXM_MSG_RX_SIZE`)
+/// unless the user set it: left unset, rxm over tcp allocates and clears 4096 buffers of
+/// 16 KiB at every rank's start (bench/history/NOTEBOOK.md §0.17).
+pub const RXM_MSG_RX_SIZE: u32 = 256;
+
+/// The libfabric variables `rtrun` exports to every rank before executing it, each only
+/// when `is_set` says the user did not set it (ranks never write their environment:
+/// libfabric reads its own, and a write would race with the application's threads).
+/// `FI_OFI_RXM_MSG_RX_SIZE` is [`RXM_MSG_RX_SIZE`]; on one host the IP providers are
+/// pinned to loopback (`FI_TCP_IFACE=lo`, `FI_SOCKETS_IFACE=lo`). Across hosts a rank
+/// binds its endpoint to its own address (`RT_FABRIC_ADDR`, `RT_FABRIC_IFACE`), which the
+/// launcher cannot know the interface of.
+pub fn fabric_defaults(one_host: bool, is_set: impl Fn(&str) -> bool) -> Vec<(&'static str, String)> {
+    let mut v = vec![("FI_OFI_RXM_MSG_RX_SIZE", RXM_MSG_RX_SIZE.to_string())];
+    if one_host {
+        v.push(("FI_TCP_IFACE", "lo".to_owned()));
+        v.push(("FI_SOCKETS_IFACE", "lo".to_owned()));
+    }
+    v.retain(|(k, _)| !is_set(k));
+    v
+}
+
 /// Every variable `rtrun` sets, in a stable order.
 pub const ALL_VARS: [&str; 10] =
     [RT_RANK, RT_SIZE, RT_LOCAL_RANK, RT_LOCAL_SIZE, RT_JOBID, RT_KV_ADDR, RT_KV_SECRET, RT_BIND, RT_SHM_NAME, RT_NODE];
@@ -115,8 +137,19 @@ impl JobEnv {
     /// only; later calls reuse it): an error if the input ends or stays silent for a
     /// minute before a whole line arrived.
     pub fn from_env() -> Result<Option<JobEnv>, Error> {
-        let from_stdin = std::env::var_os(RT_RANK).is_some()
-            && std::env::var_os(RT_KV_SECRET).is_some_and(|v| v == SECRET_FROM_STDIN);
+        JobEnv::from_launcher(|v| std::env::var_os(v))
+    }
+
+    /// Like [`JobEnv::from_env`] (the secret read from standard input when the launcher
+    /// says so), but reads variables through `lookup`: a snapshot of the environment.
+    ///
+    /// # Errors
+    /// As [`JobEnv::from_env`].
+    pub fn from_launcher<F>(mut lookup: F) -> Result<Option<JobEnv>, Error>
+    where
+        F: FnMut(&str) -> Option<OsString>,
+    {
+        let from_stdin = lookup(RT_RANK).is_some() && lookup(RT_KV_SECRET).is_some_and(|v| v == SECRET_FROM_STDIN);
         let secret = match from_stdin {
             true => Some(secret_from_stdin().map_err(|reason| Error::BadEnv {
                 var: RT_KV_SECRET,
@@ -127,7 +160,7 @@ impl JobEnv {
         };
         JobEnv::from_lookup(|name| match (name, &secret) {
             (RT_KV_SECRET, Some(s)) => Some(OsString::from(s)),
-            _ => std::env::var_os(name),
+            _ => lookup(name),
         })
     }
 
@@ -293,6 +326,18 @@ mod tests {
 
     fn parse(vars: &HashMap<&'static str, String>) -> Result<Option<JobEnv>, Error> {
         JobEnv::from_lookup(|k| vars.get(k).map(OsString::from))
+    }
+
+    #[test]
+    fn fabric_defaults_leave_what_the_user_set() {
+        let all = fabric_defaults(true, |_| false);
+        assert_eq!(
+            all.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            ["FI_OFI_RXM_MSG_RX_SIZE", "FI_TCP_IFACE", "FI_SOCKETS_IFACE"]
+        );
+        assert_eq!(all[0].1, "256");
+        let across = fabric_defaults(false, |k| k == "FI_OFI_RXM_MSG_RX_SIZE");
+        assert!(across.is_empty(), "{across:?}");
     }
 
     #[test]

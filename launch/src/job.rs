@@ -597,6 +597,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
     let (done_tx, done_rx) = mpsc::channel();
     let mut forwarders = 0;
     let mut ranks: Vec<Rank> = Vec::with_capacity(opts.ranks as usize);
+    let one_host = layout.placement.iter().all(|p| p.host == layout.placement[0].host);
     for rank in 0..opts.ranks {
         let p = layout.placement[rank as usize];
         let host = &layout.hosts[p.host];
@@ -646,6 +647,9 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
         if let Some(ip) = host.addr {
             vars.push((RT_FABRIC_ADDR, ip.to_string()));
         }
+        // What libfabric reads from its own environment: set here, never by the rank.
+        let user_set = |k: &str| std::env::var_os(k).is_some() || opts.env.iter().any(|(n, _)| n == k);
+        vars.extend(crate::env::fabric_defaults(one_host, user_set));
         let mut cmd = match &opts.agent {
             None => {
                 let mut c = Command::new(&opts.program);

@@ -13,9 +13,16 @@ pub const RT_LOG: &str = "RT_LOG";
 /// subscriber the program installed. A filter that does not parse is reported on stderr
 /// and ignored.
 pub fn from_env(who: &str) {
-    let spec = match std::env::var(RT_LOG) {
-        Ok(s) if !s.trim().is_empty() => s,
-        _ if std::env::var_os("RT_DEBUG").is_some_and(|v| !v.is_empty() && v != "0") => "debug".to_owned(),
+    let log = std::env::var(RT_LOG).ok();
+    let debug = std::env::var("RT_DEBUG").ok();
+    install(log.as_deref(), debug.as_deref(), who);
+}
+
+/// [`from_env`] with the values of `RT_LOG` (`log`) and `RT_DEBUG` (`debug`) given.
+pub fn install(log: Option<&str>, debug: Option<&str>, who: &str) {
+    let spec = match log {
+        Some(s) if !s.trim().is_empty() => s,
+        _ if debug.is_some_and(|v| !v.is_empty() && v != "0") => "debug",
         _ => return,
     };
     let filter = match tracing_subscriber::EnvFilter::try_new(spec.trim()) {

@@ -81,19 +81,19 @@ pub const TUNABLES: &[Tunable] = &[
     l("RT_SHM_NAME", "the host's shared-memory segment"),
     Tunable {
         name: "FI_TCP_IFACE",
-        default: "the endpoint's interface",
-        meaning: "libfabric tcp's interface: set to the one the endpoint binds to unless given",
+        default: "lo on one host (rtrun)",
+        meaning: "libfabric tcp's interface; across hosts the endpoint binds to its address instead",
         kind: Kind::Fabric,
     },
     Tunable {
         name: "FI_SOCKETS_IFACE",
-        default: "the endpoint's interface",
+        default: "lo on one host (rtrun)",
         meaning: "the same for libfabric's sockets provider",
         kind: Kind::Fabric,
     },
     Tunable {
         name: "FI_OFI_RXM_MSG_RX_SIZE",
-        default: "256",
+        default: "256 (rtrun)",
         meaning: "receive buffers ofi_rxm posts to its message provider (libfabric's 4096 cost 64 MiB a rank)",
         kind: Kind::Fabric,
     },

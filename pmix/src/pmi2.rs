@@ -49,13 +49,23 @@ impl Pmi2 {
     /// [`Error::Env`] when `PMI_FD` or `PMI_RANK` is malformed or the descriptor is not
     /// open; the errors of the greeting and `fullinit` otherwise.
     pub fn from_env() -> Result<Option<Pmi2>, Error> {
-        let Some(fd) = std::env::var_os(PMI_FD) else { return Ok(None) };
+        Pmi2::from_vars(|v| std::env::var(v).ok())
+    }
+
+    /// Like [`Pmi2::from_env`], reading `PMI_FD`, `PMI_RANK` and `PMI_JOBID` through
+    /// `var` (a snapshot of the environment).
+    ///
+    /// # Errors
+    /// As [`Pmi2::from_env`].
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Pmi2>, Error> {
+        let Some(fd) = var(PMI_FD) else { return Ok(None) };
         let fd: RawFd = fd
-            .to_str()
-            .and_then(|s| s.trim().parse().ok())
+            .trim()
+            .parse()
+            .ok()
             .filter(|&fd: &RawFd| fd > 2)
             .ok_or_else(|| Error::Env(format!("{PMI_FD}={fd:?}: want a descriptor number above 2")))?;
-        let env_u32 = |var: &str| std::env::var(var).ok().and_then(|v| v.trim().parse::<u32>().ok());
+        let env_u32 = |name: &str| var(name).and_then(|v| v.trim().parse::<u32>().ok());
         let rank = env_u32(PMI_RANK).ok_or_else(|| Error::Env(format!("{PMI_RANK} missing or not a number")))?;
         // SAFETY: `fcntl(F_GETFD)` only reads the descriptor's flags; any integer is a
         // valid argument (a closed one gives EBADF).
@@ -67,7 +77,7 @@ impl Pmi2 {
         // launcher sets for exactly this purpose, and nothing else in this process takes
         // it): the stream becomes its only owner and closes it on drop.
         let stream = unsafe { UnixStream::from_raw_fd(fd) };
-        let jobid = std::env::var(PMI_JOBID).unwrap_or_else(|_| "-1".to_string());
+        let jobid = var(PMI_JOBID).unwrap_or_else(|| "-1".to_string());
         Pmi2::start(stream, rank, &jobid).map(Some)
     }
 

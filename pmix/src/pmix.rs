@@ -173,7 +173,12 @@ impl Pmix {
     /// Whether this process was started by a PMIx server (`PMIX_NAMESPACE` or
     /// `PMIX_RANK` set).
     pub fn in_env() -> bool {
-        std::env::var_os(PMIX_NAMESPACE_ENV).is_some() || std::env::var_os(PMIX_RANK_ENV).is_some()
+        Pmix::in_vars(|v| std::env::var_os(v).is_some())
+    }
+
+    /// [`Pmix::in_env`] with `is_set` telling whether a variable is set.
+    pub fn in_vars(is_set: impl Fn(&str) -> bool) -> bool {
+        is_set(PMIX_NAMESPACE_ENV) || is_set(PMIX_RANK_ENV)
     }
 
     /// Loads the library, calls `PMIx_Init` and registers the termination event handler.
