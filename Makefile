@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: deps build demo test lint fuzz bench compare clean startup-sweep cluster-test abi abi-test compare-abi plots install uninstall
+.PHONY: deps build demo test lint fuzz bench compare clean startup-sweep cluster-test abi abi-test compare-abi plots install uninstall bindings
 
 deps:
 	@bash ci-containers/install-deps.sh
@@ -84,6 +84,13 @@ abi-test: abi
 ## The same C binaries (built once with MPICH's mpicc_abi) on MPICH and on runthrough.
 compare-abi: abi
 	bash bench/compare_abi.sh
+
+## Regenerates the committed libfabric and PMIx bindings (fabric/src/ffi/bindings.rs,
+## pmix/src/ffi/bindings.rs) with bindgen from the installed headers (libfabric-dev,
+## libpmix-dev, libclang: tools/gen-bindings). Building never runs bindgen; `make test`
+## fails while the committed files differ from what these headers give.
+bindings: deps
+	$(CARGO) run -p runthrough-gen-bindings
 
 lint: deps
 	$(CARGO) fmt --all -- --check

@@ -7,11 +7,11 @@ set -euo pipefail
 pkgs=(
   pkg-config         # also tests/install.rs: pkg-config --cflags --libs mpi-abi
   g++                # the installed mpicxx wraps c++ (tests/install.rs)
-  libfabric-dev      # fabric/ bindgen headers + libfabric.so (1.17 on Debian 12)
+  libfabric-dev      # headers of the committed fabric/ bindings (tools/gen-bindings checks them; building needs none) + libfabric.so (1.17 on Debian 12)
   libfabric-bin      # fi_info / fi_pingpong, the raw-libfabric reference
   libhwloc-dev       # hwloc2 crate: NUMA placement of shm rings
-  libpmix-dev        # pmix/ bindgen headers (libpmix.so.2 is loaded at run time, under PMIx only)
-  libclang-dev       # bindgen
+  libpmix-dev        # headers of the committed pmix/ bindings, checked as above (libpmix.so.2 is loaded at run time, under PMIx only)
+  libclang-dev       # bindgen, for tools/gen-bindings (`make bindings` and its staleness test), no longer for building
   clang
   iproute2           # ip netns for multi-host tests
   procps

@@ -7,9 +7,10 @@
 //! job, driven with the caller's time.
 //!
 //! Parts (one concept per module):
-//! - `ffi` (private): bindgen output against the pkg-config libfabric headers (1.17 and
-//!   2.x), the run-time loader and the header-inline calls re-expressed through the fid ops
-//!   tables. It depends on no other module of the crate.
+//! - `ffi` (private): bindgen output generated from the libfabric headers and committed
+//!   (`make bindings`; building needs no headers), the run-time loader and the
+//!   header-inline calls re-expressed through the fid ops tables. It depends on no other
+//!   module of the crate.
 //! - [`error`]: typed [`Error`] / [`ErrorCode`] with `fi_strerror` texts, and `fi_call!`,
 //!   the one mapping from raw returns to [`Error`].
 //! - `addr` and `mr_attr` (private, re-exported from [`av`], [`mr`] and here): the plain
@@ -73,7 +74,8 @@ pub fn runtime_version() -> Result<(u32, u32), Error> {
     Ok((v >> 16, v & 0xffff))
 }
 
-/// The libfabric version of the headers this crate was built against, as `(major, minor)`.
+/// The libfabric version of the headers this crate's bindings were generated from, as
+/// `(major, minor)`.
 pub fn header_version() -> (u32, u32) {
     (ffi::FI_MAJOR_VERSION, ffi::FI_MINOR_VERSION)
 }

@@ -10,10 +10,11 @@
 //!   skip passes. Unset (`cargo test` by hand), every skip passes with its printed line.
 //!
 //! The names: `netns`, `docker`, `cluster-full`, `cgroup-cpu`, `slurm`, `slurm-pmix`,
-//! `slurm-pmi2`, `provider-tcp`, `provider-sockets`.
+//! `slurm-pmi2`, `provider-tcp`, `provider-sockets`, `bindgen-headers`.
 //!
-//! This file is also compiled into `engine/tests/fabric.rs` and `fabric/tests/common`
-//! (`#[path]`), so one rule covers every crate's tests; it uses only `std`.
+//! This file is also compiled into `engine/tests/fabric.rs`, `fabric/tests/common` and
+//! `tools/gen-bindings/tests/stale.rs` (`#[path]`), so one rule covers every crate's
+//! tests; it uses only `std`.
 
 use std::io::Write;
 
