@@ -10,7 +10,7 @@ deps:
 	@bash ci-containers/install-deps.sh
 
 build: deps
-	$(CARGO) build --release --workspace --bins --examples
+	$(CARGO) build --release --workspace --exclude runthrough-gen-bindings --bins --examples
 
 ## The demo: a token around 4 ranks over shared memory, then a manager/worker job that
 ## survives two workers being SIGKILLed (the manager re-issues their tasks).
