@@ -16,6 +16,7 @@ pkgs=(
   iproute2           # ip netns for multi-host tests
   procps
   gnuplot-nox        # make plots: bench/plots.sh renders bench/data/*.csv as SVG
+  man-db             # man -l: tests/install.rs renders the installed rtrun.1
 )
 
 missing=()

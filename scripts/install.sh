@@ -8,8 +8,8 @@
 #   lib/libmpi_abi.so -> libmpi_abi.so.1   the link name (-lmpi_abi)
 #   include/mpi.h, mpi_abi.h, mpi-ext.h    abi/include/
 #   lib/pkgconfig/mpi-abi.pc, mpi.pc       pkg-config modules `mpi-abi` and `mpi`
-#   share/man/man1/rtrun.1        man page: launch/man/rtrun.1.in with the options
-#                                 of `rtrun --help`
+#   share/man/man1/rtrun.1        man page: `rtrun --generate-man`, from the clap
+#                                 definition `rtrun --help` comes from (launch/src/cli/)
 #   share/runthrough/pympi_ulfm.h     for mpi4py's standard-ABI build (docs/ABI.md)
 #   share/runthrough/installed-dirs   the directories this install created (for uninstall)
 #
@@ -84,70 +84,6 @@ link() {
   echo "install.sh: installed $2 -> $1"
 }
 
-# The man page's synopsis, description and option list from `rtrun --help`: a usage line
-# `usage: ...` (with indented continuation lines), paragraphs (the description), and
-# sections (a line `Name:`) of items indented at most 6 spaces (`-x, --xx ARG   text`,
-# `<ARG>  text`) whose text goes on in lines indented deeper. An item's text starts after
-# 2 spaces, or at the column the first item's text started at. Printed in the order
-# synopsis, description, sections; backslashes and minus signs escaped for roff.
-man_from_help() {
-  "$1" --help | awk '
-    function esc(s,   out, c, i) {
-      out = ""
-      for (i = 1; i <= length(s); i++) {
-        c = substr(s, i, 1)
-        if (c == "\\") out = out "\\e"; else if (c == "-") out = out "\\-"; else out = out c
-      }
-      return out ~ /^[.\047]/ ? "\\&" out : out
-    }
-    function strip(s) { sub(/^[ \t]+/, "", s); sub(/[ \t]+$/, "", s); return s }
-    function add(line) {
-      if (where == "syn") syn = syn line "\n"
-      else if (where == "desc") desc = desc line "\n"
-      else body = body line "\n"
-    }
-    function flush() {
-      if (item != "") { add(".TP"); add("\\fB" esc(item) "\\fR"); if (text != "") add(text) }
-      item = ""; text = ""
-    }
-    function indent(s) { match(s, /^ */); return RLENGTH }
-    BEGIN { where = "desc" }
-    syn == "" && tolower($1) ~ /^usage:/ {
-      flush(); sub(/^[^:]*: */, ""); where = "syn"; add(esc($0)); insyn = 1; next
-    }
-    insyn && /^[ \t]+[^ \t]/ { add(esc(strip($0))); next }
-    { insyn = 0 }
-    /^[ \t]*$/ { flush(); insec = 0; para = 0; next }
-    /^[A-Za-z][A-Za-z ]*:$/ {
-      flush(); sub(/:$/, ""); where = "body"; add(".SH " toupper($0)); insec = 1; next
-    }
-    insec && indent($0) <= 6 && /^ +(-|<|\[)/ {
-      flush(); n = indent($0); line = substr($0, n + 1)
-      if (match(line, /  +/)) {
-        item = substr(line, 1, RSTART - 1); rest = substr(line, RSTART + RLENGTH)
-        if (!col) col = n + RSTART + RLENGTH
-      } else if (col && length($0) >= col && substr($0, col - 1, 1) == " " && substr($0, col, 1) != " ") {
-        item = strip(substr($0, 1, col - 1)); rest = substr($0, col)
-      } else { item = line; rest = "" }
-      text = rest == "" ? "" : esc(strip(rest))
-      next
-    }
-    insec && item != "" && /^ +[^ ]/ { line = esc(strip($0)); text = text == "" ? line : text "\n" line; next }
-    {
-      flush()
-      if (where == "syn") where = body == "" ? "desc" : "body"
-      if (!para && ((where == "desc" && desc != "") || where == "body")) add(".PP")
-      para = 1
-      add(esc(strip($0)))
-    }
-    END {
-      flush()
-      if (syn != "") printf ".SH SYNOPSIS\n.nf\n%s.fi\n", syn
-      if (desc != "") printf ".SH DESCRIPTION\n%s", desc
-      printf "%s", body
-    }'
-}
-
 do_install() {
   local lib=$build/libmpi_abi.so rtrun=$build/rtrun v
   [ -f "$lib" ] || die "no $lib: build it first (make install PROFILE=$PROFILE builds it)"
@@ -213,13 +149,11 @@ EOF
     rm -f "$dest/lib/pkgconfig/.$pc.gen.$$"
   done
 
-  local page=$dest/share/man/man1/.rtrun.1.gen.$$ help
-  help=$(man_from_help "$rtrun") || die "$rtrun --help failed"
-  [ -n "$help" ] || die "$rtrun --help printed nothing"
-  # ENVIRON, not awk -v: -v would turn the roff escapes (\fB, \e) into characters.
-  HELP=$help VERSION=$v awk '$0 == "@HELP@" { print ENVIRON["HELP"]; next }
-    { gsub(/@VERSION@/, ENVIRON["VERSION"]); print }' \
-    "$root/launch/man/rtrun.1.in" >"$page"
+  # The man page comes from the same clap definition as `rtrun --help` (it names the
+  # version rtrun was built as).
+  local page=$dest/share/man/man1/.rtrun.1.gen.$$
+  "$rtrun" --generate-man >"$page" || { rm -f "$page"; die "$rtrun --generate-man failed"; }
+  [ -s "$page" ] || { rm -f "$page"; die "$rtrun --generate-man printed nothing"; }
   put "$page" "$dest/share/man/man1/rtrun.1" 644
   rm -f "$page"
   echo "install.sh: runthrough $v installed in $dest"

@@ -233,10 +233,18 @@ fn check_tree(dest: &Path, prefix: &Path) {
         }
     }
 
-    // The man page: every option `rtrun --help` lists, in roff (`-` as `\-`).
-    let page = std::fs::read_to_string(dest.join("share/man/man1/rtrun.1")).expect("man page");
-    assert!(page.contains(".TH RTRUN 1") && page.contains(".SH SYNOPSIS") && page.contains(".SH EXIT STATUS"));
-    assert!(!page.contains("@HELP@") && !page.contains("@VERSION@"), "template markers left:\n{page}");
+    // The man page: what the installed rtrun's `--generate-man` prints (from the clap
+    // definition `--help` comes from), naming this version, with every option
+    // `rtrun --help` lists, in roff (`-` as `\-`).
+    let man_path = dest.join("share/man/man1/rtrun.1");
+    let page = std::fs::read_to_string(&man_path).expect("man page");
+    let generated = run_ok(Command::new(dest.join("bin/rtrun")).arg("--generate-man"), COMPILE);
+    assert!(page == generated, "rtrun.1 is not what rtrun --generate-man prints:\n{page}");
+    for part in [".TH RTRUN 1", ".SH SYNOPSIS", ".SH OPTIONS", ".SH ENVIRONMENT", ".SH \"EXIT STATUS\"", ".SH EXAMPLES"]
+    {
+        assert!(page.contains(part), "no {part} in rtrun.1:\n{page}");
+    }
+    assert!(page.contains(&format!("\"runthrough {}\"", env!("CARGO_PKG_VERSION"))), "no version in rtrun.1:\n{page}");
     let help = run_ok(Command::new(dest.join("bin/rtrun")).arg("--help"), COMPILE);
     let mut options = 0;
     for line in help.lines() {
@@ -246,7 +254,9 @@ fn check_tree(dest: &Path, prefix: &Path) {
         }
         let head = body.split("  ").next().unwrap_or(body);
         for opt in head.split_whitespace().filter(|w| w.starts_with('-')) {
-            let roff = opt.trim_end_matches(',').replace('-', "\\-");
+            // `--info[=<markdown>]`: the option's name alone.
+            let name = opt.trim_end_matches(',').split(['[', '=', '<']).next().unwrap_or(opt);
+            let roff = name.replace('-', "\\-");
             assert!(
                 page.contains(&format!("\\fB{roff}")) || page.contains(&format!(" {roff}")),
                 "{opt} not in rtrun.1"
@@ -255,6 +265,11 @@ fn check_tree(dest: &Path, prefix: &Path) {
         }
     }
     assert!(options >= 10, "only {options} options found in rtrun --help:\n{help}");
+    // `man -l` renders it (man-db: ci-containers/install-deps.sh installs it).
+    let text = run_ok(Command::new("man").arg("-l").arg(&man_path).env("MANWIDTH", "100"), COMPILE);
+    for want in ["SYNOPSIS", "rtrun -n N [options]", "--exit-status", "ENVIRONMENT", "EXIT STATUS"] {
+        assert!(text.contains(want), "man -l rtrun.1 lacks {want:?}:\n{text}");
+    }
 }
 
 /// Runs `PREFIX/bin/mpiexec --outcome-file F -n N PROG` in `cwd` with no `LD_LIBRARY_PATH`

@@ -1,105 +1,41 @@
-//! Command-line parsing for `rtrun` (hand-written; no external parser).
+//! Command-line parsing for `rtrun`, on clap (derive): what it accepts, `--help` and the
+//! man page all come from one definition.
+//!
+//! Parts:
+//! - this file: what a command line asks for ([`Invocation`], [`Options`] and their
+//!   types), its errors ([`UsageError`]), [`parse_args`], [`help`], [`man_page`] and
+//!   [`parse_duration`];
+//! - `args`: the clap definition (every option and its help text) and mpirun's `-np`
+//!   rewritten for clap;
+//! - `convert`: clap's result to an [`Invocation`], every value checked; clap's errors
+//!   to [`UsageError`]s;
+//! - `man`: the man page (`clap_mangen`), and the sections after the options that
+//!   `--help` and the man page share (environment, exit status, examples).
 //!
 //! ```text
-//! rtrun -n N [--bind-to core|none|numa] [--timeout DURATION] [--tag-output] [--quiet]
-//!       [--outcome-file PATH] [--output pty|pipe] [--initial-errhandler NAME]
-//!       [--kill|--stop|--cont RANK@DURATION]... [--ft-period D] [--ft-timeout D] [--no-ft]
-//!       [--transport auto|shm|fabric]
-//!       [--provider auto|tcp|sockets|verbs|cxi]
-//!       [--host NAME[=IP],... [--map-by node|slot] [--launch-agent TEMPLATE] [--kv-addr IP]]
-//!       [--] prog [args...]
+//! rtrun -n N [options] [--] PROGRAM [ARGS...]
 //! ```
-//! Options may also be written `--opt=value`, and `-n` as `-nN`. Option parsing stops at
-//! the first non-option (the program) or after `--`. Durations: see [`parse_duration`].
+//! mpirun's habits: `-np N`, `-H`/`--host`, `--hostfile`/`--machinefile`/`-f`, `-x VAR`,
+//! `--oversubscribe`, `--report-bindings`, `--output-filename`. Options may also be
+//! written `--opt=value`, and `-n` as `-nN`. Option parsing stops at the program (its
+//! arguments are its own, even those that look like options) or after `--`. Durations:
+//! see [`parse_duration`].
 
 use std::ffi::OsString;
 use std::fmt;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::hosts::{self, Agent, AgentError, HostError, HostSpec, MapBy};
+use clap::FromArgMatches;
+
+use crate::hosts::{Agent, AgentError, HostError, HostSpec, MapBy};
+
+mod args;
+mod convert;
+mod man;
 
 /// Largest accepted `-n`.
 pub const MAX_RANKS: u32 = 4096;
-
-/// The usage text printed by `--help` and after argument errors.
-pub const USAGE: &str = "\
-usage: rtrun -n N [options] [--] PROGRAM [ARGS...]
-
-Runs N ranks of PROGRAM on this host (or on --host hosts) with the runthrough
-bootstrap service.
-
-options:
-  -n N, -np N, --np N      number of ranks (1..=4096)
-  -x VAR[=VALUE], --env VAR[=VALUE]
-                           set VAR in every rank's environment (without =VALUE: rtrun's
-                           own value of VAR); repeatable
-  --bind-to core|hwthread|numa|none
-                           binding: a physical core per rank (all its hardware
-                           threads), a hardware thread per rank, a NUMA node, or none
-                           (default); passed to the ranks as RT_BIND
-  --timeout DURATION       SIGKILL all ranks after DURATION, exit 124
-  --tag-output             prefix every output line with [RANK]
-  --quiet                  no end-of-job line for ranks that ended abnormally
-  --outcome-file PATH      write one line per rank to PATH after the job: rank, host,
-                           exit code or signal, phase, cause (machine-readable)
-  --exit-status r7|first-nonzero
-                           rtrun's exit code: r7 (default: a job that ran through
-                           failures exits with the code of its lowest finalized rank,
-                           so survivors that finished their work report success; else
-                           the abort code, else 128+signal), or first-nonzero (mpirun's:
-                           the first rank to end non-zero, 128+signal for a signal)
-  --report-bindings        each rank prints its binding and the CPUs it may run on
-                           (stderr, at start-up)
-  --oversubscribe          accepted (Open MPI's flag): ranks may always outnumber cores
-  --output-filename DIR    also write each rank's output to DIR/1/rank.R/stdout and
-                           stderr (Open MPI's layout)
-  --output pty|pipe        the ranks' standard output: a pseudo-terminal (default, as
-                           Open MPI's mpirun: C programs line-buffer it, so a line
-                           printed just before a crash is not lost) or a pipe
-  --initial-errhandler NAME
-                           the error handler MPI_COMM_WORLD, MPI_COMM_SELF and sessions
-                           start with (MPI-4.1 11.2.2): mpi_errors_are_fatal (default),
-                           mpi_errors_abort or mpi_errors_return (sets
-                           RT_INITIAL_ERRHANDLER; MPI_INFO_ENV's mpi_initial_errhandler)
-  --kill RANK@DURATION     SIGKILL RANK DURATION after start (fault injection; repeatable)
-  --stop RANK@DURATION     SIGSTOP RANK (it hangs; repeatable)
-  --cont RANK@DURATION     SIGCONT RANK (a stopped rank resumes; repeatable)
-  --ft-period DURATION     failure-detector heartbeat period (default 10ms)
-  --ft-timeout DURATION    failure-detector timeout (default 100ms, x ranks/cores when oversubscribed)
-  --no-ft                  no failure detector (overhead measurements)
-  --transport auto|shm|fabric
-                           auto: shared memory on this host, libfabric to others;
-                           fabric: libfabric to every rank (sets RT_TRANSPORT)
-  --provider auto|tcp|sockets|verbs|cxi
-                           libfabric provider (sets RT_PROVIDER)
-  --host NAME[=IP],...     run on these hosts; each rank gets RT_NODE=NAME, and with
-                           =IP its fabric endpoint binds to IP (RT_FABRIC_ADDR)
-  --hostfile FILE          the hosts from FILE, one a line: NAME[=IP] [slots=N]
-                           (Open MPI) or NAME:N (MPICH); with slots, ranks fill each
-                           host's slots in turn unless --map-by is given
-                           (also --machinefile, -f)
-  --map-by node|slot       node: round-robin over hosts (default); slot: fill each
-                           host with its slots, or ceil(N/hosts) ranks without them
-  --launch-agent TEMPLATE  start each rank through TEMPLATE with {host} replaced, e.g.
-                           'ip netns exec {host}' or 'ssh {host}' (needs --host)
-  --kv-addr IP             address of the key-value service (loopback or private;
-                           default 127.0.0.1; required with --launch-agent)
-  --info[=markdown]        list every environment variable runthrough reads, with its
-                           default and meaning (the README's table: --info=markdown)
-  -V, --version            print rtrun's version
-  -h, --help               print this help
-
-DURATION: a number with an optional unit us, ms, s or m (default s): 250ms, 1.5s, 2.
-
-signals: SIGINT or SIGTERM to rtrun gives every rank SIGTERM, then SIGKILL to those
-still running 500 ms later; exit 130. An abort (MPI_Abort, a fatal error) does the same
-to the ranks it names.
-
-environment: RT_LOG=error|warn|info|debug|trace or a tracing filter (e.g.
-runthrough_engine=debug) prints rtrun's and every rank's log on stderr, each line
-labelled rtrun or rank N.
-";
 
 /// Where the ranks' standard output goes (`--output`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -262,7 +198,7 @@ pub struct Options {
 pub enum Invocation {
     /// Run a job.
     Run(Options),
-    /// Print [`USAGE`] and exit 0.
+    /// Print [`help`] and exit 0.
     Help,
     /// Print the version and exit 0.
     Version,
@@ -272,6 +208,8 @@ pub enum Invocation {
         /// The README's Markdown table instead of text.
         markdown: bool,
     },
+    /// Print the man page ([`man_page`], the hidden `--generate-man`) and exit 0.
+    Man,
 }
 
 /// A malformed `rtrun` command line (exit code 2).
@@ -352,8 +290,8 @@ pub enum UsageError {
         /// `-n`.
         size: u32,
     },
-    /// `--bind-to` value is not `core`, `none` or `numa`.
-    #[error("invalid --bind-to {value:?}: expected core, none or numa")]
+    /// `--bind-to` value is not `core`, `hwthread`, `numa` or `none`.
+    #[error("invalid --bind-to {value:?}: expected core, hwthread, numa or none")]
     BadBind {
         /// The value given.
         value: String,
@@ -414,6 +352,12 @@ pub enum UsageError {
     /// `--launch-agent` without `--kv-addr`: remote ranks cannot reach loopback.
     #[error("--launch-agent needs --kv-addr IP, an address of this host the ranks can reach")]
     KvAddrRequired,
+    /// A command line clap could not split otherwise (clap's message).
+    #[error("{message}")]
+    Syntax {
+        /// clap's message.
+        message: String,
+    },
     /// An option value is not valid UTF-8.
     #[error("the value of {option} is not valid UTF-8")]
     NotUnicode {
@@ -465,294 +409,35 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     Duration::try_from_secs_f64(value * scale).map_err(|_| DurationError::Overflow)
 }
 
-fn utf8(option: &str, v: OsString) -> Result<String, UsageError> {
-    v.into_string().map_err(|_| UsageError::NotUnicode { option: option.to_owned() })
-}
-
-/// Parses `rtrun`'s arguments (without the program name `argv[0]`).
+/// Parses `rtrun`'s arguments (without the program name `argv[0]`): mpirun's `-np`
+/// rewritten for clap (`args::normalize`), the command line split by clap
+/// (`args::Args`), then every value checked (`convert`).
 ///
 /// # Errors
 /// [`UsageError`] for every malformed command line; never panics.
-pub fn parse_args<I>(args: I) -> Result<Invocation, UsageError>
+pub fn parse_args<I>(argv: I) -> Result<Invocation, UsageError>
 where
     I: IntoIterator<Item = OsString>,
 {
-    let mut it = args.into_iter();
-    let mut ranks: Option<u32> = None;
-    let mut bind = Bind::default();
-    let mut timeout = None;
-    let mut tag_output = false;
-    let mut output = OutputMode::default();
-    let mut initial_errhandler = None;
-    let mut quiet = false;
-    let mut outcome_file = None;
-    let mut kills = Vec::new();
-    let mut transport = None;
-    let mut provider = None;
-    let mut ft_period = None;
-    let mut ft_timeout = None;
-    let mut no_ft = false;
-    let mut host_list = Vec::new();
-    let mut map_by = MapBy::default();
-    let mut map_by_given = false;
-    let mut slots_given = false;
-    let mut agent = None;
-    let mut kv_addr = None;
-    let mut env = Vec::new();
-    let mut output_dir = None;
-    let mut report_bindings = false;
-    let mut first_nonzero = false;
-    let mut program = None;
+    let written: Vec<OsString> = argv.into_iter().collect();
+    let matches = args::command()
+        .no_binary_name(true)
+        .try_get_matches_from(args::normalize(written.iter().cloned()))
+        .map_err(|e| convert::usage_error(&e, &written))?;
+    let parsed = args::Args::from_arg_matches(&matches).map_err(|e| convert::usage_error(&e, &written))?;
+    convert::invocation(parsed, &matches)
+}
 
-    while let Some(arg) = it.next() {
-        let Some(a) = arg.to_str() else {
-            // Not an option we know (options are ASCII): the program.
-            program = Some(arg);
-            break;
-        };
-        if a == "--" {
-            program = it.next();
-            break;
-        }
-        if !a.starts_with('-') || a == "-" {
-            program = Some(arg);
-            break;
-        }
-        // Split `--opt=value` and `-nN`.
-        let (name, inline): (&str, Option<String>) = if let Some(rest) = a.strip_prefix("--") {
-            match rest.split_once('=') {
-                Some((n, v)) => (&a[..2 + n.len()], Some(v.to_owned())),
-                None => (a, None),
-            }
-        } else if a.len() > 2 && a.starts_with("-n") {
-            ("-n", Some(a[2..].trim_start_matches('=').to_owned()))
-        } else {
-            (a, None)
-        };
-        let name = name.to_owned();
-        let mut value = |inline: Option<String>| -> Result<String, UsageError> {
-            match inline {
-                Some(v) => Ok(v),
-                None => match it.next() {
-                    Some(v) => utf8(&name, v),
-                    None => Err(UsageError::MissingValue { option: name.clone() }),
-                },
-            }
-        };
-        match name.as_str() {
-            "-h" | "--help" => return Ok(Invocation::Help),
-            "-V" | "--version" => return Ok(Invocation::Version),
-            "--info" => match inline.as_deref() {
-                None | Some("text") => return Ok(Invocation::Info { markdown: false }),
-                Some("markdown") => return Ok(Invocation::Info { markdown: true }),
-                Some(v) => return Err(UsageError::BadInfo { value: v.to_owned() }),
-            },
-            "--output-filename" => output_dir = Some(std::path::PathBuf::from(value(inline)?)),
-            "--report-bindings" => report_bindings = true,
-            "--exit-status" => {
-                let v = value(inline)?;
-                first_nonzero = match v.as_str() {
-                    "r7" => false,
-                    "first-nonzero" => true,
-                    _ => return Err(UsageError::BadExitStatus { value: v }),
-                };
-            }
-            // Open MPI refuses more ranks than slots without it; runthrough never does.
-            "--oversubscribe" => {}
-            "-x" | "--env" => {
-                let v = value(inline)?;
-                let (k, val) = match v.split_once('=') {
-                    Some((k, val)) => (k.to_owned(), val.to_owned()),
-                    // Open MPI's `-x VAR`: rtrun's own value (an unset one is an error).
-                    None => match std::env::var(&v) {
-                        Ok(val) => (v.clone(), val),
-                        Err(_) => return Err(UsageError::BadEnv { value: v }),
-                    },
-                };
-                if k.is_empty() || k.contains('\0') || val.contains('\0') {
-                    return Err(UsageError::BadEnv { value: v });
-                }
-                env.push((k, val));
-            }
-            "-n" | "--np" | "-np" => {
-                let v = value(inline)?;
-                match v.trim().parse::<u32>() {
-                    Ok(n) if (1..=MAX_RANKS).contains(&n) => ranks = Some(n),
-                    _ => return Err(UsageError::BadRanks { value: v }),
-                }
-            }
-            "--bind-to" => {
-                let v = value(inline)?;
-                bind = match v.as_str() {
-                    "core" => Bind::Core,
-                    "hwthread" => Bind::HwThread,
-                    "none" => Bind::None,
-                    "numa" => Bind::Numa,
-                    _ => return Err(UsageError::BadBind { value: v }),
-                };
-            }
-            "--transport" => {
-                let v = value(inline)?;
-                transport = Some(match v.as_str() {
-                    "auto" => TransportChoice::Auto,
-                    "shm" => TransportChoice::Shm,
-                    "fabric" => TransportChoice::Fabric,
-                    _ => return Err(UsageError::BadTransport { value: v }),
-                });
-            }
-            "--provider" => {
-                let v = value(inline)?;
-                if !PROVIDERS.contains(&v.as_str()) {
-                    return Err(UsageError::BadProvider { value: v });
-                }
-                provider = Some(v);
-            }
-            "--host" | "-H" | "--hosts" => {
-                host_list = hosts::parse_hosts(&value(inline)?).map_err(UsageError::BadHost)?;
-            }
-            "--hostfile" | "--machinefile" | "-f" => {
-                let path = value(inline)?;
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| UsageError::Hostfile { path: path.clone(), reason: e.to_string() })?;
-                host_list = hosts::parse_hostfile(&text)
-                    .map_err(|e| UsageError::Hostfile { path: path.clone(), reason: e.to_string() })?;
-                slots_given = host_list.iter().any(|h| h.slots.is_some());
-            }
-            "--map-by" => {
-                map_by_given = true;
-                let v = value(inline)?;
-                map_by = match v.as_str() {
-                    "node" => MapBy::Node,
-                    "slot" => MapBy::Slot,
-                    _ => return Err(UsageError::BadMapBy { value: v }),
-                };
-            }
-            "--launch-agent" => {
-                agent = Some(Agent::parse(&value(inline)?).map_err(UsageError::BadAgent)?);
-            }
-            "--kv-addr" => {
-                let v = value(inline)?;
-                match v.trim().parse::<IpAddr>() {
-                    Ok(ip) if hosts::kv_ip_allowed(ip) => kv_addr = Some(ip),
-                    _ => return Err(UsageError::BadKvAddr { value: v }),
-                }
-            }
-            "--timeout" => {
-                let v = value(inline)?;
-                let d = parse_duration(&v).map_err(|reason| UsageError::BadDuration {
-                    option: "--timeout",
-                    value: v.clone(),
-                    reason,
-                })?;
-                timeout = Some(d);
-            }
-            "--tag-output" if inline.is_none() => tag_output = true,
-            "--output" => {
-                let v = value(inline)?;
-                output = match v.as_str() {
-                    "pty" => OutputMode::Pty,
-                    "pipe" => OutputMode::Pipe,
-                    _ => return Err(UsageError::BadOutput { value: v }),
-                };
-            }
-            "--initial-errhandler" => {
-                let v = value(inline)?;
-                let name = v.trim().to_ascii_lowercase();
-                if !INITIAL_ERRHANDLERS.contains(&name.as_str()) {
-                    return Err(UsageError::BadErrhandler { value: v });
-                }
-                initial_errhandler = Some(name);
-            }
-            "--quiet" | "-q" if inline.is_none() => quiet = true,
-            "--outcome-file" => outcome_file = Some(std::path::PathBuf::from(value(inline)?)),
-            "--no-ft" if inline.is_none() => no_ft = true,
-            "--ft-period" | "--ft-timeout" => {
-                let v = value(inline)?;
-                let option = if name == "--ft-period" { "--ft-period" } else { "--ft-timeout" };
-                let d = parse_duration(&v).map_err(|reason| UsageError::BadDuration {
-                    option,
-                    value: v.clone(),
-                    reason,
-                })?;
-                if d.is_zero() {
-                    return Err(UsageError::BadDuration { option, value: v, reason: DurationError::BadNumber });
-                }
-                if option == "--ft-period" {
-                    ft_period = Some(d);
-                } else {
-                    ft_timeout = Some(d);
-                }
-            }
-            "--kill" | "--stop" | "--cont" => {
-                let (option, fault) = match name.as_str() {
-                    "--kill" => ("--kill", Fault::Kill),
-                    "--stop" => ("--stop", Fault::Stop),
-                    _ => ("--cont", Fault::Cont),
-                };
-                let v = value(inline)?;
-                let Some((r, d)) = v.split_once('@') else {
-                    return Err(UsageError::BadKill { value: v });
-                };
-                let rank = r.trim().parse::<u32>().map_err(|_| UsageError::BadKill { value: v.clone() })?;
-                let after =
-                    parse_duration(d).map_err(|reason| UsageError::BadDuration { option, value: v.clone(), reason })?;
-                kills.push(KillSpec { rank, after, fault });
-            }
-            _ => return Err(UsageError::UnknownOption { option: a.to_owned() }),
-        }
-    }
+/// The text `--help` prints: usage, description, every option, then durations, signals,
+/// environment, exit status and examples.
+pub fn help() -> String {
+    args::command().render_long_help().to_string()
+}
 
-    // A hostfile's slot counts mean filling hosts by slot unless --map-by says otherwise
-    // (as Open MPI and MPICH do).
-    if slots_given && !map_by_given {
-        map_by = MapBy::Slot;
-    }
-    let ranks = ranks.ok_or(UsageError::MissingRanks)?;
-    let program = program.ok_or(UsageError::MissingProgram)?;
-    if program.is_empty() {
-        return Err(UsageError::MissingProgram);
-    }
-    if let Some(k) = kills.iter().find(|k| k.rank >= ranks) {
-        return Err(UsageError::KillRankOutOfRange { rank: k.rank, size: ranks });
-    }
-    if agent.is_some() && host_list.is_empty() {
-        return Err(UsageError::AgentWithoutHosts);
-    }
-    if agent.is_some() && kv_addr.is_none() {
-        return Err(UsageError::KvAddrRequired);
-    }
-    // Through a launch agent (a remote shell may read them) -x values must need no quoting.
-    if let (Some(_), Some((k, v))) =
-        (&agent, env.iter().find(|(k, v)| !crate::hosts::shell_safe(k) || !crate::hosts::shell_safe(v)))
-    {
-        return Err(UsageError::EnvNeedsQuoting { value: format!("{k}={v}") });
-    }
-    Ok(Invocation::Run(Options {
-        ranks,
-        bind,
-        timeout,
-        tag_output,
-        quiet,
-        outcome_file,
-        output,
-        initial_errhandler,
-        kills,
-        transport,
-        provider,
-        ft_period,
-        ft_timeout,
-        no_ft,
-        hosts: host_list,
-        map_by,
-        agent,
-        kv_addr,
-        output_dir,
-        report_bindings,
-        first_nonzero,
-        env,
-        program,
-        args: it.collect(),
-    }))
+/// The man page, rtrun.1, in roff (`rtrun --generate-man`; `scripts/install.sh` installs
+/// it): the same options and sections as [`help`], and the installed files.
+pub fn man_page() -> String {
+    man::man_page()
 }
 
 #[cfg(test)]
@@ -957,6 +642,100 @@ mod tests {
         assert_eq!(parse(&["-n", "2", "-V", "prog"]), Ok(Invocation::Version));
         assert_eq!(parse(&["--help"]), Ok(Invocation::Help));
         assert_eq!(parse(&["-n", "2", "-h"]), Ok(Invocation::Help));
+    }
+
+    #[test]
+    fn mpirun_spellings() {
+        let o = run(&[
+            "-np",
+            "4",
+            "-H",
+            "a,b",
+            "--oversubscribe",
+            "--report-bindings",
+            "--output-filename",
+            "/tmp/rt-out",
+            "--exit-status",
+            "first-nonzero",
+            "prog",
+            "-np",
+            "2",
+            "-H",
+        ]);
+        assert_eq!((o.ranks, o.hosts.len(), o.report_bindings, o.first_nonzero), (4, 2, true, true));
+        assert_eq!(o.output_dir.as_deref(), Some(std::path::Path::new("/tmp/rt-out")));
+        assert_eq!(o.args, ["-np", "2", "-H"], "the program's arguments are its own");
+        assert_eq!(run(&["--hosts", "a", "-n", "1", "p"]).hosts.len(), 1);
+        for n in
+            [&["-n=3", "p"][..], &["-n3", "p"], &["--np", "3", "p"], &["-qn", "3", "p"], &["-np", "2", "-n", "3", "p"]]
+        {
+            assert_eq!(run(n).ranks, 3, "{n:?}: the last -n wins");
+        }
+        // An option's value is never rewritten, nor taken for an option.
+        let o = run(&["-n", "1", "--outcome-file", "-np", "--", "p", "--", "-x"]);
+        assert_eq!(o.outcome_file.as_deref(), Some(std::path::Path::new("-np")));
+        assert_eq!((o.program.to_str(), o.args.len()), (Some("p"), 2));
+        assert_eq!(run(&["-n", "1", "-", "x"]).program, "-");
+        assert!(!run(&["-n", "1", "p"]).first_nonzero);
+        assert!(!run(&["-n", "1", "--exit-status=r7", "p"]).first_nonzero);
+        assert!(matches!(parse(&["-np"]), Err(UsageError::MissingValue { option }) if option == "-np"));
+    }
+
+    #[test]
+    fn hostfile_spellings_and_host_override() {
+        let path = std::env::temp_dir().join(format!("rt-cli-hostfile-{}", std::process::id()));
+        std::fs::write(&path, "a slots=2\nb:1\n").unwrap();
+        let file = path.to_str().unwrap();
+        for flag in ["--hostfile", "--machinefile", "-f"] {
+            let o = run(&["-n", "3", flag, file, "p"]);
+            assert_eq!((o.hosts.len(), o.map_by), (2, MapBy::Slot), "{flag}");
+        }
+        assert_eq!(run(&["-n", "3", "-f", file, "--map-by", "node", "p"]).map_by, MapBy::Node);
+        // The later of --host and --hostfile wins.
+        let o = run(&["-n", "1", "--hostfile", file, "-H", "c", "p"]);
+        assert_eq!((o.hosts.len(), o.map_by), (1, MapBy::Node));
+        assert_eq!(run(&["-n", "1", "-H", "c", "--hostfile", file, "p"]).hosts.len(), 2);
+        let _ = std::fs::remove_file(&path);
+        assert!(matches!(parse(&["-n", "1", "-f", file, "p"]), Err(UsageError::Hostfile { .. })));
+    }
+
+    #[test]
+    fn faults_keep_command_line_order() {
+        let o = run(&["-n", "2", "--cont", "1@3s", "--kill=0@1s", "--stop", "1@2s", "--kill", "1@4s", "p"]);
+        let got: Vec<(Fault, u32)> = o.kills.iter().map(|k| (k.fault, k.rank)).collect();
+        assert_eq!(got, [(Fault::Cont, 1), (Fault::Kill, 0), (Fault::Stop, 1), (Fault::Kill, 1)]);
+    }
+
+    #[test]
+    fn info_man_and_values_that_are_not_unicode() {
+        use std::os::unix::ffi::OsStringExt;
+        assert_eq!(parse(&["--info"]), Ok(Invocation::Info { markdown: false }));
+        assert_eq!(parse(&["--info=text"]), Ok(Invocation::Info { markdown: false }));
+        assert_eq!(parse(&["-n", "2", "--info=markdown"]), Ok(Invocation::Info { markdown: true }));
+        assert!(matches!(parse(&["--info=html"]), Err(UsageError::BadInfo { .. })));
+        assert_eq!(parse(&["--generate-man"]), Ok(Invocation::Man));
+        // A program whose name is not UTF-8 runs as given; an option's value must be.
+        let bytes = OsString::from_vec(vec![b'p', 0xff]);
+        match parse_args([OsString::from("-n"), "1".into(), bytes.clone()]) {
+            Ok(Invocation::Run(o)) => assert_eq!(o.program, bytes),
+            other => panic!("{other:?}"),
+        }
+        let bad = parse_args([OsString::from("-n"), "1".into(), "--outcome-file".into(), bytes, "p".into()]);
+        assert!(matches!(&bad, Err(UsageError::NotUnicode { option }) if option == "--outcome-file"), "{bad:?}");
+    }
+
+    #[test]
+    fn help_lists_every_option_np_and_the_default_exit_status() {
+        let h = super::help();
+        assert!(h.starts_with("usage: rtrun -n N [options] [--] PROGRAM [ARGS...]\n"), "{h}");
+        assert!(h.contains("-n, --np <N>") && h.contains("also -np N"), "{h}");
+        assert!(h.contains("r7 (the default: a job that ran through failures exits with"), "{h}");
+        assert!(h.contains("Exit status:") && h.contains("Environment:") && h.contains("Examples:"), "{h}");
+        for a in args::command().get_arguments().filter(|a| !a.is_hide_set()) {
+            let long = a.get_long().map(|l| format!("--{l}")).unwrap_or_default();
+            assert!(h.contains(&long), "{long} not in --help");
+        }
+        assert!(!h.contains("--generate-man"), "hidden");
     }
 
     #[test]

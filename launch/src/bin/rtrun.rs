@@ -7,14 +7,18 @@
 
 use std::process::ExitCode;
 
-use runthrough_launch::cli::{self, Invocation, USAGE};
+use runthrough_launch::cli::{self, Invocation};
 use runthrough_launch::job::{self, JobEnd};
 
 fn main() -> ExitCode {
     runthrough_launch::logging::from_env("rtrun");
     let opts = match cli::parse_args(std::env::args_os().skip(1)) {
         Ok(Invocation::Help) => {
-            print!("{USAGE}");
+            print!("{}", cli::help());
+            return ExitCode::SUCCESS;
+        }
+        Ok(Invocation::Man) => {
+            print!("{}", cli::man_page());
             return ExitCode::SUCCESS;
         }
         Ok(Invocation::Info { markdown }) => {
