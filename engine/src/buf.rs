@@ -73,6 +73,11 @@ impl RawBufMut {
         Self { ptr: s.as_mut_ptr(), len: s.len() }
     }
 
+    /// An empty view.
+    pub(crate) fn empty() -> Self {
+        Self { ptr: std::ptr::NonNull::<u8>::dangling().as_ptr(), len: 0 }
+    }
+
     /// Length in bytes.
     pub(crate) fn len(&self) -> usize {
         self.len

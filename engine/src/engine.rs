@@ -37,6 +37,7 @@ mod propagation;
 mod recv;
 mod rendezvous;
 mod requests;
+mod rma;
 mod sched;
 mod send;
 
@@ -148,6 +149,8 @@ enum Outgoing {
     Agree(Vec<u8>),
     /// An engine notice (departure handshake, …), reliable.
     Note(Note),
+    /// A one-sided message (encoded, data included) with its sequence number.
+    Rma { seq: crate::types::Seq, rec: Vec<u8> },
 }
 
 #[derive(Debug, Default)]
@@ -214,6 +217,8 @@ struct State {
     handed: Handed,
     /// Nonblocking collectives the engine owns (`sched.rs`).
     sched: Schedules,
+    /// Windows of one-sided communication (`rma.rs`).
+    rma: rma::Windows,
 }
 
 /// The progress engine of one process.
@@ -292,6 +297,7 @@ impl Engine {
                 cancel: Cancels::new(),
                 handed: Handed::default(),
                 sched: Schedules::default(),
+                rma: rma::Windows::default(),
             },
         }
     }

@@ -73,6 +73,8 @@ use crate::matching::Pattern;
 use crate::request::Status;
 use crate::types::{Rank, ReqId, SendTarget};
 
+pub mod rma;
+
 /// Scope tokens: `0` means "no scope"; tokens are unique within the process (a wrap
 /// after 2^32 scopes skips `0`; two live scopes never share one in practice, and if
 /// they did each would only settle the other's requests early, which is safe).

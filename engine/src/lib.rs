@@ -34,6 +34,7 @@ pub mod lock;
 pub mod matching;
 pub mod note;
 pub mod request;
+pub mod rma;
 mod rounds;
 pub mod transport;
 pub mod types;

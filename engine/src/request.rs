@@ -97,6 +97,16 @@ pub(crate) enum Kind {
         buf: RawBufMut,
         phase: RecvPhase,
     },
+    /// A one-sided operation waiting for its target's answer (a get's bytes, a flush,
+    /// a lock): `buf` receives the bytes, `got` counts them.
+    Rma {
+        /// The target's world rank.
+        peer: Rank,
+        /// The target's window rank.
+        rank: u32,
+        buf: RawBufMut,
+        got: u64,
+    },
 }
 
 #[derive(Debug)]

@@ -11,6 +11,7 @@
 //! | Ft    | 4     | none; the fault-tolerance message (`runthrough_ft::Msg`) follows |
 //! | Agree | 4     | none; the agreement message (`runthrough_ft::AgreeMsg`) follows |
 //! | Note  | 4     | none; an engine notice (`crate::note::Note`: departure, …) follows |
+//! | Rma   | 8     | seq u32; a one-sided message (`crate::rma`) follows           |
 //!
 //! Bytes 2 and 3 of the common part are zero, except an RTS's byte 2: the sender's
 //! protocol verdict (0 none, 1 stream, 2 pull by CMA; see `Header::Rts::pull`).
@@ -33,6 +34,7 @@ const KIND_DATA: u8 = 5;
 const KIND_FT: u8 = 6;
 const KIND_AGREE: u8 = 7;
 const KIND_NOTE: u8 = 8;
+const KIND_RMA: u8 = 9;
 
 /// Whether an encoded header is protocol control (CTS, FIN, failure-detector traffic):
 /// records that carry no user data, which a transport may let past a flow-control window
@@ -98,6 +100,13 @@ pub enum Header {
     Agree,
     /// An engine notice ([`crate::note::Note`]); its bytes follow.
     Note,
+    /// A one-sided message ([`crate::rma`]); its bytes follow. It takes the sender's
+    /// next sequence number to this receiver, as a message does, so the receiver
+    /// applies a peer's one-sided operations in issue order on every transport.
+    Rma {
+        /// Sequence number from the sender to this receiver.
+        seq: Seq,
+    },
     /// A fragment of a streamed message; payload follows.
     Data {
         /// The receiver's request.
@@ -141,7 +150,10 @@ impl Header {
     /// Whether bytes follow this header (user data, or an opaque message for the
     /// fault-tolerance, agreement or notice decoders); the other kinds stand alone.
     pub fn has_payload(&self) -> bool {
-        matches!(self, Header::Eager { .. } | Header::Data { .. } | Header::Ft | Header::Agree | Header::Note)
+        matches!(
+            self,
+            Header::Eager { .. } | Header::Data { .. } | Header::Ft | Header::Agree | Header::Note | Header::Rma { .. }
+        )
     }
 
     /// Encoded size of this header.
@@ -153,6 +165,7 @@ impl Header {
             Header::Fin { .. } => 12,
             Header::Data { .. } => 20,
             Header::Ft | Header::Agree | Header::Note => 4,
+            Header::Rma { .. } => 8,
         }
     }
 
@@ -193,6 +206,10 @@ impl Header {
             Header::Ft => out[0] = KIND_FT,
             Header::Agree => out[0] = KIND_AGREE,
             Header::Note => out[0] = KIND_NOTE,
+            Header::Rma { seq } => {
+                out[0] = KIND_RMA;
+                put32(out, 4, seq.0);
+            }
             Header::Data { rreq, offset } => {
                 out[0] = KIND_DATA;
                 put64(out, 4, rreq.to_wire());
@@ -217,6 +234,7 @@ impl Header {
             KIND_FIN => 12,
             KIND_DATA => 20,
             KIND_FT | KIND_AGREE | KIND_NOTE => 4,
+            KIND_RMA => 8,
             k => return Err(WireError::UnknownKind(k)),
         };
         if b.len() < need {
@@ -252,6 +270,7 @@ impl Header {
             KIND_FT => Header::Ft,
             KIND_AGREE => Header::Agree,
             KIND_NOTE => Header::Note,
+            KIND_RMA => Header::Rma { seq: Seq(get32(b, 4)) },
             _ => Header::Data { rreq: ReqId::from_wire(get64(b, 4)), offset: get64(b, 12) },
         };
         if !h.has_payload() && !rest.is_empty() {
@@ -364,6 +383,7 @@ mod tests {
         round_trip(Header::Ft, &[2, 1, 0, 0, 0, 3, 0]);
         round_trip(Header::Agree, &[0x13, 9, 9]);
         round_trip(Header::Note, &[1]);
+        round_trip(Header::Rma { seq: Seq(u32::MAX) }, &[1, 2]);
     }
 
     #[test]

@@ -378,6 +378,7 @@ impl State {
                         rank
                     })
                 }
+                Kind::Rma { peer: p, rank, .. } if *p == peer => Some(*rank),
                 Kind::Recv { peer: None, phase: RecvPhase::AwaitingMatch, .. } => {
                     let hit = containing.iter().find_map(|(ctx, local)| {
                         self.recv
@@ -393,5 +394,6 @@ impl State {
                 self.set_outcome(id, Err(Error::RankFailStop { rank }));
             }
         }
+        self.rma_peer_failed(peer);
     }
 }

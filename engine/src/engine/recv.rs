@@ -226,6 +226,7 @@ impl State {
         }
         let seq = match h {
             Header::Eager { env, .. } | Header::Rts { env, .. } => Some(env.seq.0),
+            Header::Rma { seq } => Some(seq.0),
             _ => None,
         };
         match seq {
@@ -290,6 +291,7 @@ impl State {
     pub(super) fn on_matched(&mut self, peer: Rank, h: Header, payload: &[u8]) {
         match h {
             Header::Eager { env, .. } => self.on_eager(peer, env, payload),
+            Header::Rma { .. } => self.on_rma(peer, payload),
             Header::Rts { env, sreq, .. } if self.drops_arrivals(env.ctx) => {
                 self.post_or_queue_note(peer, Note::Discard { sreq: sreq.to_wire() });
             }

@@ -164,6 +164,22 @@ impl State {
                 let len = note.encode(&mut nb);
                 (!self.send_control(t, peer, &hb[..n], &nb[..len])).then_some(Outgoing::Note(note))
             }
+            Outgoing::Rma { seq, rec } => {
+                let n = Header::Rma { seq }.encode(&mut hb);
+                match t.try_send(peer, &hb[..n], &rec) {
+                    Err(TransportError::Busy) => Some(Outgoing::Rma { seq, rec }),
+                    Ok(_) => {
+                        self.recycle(rec);
+                        None
+                    }
+                    Err(e) => {
+                        tracing::debug!(peer = peer.0, error = %e, "one-sided record not sent");
+                        self.fail.newly_failed.push(peer);
+                        self.recycle(rec);
+                        None
+                    }
+                }
+            }
             Outgoing::Agree(bytes) => {
                 let n = Header::Agree.encode(&mut hb);
                 match t.try_send(peer, &hb[..n], &bytes) {
