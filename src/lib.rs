@@ -100,6 +100,7 @@ pub mod request;
 pub mod runtime;
 pub mod sched;
 mod shared;
+pub mod win;
 mod witness;
 
 pub use bytemuck::Pod;
@@ -109,7 +110,9 @@ pub use config::Config;
 pub use group::{Group, GroupOrder};
 pub use request::{wait_all, wait_any, OwnedRequest, Request};
 pub use runthrough_engine::handle::{scope, RequestScope};
+pub use runthrough_engine::rma::AccOp;
 pub use runthrough_engine::{Class, Error, Scope, Status, TAG_UB};
 pub use runthrough_engine::{Plan, SendCombine};
 pub use runtime::{init, init_with, FatalScope, Runtime};
 pub use sched::{AgreeTicket, Decided, DupRequest, OwnedColl, Reserved};
+pub use win::{LockKind, RmaElem, Window};

@@ -350,6 +350,11 @@ impl Engine {
         take_one(self.st.rma.wins.get_mut(&ctx.0).and_then(|w| w.completes.get_mut(origin as usize)))
     }
 
+    /// Whether a `Complete` from `origin` is there to take.
+    pub fn rma_has_complete(&self, ctx: ContextId, origin: u32) -> bool {
+        self.st.rma.wins.get(&ctx.0).and_then(|w| w.completes.get(origin as usize)).is_some_and(|&n| n > 0)
+    }
+
     fn rma_notice(&mut self, ctx: ContextId, to: u32, msg: RmaMsg<'_>) -> Result<(), Error> {
         let peer = self.st.rma_target(ctx, to)?;
         if peer == self.st.me {
