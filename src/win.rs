@@ -39,9 +39,9 @@
 use std::marker::PhantomData;
 use std::sync::Mutex;
 
-use runthrough_engine::handle::rma::{control, fetch, fetch_in, Fetch, Target};
-use runthrough_engine::rma::mem::WinMemory;
-use runthrough_engine::rma::{AccOp, Elem};
+use runthrough_engine::handle::rma::{control, fetch, fetch_in, Fetch};
+pub use runthrough_engine::rma::mem::WinMemory;
+pub use runthrough_engine::rma::{AccOp, Elem, Target};
 use runthrough_engine::RequestScope;
 
 use crate::comm::Comm;
@@ -88,8 +88,10 @@ struct Epochs {
 pub struct Window<T: Pod> {
     /// The window's own communicator (a duplicate: its context names the window).
     comm: Comm,
-    /// Elements each member exposes.
-    sizes: Vec<usize>,
+    /// Bytes each member exposes.
+    bytes: Vec<usize>,
+    /// Each member's displacement unit, in bytes (the element size of a typed window).
+    units: Vec<usize>,
     epochs: Mutex<Epochs>,
     freed: bool,
     _t: PhantomData<T>,
@@ -100,38 +102,50 @@ impl Comm {
     /// collective, each member giving its own length.
     pub fn win_allocate<T: Pod>(&self, len: usize) -> Result<Window<T>, Error> {
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or(Error::InvalidArg("window too large"))?;
-        Window::create_on(self, WinMemory::zeroed(bytes), len)
+        Window::create_on(self, WinMemory::zeroed(bytes), std::mem::size_of::<T>())
+    }
+
+    /// Creates a byte window exposing `mem` with displacement unit `disp_unit` bytes at
+    /// this process (each member its own): the C interface's `MPI_Win_create` and
+    /// `MPI_Win_allocate` (`WinMemory::external` wraps the program's memory).
+    pub fn win_with_memory(&self, mem: WinMemory, disp_unit: usize) -> Result<Window<u8>, Error> {
+        if disp_unit == 0 {
+            return Err(self.check_error(Error::InvalidArg("displacement unit 0")));
+        }
+        Window::create_on(self, mem, disp_unit)
     }
 
     /// Creates a window exposing `mem` (`MPI_Win_create`); collective. The window owns
     /// the elements until [`Window::free`] hands them back.
     pub fn win_create<T: Pod>(&self, mem: Vec<T>) -> Result<Window<T>, Error> {
-        Window::create_on(self, WinMemory::from_bytes(bytemuck::cast_slice(&mem)), mem.len())
+        Window::create_on(self, WinMemory::from_bytes(bytemuck::cast_slice(&mem)), std::mem::size_of::<T>())
     }
 }
 
 impl<T: Pod> Window<T> {
-    fn create_on(parent: &Comm, mem: WinMemory, len: usize) -> Result<Window<T>, Error> {
+    fn create_on(parent: &Comm, mem: WinMemory, unit: usize) -> Result<Window<T>, Error> {
         let comm = parent.dup()?;
+        let len = mem.len() as u64;
         let r = (|| {
             let eng = &comm.inner.shared.engine;
             eng.lock().win_register(comm.inner.ctx, comm.inner.group.clone(), mem)?;
-            let mut sizes = vec![0u64; comm.size()];
-            let got = comm.allgather(&[len as u64], &mut sizes);
+            let mut all = vec![0u64; 2 * comm.size()];
+            let got = comm.allgather(&[len, unit as u64], &mut all);
             // Uniform (R34): every member learns whether every member got this far.
-            let all = comm.agree(i32::from(got.is_ok()));
-            match (got, all) {
-                (Ok(()), Ok(1)) => Ok(sizes.into_iter().map(|s| s as usize).collect()),
+            let agreed = comm.agree(i32::from(got.is_ok()));
+            match (got, agreed) {
+                (Ok(()), Ok(1)) => Ok(all),
                 (Err(e), _) | (_, Err(e)) => Err(e),
                 (Ok(()), Ok(_)) => Err(Error::RankFailStop { rank: comm.rank() as u32 }),
             }
         })();
         match r {
-            Ok(sizes) => {
+            Ok(all) => {
                 let n = comm.size();
                 Ok(Window {
                     comm,
-                    sizes,
+                    bytes: all.iter().step_by(2).map(|&b| b as usize).collect(),
+                    units: all.iter().skip(1).step_by(2).map(|&u| u as usize).collect(),
                     epochs: Mutex::new(Epochs { touched: vec![false; n], ..Epochs::default() }),
                     freed: false,
                     _t: PhantomData,
@@ -162,9 +176,24 @@ impl<T: Pod> Window<T> {
         self.comm.size()
     }
 
-    /// The elements `rank` exposes.
+    /// The elements `rank` exposes (its bytes over the element size).
     pub fn len_of(&self, rank: usize) -> usize {
-        self.sizes.get(rank).copied().unwrap_or(0)
+        self.bytes.get(rank).copied().unwrap_or(0) / std::mem::size_of::<T>().max(1)
+    }
+
+    /// The bytes `rank` exposes and its displacement unit.
+    pub fn extent_of(&self, rank: usize) -> Option<(usize, usize)> {
+        Some((*self.bytes.get(rank)?, *self.units.get(rank)?))
+    }
+
+    /// Sets the error mode of the window's operations (default: its communicator's).
+    pub fn set_error_mode(&self, mode: crate::ErrorMode) {
+        self.comm.set_error_mode(mode);
+    }
+
+    /// The engine the window's operations run on, for the C interface's request forms.
+    pub fn engine(&self) -> &std::sync::Arc<runthrough_engine::lock::BiasedMutex<runthrough_engine::Engine>> {
+        &self.comm.inner.shared.engine
     }
 
     /// The members (`MPI_Win_get_group`).
@@ -186,18 +215,27 @@ impl<T: Pod> Window<T> {
 
     /// The byte target of element `disp` at `rank`, checked against its window.
     fn target(&self, rank: usize, disp: usize, len: usize) -> Result<Target, Error> {
-        let size = self.sizes.len();
+        self.target_bytes(rank, disp, len * std::mem::size_of::<T>())
+    }
+
+    /// The target of displacement `disp` (in `rank`'s displacement units) for `len`
+    /// bytes, checked against `rank`'s window: what an operation of the C interface
+    /// names.
+    pub fn target_bytes(&self, rank: usize, disp: usize, len: usize) -> Result<Target, Error> {
+        let size = self.bytes.len();
         if rank >= size {
             return Err(Error::InvalidRank { rank: rank as i64, size: size as u32 });
         }
-        if disp.checked_add(len).is_none_or(|end| end > self.sizes[rank]) {
+        let start = disp.checked_mul(self.units[rank]);
+        if start.and_then(|s| s.checked_add(len)).is_none_or(|end| end > self.bytes[rank]) {
             return Err(Error::InvalidArg("operation outside the target's window"));
         }
-        let unit = std::mem::size_of::<T>() as u64;
-        Ok(Target { ctx: self.comm.inner.ctx, rank: rank as u32, disp: disp as u64 * unit })
+        Ok(Target { ctx: self.comm.inner.ctx, rank: rank as u32, disp: start.unwrap_or(0) as u64 })
     }
 
-    fn touch(&self, rank: usize) {
+    /// Marks `rank` as a target of operations to complete at the next flush or fence
+    /// (the C interface's request forms, which start operations themselves).
+    pub fn touch(&self, rank: usize) {
         if let Some(t) = self.epochs().touched.get_mut(rank) {
             *t = true;
         }
@@ -561,6 +599,66 @@ impl<T: RmaElem> Window<T> {
             fetch(self.eng(), at, what, bytemuck::cast_slice_mut(&mut out)).map(drop)
         });
         self.comm.check(r).map(|()| out[0])
+    }
+}
+
+impl Window<u8> {
+    /// [`Window::put`] at displacement `disp` in `target`'s units.
+    pub fn put_at(&self, data: &[u8], target: usize, disp: usize) -> Result<(), Error> {
+        let r = self.target_bytes(target, disp, data.len()).and_then(|at| {
+            self.touch(target);
+            self.eng().lock().rma_put(at, data)
+        });
+        self.comm.check(r)
+    }
+
+    /// [`Window::get`] at displacement `disp` in `target`'s units.
+    pub fn get_at(&self, buf: &mut [u8], target: usize, disp: usize) -> Result<(), Error> {
+        let r =
+            self.target_bytes(target, disp, buf.len()).and_then(|at| fetch(self.eng(), at, Fetch::Get, buf).map(drop));
+        self.comm.check(r)
+    }
+
+    /// [`Window::accumulate`] of elements `elem` given as bytes, at displacement `disp`
+    /// in `target`'s units.
+    pub fn accumulate_at(&self, data: &[u8], elem: Elem, target: usize, disp: usize, op: AccOp) -> Result<(), Error> {
+        let r = self.target_bytes(target, disp, data.len()).and_then(|at| {
+            self.touch(target);
+            self.eng().lock().rma_acc(at, op, elem, data)
+        });
+        self.comm.check(r)
+    }
+
+    /// [`Window::get_accumulate`] of elements `elem` given as bytes.
+    pub fn get_accumulate_at(
+        &self,
+        data: &[u8],
+        result: &mut [u8],
+        elem: Elem,
+        target: usize,
+        disp: usize,
+        op: AccOp,
+    ) -> Result<(), Error> {
+        let r = self
+            .target_bytes(target, disp, result.len())
+            .and_then(|at| fetch(self.eng(), at, Fetch::Acc { op, elem, origin: data }, result).map(drop));
+        self.comm.check(r)
+    }
+
+    /// [`Window::compare_and_swap`] of one element `elem` given as bytes.
+    pub fn compare_and_swap_at(
+        &self,
+        compare: &[u8],
+        new: &[u8],
+        result: &mut [u8],
+        elem: Elem,
+        target: usize,
+        disp: usize,
+    ) -> Result<(), Error> {
+        let r = self
+            .target_bytes(target, disp, elem.size())
+            .and_then(|at| fetch(self.eng(), at, Fetch::Cas { elem, compare, new }, result).map(drop));
+        self.comm.check(r)
     }
 }
 
