@@ -1,6 +1,6 @@
 //! Every collective against a serial reference, on 1 to 8 ranks (real processes), with
 //! odd vector lengths and long ones (ring allreduce), every root, on the world and on a
-//! duplicate (`examples/coll_check.rs`).
+//! duplicate (`drivers/examples/coll_check.rs`).
 
 mod common;
 
@@ -240,7 +240,7 @@ fn two_member_long_collectives_survive_a_kill() {
 /// R25 (`dup` and `create` copy the recognised failed set: active at once, a collective
 /// succeeds over the survivors) and R26 (freeing pre-failure and new communicators
 /// completes within a bound despite the failure), checked at every survivor by
-/// `examples/comm_lifecycle.rs`.
+/// `drivers/examples/comm_lifecycle.rs`.
 #[test]
 fn r25_copies_keep_the_recognised_set_and_r26_free_completes() {
     let prog = example("comm_lifecycle");

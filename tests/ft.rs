@@ -3,7 +3,7 @@
 //! on it, under a pending ANY_SOURCE receive, inside wait_all over mixed peers). Every
 //! survivor must finish in bounded time with `RankFailStop` naming the victim, and the
 //! survivors' own message stream must arrive complete, once, in order (checked by
-//! `examples/ft_check.rs`). Failures reach the survivors through the launcher's notice
+//! `drivers/examples/ft_check.rs`). Failures reach the survivors through the launcher's notice
 //! that the victim exited (the ring detector adds hung processes).
 
 mod common;

@@ -1,4 +1,4 @@
-//! R8 and R9 with real process failures: `examples/group_check.rs` kills two of six
+//! R8 and R9 with real process failures: `drivers/examples/group_check.rs` kills two of six
 //! ranks, one after the other, and every survivor checks `group_failed()` and the group
 //! operations (size, union, intersection, difference, translate_ranks, compare, free)
 //! with the failed members on the world, a duplicate and a split half made before the

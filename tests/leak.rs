@@ -1,4 +1,4 @@
-//! R30 at run time (`examples/leak_check.rs`): every kind of request (receive, send,
+//! R30 at run time (`drivers/examples/leak_check.rs`): every kind of request (receive, send,
 //! ibcast, ireduce, iallreduce, ibarrier, owned receive and send; 64 KiB and 1 MiB) is
 //! leaked while pending, its memory freed and reallocated, and the reallocation must stay
 //! untouched while the peer's data arrives — on shared memory and over libfabric tcp, 2

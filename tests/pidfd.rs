@@ -58,7 +58,7 @@ fn clean_finalize_of_a_peer_is_a_departure_not_a_failure() {
     assert!(worst < PIDFD_BOUND_MS + 1000.0, "departure seen after {worst} ms: {out}");
 }
 
-/// The fault-injection modes of `examples/ft_check.rs` whose victim dies without a
+/// The fault-injection modes of `drivers/examples/ft_check.rs` whose victim dies without a
 /// rendezvous in flight (so neither CMA `ESRCH` nor a hung-process detector can be the
 /// evidence), with only the pidfd watch on.
 #[test]

@@ -1,8 +1,8 @@
 //! One-sided communication with real processes (issue 32, R34–R37), on shared memory and
-//! over libfabric tcp: `examples/rma_check.rs` (every operation under every
+//! over libfabric tcp: `drivers/examples/rma_check.rs` (every operation under every
 //! synchronization mode, values checked element by element at every rank, short and
 //! long transfers, accumulate atomicity under contention from every rank) and
-//! `examples/rma_fault.rs` (a rank SIGKILLed inside a lock, fence or post/start/
+//! `drivers/examples/rma_fault.rs` (a rank SIGKILLed inside a lock, fence or post/start/
 //! complete/wait epoch, holding an exclusive lock, or in the middle of a long put: every
 //! survivor ends with the documented outcome and the same validated failed group; the
 //! victim ends abnormally).

@@ -1,7 +1,7 @@
 //! Start-up that runs through failures (R31): `rtrun --kill R@T` and `--stop R@T` with T
 //! swept over start-up, on shared memory, libfabric tcp and three network-namespace
 //! hosts, at 4 and 8 ranks (6 on the hosts), the victim rank 0 or another. Every rank but
-//! the victim must print the `ok` line of `examples/startup_check.rs` (init succeeded, a
+//! the victim must print the `ok` line of `drivers/examples/startup_check.rs` (init succeeded, a
 //! validate and an allreduce over the survivors gave the right sum), all with the same
 //! validated failed group, naming no rank but the victim; the job exits 0. A fault at
 //! T = 0 lands before the victim could join the first start-up fence, so every survivor's

@@ -1,6 +1,6 @@
 //! Propagated errors, the ULFM calls and corrupted communicators with real processes
 //! (R27, R28, R29), on shared
-//! memory and over libfabric tcp: `examples/ulfm_check.rs` in each mode; every rank's end
+//! memory and over libfabric tcp: `drivers/examples/ulfm_check.rs` in each mode; every rank's end
 //! is checked (the victims' abnormal end included) and every survivor's line.
 
 mod common;

@@ -1,5 +1,5 @@
 /*
- * ex17_5_reenable.c - run-through Example 17.5 in C (the C twin of examples/reenable_threads.rs):
+ * ex17_5_reenable.c - run-through Example 17.5 in C (the C twin of drivers/examples/reenable_threads.rs):
  * several threads of rank 0 receive with MPI_ANY_SOURCE while the workers stream numbered
  * messages and some workers die. A thread whose wildcard receive fails with
  * MPIX_ERR_RANK_FAIL_STOP re-enables wildcards (MPIX_Comm_reenable_any_source) under the

@@ -1,5 +1,5 @@
 /*
- * ex17_6_barrier.c - run-through Example 17.6 in C (the C twin of examples/barrier_recovery.rs,
+ * ex17_6_barrier.c - run-through Example 17.6 in C (the C twin of drivers/examples/barrier_recovery.rs,
  * its `barrier` operation): a loop of barriers where a process may fail. After each barrier
  * every process validates (MPIX_Comm_validate): the validate is uniform, so all survivors see
  * the same failed group and know whether a new failure happened, even though the barrier

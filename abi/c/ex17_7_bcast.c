@@ -1,5 +1,5 @@
 /*
- * ex17_7_bcast.c - run-through Example 17.7 in C (the C twin of examples/bcast_recovery.rs):
+ * ex17_7_bcast.c - run-through Example 17.7 in C (the C twin of drivers/examples/bcast_recovery.rs):
  * broadcasts grouped in recovery blocks. A block of `size` broadcasts runs, then everyone
  * validates (MPIX_Comm_validate); if the failed group changed, the block is redone -
  * whatever each rank's broadcasts returned, the validate tells them all the same thing.

@@ -1,5 +1,5 @@
 /*
- * ex17_8_exscan.c - run-through Example 17.8 in C (the C twin of examples/exscan_recovery.rs):
+ * ex17_8_exscan.c - run-through Example 17.8 in C (the C twin of drivers/examples/exscan_recovery.rs):
  * an MPI_Exscan (each rank sends rank+1, MPI_SUM) retried until a validate
  * (MPIX_Comm_validate) finds no new failure; then each rank with a defined result prints
  * `Rank r) Received v` like the seed. With 5 ranks and rank 2 failed, ranks 1, 3, 4 print

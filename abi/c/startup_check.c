@@ -1,6 +1,6 @@
 /*
  * startup_check.c - start-up that runs through failures (run-through chapter §17.5.2, R31)
- * through the standard ABI: the C twin of examples/startup_check.rs, used by
+ * through the standard ABI: the C twin of drivers/examples/startup_check.rs, used by
  * tests/startup.rs with `rtrun --kill R@T` / `--stop R@T` landing anywhere in start-up.
  *
  * Every rank: MPI_Init (must succeed at every survivor, whatever failed when), then

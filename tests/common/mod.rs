@@ -124,10 +124,11 @@ pub(crate) fn rt_testprog() -> PathBuf {
     bin_dir().join("rt-testprog")
 }
 
-/// An example program of the facade crate, built once per test run.
+/// An example program of the facade crate (`examples/`) or a test driver
+/// (`drivers/examples/`), built once per test run.
 pub(crate) fn example(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| cargo_build(&["-p", "runthrough", "--examples"]));
+    BUILT.get_or_init(|| cargo_build(&["-p", "runthrough", "-p", "runthrough-drivers", "--examples"]));
     let p = bin_dir().join("examples").join(name);
     assert!(p.exists(), "example {name} not built at {}", p.display());
     p
