@@ -213,6 +213,12 @@ impl<T: Pod> Window<T> {
         self.comm.validate()
     }
 
+    /// [`Window::validate`] as a request (`MPIX_Win_ivalidate`): its `wait` gives the
+    /// failed group.
+    pub fn ivalidate(&self) -> Result<crate::ValidateRequest<'_>, Error> {
+        self.comm.ivalidate()
+    }
+
     /// The byte target of element `disp` at `rank`, checked against its window.
     fn target(&self, rank: usize, disp: usize, len: usize) -> Result<Target, Error> {
         self.target_bytes(rank, disp, len * std::mem::size_of::<T>())

@@ -50,9 +50,18 @@ fn until_failed(w: &Window<u64>, rank: usize) -> R<()> {
     Ok(())
 }
 
+/// Validates the window: with `validate`, or in the modes that name it with `ivalidate`
+/// and its wait (at every rank: a nonblocking collective matches only its own kind).
 fn validated(w: &Window<u64>) -> R<Vec<u32>> {
+    let nonblocking =
+        std::env::args().nth(1).is_some_and(|m| matches!(m.as_str(), "target_fence" | "origin_pscw" | "origin_put"));
+    let g = if nonblocking {
+        w.ivalidate().map_err(e("ivalidate"))?.wait().map_err(e("ivalidate wait"))?
+    } else {
+        w.validate().map_err(e("validate"))?
+    };
     // Windows on the world: world ranks are window ranks.
-    Ok(w.validate().map_err(e("validate"))?.world_ranks().into_iter().map(|r| r as u32).collect())
+    Ok(g.world_ranks().into_iter().map(|r| r as u32).collect())
 }
 
 fn holder(world: &Comm, w: &Window<u64>) -> R<Vec<u32>> {
