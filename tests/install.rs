@@ -13,11 +13,10 @@
 
 mod common;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 
@@ -46,9 +45,8 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The cargo build the tests run from, with `libmpi_abi.so` and `rtrun` built in it:
 /// (its target directory, its profile).
-fn build() -> (PathBuf, String) {
+fn install_build() -> (PathBuf, String) {
     abi_lib();
     let rtrun = rtrun();
     let dir = rtrun.parent().expect("profile directory");
@@ -79,43 +77,10 @@ impl Drop for Scratch {
     }
 }
 
-/// Runs `cmd` to its end, killing it after `limit`.
-fn output(cmd: &mut Command, limit: Duration) -> Output {
-    let what = format!("{cmd:?}");
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
-            v
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().expect("stdout")));
-    let err = drain(Box::new(child.stderr.take().expect("stderr")));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} exceeded {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Output { status, stdout: out.join().expect("stdout reader"), stderr: err.join().expect("stderr reader") }
-}
-
 /// Runs `cmd`, asserts it succeeded, returns its stdout.
 fn run_ok(cmd: &mut Command, limit: Duration) -> String {
     let what = format!("{cmd:?}");
-    let o = output(cmd, limit);
+    let o = output_within(cmd, limit);
     assert!(o.status.success(), "{what}: {}\nstdout:\n{}\nstderr:\n{}", o.status, stdout(&o), stderr(&o));
     stdout(&o)
 }
@@ -141,7 +106,7 @@ fn wrapper(prefix: &Path, name: &str) -> Command {
 
 /// `scripts/install.sh ACTION` of the tests' build with `PREFIX=prefix` (and `DESTDIR`).
 fn install_sh(action: &str, prefix: &Path, destdir: Option<&Path>) -> String {
-    let (target, profile) = build();
+    let (target, profile) = install_build();
     let mut cmd = Command::new("bash");
     cmd.arg(root().join("scripts/install.sh"))
         .arg(action)
@@ -158,7 +123,7 @@ fn install_sh(action: &str, prefix: &Path, destdir: Option<&Path>) -> String {
 /// `make -C ROOT TARGET PREFIX=prefix DESTDIR=destdir PROFILE=...` (without `deps`, which
 /// `make test` ran).
 fn make(target_name: &str, prefix: &Path, destdir: &Path) -> String {
-    let (target, profile) = build();
+    let (target, profile) = install_build();
     let mut cmd = Command::new("make");
     cmd.arg("-C")
         .arg(root())
@@ -204,7 +169,7 @@ fn executable(p: &Path) {
 /// The installed tree at `dest` (DESTDIR + PREFIX) holds every file, as built, and names
 /// `prefix` (PREFIX) where a file names a path.
 fn check_tree(dest: &Path, prefix: &Path) {
-    let (target, profile) = build();
+    let (target, profile) = install_build();
     let build_dir = target.join(profile);
     for f in INSTALLED {
         assert!(std::fs::symlink_metadata(dest.join(f)).is_ok(), "{f} not installed in {}", dest.display());
@@ -280,7 +245,7 @@ fn run_hello(prefix: &Path, n: u32, prog: &Path, cwd: &Path) -> String {
     static ONE_JOB: Mutex<()> = Mutex::new(());
     let _turn = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
     let outcome = cwd.join(format!("outcome-{n}"));
-    let out = output(
+    let out = output_within(
         Command::new(prefix.join("bin/mpiexec"))
             .arg("--outcome-file")
             .arg(&outcome)
@@ -378,7 +343,7 @@ fn install_builds_and_runs_mpi_programs_moves_and_uninstalls() {
     // mpiexec is rtrun.
     let help = |name: &str| run_ok(Command::new(prefix.join("bin").join(name)).arg("--help"), COMPILE);
     assert_eq!(help("mpiexec"), help("rtrun"), "mpiexec --help differs from rtrun --help");
-    let bad = output(Command::new(prefix.join("bin/mpiexec")).arg("--no-such-option"), COMPILE);
+    let bad = output_within(Command::new(prefix.join("bin/mpiexec")).arg("--no-such-option"), COMPILE);
     assert_eq!(bad.status.code(), Some(2), "mpiexec with a bad option: {bad:?}");
 
     check_show(&prefix);
@@ -398,7 +363,7 @@ fn install_builds_and_runs_mpi_programs_moves_and_uninstalls() {
     for module in ["mpi-abi", "mpi"] {
         let mut cmd = Command::new("pkg-config");
         cmd.args(["--cflags", "--libs", module]).env("PKG_CONFIG_PATH", &pc_path);
-        let o = output(&mut cmd, COMPILE);
+        let o = output_within(&mut cmd, COMPILE);
         assert!(o.status.success(), "pkg-config {module} (install-deps.sh installs pkg-config): {o:?}");
         assert_eq!(stdout(&o).trim(), flags, "pkg-config --cflags --libs {module}");
         let v =

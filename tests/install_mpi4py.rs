@@ -15,9 +15,8 @@
 
 mod common;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -33,9 +32,8 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The cargo build the tests run from, with `libmpi_abi.so` and `rtrun` built in it:
 /// (its target directory, its profile).
-fn build() -> (PathBuf, String) {
+fn install_build() -> (PathBuf, String) {
     abi_lib();
     let rtrun = rtrun();
     let dir = rtrun.parent().expect("profile directory");
@@ -44,43 +42,10 @@ fn build() -> (PathBuf, String) {
     (dir.parent().expect("target directory").to_path_buf(), profile)
 }
 
-/// Runs `cmd` to its end, killing it after `limit`.
-fn output(cmd: &mut Command, limit: Duration) -> Output {
-    let what = format!("{cmd:?}");
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
-            v
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().expect("stdout")));
-    let err = drain(Box::new(child.stderr.take().expect("stderr")));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} exceeded {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    Output { status, stdout: out.join().expect("stdout reader"), stderr: err.join().expect("stderr reader") }
-}
-
 /// Runs `cmd`, asserts it succeeded, returns its stdout and stderr.
 fn run_ok(cmd: &mut Command, limit: Duration) -> String {
     let what = format!("{cmd:?}");
-    let o = output(cmd, limit);
+    let o = output_within(cmd, limit);
     let text = format!("stdout:\n{}\nstderr:\n{}", stdout(&o), stderr(&o));
     assert!(o.status.success(), "{what}: {}\n{text}", o.status);
     text
@@ -130,7 +95,7 @@ fn module_counts(out: &str, module: &str) -> Option<(u32, u32, u32, u32)> {
 
 #[test]
 fn mpi4py_builds_against_the_installed_tree_without_mpich_and_passes_p2p_and_ulfm_at_2_ranks() {
-    let (target, profile) = build();
+    let (target, profile) = install_build();
     let work = target.join("mpi4py-installed");
     let prefix = work.join("prefix");
     let venv = work.join("venv");

@@ -404,3 +404,49 @@ pub(crate) fn rust_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// The build the tests run from, with `libmpi_abi.so` and `rtrun` built in it: (its
+/// target directory, its profile), for the tests that install it.
+pub(crate) fn install_build() -> (PathBuf, String) {
+    abi_lib();
+    let rtrun = rtrun();
+    let dir = rtrun.parent().expect("profile directory");
+    assert!(dir.join("libmpi_abi.so").is_file(), "no libmpi_abi.so in {}", dir.display());
+    let profile = dir.file_name().and_then(|s| s.to_str()).expect("profile name").to_owned();
+    (dir.parent().expect("target directory").to_path_buf(), profile)
+}
+
+/// Runs `cmd` to its end (standard input closed, both outputs read as they come),
+/// killing it after `limit`.
+pub(crate) fn output_within(cmd: &mut Command, limit: Duration) -> Output {
+    use std::io::Read;
+    let what = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("stderr")));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} exceeded {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output { status, stdout: out.join().expect("stdout reader"), stderr: err.join().expect("stderr reader") }
+}
