@@ -45,16 +45,6 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// (its target directory, its profile).
-fn install_build() -> (PathBuf, String) {
-    abi_lib();
-    let rtrun = rtrun();
-    let dir = rtrun.parent().expect("profile directory");
-    assert!(dir.join("libmpi_abi.so").is_file(), "no libmpi_abi.so in {}", dir.display());
-    let profile = dir.file_name().and_then(|s| s.to_str()).expect("profile name").to_owned();
-    (dir.parent().expect("target directory").to_path_buf(), profile)
-}
-
 /// A fresh scratch directory, removed on drop.
 struct Scratch(PathBuf);
 
