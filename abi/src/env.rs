@@ -105,7 +105,7 @@ pub(crate) unsafe fn MPI_Query_thread(provided: *mut c_int) -> c_int {
 }
 
 pub(crate) unsafe fn MPI_Is_thread_main(flag: *mut c_int) -> c_int {
-    let main = MAIN_THREAD.get().map_or(true, |t| *t == std::thread::current().id());
+    let main = MAIN_THREAD.get().is_none_or(|t| *t == std::thread::current().id());
     // SAFETY: output argument.
     unsafe { *flag = main as c_int };
     MPI_SUCCESS

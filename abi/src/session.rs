@@ -315,7 +315,7 @@ pub(crate) unsafe fn MPI_Comm_create_from_group(
     let fail = |code, scope: Option<Arc<CommObj>>| raise_with(eh, MPI_COMM_NULL, code, scope);
     // SAFETY: C string.
     let tag = unsafe { c_string(stringtag) };
-    if newcomm.is_null() || !tag.as_ref().is_some_and(|t| t.len() < MPI_MAX_STRINGTAG_LEN as usize) {
+    if newcomm.is_null() || tag.as_ref().is_none_or(|t| t.len() >= MPI_MAX_STRINGTAG_LEN as usize) {
         return fail(MPI_ERR_ARG, None);
     }
     let Some(g) = crate::group::lookup(group) else { return fail(MPI_ERR_GROUP, None) };

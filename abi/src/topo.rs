@@ -43,7 +43,7 @@ fn balanced_factors(n: u64, k: usize, cap: u64) -> Option<Vec<u64>> {
         return Some(vec![0; k]);
     }
     // Every factor divides n: its divisors, ascending (trial division to sqrt(n)).
-    let mut divisors: Vec<u64> = (1..).take_while(|d| d * d <= n).filter(|d| n % d == 0).collect();
+    let mut divisors: Vec<u64> = (1..).take_while(|d| d * d <= n).filter(|d| n.is_multiple_of(*d)).collect();
     let high: Vec<u64> = divisors.iter().rev().map(|d| n / d).filter(|&q| q * q != n).collect();
     divisors.extend(high);
     let mut out = Vec::with_capacity(k);
@@ -64,7 +64,7 @@ fn split_factors(n: u64, k: usize, cap: u64, divisors: &[u64], out: &mut Vec<u64
         return true;
     }
     // The largest factor d: d^k >= n, d divides n, d <= cap; smallest first.
-    for &d in divisors.iter().filter(|&&d| d <= cap.min(n) && n % d == 0) {
+    for &d in divisors.iter().filter(|&&d| d <= cap.min(n) && n.is_multiple_of(d)) {
         if (d as u128).pow(k as u32) < n as u128 {
             continue;
         }
