@@ -318,6 +318,8 @@ pub(crate) enum RmaWireError {
     AccCode(u8, u8),
     #[error("one-sided message {0} with {1} trailing bytes")]
     Trailing(u8, usize),
+    #[error("flag byte {0}: not 0 or 1")]
+    Flag(u8),
 }
 
 impl<'a> RmaMsg<'a> {
@@ -430,8 +432,8 @@ impl<'a> RmaMsg<'a> {
                 RmaMsg::Cas { win, token, disp, elem, data: r.rest() }
             }
             OP_FLUSH => RmaMsg::Flush { win: r.u32()?, token: r.u64()? },
-            OP_DONE => RmaMsg::Done { token: r.u64()?, refused: r.u8()? != 0 },
-            OP_LOCK => RmaMsg::Lock { win: r.u32()?, token: r.u64()?, exclusive: r.u8()? != 0 },
+            OP_DONE => RmaMsg::Done { token: r.u64()?, refused: r.flag()? },
+            OP_LOCK => RmaMsg::Lock { win: r.u32()?, token: r.u64()?, exclusive: r.flag()? },
             OP_UNLOCK => RmaMsg::Unlock { win: r.u32()?, token: r.u64()? },
             OP_POST => RmaMsg::Post { win: r.u32()? },
             OP_COMPLETE => RmaMsg::Complete { win: r.u32()? },
@@ -478,6 +480,13 @@ impl<'a> Reader<'a> {
     }
     fn u8(&mut self) -> Result<u8, RmaWireError> {
         Ok(self.take(1)?[0])
+    }
+    fn flag(&mut self) -> Result<bool, RmaWireError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            b => Err(RmaWireError::Flag(b)),
+        }
     }
     fn u32(&mut self) -> Result<u32, RmaWireError> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))

@@ -389,7 +389,8 @@ mod tests {
     #[test]
     fn rejects_malformed() {
         assert!(matches!(Header::decode(&[]), Err(WireError::Truncated { .. })));
-        assert_eq!(Header::decode(&[9, 1, 0, 0]), Err(WireError::UnknownKind(9)));
+        assert_eq!(Header::decode(&[10, 1, 0, 0]), Err(WireError::UnknownKind(10)));
+        assert!(matches!(Header::decode(&[9, 1, 0, 0]), Err(WireError::Truncated { have: 4, need: 8 })));
         assert_eq!(Header::decode(&[1, 2, 0, 0]), Err(WireError::Version(2)));
         let mut buf = [0u8; MAX_HEADER_BYTES];
         let n = Header::Eager { env: env(1, 1, 1, 1), len: 5 }.encode(&mut buf);

@@ -139,6 +139,11 @@ use crate::error::Error;
 use crate::handle::Waiter;
 use crate::types::{ContextId, Rank};
 
+/// Polls of a waiting collective between two progress calls of the engine: a process
+/// blocked in a collective still applies the one-sided operations that target it, and
+/// reads its messages, every this many polls.
+const PROGRESS_EVERY: u32 = 64;
+
 /// The shared-memory path of one collective in progress.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ShmRef<'a> {
@@ -910,12 +915,20 @@ impl<'a> Op<'_, 'a> {
     /// Waits until `word` reaches `s`; fails when the communicator stops being
     /// collectively active meanwhile. Returns the value seen.
     fn wait_at_least(&mut self, word: &'a AtomicU64, s: u64) -> Result<u64, Error> {
+        let mut polls = 0u32;
         loop {
             let x = word.load(Ordering::Acquire);
             if x >= s {
                 return Ok(x);
             }
             self.check()?;
+            polls = polls.wrapping_add(1);
+            if polls.is_multiple_of(PROGRESS_EVERY) {
+                // What arrives meanwhile (one-sided operations this process is the
+                // target of, messages) is handled now, not at the progress thread's
+                // next tick.
+                self.c.eng.lock().progress();
+            }
             self.waiter.snooze();
         }
     }

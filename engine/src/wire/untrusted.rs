@@ -86,6 +86,51 @@ fn check(b: &[u8]) -> bool {
     }
 }
 
+/// The `make fuzz` pass of the one-sided messages (`crate::rma`, after an `Rma` header):
+/// decoding never panics or allocates, an accepted message re-encodes to its bytes, a
+/// valid one is accepted.
+#[test]
+fn fuzz_rma_message() {
+    use crate::rma::{AccOp, Elem, RmaMsg, MAX_RMA_HEADER};
+    let ops = [AccOp::Sum, AccOp::Replace, AccOp::NoOp, AccOp::LogicalXor];
+    let elems = [Elem::U8, Elem::I32, Elem::F64, Elem::U64];
+    let valid = |rng: &mut Rng, out: &mut Vec<u8>| {
+        let (win, token, disp) = (rng.next_u64() as u32, rng.next_u64(), rng.extreme());
+        let data = [7u8; 24];
+        let data = &data[..rng.below(24)];
+        let (op, elem) = (ops[rng.below(ops.len())], elems[rng.below(elems.len())]);
+        let m = match rng.below(12) {
+            0 => RmaMsg::Put { win, disp, data },
+            1 => RmaMsg::Get { win, token, disp, len: rng.extreme() },
+            2 => RmaMsg::Reply { token, offset: rng.extreme(), data },
+            3 => RmaMsg::Acc { win, disp, op, elem, data },
+            4 => RmaMsg::GetAcc { win, token, disp, roff: rng.extreme(), op, elem, data },
+            5 => RmaMsg::Cas { win, token, disp, elem, data },
+            6 => RmaMsg::Flush { win, token },
+            7 => RmaMsg::Done { token, refused: rng.below(2) == 1 },
+            8 => RmaMsg::Lock { win, token, exclusive: rng.below(2) == 1 },
+            9 => RmaMsg::Unlock { win, token },
+            10 => RmaMsg::Post { win },
+            _ => RmaMsg::Complete { win },
+        };
+        let mut h = [0u8; MAX_RMA_HEADER];
+        let n = m.encode_header(&mut h);
+        out.extend_from_slice(&h[..n]);
+        out.extend_from_slice(m.data());
+    };
+    runthrough_fuzz::run("one-sided message (engine/src/rma.rs RmaMsg::decode)", valid, |b, shape| {
+        let r = runthrough_fuzz::metered(0, || RmaMsg::decode(b));
+        if let Ok(m) = r {
+            let mut h = [0u8; MAX_RMA_HEADER];
+            let n = m.encode_header(&mut h);
+            assert_eq!((&h[..n], m.data()), b.split_at(n), "{m:?} does not re-encode to its bytes");
+        } else if shape == Shape::Valid {
+            panic!("a valid one-sided message is rejected: {b:?}");
+        }
+        r.is_ok()
+    });
+}
+
 /// The `make fuzz` pass of the engine notices ([`crate::note::Note::decode`], the
 /// payload of a `Note` record): typed errors, never a panic or an allocation.
 #[test]
