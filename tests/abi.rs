@@ -401,3 +401,32 @@ fn mpi4py_modules_and_ulfm_after_a_kill_through_the_abi() {
         assert!(out.contains(&format!("ulfm_after_kill: ok rank {r} size 3")), "{out}");
     }
 }
+
+/// `abi/c/win_check.c`: one-sided communication through the ABI (windows created,
+/// allocated and shared, their attributes, names, groups, keyvals and error handlers;
+/// put, get, accumulate, get_accumulate, fetch_and_op, compare_and_swap and the request
+/// forms, with vector datatypes at both ends and 1 MiB transfers; fence, locks, lock_all
+/// with flushes, post/start/complete/wait/test), every value checked at every rank, at 1,
+/// 2 and 4 ranks. The same binary passes on MPICH 5.0.2's `libmpi_abi.so.1`.
+#[test]
+fn one_sided_windows_pass_at_1_2_and_4_ranks() {
+    every_rank_ok_within("abi/c/win_check.c", Duration::from_secs(120));
+}
+
+/// `abi/c/win_kill.c`: a window member SIGKILLs itself; every survivor's lock, put, flush
+/// and get on it fail with `MPIX_ERR_PROC_FAILED` through the window's handler, it is in
+/// `MPIX_Win_get_failed`, the fence fails until `MPIX_Win_validate` recognizes it, then
+/// fence, put, locks and accumulate work among the survivors and the window is freed.
+#[test]
+fn a_window_survives_a_killed_member_through_the_abi() {
+    let prog = abi_program("abi/c/win_kill.c");
+    for n in [2u32, 4] {
+        let ns = n.to_string();
+        let o = run_abi(&["-n", &ns, prog.to_str().unwrap()], Duration::from_secs(90));
+        let out = ok_failed(&o, &[n - 1]);
+        for r in 0..n - 1 {
+            assert!(out.contains(&format!("win_kill: rank {r} ok (")), "n={n} rank {r}:\n{out}");
+        }
+        assert!(!out.contains("FAILED"), "{out}");
+    }
+}

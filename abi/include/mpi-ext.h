@@ -69,6 +69,13 @@ int MPIX_Comm_group_failed(MPI_Comm comm, MPI_Group *failed);
 int MPIX_Comm_reenable_any_source(MPI_Comm comm, MPI_Group *failed);
 int MPIX_Comm_collectives_enabled(MPI_Comm comm, int *active);
 
+/* Run-through stabilization of windows (draft chapter 17, R37): recognize every failed
+ * member uniformly and re-enable fence and free (collective; `failed` receives the failed
+ * members, the same group at every member), and the failed members this process knows of
+ * (local). */
+int MPIX_Win_validate(MPI_Win win, MPI_Group *failed);
+int MPIX_Win_get_failed(MPI_Win win, MPI_Group *failed);
+
 /* The profiling names */
 int PMPIX_Comm_revoke(MPI_Comm comm);
 int PMPIX_Comm_is_revoked(MPI_Comm comm, int *flag);
@@ -84,6 +91,8 @@ int PMPIX_Icomm_validate(MPI_Comm comm, MPI_Group *failed, MPI_Request *request)
 int PMPIX_Comm_group_failed(MPI_Comm comm, MPI_Group *failed);
 int PMPIX_Comm_reenable_any_source(MPI_Comm comm, MPI_Group *failed);
 int PMPIX_Comm_collectives_enabled(MPI_Comm comm, int *active);
+int PMPIX_Win_validate(MPI_Win win, MPI_Group *failed);
+int PMPIX_Win_get_failed(MPI_Win win, MPI_Group *failed);
 
 #if defined(__cplusplus)
 }

@@ -182,7 +182,7 @@ pub(crate) unsafe fn MPI_Comm_split(comm: Handle, color: c_int, key: c_int, newc
 }
 
 /// A number naming this node: the same for every process of the node (its host name).
-fn node_color() -> u32 {
+pub(crate) fn node_color() -> u32 {
     let mut buf = [0u8; 256];
     // SAFETY: gethostname writes at most buf.len() bytes.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };

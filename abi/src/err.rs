@@ -166,6 +166,16 @@ pub(crate) fn code_of(e: &Error) -> c_int {
     }
 }
 
+/// The MPI error class of a runthrough error raised by a one-sided call: a call out of
+/// its synchronization (an epoch not open, a lock not held, one opened twice) is
+/// `MPI_ERR_RMA_SYNC` (MPI-4.1 12.7), every other error as [`code_of`] says.
+pub(crate) fn rma_code_of(e: &Error) -> c_int {
+    match e {
+        Error::ApiMisuse(_) => MPI_ERR_RMA_SYNC,
+        e => code_of(e),
+    }
+}
+
 /// The class of an error code.
 pub(crate) fn error_class(code: c_int) -> c_int {
     if let Some(a) = ADDED.lock().as_ref() {
@@ -209,6 +219,18 @@ pub(crate) fn class_string(class: c_int) -> &'static str {
         MPI_ERR_VALUE_TOO_LARGE => "value too large",
         MPI_ERR_ERRHANDLER => "invalid error handler",
         MPI_ERR_ABI => "ABI mismatch",
+        MPI_ERR_WIN => "invalid window",
+        MPI_ERR_BASE => "invalid base address",
+        MPI_ERR_SIZE => "invalid size",
+        MPI_ERR_DISP => "invalid displacement",
+        MPI_ERR_LOCKTYPE => "invalid lock type",
+        MPI_ERR_ASSERT => "invalid assertion",
+        MPI_ERR_RMA_CONFLICT => "conflicting accesses to a window",
+        MPI_ERR_RMA_SYNC => "wrong synchronization of one-sided calls",
+        MPI_ERR_RMA_RANGE => "target memory outside the window",
+        MPI_ERR_RMA_ATTACH => "memory cannot be attached",
+        MPI_ERR_RMA_SHARED => "memory cannot be shared",
+        MPI_ERR_RMA_FLAVOR => "wrong window flavor",
         MPIX_ERR_PROC_FAILED => "process failure (MPIX_ERR_PROC_FAILED)",
         MPIX_ERR_PROC_FAILED_PENDING => "process failure, request pending (MPIX_ERR_PROC_FAILED_PENDING)",
         MPIX_ERR_REVOKED => "communicator revoked (MPIX_ERR_REVOKED)",

@@ -178,6 +178,24 @@ pub unsafe extern "C" fn PMPIX_Win_create_errhandler_x(comm_errhandler_fn_x: FnP
 }
 
 #[no_mangle]
+pub unsafe extern "C" fn MPIX_Win_get_failed(win: Handle, failed: *mut Handle) -> c_int {
+    crate::guard::call("MPIX_Win_get_failed", || unsafe { crate::imp::MPIX_Win_get_failed(win, failed) })
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPIX_Win_get_failed(win: Handle, failed: *mut Handle) -> c_int {
+    crate::guard::call("MPIX_Win_get_failed", || unsafe { crate::imp::MPIX_Win_get_failed(win, failed) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPIX_Win_validate(win: Handle, failed: *mut Handle) -> c_int {
+    crate::guard::call("MPIX_Win_validate", || unsafe { crate::imp::MPIX_Win_validate(win, failed) })
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPIX_Win_validate(win: Handle, failed: *mut Handle) -> c_int {
+    crate::guard::call("MPIX_Win_validate", || unsafe { crate::imp::MPIX_Win_validate(win, failed) })
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn MPI_Abi_get_fortran_booleans(logical_size: c_int, logical_true: *mut c_void, logical_false: *mut c_void, is_set: *mut c_int) -> c_int {
     crate::guard::unsupported("MPI_Abi_get_fortran_booleans", crate::consts::MPI_COMM_WORLD)
 }
@@ -242,20 +260,20 @@ pub unsafe extern "C" fn PMPI_Abort(comm: Handle, errorcode: c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Accumulate", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Accumulate", || unsafe { crate::imp::MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Accumulate", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Accumulate", || unsafe { crate::imp::MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Accumulate_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Accumulate_c", || unsafe { crate::imp::MPI_Accumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Accumulate_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Accumulate_c", || unsafe { crate::imp::MPI_Accumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) })
 }
 
 #[no_mangle]
@@ -1196,11 +1214,11 @@ pub unsafe extern "C" fn PMPI_Comm_toint(comm: Handle) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Compare_and_swap", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Compare_and_swap", || unsafe { crate::imp::MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Compare_and_swap", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Compare_and_swap", || unsafe { crate::imp::MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) })
 }
 
 #[no_mangle]
@@ -1331,11 +1349,11 @@ pub unsafe extern "C" fn PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mu
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Fetch_and_op", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Fetch_and_op", || unsafe { crate::imp::MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Fetch_and_op", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Fetch_and_op", || unsafe { crate::imp::MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win) })
 }
 
 #[no_mangle]
@@ -2249,29 +2267,29 @@ pub unsafe extern "C" fn PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Get", || unsafe { crate::imp::MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Get", || unsafe { crate::imp::MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get_accumulate", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Get_accumulate", || unsafe { crate::imp::MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get_accumulate", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Get_accumulate", || unsafe { crate::imp::MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get_accumulate_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Get_accumulate_c", || unsafe { crate::imp::MPI_Get_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, op: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get_accumulate_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Get_accumulate_c", || unsafe { crate::imp::MPI_Get_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) })
 }
 
 #[no_mangle]
@@ -2285,11 +2303,11 @@ pub unsafe extern "C" fn PMPI_Get_address(location: *const c_void, address: *mut
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_c(origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Get_c", || unsafe { crate::imp::MPI_Get_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_c(origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Get_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Get_c", || unsafe { crate::imp::MPI_Get_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) })
 }
 
 #[no_mangle]
@@ -3779,20 +3797,20 @@ pub unsafe extern "C" fn PMPI_Publish_name(service_name: *const c_char, info: Ha
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Put", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Put", || unsafe { crate::imp::MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Put", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Put", || unsafe { crate::imp::MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Put_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Put_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Put_c", || unsafe { crate::imp::MPI_Put_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Put_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Put_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Put_c", || unsafe { crate::imp::MPI_Put_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) })
 }
 
 #[no_mangle]
@@ -3806,20 +3824,20 @@ pub unsafe extern "C" fn PMPI_Query_thread(provided: *mut c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Raccumulate", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Raccumulate", || unsafe { crate::imp::MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Raccumulate", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Raccumulate", || unsafe { crate::imp::MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Raccumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Raccumulate_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Raccumulate_c", || unsafe { crate::imp::MPI_Raccumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Raccumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Raccumulate_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Raccumulate_c", || unsafe { crate::imp::MPI_Raccumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) })
 }
 
 #[no_mangle]
@@ -4094,56 +4112,56 @@ pub unsafe extern "C" fn PMPI_Request_toint(request: Handle) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rget", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Rget", || unsafe { crate::imp::MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rget", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Rget", || unsafe { crate::imp::MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rget_accumulate", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Rget_accumulate", || unsafe { crate::imp::MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rget_accumulate", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Rget_accumulate", || unsafe { crate::imp::MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rget_accumulate_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Rget_accumulate_c", || unsafe { crate::imp::MPI_Rget_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rget_accumulate_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Rget_accumulate_c", || unsafe { crate::imp::MPI_Rget_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rget_c(origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rget_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Rget_c", || unsafe { crate::imp::MPI_Rget_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rget_c(origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rget_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Rget_c", || unsafe { crate::imp::MPI_Rget_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rput", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Rput", || unsafe { crate::imp::MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rput", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Rput", || unsafe { crate::imp::MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rput_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rput_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Rput_c", || unsafe { crate::imp::MPI_Rput_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rput_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: Handle, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: Handle, win: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Rput_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Rput_c", || unsafe { crate::imp::MPI_Rput_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) })
 }
 
 #[no_mangle]
@@ -5732,191 +5750,191 @@ pub unsafe extern "C" fn PMPI_Waitsome(incount: c_int, array_of_requests: *mut H
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_allocate", comm)
+    crate::guard::call("MPI_Win_allocate", || unsafe { crate::imp::MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_allocate", comm)
+    crate::guard::call("MPI_Win_allocate", || unsafe { crate::imp::MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_allocate_c(size: MPI_Aint, disp_unit: MPI_Aint, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_allocate_c", comm)
+    crate::guard::call("MPI_Win_allocate_c", || unsafe { crate::imp::MPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_allocate_c(size: MPI_Aint, disp_unit: MPI_Aint, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_allocate_c", comm)
+    crate::guard::call("MPI_Win_allocate_c", || unsafe { crate::imp::MPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_allocate_shared", comm)
+    crate::guard::call("MPI_Win_allocate_shared", || unsafe { crate::imp::MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_allocate_shared", comm)
+    crate::guard::call("MPI_Win_allocate_shared", || unsafe { crate::imp::MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_allocate_shared_c(size: MPI_Aint, disp_unit: MPI_Aint, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_allocate_shared_c", comm)
+    crate::guard::call("MPI_Win_allocate_shared_c", || unsafe { crate::imp::MPI_Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_allocate_shared_c(size: MPI_Aint, disp_unit: MPI_Aint, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_allocate_shared_c", comm)
+    crate::guard::call("MPI_Win_allocate_shared_c", || unsafe { crate::imp::MPI_Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_attach(win: Handle, base: *mut c_void, size: MPI_Aint) -> c_int {
-    crate::guard::unsupported("MPI_Win_attach", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_attach", || unsafe { crate::imp::MPI_Win_attach(win, base, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_attach(win: Handle, base: *mut c_void, size: MPI_Aint) -> c_int {
-    crate::guard::unsupported("MPI_Win_attach", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_attach", || unsafe { crate::imp::MPI_Win_attach(win, base, size) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_call_errhandler(win: Handle, errorcode: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_call_errhandler", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_call_errhandler", || unsafe { crate::imp::MPI_Win_call_errhandler(win, errorcode) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: Handle, errorcode: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_call_errhandler", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_call_errhandler", || unsafe { crate::imp::MPI_Win_call_errhandler(win, errorcode) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_complete(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_complete", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_complete", || unsafe { crate::imp::MPI_Win_complete(win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_complete(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_complete", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_complete", || unsafe { crate::imp::MPI_Win_complete(win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: Handle, comm: Handle, win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_create", comm)
+    crate::guard::call("MPI_Win_create", || unsafe { crate::imp::MPI_Win_create(base, size, disp_unit, info, comm, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: Handle, comm: Handle, win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_create", comm)
+    crate::guard::call("MPI_Win_create", || unsafe { crate::imp::MPI_Win_create(base, size, disp_unit, info, comm, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create_c(base: *mut c_void, size: MPI_Aint, disp_unit: MPI_Aint, info: Handle, comm: Handle, win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_create_c", comm)
+    crate::guard::call("MPI_Win_create_c", || unsafe { crate::imp::MPI_Win_create_c(base, size, disp_unit, info, comm, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_c(base: *mut c_void, size: MPI_Aint, disp_unit: MPI_Aint, info: Handle, comm: Handle, win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_create_c", comm)
+    crate::guard::call("MPI_Win_create_c", || unsafe { crate::imp::MPI_Win_create_c(base, size, disp_unit, info, comm, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create_dynamic(info: Handle, comm: Handle, win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_create_dynamic", comm)
+    crate::guard::call("MPI_Win_create_dynamic", || unsafe { crate::imp::MPI_Win_create_dynamic(info, comm, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_dynamic(info: Handle, comm: Handle, win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_create_dynamic", comm)
+    crate::guard::call("MPI_Win_create_dynamic", || unsafe { crate::imp::MPI_Win_create_dynamic(info, comm, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create_errhandler(win_errhandler_fn: FnPtr, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_create_errhandler", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_create_errhandler", || unsafe { crate::imp::MPI_Win_create_errhandler(win_errhandler_fn, errhandler) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_errhandler(win_errhandler_fn: FnPtr, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_create_errhandler", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_create_errhandler", || unsafe { crate::imp::MPI_Win_create_errhandler(win_errhandler_fn, errhandler) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create_keyval(win_copy_attr_fn: FnPtr, win_delete_attr_fn: FnPtr, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_create_keyval", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_create_keyval", || unsafe { crate::imp::MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_keyval(win_copy_attr_fn: FnPtr, win_delete_attr_fn: FnPtr, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_create_keyval", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_create_keyval", || unsafe { crate::imp::MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_delete_attr(win: Handle, win_keyval: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_delete_attr", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_delete_attr", || unsafe { crate::imp::MPI_Win_delete_attr(win, win_keyval) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_delete_attr(win: Handle, win_keyval: c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_delete_attr", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_delete_attr", || unsafe { crate::imp::MPI_Win_delete_attr(win, win_keyval) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_detach(win: Handle, base: *const c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_detach", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_detach", || unsafe { crate::imp::MPI_Win_detach(win, base) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_detach(win: Handle, base: *const c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_detach", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_detach", || unsafe { crate::imp::MPI_Win_detach(win, base) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_fence(assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_fence", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_fence", || unsafe { crate::imp::MPI_Win_fence(assert, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_fence(assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_fence", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_fence", || unsafe { crate::imp::MPI_Win_fence(assert, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush(rank: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_flush", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_flush", || unsafe { crate::imp::MPI_Win_flush(rank, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush(rank: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_flush", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_flush", || unsafe { crate::imp::MPI_Win_flush(rank, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush_all(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_flush_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_flush_all", || unsafe { crate::imp::MPI_Win_flush_all(win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush_all(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_flush_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_flush_all", || unsafe { crate::imp::MPI_Win_flush_all(win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush_local(rank: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_flush_local", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_flush_local", || unsafe { crate::imp::MPI_Win_flush_local(rank, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush_local(rank: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_flush_local", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_flush_local", || unsafe { crate::imp::MPI_Win_flush_local(rank, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush_local_all(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_flush_local_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_flush_local_all", || unsafe { crate::imp::MPI_Win_flush_local_all(win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush_local_all(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_flush_local_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_flush_local_all", || unsafe { crate::imp::MPI_Win_flush_local_all(win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_free(win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_free", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_free", || unsafe { crate::imp::MPI_Win_free(win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_free(win: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_free", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_free", || unsafe { crate::imp::MPI_Win_free(win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_free_keyval", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_free_keyval", || unsafe { crate::imp::MPI_Win_free_keyval(win_keyval) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_free_keyval", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_free_keyval", || unsafe { crate::imp::MPI_Win_free_keyval(win_keyval) })
 }
 
 #[no_mangle]
@@ -5930,155 +5948,155 @@ pub unsafe extern "C" fn PMPI_Win_fromint(win: c_int) -> Handle {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_attr(win: Handle, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_attr", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_get_attr", || unsafe { crate::imp::MPI_Win_get_attr(win, win_keyval, attribute_val, flag) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_attr(win: Handle, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_attr", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_get_attr", || unsafe { crate::imp::MPI_Win_get_attr(win, win_keyval, attribute_val, flag) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_errhandler(win: Handle, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_errhandler", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_get_errhandler", || unsafe { crate::imp::MPI_Win_get_errhandler(win, errhandler) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_errhandler(win: Handle, errhandler: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_errhandler", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_get_errhandler", || unsafe { crate::imp::MPI_Win_get_errhandler(win, errhandler) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_group(win: Handle, group: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_group", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_get_group", || unsafe { crate::imp::MPI_Win_get_group(win, group) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_group(win: Handle, group: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_group", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_get_group", || unsafe { crate::imp::MPI_Win_get_group(win, group) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_info(win: Handle, info_used: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_info", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_get_info", || unsafe { crate::imp::MPI_Win_get_info(win, info_used) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_info(win: Handle, info_used: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_info", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_get_info", || unsafe { crate::imp::MPI_Win_get_info(win, info_used) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_name(win: Handle, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_name", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_get_name", || unsafe { crate::imp::MPI_Win_get_name(win, win_name, resultlen) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_name(win: Handle, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_get_name", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_get_name", || unsafe { crate::imp::MPI_Win_get_name(win, win_name, resultlen) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_lock", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_lock", || unsafe { crate::imp::MPI_Win_lock(lock_type, rank, assert, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_lock", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_lock", || unsafe { crate::imp::MPI_Win_lock(lock_type, rank, assert, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_lock_all(assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_lock_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_lock_all", || unsafe { crate::imp::MPI_Win_lock_all(assert, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_lock_all(assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_lock_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_lock_all", || unsafe { crate::imp::MPI_Win_lock_all(assert, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_post(group: Handle, assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_post", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_post", || unsafe { crate::imp::MPI_Win_post(group, assert, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_post(group: Handle, assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_post", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_post", || unsafe { crate::imp::MPI_Win_post(group, assert, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_attr(win: Handle, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_set_attr", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_set_attr", || unsafe { crate::imp::MPI_Win_set_attr(win, win_keyval, attribute_val) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_attr(win: Handle, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_set_attr", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_set_attr", || unsafe { crate::imp::MPI_Win_set_attr(win, win_keyval, attribute_val) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_errhandler(win: Handle, errhandler: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_set_errhandler", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_set_errhandler", || unsafe { crate::imp::MPI_Win_set_errhandler(win, errhandler) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_errhandler(win: Handle, errhandler: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_set_errhandler", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_set_errhandler", || unsafe { crate::imp::MPI_Win_set_errhandler(win, errhandler) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_info(win: Handle, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_set_info", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_set_info", || unsafe { crate::imp::MPI_Win_set_info(win, info) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_info(win: Handle, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_set_info", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_set_info", || unsafe { crate::imp::MPI_Win_set_info(win, info) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_name(win: Handle, win_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Win_set_name", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_set_name", || unsafe { crate::imp::MPI_Win_set_name(win, win_name) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_name(win: Handle, win_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Win_set_name", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_set_name", || unsafe { crate::imp::MPI_Win_set_name(win, win_name) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_shared_query(win: Handle, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_shared_query", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_shared_query", || unsafe { crate::imp::MPI_Win_shared_query(win, rank, size, disp_unit, baseptr) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_shared_query(win: Handle, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_shared_query", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_shared_query", || unsafe { crate::imp::MPI_Win_shared_query(win, rank, size, disp_unit, baseptr) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_shared_query_c(win: Handle, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut MPI_Aint, baseptr: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_shared_query_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_shared_query_c", || unsafe { crate::imp::MPI_Win_shared_query_c(win, rank, size, disp_unit, baseptr) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_shared_query_c(win: Handle, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut MPI_Aint, baseptr: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Win_shared_query_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_shared_query_c", || unsafe { crate::imp::MPI_Win_shared_query_c(win, rank, size, disp_unit, baseptr) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_start(group: Handle, assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_start", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_start", || unsafe { crate::imp::MPI_Win_start(group, assert, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_start(group: Handle, assert: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_start", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_start", || unsafe { crate::imp::MPI_Win_start(group, assert, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_sync(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_sync", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_sync", || unsafe { crate::imp::MPI_Win_sync(win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_sync(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_sync", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_sync", || unsafe { crate::imp::MPI_Win_sync(win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_test(win: Handle, flag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_test", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_test", || unsafe { crate::imp::MPI_Win_test(win, flag) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_test(win: Handle, flag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Win_test", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_test", || unsafe { crate::imp::MPI_Win_test(win, flag) })
 }
 
 #[no_mangle]
@@ -6092,29 +6110,29 @@ pub unsafe extern "C" fn PMPI_Win_toint(win: Handle) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_unlock(rank: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_unlock", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_unlock", || unsafe { crate::imp::MPI_Win_unlock(rank, win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_unlock(rank: c_int, win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_unlock", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_unlock", || unsafe { crate::imp::MPI_Win_unlock(rank, win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_unlock_all(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_unlock_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_unlock_all", || unsafe { crate::imp::MPI_Win_unlock_all(win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_unlock_all(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_unlock_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_unlock_all", || unsafe { crate::imp::MPI_Win_unlock_all(win) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_wait(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_wait", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_wait", || unsafe { crate::imp::MPI_Win_wait(win) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_wait(win: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Win_wait", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Win_wait", || unsafe { crate::imp::MPI_Win_wait(win) })
 }
 
 #[no_mangle]

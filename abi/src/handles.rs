@@ -28,6 +28,7 @@ pub(crate) enum Kind {
     Message = 8,
     Session = 9,
     File = 10,
+    Win = 11,
 }
 
 /// The live objects by index, and the free indices.

@@ -302,3 +302,9 @@ pub(crate) fn value(h: Handle, key: &str) -> Option<String> {
     let i = lookup(h)?;
     get(&i, key)
 }
+
+/// Every key and value of info object `h`, in order (none for MPI_INFO_NULL or a bad
+/// handle).
+pub(crate) fn entries(h: Handle) -> Vec<(String, String)> {
+    lookup(h).map(|i| i.kv.lock().clone()).unwrap_or_default()
+}

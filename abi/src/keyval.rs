@@ -33,6 +33,7 @@ const DUP_FN: usize = 1;
 pub(crate) enum Object {
     Comm,
     Type,
+    Win,
 }
 
 /// A keyval: its callbacks and extra state.

@@ -25,12 +25,14 @@
 // - plain types and constants: `types`, `consts`, `handles`, `status`;
 // - error codes, classes and strings, with the error handler objects: `err`; attribute
 //   storage: `keyval`;
-// - the communicator object and its table: `commobj`; the runtime handle (the runtime,
-//   MPI_COMM_WORLD and MPI_COMM_SELF, the live sessions, handle lookup): `rt`;
+// - the communicator and window objects and their tables: `commobj`, `winobj`; the
+//   runtime handle (the runtime, MPI_COMM_WORLD and MPI_COMM_SELF, the live sessions,
+//   handle lookup): `rt`;
 // - raising an error through its object's handler, and chapter 9's calls: `raise`;
 // - the object families: `count`, `info`, `group`, `dtype`, `op`, `req` (with
 //   generalized requests), `comm`, `attr`, `env` (the world model), `session`;
-// - the operations over them: `p2p`, `bsend`, `coll`, `topo`, `ft`, `file`;
+// - the operations over them: `p2p`, `bsend`, `coll`, `topo`, `ft`, `file`, `win`
+//   (one-sided communication);
 // - the C boundary: `guard`, and `exports` (generated) on top.
 mod attr;
 mod bsend;
@@ -62,6 +64,8 @@ mod session;
 mod status;
 mod topo;
 pub mod types;
+mod win;
+mod winobj;
 
 /// Every implementation, under its MPI name, for `exports.rs`.
 mod imp {
@@ -81,4 +85,5 @@ mod imp {
     pub(crate) use crate::req::*;
     pub(crate) use crate::session::*;
     pub(crate) use crate::topo::*;
+    pub(crate) use crate::win::*;
 }

@@ -1,10 +1,10 @@
 //! Raising an error through the error handler of its object (MPI 5, chapter 9): the
 //! handler of a communicator (`MPI_COMM_WORLD`'s for a bad handle; before `MPI_Init`, after
-//! `MPI_Finalize` or with sessions only, the initial one), of a session or of a file, the
-//! fatal handlers' aborts (carried out by the guard once the call returns), and the
-//! chapter's calls: error classes, codes and strings, and the communicators' error
-//! handlers. Above the communicator objects and the runtime (`commobj.rs`, `rt.rs`), which
-//! it looks up; below every family that raises.
+//! `MPI_Finalize` or with sessions only, the initial one), of a session, a file or a
+//! window, the fatal handlers' aborts (carried out by the guard once the call returns),
+//! and the chapter's calls: error classes, codes and strings, and the communicators'
+//! error handlers. Above the communicator and window objects and the runtime (`commobj.rs`,
+//! `winobj.rs`, `rt.rs`), which it looks up; below every family that raises.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int};
@@ -23,11 +23,17 @@ pub(crate) fn raise_error(comm: Handle, e: &Error) -> c_int {
     raise_on(comm, err::code_of(e))
 }
 
-/// Invokes the error handler of communicator `comm` for `code` and returns what the
-/// call returns (the code, unless the handler aborts).
+/// Invokes the error handler of communicator `comm` (or of window `comm`) for `code`
+/// and returns what the call returns (the code, unless the handler aborts).
 pub(crate) fn raise_on(comm: Handle, code: c_int) -> c_int {
     if code == MPI_SUCCESS {
         return code;
+    }
+    // A window (its requests raise on it too): its own handler; MPI_ERRORS_ABORT aborts
+    // the group of the communicator it was created on.
+    if let Some(w) = crate::winobj::WINS.get(comm) {
+        let eh = *w.errhandler.lock();
+        return raise_with(eh, comm, code, Some(w.parent.clone()));
     }
     let (eh, obj) = match crate::rt::lookup(comm) {
         Ok(c) => {
@@ -138,11 +144,13 @@ pub(crate) fn invoke(eh: Handle, obj: Handle, code: c_int) -> c_int {
     }
 }
 
-/// Whether a communicator or a session still has handler `h`.
+/// Whether a communicator, a session or a window still has handler `h`.
 fn errhandler_in_use(h: Handle) -> bool {
     let comms = crate::commobj::COMMS.all().into_iter().map(|(_, c)| c);
     let predefined = crate::rt::runtime_world().into_iter().chain(crate::rt::runtime_self());
-    comms.chain(predefined).any(|c| *c.errhandler.lock() == h) || crate::rt::uses_errhandler(h)
+    comms.chain(predefined).any(|c| *c.errhandler.lock() == h)
+        || crate::rt::uses_errhandler(h)
+        || crate::winobj::uses_errhandler(h)
 }
 
 pub(crate) unsafe fn MPI_Error_class(errorcode: c_int, errorclass: *mut c_int) -> c_int {

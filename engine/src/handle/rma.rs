@@ -93,3 +93,26 @@ pub fn control_request(eng: &BiasedMutex<Engine>, start: impl FnOnce(&mut Engine
     let id = start(&mut e);
     pending(e, eng, None, id)
 }
+
+/// A get-like operation into `result` outside any scope (the C interface's `MPI_Rget`
+/// and `MPI_Rget_accumulate`, whose request the program holds by handle): `origin` (in
+/// `what`) is copied out before this returns, `result` is written until the request
+/// settles.
+///
+/// # Safety
+/// As [`crate::isend_unscoped`]: the returned request must settle — its outcome taken
+/// by `wait`/`test`, or the handle dropped (not leaked) — before the borrow of `result`
+/// ends. The engine writes `result` until then.
+pub unsafe fn fetch_unscoped<'a>(
+    eng: &'a BiasedMutex<Engine>,
+    at: Target,
+    what: Fetch<'_>,
+    result: &'a mut [u8],
+) -> Request<'a> {
+    // SAFETY: the caller settles the request before the borrow of `result` ends
+    // (function contract); the origin bytes of `what` are copied into records by `start`.
+    let view = unsafe { RawBufMut::new(result) };
+    let mut e = eng.lock();
+    let id = start(&mut e, at, what, view);
+    pending(e, eng, None, id)
+}

@@ -1,0 +1,649 @@
+//! One-sided communication (MPI-4.1 chapter 12) through the C interface, over the
+//! facade's byte window `runthrough::Window<u8>` (`src/win.rs`; the protocol is the
+//! engine's, `engine/src/rma.rs`).
+//!
+//! Parts:
+//! - this file: creating windows (`MPI_Win_create`, `MPI_Win_allocate` and their `_c`
+//!   forms), freeing them, their attributes (the predefined `MPI_WIN_BASE`,
+//!   `MPI_WIN_SIZE`, `MPI_WIN_DISP_UNIT`, `MPI_WIN_CREATE_FLAVOR`, `MPI_WIN_MODEL` and
+//!   the program's keyvals), names, info hints, error handlers, group,
+//!   `MPI_Win_shared_query`, and the run-through calls `MPIX_Win_validate` and
+//!   `MPIX_Win_get_failed` (`abi/include/mpi-ext.h`);
+//! - `win/shared.rs`: `MPI_Win_allocate_shared`, one mapping shared by the members of a
+//!   host;
+//! - `win/sync.rs`: fence, locks, flushes, post/start/complete/wait/test;
+//! - `win/ops.rs`: put, get, the accumulates and atomics, and their request forms.
+//!
+//! The memory a window exposes is always the program's view of it: the program's own for
+//! `MPI_Win_create`, memory allocated here for `MPI_Win_allocate` (kept by the window
+//! object until after the window is freed, since the program loads and stores through
+//! the base pointer it was given), a shared mapping for `MPI_Win_allocate_shared`. The
+//! memory model is `MPI_WIN_UNIFIED`: the window has one copy, which the engine writes
+//! under its lock when it applies an operation.
+//!
+//! A window's error handler is `MPI_ERRORS_ARE_FATAL` at creation (MPI-4.1 9.3); errors of
+//! its operations and of its requests go through it (`raise.rs` finds it by handle).
+//!
+//! Refused: dynamic windows (`MPI_Win_create_dynamic`, `MPI_Win_attach`, `MPI_Win_detach`),
+//! since an engine window is one region fixed at creation; `MPI_Win_allocate_shared`
+//! across hosts (`MPI_ERR_RMA_SHARED`).
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use runthrough::win::WinMemory;
+use runthrough::Window;
+
+use crate::comm::comm;
+use crate::commobj::CommObj;
+use crate::consts::*;
+use crate::err::{put_string, set_detail};
+use crate::keyval::{self, create_keyval, Object};
+use crate::raise::{raise_on, raise_with};
+use crate::types::{FnPtr, Handle, MPI_Aint};
+use crate::winobj::{WinMem, WinObj, WINS};
+
+mod ops;
+mod shared;
+mod sync;
+pub(crate) use ops::*;
+pub(crate) use sync::*;
+
+/// `let w = win!(h);`: the window object, or `MPI_ERR_WIN` through `MPI_COMM_WORLD`.
+macro_rules! win {
+    ($h:expr) => {
+        match crate::winobj::WINS.get($h) {
+            Some(w) => w,
+            None => return crate::raise::raise_on(crate::consts::MPI_COMM_WORLD, crate::consts::MPI_ERR_WIN),
+        }
+    };
+}
+
+/// Runs `f` on the window of handle `h` and raises the class it returns through the
+/// window's handler. The window is held by a read lock meanwhile, so `MPI_Win_free` (which
+/// takes it) waits for the calls running on it; the lock is released before a handler
+/// runs.
+pub(crate) fn on_win(h: Handle, f: impl FnOnce(&WinObj, &Window<u8>) -> Result<(), c_int>) -> c_int {
+    let Some(w) = WINS.get(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_WIN) };
+    let g = w.win.read();
+    let Some(win) = g.as_ref() else { return raise_on(MPI_COMM_WORLD, MPI_ERR_WIN) };
+    let r = f(&w, win);
+    drop(g);
+    match r {
+        Ok(()) => MPI_SUCCESS,
+        Err(code) => raise_on(h, code),
+    }
+}
+
+/// The class of runthrough error `e` from a one-sided call; its message is kept for a
+/// fatal handler.
+pub(crate) fn fail(e: runthrough::Error) -> c_int {
+    set_detail(e.to_string());
+    crate::err::rma_code_of(&e)
+}
+
+/// Class `code` with the message `why` (printed by a fatal handler).
+pub(crate) fn refuse(code: c_int, why: String) -> c_int {
+    set_detail(why);
+    code
+}
+
+/// A target rank of the program: `None` for `MPI_PROC_NULL`, else the window rank.
+pub(crate) fn target_rank(win: &Window<u8>, rank: c_int) -> Result<Option<usize>, c_int> {
+    match rank {
+        MPI_PROC_NULL => Ok(None),
+        r if r >= 0 && (r as usize) < win.size() => Ok(Some(r as usize)),
+        _ => Err(MPI_ERR_RANK),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Creation and free
+
+/// What a new window exposes at this process.
+struct Exposed {
+    mem: WinMem,
+    base: *mut u8,
+    size: usize,
+    disp_unit: usize,
+    flavor: c_int,
+    /// Every member's memory as this process reaches it (a shared window), else empty.
+    shared: crate::winobj::MemberMem,
+}
+
+/// The checks every creation makes of its size and displacement unit.
+fn check_extent(size: MPI_Aint, disp_unit: MPI_Aint) -> Result<(usize, usize), c_int> {
+    if size < 0 {
+        return Err(refuse(MPI_ERR_SIZE, format!("window size {size} is negative")));
+    }
+    if disp_unit <= 0 {
+        return Err(refuse(MPI_ERR_DISP, format!("displacement unit {disp_unit} is not positive")));
+    }
+    Ok((size as usize, disp_unit as usize))
+}
+
+/// Creates the window exposing `e` over communicator `comm` (collective, uniform: it is
+/// created everywhere or errs everywhere) and writes its handle to `win`.
+///
+/// # Safety
+/// `e.base` is valid for `e.size` bytes until the window is freed (the program's memory
+/// by MPI's contract, or memory `e.mem` holds); `win` is writable.
+unsafe fn create(c: &Arc<CommObj>, comm: Handle, info: Handle, e: Exposed, win: *mut Handle) -> c_int {
+    // SAFETY: valid until the window is freed (function contract): the object below keeps
+    // `e.mem` until after the facade's window is freed or dropped.
+    let mem = unsafe { WinMemory::external(e.base, e.size) };
+    let w = match c.comm.win_with_memory(mem, e.disp_unit) {
+        Ok(w) => w,
+        Err(err) => return crate::raise::raise_error(comm, &err),
+    };
+    w.set_error_mode(runthrough::ErrorMode::ErrorsReturn);
+    let world: Vec<u32> = w.group().world_ranks().into_iter().map(|r| r as u32).collect();
+    let rank = w.rank();
+    let mut shared = e.shared;
+    if shared.is_empty() {
+        shared = vec![(0, 0, 1); world.len()];
+        shared[rank] = (e.base as usize, e.size, e.disp_unit as MPI_Aint);
+    }
+    let obj = WinObj {
+        win: RwLock::new(Some(w)),
+        world,
+        errhandler: Mutex::new(MPI_ERRORS_ARE_FATAL),
+        attrs: Mutex::default(),
+        name: Mutex::new(String::new()),
+        info: Mutex::new(crate::info::entries(info)),
+        base: e.base as usize,
+        size: e.size as MPI_Aint,
+        disp_unit: c_int::try_from(e.disp_unit).unwrap_or(c_int::MAX),
+        flavor: e.flavor,
+        model: MPI_WIN_UNIFIED,
+        shared,
+        parent: c.clone(),
+        mem: e.mem,
+    };
+    // SAFETY: output argument (function contract).
+    unsafe { *win = WINS.insert(Arc::new(obj)) };
+    MPI_SUCCESS
+}
+
+/// The communicator of a creation call, refusing intercommunicators.
+fn intra(comm: Handle) -> Result<Arc<CommObj>, c_int> {
+    let c = crate::rt::lookup(comm)?;
+    if c.inter.is_some() {
+        return Err(refuse(MPI_ERR_COMM, "a window needs an intracommunicator".into()));
+    }
+    Ok(c)
+}
+
+unsafe fn win_create(
+    base: *mut c_void,
+    size: MPI_Aint,
+    disp_unit: MPI_Aint,
+    info: Handle,
+    comm: Handle,
+    win: *mut Handle,
+) -> c_int {
+    let c = match intra(comm) {
+        Ok(c) => c,
+        Err(e) => return raise_on(MPI_COMM_WORLD, e),
+    };
+    let (size, disp_unit) = match check_extent(size, disp_unit) {
+        Ok(x) => x,
+        Err(e) => return raise_on(comm, e),
+    };
+    if win.is_null() || (size > 0 && base.is_null()) {
+        return raise_on(comm, if win.is_null() { MPI_ERR_ARG } else { MPI_ERR_BASE });
+    }
+    let e = Exposed {
+        mem: WinMem::Program,
+        base: base.cast(),
+        size,
+        disp_unit,
+        flavor: MPI_WIN_FLAVOR_CREATE,
+        shared: vec![],
+    };
+    // SAFETY: the program's memory, valid until MPI_Win_free (MPI's contract).
+    unsafe { create(&c, comm, info, e, win) }
+}
+
+pub(crate) unsafe fn MPI_Win_create(
+    base: *mut c_void,
+    size: MPI_Aint,
+    disp_unit: c_int,
+    info: Handle,
+    comm: Handle,
+    win: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded program arguments.
+    unsafe { win_create(base, size, disp_unit as MPI_Aint, info, comm, win) }
+}
+
+pub(crate) unsafe fn MPI_Win_create_c(
+    base: *mut c_void,
+    size: MPI_Aint,
+    disp_unit: MPI_Aint,
+    info: Handle,
+    comm: Handle,
+    win: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded program arguments.
+    unsafe { win_create(base, size, disp_unit, info, comm, win) }
+}
+
+/// `MPI_Win_allocate`: `size` bytes allocated here (8-byte aligned, zeroed) and kept by the
+/// window object until after the window is freed; their address goes to `baseptr`.
+unsafe fn win_allocate(
+    size: MPI_Aint,
+    disp_unit: MPI_Aint,
+    info: Handle,
+    comm: Handle,
+    baseptr: *mut c_void,
+    win: *mut Handle,
+) -> c_int {
+    let c = match intra(comm) {
+        Ok(c) => c,
+        Err(e) => return raise_on(MPI_COMM_WORLD, e),
+    };
+    let (size, disp_unit) = match check_extent(size, disp_unit) {
+        Ok(x) => x,
+        Err(e) => return raise_on(comm, e),
+    };
+    if win.is_null() || baseptr.is_null() {
+        return raise_on(comm, MPI_ERR_ARG);
+    }
+    let words = size.div_ceil(8);
+    let mut v: Vec<u64> = Vec::new();
+    if v.try_reserve_exact(words).is_err() {
+        return raise_on(comm, refuse(MPI_ERR_NO_MEM, format!("cannot allocate a window of {size} bytes")));
+    }
+    v.resize(words, 0);
+    let mut words = v.into_boxed_slice();
+    let base = words.as_mut_ptr().cast::<u8>();
+    let e =
+        Exposed { mem: WinMem::Alloc(words), base, size, disp_unit, flavor: MPI_WIN_FLAVOR_ALLOCATE, shared: vec![] };
+    // SAFETY: `base` is the boxed words' (which do not move with the box), kept by the
+    // window object past the window; `win` checked.
+    let rc = unsafe { create(&c, comm, info, e, win) };
+    if rc == MPI_SUCCESS {
+        // SAFETY: `baseptr` is a `void **` (MPI contract).
+        unsafe { *baseptr.cast::<*mut c_void>() = base.cast() };
+    }
+    rc
+}
+
+pub(crate) unsafe fn MPI_Win_allocate(
+    size: MPI_Aint,
+    disp_unit: c_int,
+    info: Handle,
+    comm: Handle,
+    baseptr: *mut c_void,
+    win: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded program arguments.
+    unsafe { win_allocate(size, disp_unit as MPI_Aint, info, comm, baseptr, win) }
+}
+
+pub(crate) unsafe fn MPI_Win_allocate_c(
+    size: MPI_Aint,
+    disp_unit: MPI_Aint,
+    info: Handle,
+    comm: Handle,
+    baseptr: *mut c_void,
+    win: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded program arguments.
+    unsafe { win_allocate(size, disp_unit, info, comm, baseptr, win) }
+}
+
+pub(crate) unsafe fn MPI_Win_allocate_shared(
+    size: MPI_Aint,
+    disp_unit: c_int,
+    info: Handle,
+    comm: Handle,
+    baseptr: *mut c_void,
+    win: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded program arguments.
+    unsafe { shared::win_allocate_shared(size, disp_unit as MPI_Aint, info, comm, baseptr, win) }
+}
+
+pub(crate) unsafe fn MPI_Win_allocate_shared_c(
+    size: MPI_Aint,
+    disp_unit: MPI_Aint,
+    info: Handle,
+    comm: Handle,
+    baseptr: *mut c_void,
+    win: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded program arguments.
+    unsafe { shared::win_allocate_shared(size, disp_unit, info, comm, baseptr, win) }
+}
+
+/// Dynamic windows: not supported. An engine window is one region of memory fixed at
+/// creation, and its operations address it by offset; a dynamic window's are addresses of
+/// regions attached and detached at any time.
+const NO_DYNAMIC: &str = "dynamic windows (MPI_Win_create_dynamic, MPI_Win_attach, MPI_Win_detach) are not \
+                          supported by runthrough's libmpi_abi.so.1: a window exposes one region fixed at creation";
+
+pub(crate) unsafe fn MPI_Win_create_dynamic(info: Handle, comm: Handle, win: *mut Handle) -> c_int {
+    let _c = comm!(comm);
+    raise_on(comm, refuse(MPI_ERR_UNSUPPORTED_OPERATION, NO_DYNAMIC.into()))
+}
+
+pub(crate) unsafe fn MPI_Win_attach(win: Handle, base: *mut c_void, size: MPI_Aint) -> c_int {
+    let _w = win!(win);
+    raise_on(win, refuse(MPI_ERR_UNSUPPORTED_OPERATION, NO_DYNAMIC.into()))
+}
+
+pub(crate) unsafe fn MPI_Win_detach(win: Handle, base: *const c_void) -> c_int {
+    let _w = win!(win);
+    raise_on(win, refuse(MPI_ERR_UNSUPPORTED_OPERATION, NO_DYNAMIC.into()))
+}
+
+/// Collective: every operation on the window is complete everywhere first (the facade's
+/// `Window::free`: flushes, then a barrier of the members, which completes despite
+/// failures); the attributes' delete callbacks run before, while the window is still
+/// whole; the memory allocated for it goes after.
+pub(crate) unsafe fn MPI_Win_free(win: *mut Handle) -> c_int {
+    if win.is_null() {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    // SAFETY: in/out argument.
+    let h = unsafe { *win };
+    let w = win!(h);
+    let rc = keyval::delete_all(&w.attrs, h);
+    if rc != MPI_SUCCESS {
+        return raise_on(h, rc);
+    }
+    let Some(window) = w.win.write().take() else { return raise_on(MPI_COMM_WORLD, MPI_ERR_WIN) };
+    let (_bytes, r) = window.free();
+    WINS.remove(h);
+    // SAFETY: in/out argument.
+    unsafe { *win = MPI_WIN_NULL };
+    match r {
+        Ok(()) => MPI_SUCCESS,
+        // The handle is gone: its handler is called with it all the same.
+        Err(e) => raise_with(*w.errhandler.lock(), h, fail(e), Some(w.parent.clone())),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Attributes
+
+pub(crate) unsafe fn MPI_Win_create_keyval(
+    win_copy_attr_fn: FnPtr,
+    win_delete_attr_fn: FnPtr,
+    win_keyval: *mut c_int,
+    extra_state: *mut c_void,
+) -> c_int {
+    if win_keyval.is_null() {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    // SAFETY: output argument.
+    unsafe { create_keyval(Object::Win, win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) }
+}
+
+pub(crate) unsafe fn MPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
+    // SAFETY: in/out argument.
+    let id = unsafe { *win_keyval };
+    if !keyval::free_keyval(Object::Win, id) {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_KEYVAL);
+    }
+    // SAFETY: in/out argument.
+    unsafe { *win_keyval = MPI_KEYVAL_INVALID };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Win_get_attr(
+    win: Handle,
+    win_keyval: c_int,
+    attribute_val: *mut c_void,
+    flag: *mut c_int,
+) -> c_int {
+    let w = win!(win);
+    // The predefined attributes: the base itself, the others through their addresses
+    // (in the object, which lives as long as the window).
+    let v = match win_keyval {
+        MPI_WIN_BASE => Some(w.base as *mut c_void),
+        MPI_WIN_SIZE => Some((&w.size as *const MPI_Aint).cast_mut().cast()),
+        MPI_WIN_DISP_UNIT => Some((&w.disp_unit as *const c_int).cast_mut().cast()),
+        MPI_WIN_CREATE_FLAVOR => Some((&w.flavor as *const c_int).cast_mut().cast()),
+        MPI_WIN_MODEL => Some((&w.model as *const c_int).cast_mut().cast()),
+        k => match keyval::keyval(k, Object::Win) {
+            Ok(_) => w.attrs.lock().get(k),
+            Err(e) => return raise_on(win, e),
+        },
+    };
+    // SAFETY: output arguments (the value is written where `attribute_val` points).
+    unsafe {
+        match v {
+            Some(v) => {
+                *attribute_val.cast::<*mut c_void>() = v;
+                *flag = 1;
+            }
+            None => *flag = 0,
+        }
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Win_set_attr(win: Handle, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
+    let w = win!(win);
+    raise_on(win, keyval::set(&w.attrs, win, Object::Win, win_keyval, attribute_val))
+}
+
+pub(crate) unsafe fn MPI_Win_delete_attr(win: Handle, win_keyval: c_int) -> c_int {
+    let w = win!(win);
+    raise_on(win, keyval::delete(&w.attrs, win, Object::Win, win_keyval))
+}
+
+// ---------------------------------------------------------------------------------------
+// Names, info, group
+
+pub(crate) unsafe fn MPI_Win_set_name(win: Handle, win_name: *const c_char) -> c_int {
+    let w = win!(win);
+    if win_name.is_null() {
+        return raise_on(win, MPI_ERR_ARG);
+    }
+    // SAFETY: NUL-terminated string (MPI contract).
+    *w.name.lock() = unsafe { std::ffi::CStr::from_ptr(win_name) }.to_string_lossy().into_owned();
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Win_get_name(win: Handle, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    let name = if win == MPI_WIN_NULL {
+        "MPI_WIN_NULL".to_string()
+    } else {
+        let w = win!(win);
+        let n = w.name.lock().clone();
+        n
+    };
+    // SAFETY: MPI_MAX_OBJECT_NAME bytes (MPI contract).
+    unsafe { put_string(&name, win_name, MPI_MAX_OBJECT_NAME as usize, resultlen) };
+    MPI_SUCCESS
+}
+
+/// The hints every window reports (what this implementation does whatever is asked):
+/// locks exist, accumulates are ordered in every way, any operation may be mixed.
+const DEFAULT_HINTS: [(&str, &str); 3] =
+    [("no_locks", "false"), ("accumulate_ordering", "rar,raw,war,waw"), ("accumulate_ops", "same_op_no_op")];
+
+pub(crate) unsafe fn MPI_Win_set_info(win: Handle, info: Handle) -> c_int {
+    let w = win!(win);
+    if info != MPI_INFO_NULL && !crate::info::exists(info) {
+        return raise_on(win, MPI_ERR_INFO);
+    }
+    let mut kv = w.info.lock();
+    for (k, v) in crate::info::entries(info) {
+        match kv.iter_mut().find(|(x, _)| *x == k) {
+            Some(e) => e.1 = v,
+            None => kv.push((k, v)),
+        }
+    }
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Win_get_info(win: Handle, info_used: *mut Handle) -> c_int {
+    let w = win!(win);
+    if info_used.is_null() {
+        return raise_on(win, MPI_ERR_ARG);
+    }
+    let given = w.info.lock().clone();
+    let mut kv: Vec<(String, String)> = DEFAULT_HINTS
+        .iter()
+        .filter(|(k, _)| !given.iter().any(|(g, _)| g == k))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    kv.extend(given);
+    // SAFETY: output argument.
+    unsafe { *info_used = crate::info::new_info(kv) };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Win_get_group(win: Handle, group: *mut Handle) -> c_int {
+    let w = win!(win);
+    if group.is_null() {
+        return raise_on(win, MPI_ERR_ARG);
+    }
+    // SAFETY: output argument.
+    unsafe { *group = crate::group::new_group(w.world.clone()) };
+    MPI_SUCCESS
+}
+
+/// MPI-4.1 12.2.3, for every flavor: a member's memory where this process can load and
+/// store it (every member's of a shared window, this process's own of any other), else
+/// size 0 and a null base. `MPI_PROC_NULL` asks for the lowest member whose size is not
+/// 0 (which this process may not reach).
+unsafe fn shared_query(
+    win: Handle,
+    rank: c_int,
+    size: *mut MPI_Aint,
+    disp_unit: &mut MPI_Aint,
+    baseptr: *mut c_void,
+) -> c_int {
+    let w = win!(win);
+    let entry = match rank {
+        MPI_PROC_NULL => {
+            let g = w.win.read();
+            let first = g.as_ref().and_then(|win| (0..win.size()).find(|&r| win.extent_of(r).is_some_and(|e| e.0 > 0)));
+            first.map_or((0, 0, 1), |r| w.shared[r])
+        }
+        r if r >= 0 && (r as usize) < w.shared.len() => w.shared[r as usize],
+        _ => return raise_on(win, MPI_ERR_RANK),
+    };
+    let (addr, bytes, unit) = entry;
+    if size.is_null() || baseptr.is_null() {
+        return raise_on(win, MPI_ERR_ARG);
+    }
+    // SAFETY: output arguments; `baseptr` is a `void **` (MPI contract).
+    unsafe {
+        *size = bytes as MPI_Aint;
+        *baseptr.cast::<*mut c_void>() = addr as *mut c_void;
+    }
+    *disp_unit = unit;
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Win_shared_query(
+    win: Handle,
+    rank: c_int,
+    size: *mut MPI_Aint,
+    disp_unit: *mut c_int,
+    baseptr: *mut c_void,
+) -> c_int {
+    let mut unit = 0;
+    // SAFETY: forwarded program arguments.
+    let rc = unsafe { shared_query(win, rank, size, &mut unit, baseptr) };
+    if rc == MPI_SUCCESS && !disp_unit.is_null() {
+        // SAFETY: output argument.
+        unsafe { *disp_unit = c_int::try_from(unit).unwrap_or(c_int::MAX) };
+    }
+    rc
+}
+
+pub(crate) unsafe fn MPI_Win_shared_query_c(
+    win: Handle,
+    rank: c_int,
+    size: *mut MPI_Aint,
+    disp_unit: *mut MPI_Aint,
+    baseptr: *mut c_void,
+) -> c_int {
+    let mut unit = 0;
+    // SAFETY: forwarded program arguments.
+    let rc = unsafe { shared_query(win, rank, size, &mut unit, baseptr) };
+    if rc == MPI_SUCCESS && !disp_unit.is_null() {
+        // SAFETY: output argument.
+        unsafe { *disp_unit = unit };
+    }
+    rc
+}
+
+// ---------------------------------------------------------------------------------------
+// Error handlers
+
+pub(crate) unsafe fn MPI_Win_create_errhandler(win_errhandler_fn: FnPtr, errhandler: *mut Handle) -> c_int {
+    // SAFETY: the same function shape as a communicator's handler (a pointer to the
+    // object's handle and one to the code); forwarded.
+    unsafe { crate::raise::MPI_Comm_create_errhandler(win_errhandler_fn, errhandler) }
+}
+
+pub(crate) unsafe fn MPI_Win_set_errhandler(win: Handle, errhandler: Handle) -> c_int {
+    let w = win!(win);
+    if !crate::err::valid_errhandler(errhandler) {
+        return raise_on(win, MPI_ERR_ARG);
+    }
+    *w.errhandler.lock() = errhandler;
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Win_get_errhandler(win: Handle, errhandler: *mut Handle) -> c_int {
+    let w = win!(win);
+    let eh = *w.errhandler.lock();
+    crate::err::errhandler_ref(eh);
+    // SAFETY: output argument.
+    unsafe { *errhandler = eh };
+    MPI_SUCCESS
+}
+
+pub(crate) unsafe fn MPI_Win_call_errhandler(win: Handle, errorcode: c_int) -> c_int {
+    let _w = win!(win);
+    let rc = raise_on(win, errorcode);
+    // A fatal handler aborts in the guard, which acts on a failed call only.
+    if crate::raise::fatal_pending() {
+        return rc;
+    }
+    MPI_SUCCESS
+}
+
+// ---------------------------------------------------------------------------------------
+// Run-through (draft chapter 17, R37; abi/include/mpi-ext.h)
+
+fn group_handle(g: &runthrough::Group) -> Handle {
+    crate::group::new_group(g.world_ranks().into_iter().map(|r| r as u32).collect())
+}
+
+/// Recognizes every failed member uniformly and re-enables the window's collective
+/// synchronization (fence, free); `failed` receives the failed members, the same at every
+/// member (the window's `MPIX_Comm_validate`).
+pub(crate) unsafe fn MPIX_Win_validate(win: Handle, failed: *mut Handle) -> c_int {
+    on_win(win, |_, w| {
+        let g = w.validate().map_err(fail)?;
+        if !failed.is_null() {
+            // SAFETY: output argument.
+            unsafe { *failed = group_handle(&g) };
+        }
+        Ok(())
+    })
+}
+
+/// The failed members this process knows of (local).
+pub(crate) unsafe fn MPIX_Win_get_failed(win: Handle, failed: *mut Handle) -> c_int {
+    on_win(win, |_, w| {
+        if failed.is_null() {
+            return Err(MPI_ERR_ARG);
+        }
+        // SAFETY: output argument.
+        unsafe { *failed = group_handle(&w.group_failed()) };
+        Ok(())
+    })
+}

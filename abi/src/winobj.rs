@@ -1,0 +1,93 @@
+//! A window as the C layer sees it (`MPI_Win`), its memory, and the table of the
+//! program's window handles. The calls on windows are `win.rs`'s; raising an error through
+//! a window's handler is `raise.rs`'s, which finds the handler here.
+
+use std::ffi::c_int;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use runthrough::Window;
+
+use crate::commobj::CommObj;
+use crate::handles::{Kind, Table};
+use crate::types::{Handle, MPI_Aint};
+
+/// The memory a window exposes at this process, beyond what the program owns.
+#[derive(Debug)]
+pub(crate) enum WinMem {
+    /// The program's (`MPI_Win_create`), or none.
+    Program,
+    /// Allocated here (`MPI_Win_allocate`): 8-byte aligned words, kept until the window
+    /// is freed (the engine writes into them until then).
+    Alloc(#[allow(dead_code)] Box<[u64]>),
+    /// A mapping shared by the members on one host (`MPI_Win_allocate_shared`).
+    Shared(#[allow(dead_code)] Mapping),
+}
+
+/// A shared memory mapping of this process, unmapped on drop.
+#[derive(Debug)]
+pub(crate) struct Mapping {
+    pub(crate) base: *mut u8,
+    pub(crate) len: usize,
+}
+
+// SAFETY: a plain address range this process mapped; the bytes are reached only as the
+// window's memory (by the engine under its lock, by the program through MPI's rules).
+unsafe impl Send for Mapping {}
+// SAFETY: as above; the struct itself is immutable.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the range this process mapped (win/shared.rs), unmapped once: the window
+        // that exposed it was freed or never registered before its owner drops it.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// Each member's memory as a process reaches it: address, bytes, displacement unit.
+pub(crate) type MemberMem = Vec<(usize, usize, MPI_Aint)>;
+
+/// A window.
+pub(crate) struct WinObj {
+    /// The window; `None` once `MPI_Win_free` took it (under the write lock, which waits
+    /// for the calls running on it).
+    pub(crate) win: RwLock<Option<Window<u8>>>,
+    /// World ranks of the members, by window rank.
+    pub(crate) world: Vec<u32>,
+    pub(crate) errhandler: Mutex<Handle>,
+    /// Its attributes (`keyval.rs`; the calls are `win.rs`'s).
+    pub(crate) attrs: Mutex<crate::keyval::Attrs>,
+    pub(crate) name: Mutex<String>,
+    /// The hints the program gave (creation and `MPI_Win_set_info`).
+    pub(crate) info: Mutex<Vec<(String, String)>>,
+    /// The predefined attributes' values (`MPI_WIN_BASE` is `base` itself; the others
+    /// are read through their addresses, which live as long as the object).
+    pub(crate) base: usize,
+    pub(crate) size: MPI_Aint,
+    pub(crate) disp_unit: c_int,
+    pub(crate) flavor: c_int,
+    pub(crate) model: c_int,
+    /// Each member's memory as this process reaches it (address, bytes, displacement
+    /// unit): every member's for a shared window, else this process's alone.
+    pub(crate) shared: MemberMem,
+    /// The communicator it was created on (`MPI_ERRORS_ABORT` aborts its group).
+    pub(crate) parent: Arc<CommObj>,
+    /// Declared after `win`: dropped after the window was freed or dropped (held, never
+    /// read).
+    #[allow(dead_code)]
+    pub(crate) mem: WinMem,
+}
+
+// SAFETY: the attribute values are opaque words the program stores and reads back; the
+// library never dereferences them.
+unsafe impl Send for WinObj {}
+// SAFETY: as above; every other field is Sync.
+unsafe impl Sync for WinObj {}
+
+pub(crate) static WINS: Table<WinObj> = Table::new(Kind::Win);
+
+/// Whether a window still has error handler `h`.
+pub(crate) fn uses_errhandler(h: Handle) -> bool {
+    WINS.all().iter().any(|(_, w)| *w.errhandler.lock() == h)
+}
