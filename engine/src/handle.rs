@@ -656,6 +656,12 @@ impl Waiter {
         Self { polls: 0, spin }
     }
 
+    /// Whether the waiter spun its polls and now yields the CPU at every one.
+    #[inline]
+    pub fn yielding(&self) -> bool {
+        self.polls >= self.spin
+    }
+
     /// Called between unsuccessful polls.
     #[inline]
     pub fn snooze(&mut self) {

@@ -139,9 +139,10 @@ use crate::error::Error;
 use crate::handle::Waiter;
 use crate::types::{ContextId, Rank};
 
-/// Polls of a waiting collective between two progress calls of the engine: a process
+/// Polls of a waiting collective between two progress calls of the engine while it
+/// spins (once it yields the CPU at every poll, it progresses at every poll): a process
 /// blocked in a collective still applies the one-sided operations that target it, and
-/// reads its messages, every this many polls.
+/// reads its messages.
 const PROGRESS_EVERY: u32 = 64;
 
 /// The shared-memory path of one collective in progress.
@@ -923,7 +924,7 @@ impl<'a> Op<'_, 'a> {
             }
             self.check()?;
             polls = polls.wrapping_add(1);
-            if polls.is_multiple_of(PROGRESS_EVERY) {
+            if polls.is_multiple_of(PROGRESS_EVERY) || self.waiter.yielding() {
                 // What arrives meanwhile (one-sided operations this process is the
                 // target of, messages) is handled now, not at the progress thread's
                 // next tick.
