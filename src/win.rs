@@ -219,6 +219,19 @@ impl<T: Pod> Window<T> {
         self.comm.ivalidate()
     }
 
+    /// [`Window::ivalidate`] as a ticket that borrows nothing (for requests that must
+    /// outlive a borrow: the C interface's `MPIX_Iwin_validate`); poll it with
+    /// [`Window::poll_ticket`].
+    pub fn ivalidate_ticket(&self) -> Result<crate::AgreeTicket, Error> {
+        self.comm.ivalidate_ticket()
+    }
+
+    /// Progresses; once the ticket's agreement decided, the failed group (a validate's
+    /// decision applied here). Once only: `None` before and after.
+    pub fn poll_ticket(&self, t: &mut crate::AgreeTicket) -> Option<crate::Decided> {
+        self.comm.poll_ticket(t)
+    }
+
     /// The byte target of element `disp` at `rank`, checked against its window.
     fn target(&self, rank: usize, disp: usize, len: usize) -> Result<Target, Error> {
         self.target_bytes(rank, disp, len * std::mem::size_of::<T>())

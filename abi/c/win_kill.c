@@ -92,6 +92,14 @@ int main(int argc, char **argv)
     /* Fence fails until the failure is recognized (validate), then works. */
     rc = MPI_Win_fence(0, win);
     CHECK(eclass(rc) == MPIX_ERR_PROC_FAILED, "fence with an unrecognized failure: class %d", eclass(rc));
+    /* The nonblocking form first (its own agreement), then the blocking one. */
+    MPI_Request vreq;
+    CHECK(MPIX_Iwin_validate(win, &failed, &vreq) == MPI_SUCCESS, "MPIX_Iwin_validate");
+    CHECK(MPI_Wait(&vreq, MPI_STATUS_IGNORE) == MPI_SUCCESS, "MPI_Wait of MPIX_Iwin_validate");
+    MPI_Group_size(failed, &n);
+    MPI_Group_translate_ranks(wg, 1, &dead, failed, &dead_in);
+    CHECK(n == 1 && dead_in == 0, "ivalidated group: %d members, dead rank at %d", n, dead_in);
+    MPI_Group_free(&failed);
     CHECK(MPIX_Win_validate(win, &failed) == MPI_SUCCESS, "MPIX_Win_validate");
     MPI_Group_size(failed, &n);
     MPI_Group_translate_ranks(wg, 1, &dead, failed, &dead_in);

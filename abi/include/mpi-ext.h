@@ -71,9 +71,10 @@ int MPIX_Comm_collectives_enabled(MPI_Comm comm, int *active);
 
 /* Run-through stabilization of windows (draft chapter 17, R37): recognize every failed
  * member uniformly and re-enable fence and free (collective; `failed` receives the failed
- * members, the same group at every member), and the failed members this process knows of
- * (local). */
+ * members, the same group at every member; MPIX_Iwin_validate: the same as a request), and
+ * the failed members this process knows of (local). */
 int MPIX_Win_validate(MPI_Win win, MPI_Group *failed);
+int MPIX_Iwin_validate(MPI_Win win, MPI_Group *failed, MPI_Request *request);
 int MPIX_Win_get_failed(MPI_Win win, MPI_Group *failed);
 
 /* The profiling names */
@@ -92,6 +93,7 @@ int PMPIX_Comm_group_failed(MPI_Comm comm, MPI_Group *failed);
 int PMPIX_Comm_reenable_any_source(MPI_Comm comm, MPI_Group *failed);
 int PMPIX_Comm_collectives_enabled(MPI_Comm comm, int *active);
 int PMPIX_Win_validate(MPI_Win win, MPI_Group *failed);
+int PMPIX_Iwin_validate(MPI_Win win, MPI_Group *failed, MPI_Request *request);
 int PMPIX_Win_get_failed(MPI_Win win, MPI_Group *failed);
 
 #if defined(__cplusplus)

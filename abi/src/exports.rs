@@ -151,6 +151,15 @@ pub unsafe extern "C" fn PMPIX_Icomm_validate(comm: Handle, failed: *mut Handle,
 }
 
 #[no_mangle]
+pub unsafe extern "C" fn MPIX_Iwin_validate(win: Handle, failed: *mut Handle, request: *mut Handle) -> c_int {
+    crate::guard::call("MPIX_Iwin_validate", || unsafe { crate::imp::MPIX_Iwin_validate(win, failed, request) })
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPIX_Iwin_validate(win: Handle, failed: *mut Handle, request: *mut Handle) -> c_int {
+    crate::guard::call("MPIX_Iwin_validate", || unsafe { crate::imp::MPIX_Iwin_validate(win, failed, request) })
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn MPIX_Op_create_x(user_fn_x: FnPtr, destructor_fn: FnPtr, commute: c_int, extra_state: *mut c_void, op: *mut Handle) -> c_int {
     crate::guard::unsupported("MPIX_Op_create_x", crate::consts::MPI_COMM_WORLD)
 }

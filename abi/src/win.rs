@@ -636,6 +636,42 @@ pub(crate) unsafe fn MPIX_Win_validate(win: Handle, failed: *mut Handle) -> c_in
     })
 }
 
+/// `MPIX_Win_validate` as a request: its completion writes the failed group to `failed`.
+pub(crate) unsafe fn MPIX_Iwin_validate(win: Handle, failed: *mut Handle, request: *mut Handle) -> c_int {
+    if request.is_null() {
+        return raise_on(win, MPI_ERR_ARG);
+    }
+    let Some(w) = WINS.get(win) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_WIN) };
+    let ticket = match w.win.read().as_ref().map(Window::ivalidate_ticket) {
+        Some(Ok(t)) => t,
+        Some(Err(e)) => return raise_on(win, fail(e)),
+        None => return raise_on(MPI_COMM_WORLD, MPI_ERR_WIN),
+    };
+    let (mut ticket, out) = (ticket, crate::types::SendPtr(failed.cast()));
+    let poll = move || {
+        let out = &out;
+        let g = w.win.read();
+        let Some(x) = g.as_ref() else {
+            // Freed under the request: an erroneous program; end it with an error.
+            return Some((crate::types::MPI_Status::empty(), MPI_ERR_WIN));
+        };
+        let err = match x.poll_ticket(&mut ticket)? {
+            runthrough::Decided::Validate(grp) => {
+                if !out.0.is_null() {
+                    // SAFETY: the program keeps `failed` valid until the request completes.
+                    unsafe { *out.0.cast::<Handle>() = group_handle(&grp) };
+                }
+                MPI_SUCCESS
+            }
+            runthrough::Decided::Agree { .. } => MPI_ERR_INTERN,
+        };
+        Some((crate::types::MPI_Status::empty(), err))
+    };
+    // SAFETY: output argument (checked non-null above).
+    unsafe { *request = crate::req::new_active(win, crate::req::Active::Polled(Box::new(poll))) };
+    MPI_SUCCESS
+}
+
 /// The failed members this process knows of (local).
 pub(crate) unsafe fn MPIX_Win_get_failed(win: Handle, failed: *mut Handle) -> c_int {
     on_win(win, |_, w| {
