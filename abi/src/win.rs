@@ -166,6 +166,19 @@ unsafe fn create(c: &Arc<CommObj>, comm: Handle, info: Handle, e: Exposed, win: 
     MPI_SUCCESS
 }
 
+/// What every window constructor checks first: an intracommunicator (else the error
+/// goes to MPI_COMM_WORLD's handler) and a valid size and displacement unit (else to the
+/// communicator's). `Err` holds the code the handler returned.
+pub(crate) fn creation(
+    comm: Handle,
+    size: MPI_Aint,
+    disp_unit: MPI_Aint,
+) -> Result<(Arc<CommObj>, usize, usize), c_int> {
+    let c = intra(comm).map_err(|e| raise_on(MPI_COMM_WORLD, e))?;
+    let (size, disp_unit) = check_extent(size, disp_unit).map_err(|e| raise_on(comm, e))?;
+    Ok((c, size, disp_unit))
+}
+
 /// The communicator of a creation call, refusing intercommunicators.
 fn intra(comm: Handle) -> Result<Arc<CommObj>, c_int> {
     let c = crate::rt::lookup(comm)?;
@@ -183,13 +196,9 @@ unsafe fn win_create(
     comm: Handle,
     win: *mut Handle,
 ) -> c_int {
-    let c = match intra(comm) {
-        Ok(c) => c,
-        Err(e) => return raise_on(MPI_COMM_WORLD, e),
-    };
-    let (size, disp_unit) = match check_extent(size, disp_unit) {
+    let (c, size, disp_unit) = match creation(comm, size, disp_unit) {
         Ok(x) => x,
-        Err(e) => return raise_on(comm, e),
+        Err(code) => return code,
     };
     if win.is_null() || (size > 0 && base.is_null()) {
         return raise_on(comm, if win.is_null() { MPI_ERR_ARG } else { MPI_ERR_BASE });
@@ -240,13 +249,9 @@ unsafe fn win_allocate(
     baseptr: *mut c_void,
     win: *mut Handle,
 ) -> c_int {
-    let c = match intra(comm) {
-        Ok(c) => c,
-        Err(e) => return raise_on(MPI_COMM_WORLD, e),
-    };
-    let (size, disp_unit) = match check_extent(size, disp_unit) {
+    let (c, size, disp_unit) = match creation(comm, size, disp_unit) {
         Ok(x) => x,
-        Err(e) => return raise_on(comm, e),
+        Err(code) => return code,
     };
     if win.is_null() || baseptr.is_null() {
         return raise_on(comm, MPI_ERR_ARG);

@@ -14,7 +14,6 @@
 
 use std::ffi::{c_int, c_void, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use crate::commobj::CommObj;
 use crate::consts::*;
@@ -22,7 +21,7 @@ use crate::raise::raise_on;
 use crate::types::{Handle, MPI_Aint};
 use crate::winobj::{Mapping, MemberMem, WinMem};
 
-use super::{check_extent, create, intra, refuse, Exposed};
+use super::{create, creation, refuse, Exposed};
 
 /// Names this process's segments apart.
 static SEGMENTS: AtomicU64 = AtomicU64::new(0);
@@ -147,13 +146,9 @@ pub(super) unsafe fn win_allocate_shared(
     baseptr: *mut c_void,
     win: *mut Handle,
 ) -> c_int {
-    let c: Arc<CommObj> = match intra(comm) {
-        Ok(c) => c,
-        Err(e) => return raise_on(MPI_COMM_WORLD, e),
-    };
-    let (size, disp_unit) = match check_extent(size, disp_unit) {
+    let (c, size, disp_unit) = match creation(comm, size, disp_unit) {
         Ok(x) => x,
-        Err(e) => return raise_on(comm, e),
+        Err(code) => return code,
     };
     if win.is_null() || baseptr.is_null() {
         return raise_on(comm, MPI_ERR_ARG);
