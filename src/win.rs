@@ -285,20 +285,37 @@ impl<T: Pod> Window<T> {
 
     /// Puts `data` at element `disp` of `target`'s window (`MPI_Put`).
     pub fn put(&self, data: &[T], target: usize, disp: usize) -> Result<(), Error> {
-        let r = self.target(target, disp, data.len()).and_then(|at| {
-            self.touch(target);
-            self.eng().lock().rma_put(at, bytemuck::cast_slice(data))
+        self.put_to(self.target(target, disp, data.len()), bytemuck::cast_slice(data))
+    }
+
+    /// Puts `data` at `at` (checked), marking its target for the next flush.
+    fn put_to(&self, at: Result<Target, Error>, data: &[u8]) -> Result<(), Error> {
+        let r = at.and_then(|at| {
+            self.touch(at.rank as usize);
+            self.eng().lock().rma_put(at, data)
         });
+        self.comm.check(r)
+    }
+
+    /// Accumulates `data` (elements `elem`) at `at` (checked) with `op`.
+    fn acc_to(&self, at: Result<Target, Error>, op: AccOp, elem: Elem, data: &[u8]) -> Result<(), Error> {
+        let r = at.and_then(|at| {
+            self.touch(at.rank as usize);
+            self.eng().lock().rma_acc(at, op, elem, data)
+        });
+        self.comm.check(r)
+    }
+
+    /// A blocking get-like operation at `at` (checked) into `result`.
+    fn fetch_from(&self, at: Result<Target, Error>, what: Fetch<'_>, result: &mut [u8]) -> Result<(), Error> {
+        let r = at.and_then(|at| fetch(self.eng(), at, what, result).map(drop));
         self.comm.check(r)
     }
 
     /// Reads `buf.len()` elements at `disp` of `target`'s window into `buf`
     /// (`MPI_Get` completed at once).
     pub fn get(&self, buf: &mut [T], target: usize, disp: usize) -> Result<(), Error> {
-        let r = self
-            .target(target, disp, buf.len())
-            .and_then(|at| fetch(self.eng(), at, Fetch::Get, bytemuck::cast_slice_mut(buf)).map(drop));
-        self.comm.check(r)
+        self.fetch_from(self.target(target, disp, buf.len()), Fetch::Get, bytemuck::cast_slice_mut(buf))
     }
 
     /// `MPI_Rget`: a get whose request is waited for later, within the request scope
@@ -577,11 +594,7 @@ impl<T: RmaElem> Window<T> {
     /// (`MPI_Accumulate`): element-wise atomic, ordered with this origin's other
     /// accumulates to the same target.
     pub fn accumulate(&self, data: &[T], target: usize, disp: usize, op: AccOp) -> Result<(), Error> {
-        let r = self.target(target, disp, data.len()).and_then(|at| {
-            self.touch(target);
-            self.eng().lock().rma_acc(at, op, T::ELEM, bytemuck::cast_slice(data))
-        });
-        self.comm.check(r)
+        self.acc_to(self.target(target, disp, data.len()), op, T::ELEM, bytemuck::cast_slice(data))
     }
 
     /// `MPI_Get_accumulate`: `result` receives the target's elements as they were, and
@@ -594,11 +607,8 @@ impl<T: RmaElem> Window<T> {
         disp: usize,
         op: AccOp,
     ) -> Result<(), Error> {
-        let r = self.target(target, disp, result.len()).and_then(|at| {
-            let what = Fetch::Acc { op, elem: T::ELEM, origin: bytemuck::cast_slice(data) };
-            fetch(self.eng(), at, what, bytemuck::cast_slice_mut(result)).map(drop)
-        });
-        self.comm.check(r)
+        let what = Fetch::Acc { op, elem: T::ELEM, origin: bytemuck::cast_slice(data) };
+        self.fetch_from(self.target(target, disp, result.len()), what, bytemuck::cast_slice_mut(result))
     }
 
     /// `MPI_Fetch_and_op`: the target's element before `op` with `value`.
@@ -612,40 +622,27 @@ impl<T: RmaElem> Window<T> {
     /// `compare` (bitwise).
     pub fn compare_and_swap(&self, compare: T, new: T, target: usize, disp: usize) -> Result<T, Error> {
         let mut out = [compare];
-        let r = self.target(target, disp, 1).and_then(|at| {
-            let what =
-                Fetch::Cas { elem: T::ELEM, compare: bytemuck::bytes_of(&compare), new: bytemuck::bytes_of(&new) };
-            fetch(self.eng(), at, what, bytemuck::cast_slice_mut(&mut out)).map(drop)
-        });
-        self.comm.check(r).map(|()| out[0])
+        let what = Fetch::Cas { elem: T::ELEM, compare: bytemuck::bytes_of(&compare), new: bytemuck::bytes_of(&new) };
+        self.fetch_from(self.target(target, disp, 1), what, bytemuck::cast_slice_mut(&mut out))?;
+        Ok(out[0])
     }
 }
 
 impl Window<u8> {
     /// [`Window::put`] at displacement `disp` in `target`'s units.
     pub fn put_at(&self, data: &[u8], target: usize, disp: usize) -> Result<(), Error> {
-        let r = self.target_bytes(target, disp, data.len()).and_then(|at| {
-            self.touch(target);
-            self.eng().lock().rma_put(at, data)
-        });
-        self.comm.check(r)
+        self.put_to(self.target_bytes(target, disp, data.len()), data)
     }
 
     /// [`Window::get`] at displacement `disp` in `target`'s units.
     pub fn get_at(&self, buf: &mut [u8], target: usize, disp: usize) -> Result<(), Error> {
-        let r =
-            self.target_bytes(target, disp, buf.len()).and_then(|at| fetch(self.eng(), at, Fetch::Get, buf).map(drop));
-        self.comm.check(r)
+        self.fetch_from(self.target_bytes(target, disp, buf.len()), Fetch::Get, buf)
     }
 
     /// [`Window::accumulate`] of elements `elem` given as bytes, at displacement `disp`
     /// in `target`'s units.
     pub fn accumulate_at(&self, data: &[u8], elem: Elem, target: usize, disp: usize, op: AccOp) -> Result<(), Error> {
-        let r = self.target_bytes(target, disp, data.len()).and_then(|at| {
-            self.touch(target);
-            self.eng().lock().rma_acc(at, op, elem, data)
-        });
-        self.comm.check(r)
+        self.acc_to(self.target_bytes(target, disp, data.len()), op, elem, data)
     }
 
     /// [`Window::get_accumulate`] of elements `elem` given as bytes.
@@ -658,10 +655,7 @@ impl Window<u8> {
         disp: usize,
         op: AccOp,
     ) -> Result<(), Error> {
-        let r = self
-            .target_bytes(target, disp, result.len())
-            .and_then(|at| fetch(self.eng(), at, Fetch::Acc { op, elem, origin: data }, result).map(drop));
-        self.comm.check(r)
+        self.fetch_from(self.target_bytes(target, disp, result.len()), Fetch::Acc { op, elem, origin: data }, result)
     }
 
     /// [`Window::compare_and_swap`] of one element `elem` given as bytes.
@@ -674,10 +668,7 @@ impl Window<u8> {
         target: usize,
         disp: usize,
     ) -> Result<(), Error> {
-        let r = self
-            .target_bytes(target, disp, elem.size())
-            .and_then(|at| fetch(self.eng(), at, Fetch::Cas { elem, compare, new }, result).map(drop));
-        self.comm.check(r)
+        self.fetch_from(self.target_bytes(target, disp, elem.size()), Fetch::Cas { elem, compare, new }, result)
     }
 }
 
