@@ -44,6 +44,10 @@ pub use runthrough_engine::rma::mem::WinMemory;
 pub use runthrough_engine::rma::{AccOp, Elem, Target};
 use runthrough_engine::RequestScope;
 
+mod create;
+
+use create::{Backing, Segment};
+
 use crate::comm::Comm;
 use crate::group::Group;
 use crate::request::Request;
@@ -93,6 +97,8 @@ pub struct Window<T: Pod> {
     /// Each member's displacement unit, in bytes (the element size of a typed window).
     units: Vec<usize>,
     epochs: Mutex<Epochs>,
+    /// The node's segment, when the window's memory lives in one (`create.rs`).
+    seg: Option<Segment>,
     freed: bool,
     _t: PhantomData<T>,
 }
@@ -102,7 +108,27 @@ impl Comm {
     /// collective, each member giving its own length.
     pub fn win_allocate<T: Pod>(&self, len: usize) -> Result<Window<T>, Error> {
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or(Error::InvalidArg("window too large"))?;
-        Window::create_on(self, WinMemory::zeroed(bytes), std::mem::size_of::<T>())
+        Window::create_on(self, Backing::Allocate(bytes), std::mem::size_of::<T>())
+    }
+
+    /// Creates a byte window of `bytes` zeroed bytes with displacement unit `disp_unit`
+    /// at this process (`MPI_Win_allocate`); [`Window::local_base`] is their address.
+    pub fn win_allocate_bytes(&self, bytes: usize, disp_unit: usize) -> Result<Window<u8>, Error> {
+        if disp_unit == 0 {
+            return Err(self.check_error(Error::InvalidArg("displacement unit 0")));
+        }
+        Window::create_on(self, Backing::Allocate(bytes), disp_unit)
+    }
+
+    /// Creates a byte window whose members' memory is one segment every member maps
+    /// (`MPI_Win_allocate_shared`): each member's `bytes` right after the previous
+    /// member's; [`Window::shared_query`] gives any member's part. Every member must be
+    /// on one host (else `Error::Unsupported` everywhere).
+    pub fn win_allocate_shared(&self, bytes: usize, disp_unit: usize) -> Result<Window<u8>, Error> {
+        if disp_unit == 0 {
+            return Err(self.check_error(Error::InvalidArg("displacement unit 0")));
+        }
+        Window::create_on(self, Backing::Shared(bytes), disp_unit)
     }
 
     /// Creates a byte window exposing `mem` with displacement unit `disp_unit` bytes at
@@ -112,52 +138,18 @@ impl Comm {
         if disp_unit == 0 {
             return Err(self.check_error(Error::InvalidArg("displacement unit 0")));
         }
-        Window::create_on(self, mem, disp_unit)
+        Window::create_on(self, Backing::Given(mem), disp_unit)
     }
 
     /// Creates a window exposing `mem` (`MPI_Win_create`); collective. The window owns
     /// the elements until [`Window::free`] hands them back.
     pub fn win_create<T: Pod>(&self, mem: Vec<T>) -> Result<Window<T>, Error> {
-        Window::create_on(self, WinMemory::from_bytes(bytemuck::cast_slice(&mem)), std::mem::size_of::<T>())
+        let mem = WinMemory::from_bytes(bytemuck::cast_slice(&mem));
+        Window::create_on(self, Backing::Given(mem), std::mem::size_of::<T>())
     }
 }
 
 impl<T: Pod> Window<T> {
-    fn create_on(parent: &Comm, mem: WinMemory, unit: usize) -> Result<Window<T>, Error> {
-        let comm = parent.dup()?;
-        let len = mem.len() as u64;
-        let r = (|| {
-            let eng = &comm.inner.shared.engine;
-            eng.lock().win_register(comm.inner.ctx, comm.inner.group.clone(), mem)?;
-            let mut all = vec![0u64; 2 * comm.size()];
-            let got = comm.allgather(&[len, unit as u64], &mut all);
-            // Uniform (R34): every member learns whether every member got this far.
-            let agreed = comm.agree(i32::from(got.is_ok()));
-            match (got, agreed) {
-                (Ok(()), Ok(1)) => Ok(all),
-                (Err(e), _) | (_, Err(e)) => Err(e),
-                (Ok(()), Ok(_)) => Err(Error::RankFailStop { rank: comm.rank() as u32 }),
-            }
-        })();
-        match r {
-            Ok(all) => {
-                let n = comm.size();
-                Ok(Window {
-                    comm,
-                    bytes: all.iter().step_by(2).map(|&b| b as usize).collect(),
-                    units: all.iter().skip(1).step_by(2).map(|&u| u as usize).collect(),
-                    epochs: Mutex::new(Epochs { touched: vec![false; n], ..Epochs::default() }),
-                    freed: false,
-                    _t: PhantomData,
-                })
-            }
-            Err(e) => {
-                comm.inner.shared.engine.lock().win_free(comm.inner.ctx);
-                Err(e)
-            }
-        }
-    }
-
     fn eng(&self) -> &runthrough_engine::lock::BiasedMutex<runthrough_engine::Engine> {
         &self.comm.inner.shared.engine
     }
@@ -184,6 +176,23 @@ impl<T: Pod> Window<T> {
     /// The bytes `rank` exposes and its displacement unit.
     pub fn extent_of(&self, rank: usize) -> Option<(usize, usize)> {
         Some((*self.bytes.get(rank)?, *self.units.get(rank)?))
+    }
+
+    /// The address of this process's window memory (`MPI_WIN_BASE`), valid until the
+    /// window is dropped.
+    pub fn local_base(&self) -> *mut u8 {
+        self.eng().lock().win_base(self.comm.inner.ctx).map_or(std::ptr::null_mut(), |(p, _)| p)
+    }
+
+    /// Member `rank`'s memory as this process maps it — address, bytes and displacement
+    /// unit — when it lies in a segment this process maps (`MPI_Win_shared_query`: every
+    /// member of a shared window; the members of this node of an allocated window).
+    /// Loads and stores through the address follow MPI's rules for window memory (the
+    /// unified model); the address stays valid until the window is dropped.
+    pub fn shared_query(&self, rank: usize) -> Option<(*mut u8, usize, usize)> {
+        let seg = self.seg.as_ref()?;
+        let (off, bytes) = (*seg.parts.get(rank)?)?;
+        Some((seg.map.ptr().wrapping_add(off), bytes, self.units[rank]))
     }
 
     /// Sets the error mode of the window's operations (default: its communicator's).
@@ -260,8 +269,11 @@ impl<T: Pod> Window<T> {
         }
     }
 
-    /// Runs `f` on this process's part of the window, exclusive of every operation
-    /// being applied to it (short work: the engine waits meanwhile).
+    /// Runs `f` on this process's part of the window, exclusive of every operation this
+    /// process's engine applies to it (short work: the engine waits meanwhile). Members
+    /// on this node that reach the window directly (an allocated window's segment) are
+    /// not held off: as MPI says, the program must not access what an operation in
+    /// progress updates.
     pub fn with_local<R>(&self, f: impl FnOnce(&mut [T]) -> R) -> Result<R, Error> {
         let r = self.eng().lock().win_local(self.comm.inner.ctx, |b| {
             bytemuck::try_cast_slice_mut::<u8, T>(b)

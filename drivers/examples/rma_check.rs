@@ -16,7 +16,11 @@
 //! - exclusive locks: every rank increments a counter with get + put (not atomic) under
 //!   an exclusive lock M times; the counter ends at n·M only if the lock excludes;
 //! - rget inside a request scope;
-//! - a window over the program's vector (`win_create`) handed back by `free`.
+//! - a window over the program's vector (`win_create`) handed back by `free`;
+//! - a shared window: every member's part contiguous and reachable (`shared_query`).
+//!
+//! The line each rank prints counts the members whose memory it maps (an allocated
+//! window's node segment): all of them on shared memory, none over tcp.
 
 use runthrough::{AccOp, Comm, Error, LockKind, Window};
 
@@ -243,9 +247,35 @@ fn created_and_rget(world: &Comm, k: usize) -> R<()> {
     Ok(())
 }
 
-fn run(world: &Comm, k: usize) -> R<usize> {
+/// A shared window (`win_allocate_shared`): every member's part, contiguous in rank
+/// order, reachable from every member, and written by puts like any window.
+fn shared_window(world: &Comm) -> R<()> {
+    let (me, n) = (world.rank(), world.size());
+    let w = world.win_allocate_shared(16, 8).map_err(e("win_allocate_shared"))?;
+    let (base, _, _) = w.shared_query(0).ok_or("no part of rank 0")?;
+    for r in 0..n {
+        let (p, bytes, unit) = w.shared_query(r).ok_or("a member's part is missing")?;
+        if p as usize != base as usize + 16 * r || bytes != 16 || unit != 8 {
+            return Err(format!("rank {r}'s part: {p:?} {bytes} {unit}, rank 0's at {base:?}"));
+        }
+    }
+    w.fence().map_err(e("fence"))?;
+    w.put_at(&(me as u64 + 1).to_ne_bytes(), (me + 1) % n, 1).map_err(e("put"))?;
+    w.fence().map_err(e("fence"))?;
+    let mut got = [0u8; 8];
+    w.get_at(&mut got, me, 1).map_err(e("get"))?;
+    let want = ((me + n - 1) % n) as u64 + 1;
+    if u64::from_ne_bytes(got) != want {
+        return Err(format!("shared window: {} want {want}", u64::from_ne_bytes(got)));
+    }
+    w.free().1.map_err(e("free"))
+}
+
+fn run(world: &Comm, k: usize) -> R<(usize, usize)> {
     let n = world.size();
     let w: Window<u64> = world.win_allocate(n * k).map_err(e("win_allocate"))?;
+    // The members whose memory this process maps (on one node over shared memory).
+    let direct = (0..n).filter(|&r| w.shared_query(r).is_some_and(|(_, b, u)| b == n * k * 8 && u == 8)).count();
     let mut cases = 0;
     for mode in ["fence", "lock", "lock_all", "pscw"] {
         put_get(&w, k, mode)?;
@@ -255,7 +285,8 @@ fn run(world: &Comm, k: usize) -> R<usize> {
     accumulates(world, k)?;
     atomics(world)?;
     created_and_rget(world, k)?;
-    Ok(cases + 3)
+    shared_window(world)?;
+    Ok((cases + 4, direct))
 }
 
 fn main() -> Result<(), Error> {
@@ -265,7 +296,7 @@ fn main() -> Result<(), Error> {
     world.set_error_mode(runthrough::ErrorMode::ErrorsReturn);
     let me = world.rank();
     match run(&world, k) {
-        Ok(cases) => println!("rma_check: rank {me} ok {cases} cases, {k} elements"),
+        Ok((cases, direct)) => println!("rma_check: rank {me} ok {cases} cases, {k} elements, {direct} direct"),
         Err(why) => {
             println!("rma_check: rank {me} FAILED: {why}");
             std::process::exit(1);

@@ -51,6 +51,7 @@
 //! These are bytes another process wrote: decoding checks every length and never panics
 //! (docs/UNTRUSTED.md); a target also checks every range against its window.
 
+pub mod direct;
 pub mod mem;
 
 use std::fmt;
@@ -208,68 +209,90 @@ pub fn check_acc(op: AccOp, elem: Elem) -> Result<(), AccError> {
     Ok(())
 }
 
-macro_rules! int_acc {
-    ($t:ty, $op:expr, $target:expr, $origin:expr) => {{
-        const N: usize = std::mem::size_of::<$t>();
-        let f: fn($t, $t) -> $t = match $op {
-            AccOp::Sum => |a, b| a.wrapping_add(b),
-            AccOp::Prod => |a, b| a.wrapping_mul(b),
-            AccOp::Max => |a: $t, b| a.max(b),
-            AccOp::Min => |a: $t, b| a.min(b),
-            AccOp::BitAnd => |a, b| a & b,
-            AccOp::BitOr => |a, b| a | b,
-            AccOp::BitXor => |a, b| a ^ b,
-            AccOp::LogicalAnd => |a, b| ((a != 0) && (b != 0)) as $t,
-            AccOp::LogicalOr => |a, b| ((a != 0) || (b != 0)) as $t,
-            AccOp::LogicalXor => |a, b| ((a != 0) != (b != 0)) as $t,
-            AccOp::Replace => |_, b| b,
-            AccOp::NoOp => |a, _| a,
-        };
-        for (t, o) in $target.chunks_exact_mut(N).zip($origin.chunks_exact(N)) {
-            let a = <$t>::from_ne_bytes(t.try_into().expect("chunk of N"));
-            let b = <$t>::from_ne_bytes(o.try_into().expect("chunk of N"));
-            t.copy_from_slice(&f(a, b).to_ne_bytes());
-        }
-    }};
+/// `a op b` on one element given as its bits (native byte order, in the low bytes):
+/// the element-wise step of every accumulate, applied atomically by [`direct`].
+pub(crate) fn combine(op: AccOp, elem: Elem, a: u64, b: u64) -> u64 {
+    macro_rules! int {
+        ($t:ty, $u:ty) => {{
+            let (x, y) = (a as $u as $t, b as $u as $t);
+            let r: $t = match op {
+                AccOp::Sum => x.wrapping_add(y),
+                AccOp::Prod => x.wrapping_mul(y),
+                AccOp::Max => x.max(y),
+                AccOp::Min => x.min(y),
+                AccOp::BitAnd => x & y,
+                AccOp::BitOr => x | y,
+                AccOp::BitXor => x ^ y,
+                AccOp::LogicalAnd => ((x != 0) && (y != 0)) as $t,
+                AccOp::LogicalOr => ((x != 0) || (y != 0)) as $t,
+                AccOp::LogicalXor => ((x != 0) != (y != 0)) as $t,
+                AccOp::Replace => y,
+                AccOp::NoOp => x,
+            };
+            r as $u as u64
+        }};
+    }
+    macro_rules! float {
+        ($t:ty, $u:ty) => {{
+            let (x, y) = (<$t>::from_bits(a as $u), <$t>::from_bits(b as $u));
+            let r = match op {
+                AccOp::Sum => x + y,
+                AccOp::Prod => x * y,
+                AccOp::Max => x.max(y),
+                AccOp::Min => x.min(y),
+                AccOp::Replace => y,
+                _ => x,
+            };
+            r.to_bits() as u64
+        }};
+    }
+    match elem {
+        Elem::I8 => int!(i8, u8),
+        Elem::U8 => int!(u8, u8),
+        Elem::I16 => int!(i16, u16),
+        Elem::U16 => int!(u16, u16),
+        Elem::I32 => int!(i32, u32),
+        Elem::U32 => int!(u32, u32),
+        Elem::I64 => int!(i64, u64),
+        Elem::U64 => int!(u64, u64),
+        Elem::F32 => float!(f32, u32),
+        Elem::F64 => float!(f64, u64),
+    }
 }
 
-macro_rules! float_acc {
-    ($t:ty, $op:expr, $target:expr, $origin:expr) => {{
-        const N: usize = std::mem::size_of::<$t>();
-        let f: fn($t, $t) -> $t = match $op {
-            AccOp::Sum => |a, b| a + b,
-            AccOp::Prod => |a, b| a * b,
-            AccOp::Max => |a: $t, b| a.max(b),
-            AccOp::Min => |a: $t, b| a.min(b),
-            AccOp::Replace => |_, b| b,
-            _ => |a, _| a,
-        };
-        for (t, o) in $target.chunks_exact_mut(N).zip($origin.chunks_exact(N)) {
-            let a = <$t>::from_ne_bytes(t.try_into().expect("chunk of N"));
-            let b = <$t>::from_ne_bytes(o.try_into().expect("chunk of N"));
-            t.copy_from_slice(&f(a, b).to_ne_bytes());
-        }
-    }};
+/// The bits of the element in `b` (1, 2, 4 or 8 bytes, native order).
+pub(crate) fn bits_of(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    let n = b.len().min(8);
+    if cfg!(target_endian = "little") {
+        w[..n].copy_from_slice(&b[..n]);
+        u64::from_le_bytes(w)
+    } else {
+        w[8 - n..].copy_from_slice(&b[..n]);
+        u64::from_be_bytes(w)
+    }
+}
+
+/// Writes the low `out.len()` bytes of `bits` to `out` (native order).
+pub(crate) fn bits_to(bits: u64, out: &mut [u8]) {
+    let n = out.len().min(8);
+    if cfg!(target_endian = "little") {
+        out[..n].copy_from_slice(&bits.to_le_bytes()[..n]);
+    } else {
+        out[..n].copy_from_slice(&bits.to_be_bytes()[8 - n..]);
+    }
 }
 
 /// `target[i] = target[i] op origin[i]` element by element (native byte order: both sides
 /// of a window share one architecture in this implementation).
 pub fn accumulate(op: AccOp, elem: Elem, target: &mut [u8], origin: &[u8]) -> Result<(), AccError> {
     check_acc(op, elem)?;
-    if target.len() != origin.len() || !target.len().is_multiple_of(elem.size()) {
+    let n = elem.size();
+    if target.len() != origin.len() || !target.len().is_multiple_of(n) {
         return Err(AccError::Length);
     }
-    match elem {
-        Elem::I8 => int_acc!(i8, op, target, origin),
-        Elem::U8 => int_acc!(u8, op, target, origin),
-        Elem::I16 => int_acc!(i16, op, target, origin),
-        Elem::U16 => int_acc!(u16, op, target, origin),
-        Elem::I32 => int_acc!(i32, op, target, origin),
-        Elem::U32 => int_acc!(u32, op, target, origin),
-        Elem::I64 => int_acc!(i64, op, target, origin),
-        Elem::U64 => int_acc!(u64, op, target, origin),
-        Elem::F32 => float_acc!(f32, op, target, origin),
-        Elem::F64 => float_acc!(f64, op, target, origin),
+    for (t, o) in target.chunks_exact_mut(n).zip(origin.chunks_exact(n)) {
+        bits_to(combine(op, elem, bits_of(t), bits_of(o)), t);
     }
     Ok(())
 }

@@ -8,6 +8,7 @@
 //!   cache line ("fastbox"), plus a heap-backed [`ring::channel`] for tests and benches;
 //! - [`collarea`]: the segment's collective area (per-rank sequence words and small data
 //!   buffers) for shared-memory collectives and the register agreement;
+//! - [`winseg`]: the shared memory one-sided windows of a node live in ([`winseg::WinMap`]);
 //! - [`cma`]: single-copy reads from a peer's memory (`process_vm_readv`);
 //! - [`liveness`]: peer-exit watch with pidfds ([`PeerWatch`]), departures told apart
 //!   from failures by the segment's [`segment::Departures`] marks;
@@ -17,8 +18,8 @@
 //!
 //! Limits are data: [`RingTx::max_record`], [`Layout`], [`segment::MAX_RANKS`]. "Would
 //! block" is [`PushError::Full`] (a normal outcome, retried by the caller) and "nothing to
-//! read" is `None`. Unsafe code lives only in `segment.rs`, `collarea.rs`, `ring.rs`, `cma.rs` and
-//! `liveness.rs`.
+//! read" is `None`. Unsafe code lives only in `segment.rs`, `collarea.rs`, `ring.rs`, `cma.rs`,
+//! `winseg.rs` and `liveness.rs`.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cma;
@@ -30,6 +31,7 @@ pub mod numa;
 pub mod pin;
 pub mod ring;
 pub mod segment;
+pub mod winseg;
 
 pub use error::Error;
 pub use liveness::{PeerExit, PeerWatch};

@@ -1,6 +1,13 @@
 //! One-sided communication in the engine (see [`crate::rma`] for the protocol): the
-//! windows this process exposes, the origin side of every operation, and the target side
-//! that applies what arrives.
+//! windows this process exposes and the origin side of every operation; `target.rs` is
+//! the target side that applies what arrives.
+//!
+//! An operation on a member whose memory this process maps (its own window, or a window
+//! in the segment of its node: [`Engine::win_share`]) is applied at once with loads,
+//! stores and atomics (`crate::rma::direct`): complete at its target when the call
+//! returns, so a flush to that member is a memory fence. Every other member gets records.
+
+mod target;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -9,8 +16,11 @@ use super::{Engine, Outgoing, State};
 use crate::buf::RawBufMut;
 use crate::error::Error;
 use crate::request::{Kind, Request, Status};
+use runthrough_shm::winseg::WinMap;
+
+use crate::rma::direct::{DirectError, Region};
 use crate::rma::mem::WinMemory;
-use crate::rma::{accumulate, check_acc, AccOp, Elem, RmaMsg, Target, MAX_RMA_HEADER};
+use crate::rma::{check_acc, AccOp, Elem, RmaMsg, Target, MAX_RMA_HEADER};
 use crate::transport::{Posted, Transport, TransportError};
 use crate::types::{ContextId, Rank, ReqId, Seq};
 use crate::wire::{Header, MAX_HEADER_BYTES};
@@ -31,6 +41,12 @@ struct Win {
     posts: Vec<u32>,
     /// `Complete` notices received from each member (its access epoch here ended).
     completes: Vec<u32>,
+    /// This process's window rank.
+    me: u32,
+    /// The members' memory this process maps (by window rank; its own is `mem`).
+    peers: Vec<Option<Region>>,
+    /// The mappings `peers` lie in, kept while the window exists.
+    maps: Vec<Arc<WinMap>>,
 }
 
 /// A window's lock at its target: shared holders together, an exclusive one alone,
@@ -88,11 +104,12 @@ impl Win {
         self.group.iter().position(|&r| r == peer).map(|i| i as u32)
     }
 
-    /// The window's bytes `[disp, disp + len)`, if inside it.
-    fn range(&mut self, disp: u64, len: usize) -> Option<&mut [u8]> {
-        let start = usize::try_from(disp).ok()?;
-        let end = start.checked_add(len)?;
-        self.mem.bytes_mut().get_mut(start..end)
+    /// The memory of window rank `target` this process reaches directly.
+    fn direct(&self, target: u32) -> Option<Region> {
+        if target == self.me {
+            return Some(self.mem.region());
+        }
+        self.peers.get(target as usize).copied().flatten()
     }
 }
 
@@ -107,8 +124,49 @@ impl Engine {
             return Err(Error::ApiMisuse("a window already exists on this communicator"));
         }
         let n = group.len();
-        w.insert(ctx.0, Win { mem, group, lock: WinLock::default(), posts: vec![0; n], completes: vec![0; n] });
+        let me = group.iter().position(|&r| r == self.st.me).ok_or(Error::ApiMisuse("not a member of the window"))?;
+        let win = Win {
+            mem,
+            group,
+            lock: WinLock::default(),
+            posts: vec![0; n],
+            completes: vec![0; n],
+            me: me as u32,
+            peers: vec![None; n],
+            maps: Vec::new(),
+        };
+        w.insert(ctx.0, win);
         Ok(())
+    }
+
+    /// Gives the window of `ctx` direct access to members' memory: `peers[r]` is window
+    /// rank `r`'s memory as `(mapping, offset, bytes)` in a segment this process maps
+    /// (members on this node), or `None` (reached by records). Operations on those
+    /// members are applied here from now on; call it at every member before the
+    /// agreement that ends window creation.
+    pub fn win_share(&mut self, ctx: ContextId, peers: Vec<Option<(Arc<WinMap>, usize, usize)>>) -> Result<(), Error> {
+        let w = self.st.rma.wins.get_mut(&ctx.0).ok_or(Error::ApiMisuse("no window on this communicator"))?;
+        if peers.len() != w.group.len() {
+            return Err(Error::ApiMisuse("one mapping per member"));
+        }
+        for (r, p) in peers.into_iter().enumerate() {
+            let Some((map, off, len)) = p else { continue };
+            if r as u32 == w.me {
+                continue;
+            }
+            w.peers[r] =
+                Some(Region::of_map(&map, off, len).ok_or(Error::InvalidArg("member memory outside its mapping"))?);
+            if !w.maps.iter().any(|m| Arc::ptr_eq(m, &map)) {
+                w.maps.push(map);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `peer`'s records travel through this node's shared memory (a window
+    /// member there can be reached directly).
+    pub fn shares_node_with(&self, peer: Rank) -> bool {
+        self.transport.shares_memory_with(peer)
     }
 
     /// Removes the window of `ctx` and hands back its memory. Operations that arrive
@@ -133,11 +191,8 @@ impl Engine {
     pub fn rma_put(&mut self, at: Target, data: &[u8]) -> Result<(), Error> {
         let Target { ctx, rank: target, disp } = at;
         let peer = self.st.rma_target(ctx, target)?;
-        if peer == self.st.me {
-            let w = self.st.rma.wins.get_mut(&ctx.0).ok_or(Error::ApiMisuse("no such window"))?;
-            let dst = w.range(disp, data.len()).ok_or(Error::InvalidArg("put outside the target's window"))?;
-            dst.copy_from_slice(data);
-            return Ok(());
+        if let Some(r) = self.st.rma_region(ctx, target) {
+            return r.write(disp, data).then_some(()).ok_or(Error::InvalidArg("put outside the target's window"));
         }
         let chunk = self.st.send.chunk;
         let mut off = 0;
@@ -161,10 +216,8 @@ impl Engine {
             return Err(Error::InvalidArg("accumulate of a partial element"));
         }
         let peer = self.st.rma_target(ctx, target)?;
-        if peer == self.st.me {
-            let w = self.st.rma.wins.get_mut(&ctx.0).ok_or(Error::ApiMisuse("no such window"))?;
-            let dst = w.range(disp, data.len()).ok_or(Error::InvalidArg("accumulate outside the target's window"))?;
-            return accumulate(op, elem, dst, data).map_err(|_| Error::InvalidArg("accumulate"));
+        if let Some(r) = self.st.rma_region(ctx, target) {
+            return r.accumulate(disp, op, elem, data, None).map_err(direct_error);
         }
         let chunk = (self.st.send.chunk / elem.size()).max(1) * elem.size();
         let mut off = 0;
@@ -187,14 +240,11 @@ impl Engine {
             Ok(x) => x,
             Err(id) => return id,
         };
-        if peer == self.st.me {
+        if let Some(r) = self.st.rma_region(ctx, target) {
             buf = self.rma_take_buf(req);
-            let out = match self.st.rma.wins.get_mut(&ctx.0).and_then(|w| w.range(disp, len)) {
-                Some(src) => {
-                    buf.as_mut_slice().copy_from_slice(src);
-                    Ok(Status { source: target as usize, tag: 0, len })
-                }
-                None => Err(Error::InvalidArg("get outside the target's window")),
+            let out = match r.read(disp, buf.as_mut_slice()) {
+                true => Ok(Status { source: target as usize, tag: 0, len }),
+                false => Err(Error::InvalidArg("get outside the target's window")),
             };
             self.st.set_outcome(req, out);
             return req;
@@ -220,19 +270,11 @@ impl Engine {
             self.st.set_outcome(req, Err(Error::InvalidArg(why)));
             return req;
         }
-        if peer == self.st.me {
+        if let Some(r) = self.st.rma_region(ctx, target) {
             let mut buf = self.rma_take_buf(req);
-            let out = match self.st.rma.wins.get_mut(&ctx.0).and_then(|w| w.range(disp, len)) {
-                Some(dst) => {
-                    buf.as_mut_slice().copy_from_slice(dst);
-                    if op != AccOp::NoOp {
-                        let _ = accumulate(op, elem, dst, origin);
-                    }
-                    Ok(Status { source: target as usize, tag: 0, len })
-                }
-                None => Err(Error::InvalidArg("get-accumulate outside the target's window")),
-            };
-            self.st.set_outcome(req, out);
+            let out = r.accumulate(disp, op, elem, origin, Some(buf.as_mut_slice()));
+            self.st
+                .set_outcome(req, out.map(|()| Status { source: target as usize, tag: 0, len }).map_err(direct_error));
             return req;
         }
         let token = req.to_wire();
@@ -266,19 +308,13 @@ impl Engine {
             self.st.set_outcome(req, Err(Error::InvalidArg("compare-and-swap of other than one element")));
             return req;
         }
-        if peer == self.st.me {
+        if let Some(r) = self.st.rma_region(ctx, target) {
             let mut buf = self.rma_take_buf(req);
-            let out = match self.st.rma.wins.get_mut(&ctx.0).and_then(|w| w.range(disp, n)) {
-                Some(dst) => {
-                    buf.as_mut_slice().copy_from_slice(dst);
-                    if dst == compare {
-                        dst.copy_from_slice(new);
-                    }
-                    Ok(Status { source: target as usize, tag: 0, len: n })
-                }
-                None => Err(Error::InvalidArg("compare-and-swap outside the target's window")),
-            };
-            self.st.set_outcome(req, out);
+            let out = r.compare_and_swap(disp, elem, compare, new, buf.as_mut_slice());
+            self.st.set_outcome(
+                req,
+                out.map(|()| Status { source: target as usize, tag: 0, len: n }).map_err(direct_error),
+            );
             return req;
         }
         let mut both = [0u8; 16];
@@ -291,6 +327,16 @@ impl Engine {
     /// Starts a flush to `target`: completes once the target applied every operation
     /// this process issued to it before.
     pub fn rma_flush(&mut self, ctx: ContextId, target: u32) -> ReqId {
+        if self.st.rma_region(ctx, target).is_some() {
+            // Applied at the call: a fence orders them before what this process does next.
+            let (req, _) = match self.rma_start(ctx, target, RawBufMut::empty()) {
+                Ok(x) => x,
+                Err(id) => return id,
+            };
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            self.st.set_outcome(req, Ok(Status { source: target as usize, tag: 0, len: 0 }));
+            return req;
+        }
         self.rma_control(ctx, target, |win, token| RmaMsg::Flush { win, token }, |_, _, _| Some(Ok(())))
     }
 
@@ -446,6 +492,14 @@ impl Engine {
     }
 }
 
+/// The error of a direct operation the origin's checks let through.
+fn direct_error(e: DirectError) -> Error {
+    match e {
+        DirectError::Outside => Error::InvalidArg("operation outside the target's window"),
+        DirectError::Acc(_) => Error::InvalidArg("accumulate of a bad type or length"),
+    }
+}
+
 fn take_one(n: Option<&mut u32>) -> bool {
     match n {
         Some(n) if *n > 0 => {
@@ -471,228 +525,9 @@ impl State {
         Ok(peer)
     }
 
-    /// A one-sided record from `peer` (its turn in the sequence).
-    pub(super) fn on_rma(&mut self, peer: Rank, payload: &[u8]) {
-        if self.peers[peer.0 as usize].failed {
-            // Nothing is written once its writer is known failed (R35).
-            return;
-        }
-        match RmaMsg::decode(payload) {
-            Ok(m) => self.on_rma_msg(peer, m),
-            Err(e) => {
-                self.stats.malformed += 1;
-                tracing::warn!(peer = peer.0, error = %e, "dropping malformed one-sided message");
-            }
-        }
-    }
-
-    fn on_rma_msg(&mut self, peer: Rank, m: RmaMsg<'_>) {
-        match m {
-            RmaMsg::Reply { token, offset, data } => return self.rma_reply(peer, token, offset, data),
-            RmaMsg::Done { token, refused } => return self.rma_done(peer, token, refused),
-            _ => {}
-        }
-        let win = match m {
-            RmaMsg::Put { win, .. }
-            | RmaMsg::Get { win, .. }
-            | RmaMsg::Acc { win, .. }
-            | RmaMsg::GetAcc { win, .. }
-            | RmaMsg::Cas { win, .. }
-            | RmaMsg::Flush { win, .. }
-            | RmaMsg::Lock { win, .. }
-            | RmaMsg::Unlock { win, .. }
-            | RmaMsg::Post { win }
-            | RmaMsg::Complete { win } => win,
-            RmaMsg::Reply { .. } | RmaMsg::Done { .. } => return,
-        };
-        let Some(w) = self.rma.wins.get_mut(&win) else {
-            // A window freed here (or never made): answer what waits for an answer.
-            if let RmaMsg::Get { token, .. }
-            | RmaMsg::GetAcc { token, .. }
-            | RmaMsg::Cas { token, .. }
-            | RmaMsg::Flush { token, .. }
-            | RmaMsg::Lock { token, .. }
-            | RmaMsg::Unlock { token, .. } = m
-            {
-                self.rma_answer(peer, RmaMsg::Done { token, refused: true });
-            }
-            return self.stray(peer, "one-sided operation on no window");
-        };
-        let Some(origin) = w.rank_of(peer) else { return self.stray(peer, "one-sided operation from a non-member") };
-        match m {
-            RmaMsg::Put { disp, data, .. } => match w.range(disp, data.len()) {
-                Some(dst) => dst.copy_from_slice(data),
-                None => self.stray(peer, "put outside the window"),
-            },
-            RmaMsg::Acc { disp, op, elem, data, .. } => {
-                if w.range(disp, data.len()).is_none_or(|dst| accumulate(op, elem, dst, data).is_err()) {
-                    self.stray(peer, "accumulate outside the window or of a bad type");
-                }
-            }
-            RmaMsg::Get { token, disp, len, .. } => {
-                let chunk = self.send.chunk;
-                let Some(src) = usize::try_from(len).ok().and_then(|l| w.range(disp, l)) else {
-                    return self.rma_answer(peer, RmaMsg::Done { token, refused: true });
-                };
-                // Copies out before answering: the replies are queued (sent at the next
-                // flush, behind what is queued for the origin).
-                let mut at = 0;
-                let mut recs = Vec::new();
-                while at < src.len() || at == 0 {
-                    let end = (at + chunk).min(src.len());
-                    let mut rec = self.send.pool.pop().unwrap_or_default();
-                    let mut rh = [0u8; MAX_RMA_HEADER];
-                    let rn = RmaMsg::Reply { token, offset: at as u64, data: &[] }.encode_header(&mut rh);
-                    rec.extend_from_slice(&rh[..rn]);
-                    rec.extend_from_slice(&src[at..end]);
-                    recs.push(rec);
-                    at = end;
-                    if at >= src.len() {
-                        break;
-                    }
-                }
-                for rec in recs {
-                    self.rma_queue(peer, rec);
-                }
-            }
-            RmaMsg::GetAcc { token, disp, roff, op, elem, data, .. } => {
-                let mut rec = self.send.pool.pop().unwrap_or_default();
-                let mut rh = [0u8; MAX_RMA_HEADER];
-                let rn = RmaMsg::Reply { token, offset: roff, data: &[] }.encode_header(&mut rh);
-                match w.range(disp, data.len()) {
-                    Some(dst) if check_acc(op, elem).is_ok() && data.len().is_multiple_of(elem.size()) => {
-                        rec.extend_from_slice(&rh[..rn]);
-                        rec.extend_from_slice(dst);
-                        let _ = accumulate(op, elem, dst, data);
-                        self.rma_queue(peer, rec);
-                    }
-                    _ => {
-                        self.recycle(rec);
-                        self.rma_answer(peer, RmaMsg::Done { token, refused: true });
-                    }
-                }
-            }
-            RmaMsg::Cas { token, disp, elem, data, .. } => {
-                let n = elem.size();
-                match w.range(disp, n) {
-                    Some(dst) if data.len() == 2 * n => {
-                        let mut rec = self.send.pool.pop().unwrap_or_default();
-                        let mut rh = [0u8; MAX_RMA_HEADER];
-                        let rn = RmaMsg::Reply { token, offset: 0, data: &[] }.encode_header(&mut rh);
-                        rec.extend_from_slice(&rh[..rn]);
-                        rec.extend_from_slice(dst);
-                        if dst == &data[..n] {
-                            dst.copy_from_slice(&data[n..]);
-                        }
-                        self.rma_queue(peer, rec);
-                    }
-                    _ => self.rma_answer(peer, RmaMsg::Done { token, refused: true }),
-                }
-            }
-            RmaMsg::Flush { token, .. } => self.rma_answer(peer, RmaMsg::Done { token, refused: false }),
-            RmaMsg::Lock { token, exclusive, .. } => {
-                w.lock.waiting.push_back((origin, token, exclusive));
-                self.rma_grant(win);
-            }
-            RmaMsg::Unlock { token, .. } => {
-                let held = w.lock.release(origin);
-                self.rma_answer(peer, RmaMsg::Done { token, refused: !held });
-                self.rma_grant(win);
-            }
-            RmaMsg::Post { .. } => w.posts[origin as usize] += 1,
-            RmaMsg::Complete { .. } => w.completes[origin as usize] += 1,
-            RmaMsg::Reply { .. } | RmaMsg::Done { .. } => {}
-        }
-    }
-
-    /// Grants window `win`'s lock to the waiters that may have it now.
-    fn rma_grant(&mut self, win: u32) {
-        let mut granted = Vec::new();
-        let Some(w) = self.rma.wins.get_mut(&win) else { return };
-        w.lock.grant_next(&mut granted);
-        let group = w.group.clone();
-        for (origin, token) in granted {
-            let peer = group[origin as usize];
-            if peer == self.me {
-                let id = ReqId::from_wire(token);
-                self.set_outcome(id, Ok(Status { source: origin as usize, tag: 0, len: 0 }));
-            } else {
-                self.rma_answer(peer, RmaMsg::Done { token, refused: false });
-            }
-        }
-    }
-
-    /// Queues an answer (`Done`) to `peer`.
-    fn rma_answer(&mut self, peer: Rank, msg: RmaMsg<'_>) {
-        let mut rec = self.send.pool.pop().unwrap_or_default();
-        let mut rh = [0u8; MAX_RMA_HEADER];
-        let rn = msg.encode_header(&mut rh);
-        rec.extend_from_slice(&rh[..rn]);
-        self.rma_queue(peer, rec);
-    }
-
-    /// Queues the encoded message `rec` for `peer` with the next sequence number (sent
-    /// at the next flush of the pending queues).
-    fn rma_queue(&mut self, peer: Rank, rec: Vec<u8>) {
-        if self.peers[peer.0 as usize].failed {
-            return self.recycle(rec);
-        }
-        let p = &mut self.peers[peer.0 as usize];
-        let seq = Seq(p.send_seq);
-        p.send_seq = p.send_seq.wrapping_add(1);
-        self.queue(peer, Outgoing::Rma { seq, rec });
-    }
-
-    /// Bytes of a get's answer: into the request's buffer at `offset`.
-    fn rma_reply(&mut self, peer: Rank, token: u64, offset: u64, data: &[u8]) {
-        let id = ReqId::from_wire(token);
-        let Some(Request { kind: Kind::Rma { peer: p, rank, buf, got }, outcome: None, .. }) = self.reqs.get_mut(id)
-        else {
-            return self.stray(peer, "one-sided reply for no waiting request");
-        };
-        if *p != peer {
-            return self.stray(peer, "one-sided reply from another peer");
-        }
-        let (rank, total) = (*rank, buf.len());
-        let Some(dst) =
-            usize::try_from(offset).ok().and_then(|o| buf.as_mut_slice().get_mut(o..o.checked_add(data.len())?))
-        else {
-            return self.stray(peer, "one-sided reply outside its buffer");
-        };
-        dst.copy_from_slice(data);
-        *got += data.len() as u64;
-        if *got >= total as u64 {
-            self.set_outcome(id, Ok(Status { source: rank as usize, tag: 0, len: total }));
-        }
-    }
-
-    /// A flush, lock or unlock answered, or an operation refused.
-    fn rma_done(&mut self, peer: Rank, token: u64, refused: bool) {
-        let id = ReqId::from_wire(token);
-        let Some(Request { kind: Kind::Rma { peer: p, rank, buf, .. }, outcome: None, .. }) = self.reqs.get(id) else {
-            return self.stray(peer, "one-sided answer for no waiting request");
-        };
-        if *p != peer {
-            return self.stray(peer, "one-sided answer from another peer");
-        }
-        let out = if refused {
-            Err(Error::InvalidArg("the target refused the operation (outside its window, or no window)"))
-        } else {
-            Ok(Status { source: *rank as usize, tag: 0, len: buf.len() })
-        };
-        self.set_outcome(id, out);
-    }
-
-    /// `peer` failed: the locks it held or waited for at this process's windows are
-    /// released (R36: no origin waits for a dead holder).
-    pub(super) fn rma_peer_failed(&mut self, peer: Rank) {
-        let wins: Vec<u32> = self.rma.wins.keys().copied().collect();
-        for win in wins {
-            let Some(w) = self.rma.wins.get_mut(&win) else { continue };
-            let Some(origin) = w.rank_of(peer) else { continue };
-            while w.lock.release(origin) {}
-            w.lock.waiting.retain(|&(o, _, _)| o != origin);
-            self.rma_grant(win);
-        }
+    /// The memory of window rank `target` this process reaches directly: its own, or a
+    /// same-node member's mapping (`win_share`).
+    fn rma_region(&self, ctx: ContextId, target: u32) -> Option<Region> {
+        self.rma.wins.get(&ctx.0)?.direct(target)
     }
 }

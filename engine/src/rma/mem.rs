@@ -7,12 +7,22 @@
 //! A leaked window handle leaks nothing the engine writes into: the engine owns the
 //! memory until the window is freed (R30).
 //!
+//! Memory in a window segment (`runthrough_shm::winseg`) is mapped: the members on this
+//! process's node reach it directly (`super::direct`), so an operation they apply there
+//! is not under this engine's lock; accumulates stay atomic because every path applies
+//! them with the CPU's atomics.
+//!
 //! Memory a C program exposes (`MPI_Win_create`) is external: its owner promises, as
 //! MPI does, to keep it valid until the window is freed. This module holds the only
 //! `unsafe` of one-sided communication: the view of that memory.
 #![allow(unsafe_code)]
 
 use std::ptr::NonNull;
+use std::sync::Arc;
+
+use runthrough_shm::winseg::WinMap;
+
+use super::direct::Region;
 
 /// The memory of one window at its owner.
 #[derive(Debug)]
@@ -24,12 +34,14 @@ enum Mem {
     Owned(Vec<u64>, usize),
     /// The program's: `len` bytes at `ptr`.
     External(NonNull<u8>, usize),
+    /// `len` bytes at `off` of a window segment this process maps.
+    Mapped(Arc<WinMap>, usize, usize),
 }
 
 // SAFETY: owned memory is a `Vec`; external memory is a plain address whose owner
 // guaranteed (contract of `external`) that it stays valid while the window lives and
 // that the program touches it only as MPI allows (a process-wide promise, not a
-// per-thread one).
+// per-thread one); mapped memory is a shared mapping kept alive by its `Arc`.
 unsafe impl Send for WinMemory {}
 
 impl WinMemory {
@@ -58,11 +70,26 @@ impl WinMemory {
         WinMemory(Mem::External(ptr, len))
     }
 
+    /// Bytes `[off, off + len)` of the mapping `map` (the part of a window segment that
+    /// is this process's window); `None` if they are not inside it.
+    pub fn mapped(map: Arc<WinMap>, off: usize, len: usize) -> Option<WinMemory> {
+        (off.checked_add(len)? <= map.len()).then(|| WinMemory(Mem::Mapped(map, off, len)))
+    }
+
     /// The window's size in bytes.
     pub fn len(&self) -> usize {
         match self.0 {
-            Mem::Owned(_, n) | Mem::External(_, n) => n,
+            Mem::Owned(_, n) | Mem::External(_, n) | Mem::Mapped(_, _, n) => n,
         }
+    }
+
+    /// The memory as a direct-access region, valid while this `WinMemory` lives (the
+    /// engine uses it under its lock, `super::direct`'s rule).
+    pub(crate) fn region(&self) -> Region {
+        // SAFETY: `base()` is valid for `len()` bytes while `self` lives (owned: the
+        // vector; external: `external`'s contract; mapped: the mapping, checked by
+        // `mapped`).
+        unsafe { Region::new(self.base(), self.len()) }
     }
 
     /// Whether the window exposes no byte.
@@ -75,6 +102,8 @@ impl WinMemory {
         match &self.0 {
             Mem::Owned(v, _) => v.as_ptr() as *mut u8,
             Mem::External(p, _) => p.as_ptr(),
+            // SAFETY: `off <= map.len()` (checked by `mapped`).
+            Mem::Mapped(m, off, _) => unsafe { m.ptr().add(*off) },
         }
     }
 
@@ -84,15 +113,19 @@ impl WinMemory {
             Mem::Owned(v, n) => &bytemuck::cast_slice(v)[..*n],
             // SAFETY: `external`'s contract: valid for `n` bytes, no other Rust reference.
             Mem::External(p, n) => unsafe { std::slice::from_raw_parts(p.as_ptr(), *n) },
+            // SAFETY: inside the mapping (`mapped`); members on the node may write these
+            // bytes meanwhile only as MPI allows (no conflicting access to what is read).
+            Mem::Mapped(_, _, n) => unsafe { std::slice::from_raw_parts(self.base(), *n) },
         }
     }
 
     /// The bytes, writable.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
+        let (p, len) = (self.base(), self.len());
         match &mut self.0 {
             Mem::Owned(v, n) => &mut bytemuck::cast_slice_mut(v)[..*n],
             // SAFETY: as in `bytes`; `&mut self` makes this the only view this side.
-            Mem::External(p, n) => unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), *n) },
+            Mem::External(..) | Mem::Mapped(..) => unsafe { std::slice::from_raw_parts_mut(p, len) },
         }
     }
 }

@@ -152,6 +152,18 @@ pub enum AnyTransport {
     Multi(Box<multi::MultiTransport>),
 }
 
+impl AnyTransport {
+    /// Whether `peer` is reached through this node's shared memory (it runs on this
+    /// node, in this job's segment). The simulation shares no memory between its ranks.
+    pub fn shares_memory_with(&self, peer: Rank) -> bool {
+        match self {
+            AnyTransport::Shm(_) => true,
+            AnyTransport::Sim(_) | AnyTransport::Fabric(_) => false,
+            AnyTransport::Multi(t) => t.route(peer) == Some(multi::Route::Shm),
+        }
+    }
+}
+
 impl Transport for AnyTransport {
     #[inline]
     fn caps(&self) -> Caps {
