@@ -42,7 +42,7 @@ use crate::err::{put_string, set_detail};
 use crate::keyval::{self, create_keyval, Object};
 use crate::raise::{raise_on, raise_with};
 use crate::types::{FnPtr, Handle, MPI_Aint};
-use crate::winobj::{WinMem, WinObj, WINS};
+use crate::winobj::{WinObj, WINS};
 
 mod ops;
 mod shared;
@@ -102,14 +102,14 @@ pub(crate) fn target_rank(win: &Window<u8>, rank: c_int) -> Result<Option<usize>
 // Creation and free
 
 /// What a new window exposes at this process.
-struct Exposed {
-    mem: WinMem,
-    base: *mut u8,
-    size: usize,
-    disp_unit: usize,
-    flavor: c_int,
-    /// Every member's memory as this process reaches it (a shared window), else empty.
-    shared: crate::winobj::MemberMem,
+enum Exposed {
+    /// The program's `size` bytes at `base` (`MPI_Win_create`).
+    Program(*mut u8, usize),
+    /// `size` bytes allocated by the library (`MPI_Win_allocate`): in the node's
+    /// segment when other members share this node.
+    Allocate(usize),
+    /// `size` bytes of the segment every member maps (`MPI_Win_allocate_shared`).
+    Shared(usize),
 }
 
 /// The checks every creation makes of its size and displacement unit.
@@ -123,28 +123,50 @@ fn check_extent(size: MPI_Aint, disp_unit: MPI_Aint) -> Result<(usize, usize), c
     Ok((size as usize, disp_unit as usize))
 }
 
-/// Creates the window exposing `e` over communicator `comm` (collective, uniform: it is
-/// created everywhere or errs everywhere) and writes its handle to `win`.
+/// Creates the window exposing `e` with displacement unit `disp_unit` over
+/// communicator `comm` (collective, uniform: it is created everywhere or errs
+/// everywhere), writes its handle to `win` and returns the address of this process's
+/// memory.
 ///
 /// # Safety
-/// `e.base` is valid for `e.size` bytes until the window is freed (the program's memory
-/// by MPI's contract, or memory `e.mem` holds); `win` is writable.
-unsafe fn create(c: &Arc<CommObj>, comm: Handle, info: Handle, e: Exposed, win: *mut Handle) -> c_int {
-    // SAFETY: valid until the window is freed (function contract): the object below keeps
-    // `e.mem` until after the facade's window is freed or dropped.
-    let mem = unsafe { WinMemory::external(e.base, e.size) };
-    let w = match c.comm.win_with_memory(mem, e.disp_unit) {
+/// For `Exposed::Program`, the program's memory is valid until the window is freed (MPI's
+/// contract); `win` is writable.
+unsafe fn create(
+    c: &Arc<CommObj>,
+    comm: Handle,
+    info: Handle,
+    e: Exposed,
+    disp_unit: usize,
+    win: *mut Handle,
+) -> Result<*mut u8, c_int> {
+    let (made, flavor) = match e {
+        Exposed::Program(base, size) => {
+            // SAFETY: valid until the window is freed (function contract).
+            let mem = unsafe { WinMemory::external(base, size) };
+            (c.comm.win_with_memory(mem, disp_unit), MPI_WIN_FLAVOR_CREATE)
+        }
+        Exposed::Allocate(size) => (c.comm.win_allocate_bytes(size, disp_unit), MPI_WIN_FLAVOR_ALLOCATE),
+        Exposed::Shared(size) => (c.comm.win_allocate_shared(size, disp_unit), MPI_WIN_FLAVOR_SHARED),
+    };
+    let w = match made {
         Ok(w) => w,
-        Err(err) => return crate::raise::raise_error(comm, &err),
+        Err(runthrough::Error::Unsupported(why)) if flavor == MPI_WIN_FLAVOR_SHARED => {
+            let why =
+                format!("MPI_Win_allocate_shared: {why} (split the communicator with MPI_COMM_TYPE_SHARED first)");
+            return Err(raise_on(comm, refuse(MPI_ERR_RMA_SHARED, why)));
+        }
+        Err(err) => return Err(crate::raise::raise_error(comm, &err)),
     };
     w.set_error_mode(runthrough::ErrorMode::ErrorsReturn);
     let world: Vec<u32> = w.group().world_ranks().into_iter().map(|r| r as u32).collect();
-    let rank = w.rank();
-    let mut shared = e.shared;
-    if shared.is_empty() {
-        shared = vec![(0, 0, 1); world.len()];
-        shared[rank] = (e.base as usize, e.size, e.disp_unit as MPI_Aint);
-    }
+    let (rank, base) = (w.rank(), w.local_base());
+    let size = w.extent_of(rank).map_or(0, |e| e.0);
+    // Every member's memory this process maps (its node's, for allocated windows), and
+    // its own always.
+    let mut shared: crate::winobj::MemberMem = (0..world.len())
+        .map(|r| w.shared_query(r).map_or((0, 0, 1), |(p, b, u)| (p as usize, b, u as MPI_Aint)))
+        .collect();
+    shared[rank] = (base as usize, size, disp_unit as MPI_Aint);
     let obj = WinObj {
         win: RwLock::new(Some(w)),
         world,
@@ -152,18 +174,49 @@ unsafe fn create(c: &Arc<CommObj>, comm: Handle, info: Handle, e: Exposed, win: 
         attrs: Mutex::default(),
         name: Mutex::new(String::new()),
         info: Mutex::new(crate::info::entries(info)),
-        base: e.base as usize,
-        size: e.size as MPI_Aint,
-        disp_unit: c_int::try_from(e.disp_unit).unwrap_or(c_int::MAX),
-        flavor: e.flavor,
+        base: base as usize,
+        size: size as MPI_Aint,
+        disp_unit: c_int::try_from(disp_unit).unwrap_or(c_int::MAX),
+        flavor,
         model: MPI_WIN_UNIFIED,
         shared,
         parent: c.clone(),
-        mem: e.mem,
     };
     // SAFETY: output argument (function contract).
     unsafe { *win = WINS.insert(Arc::new(obj)) };
-    MPI_SUCCESS
+    Ok(base)
+}
+
+/// [`create`] of memory the library allocates, its address written to `baseptr`.
+///
+/// # Safety
+/// `baseptr` is a `void **` and `win` writable (MPI contract).
+unsafe fn create_allocated(
+    comm: Handle,
+    size: MPI_Aint,
+    disp_unit: MPI_Aint,
+    info: Handle,
+    shared: bool,
+    baseptr: *mut c_void,
+    win: *mut Handle,
+) -> c_int {
+    let (c, size, disp_unit) = match creation(comm, size, disp_unit) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    if win.is_null() || baseptr.is_null() {
+        return raise_on(comm, MPI_ERR_ARG);
+    }
+    let e = if shared { Exposed::Shared(size) } else { Exposed::Allocate(size) };
+    // SAFETY: library memory; `win` checked.
+    match unsafe { create(&c, comm, info, e, disp_unit, win) } {
+        Ok(base) => {
+            // SAFETY: `baseptr` is a `void **` (MPI contract).
+            unsafe { *baseptr.cast::<*mut c_void>() = base.cast() };
+            MPI_SUCCESS
+        }
+        Err(code) => code,
+    }
 }
 
 /// What every window constructor checks first: an intracommunicator (else the error
@@ -203,16 +256,11 @@ unsafe fn win_create(
     if win.is_null() || (size > 0 && base.is_null()) {
         return raise_on(comm, if win.is_null() { MPI_ERR_ARG } else { MPI_ERR_BASE });
     }
-    let e = Exposed {
-        mem: WinMem::Program,
-        base: base.cast(),
-        size,
-        disp_unit,
-        flavor: MPI_WIN_FLAVOR_CREATE,
-        shared: vec![],
-    };
     // SAFETY: the program's memory, valid until MPI_Win_free (MPI's contract).
-    unsafe { create(&c, comm, info, e, win) }
+    match unsafe { create(&c, comm, info, Exposed::Program(base.cast(), size), disp_unit, win) } {
+        Ok(_) => MPI_SUCCESS,
+        Err(code) => code,
+    }
 }
 
 pub(crate) unsafe fn MPI_Win_create(
@@ -239,8 +287,9 @@ pub(crate) unsafe fn MPI_Win_create_c(
     unsafe { win_create(base, size, disp_unit, info, comm, win) }
 }
 
-/// `MPI_Win_allocate`: `size` bytes allocated here (8-byte aligned, zeroed) and kept by the
-/// window object until after the window is freed; their address goes to `baseptr`.
+/// `MPI_Win_allocate`: `size` zeroed bytes allocated by the library (in the node's
+/// segment when other members share this node: they then load and store it directly)
+/// and kept until the window object goes; their address goes to `baseptr`.
 unsafe fn win_allocate(
     size: MPI_Aint,
     disp_unit: MPI_Aint,
@@ -249,31 +298,8 @@ unsafe fn win_allocate(
     baseptr: *mut c_void,
     win: *mut Handle,
 ) -> c_int {
-    let (c, size, disp_unit) = match creation(comm, size, disp_unit) {
-        Ok(x) => x,
-        Err(code) => return code,
-    };
-    if win.is_null() || baseptr.is_null() {
-        return raise_on(comm, MPI_ERR_ARG);
-    }
-    let words = size.div_ceil(8);
-    let mut v: Vec<u64> = Vec::new();
-    if v.try_reserve_exact(words).is_err() {
-        return raise_on(comm, refuse(MPI_ERR_NO_MEM, format!("cannot allocate a window of {size} bytes")));
-    }
-    v.resize(words, 0);
-    let mut words = v.into_boxed_slice();
-    let base = words.as_mut_ptr().cast::<u8>();
-    let e =
-        Exposed { mem: WinMem::Alloc(words), base, size, disp_unit, flavor: MPI_WIN_FLAVOR_ALLOCATE, shared: vec![] };
-    // SAFETY: `base` is the boxed words' (which do not move with the box), kept by the
-    // window object past the window; `win` checked.
-    let rc = unsafe { create(&c, comm, info, e, win) };
-    if rc == MPI_SUCCESS {
-        // SAFETY: `baseptr` is a `void **` (MPI contract).
-        unsafe { *baseptr.cast::<*mut c_void>() = base.cast() };
-    }
-    rc
+    // SAFETY: forwarded program arguments.
+    unsafe { create_allocated(comm, size, disp_unit, info, false, baseptr, win) }
 }
 
 pub(crate) unsafe fn MPI_Win_allocate(

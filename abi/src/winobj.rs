@@ -12,39 +12,6 @@ use crate::commobj::CommObj;
 use crate::handles::{Kind, Table};
 use crate::types::{Handle, MPI_Aint};
 
-/// The memory a window exposes at this process, beyond what the program owns.
-#[derive(Debug)]
-pub(crate) enum WinMem {
-    /// The program's (`MPI_Win_create`), or none.
-    Program,
-    /// Allocated here (`MPI_Win_allocate`): 8-byte aligned words, kept until the window
-    /// is freed (the engine writes into them until then).
-    Alloc(#[allow(dead_code)] Box<[u64]>),
-    /// A mapping shared by the members on one host (`MPI_Win_allocate_shared`).
-    Shared(#[allow(dead_code)] Mapping),
-}
-
-/// A shared memory mapping of this process, unmapped on drop.
-#[derive(Debug)]
-pub(crate) struct Mapping {
-    pub(crate) base: *mut u8,
-    pub(crate) len: usize,
-}
-
-// SAFETY: a plain address range this process mapped; the bytes are reached only as the
-// window's memory (by the engine under its lock, by the program through MPI's rules).
-unsafe impl Send for Mapping {}
-// SAFETY: as above; the struct itself is immutable.
-unsafe impl Sync for Mapping {}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: the range this process mapped (win/shared.rs), unmapped once: the window
-        // that exposed it was freed or never registered before its owner drops it.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
-    }
-}
-
 /// Each member's memory as a process reaches it: address, bytes, displacement unit.
 pub(crate) type MemberMem = Vec<(usize, usize, MPI_Aint)>;
 
@@ -73,10 +40,6 @@ pub(crate) struct WinObj {
     pub(crate) shared: MemberMem,
     /// The communicator it was created on (`MPI_ERRORS_ABORT` aborts its group).
     pub(crate) parent: Arc<CommObj>,
-    /// Declared after `win`: dropped after the window was freed or dropped (held, never
-    /// read).
-    #[allow(dead_code)]
-    pub(crate) mem: WinMem,
 }
 
 // SAFETY: the attribute values are opaque words the program stores and reads back; the
