@@ -99,6 +99,8 @@ pub struct Window<T: Pod> {
     epochs: Mutex<Epochs>,
     /// The node's segment, when the window's memory lives in one (`create.rs`).
     seg: Option<Segment>,
+    /// A dynamic window: operations name absolute addresses of attached memory.
+    dynamic: bool,
     freed: bool,
     _t: PhantomData<T>,
 }
@@ -139,6 +141,13 @@ impl Comm {
             return Err(self.check_error(Error::InvalidArg("displacement unit 0")));
         }
         Window::create_on(self, Backing::Given(mem), disp_unit)
+    }
+
+    /// Creates a dynamic byte window (`MPI_Win_create_dynamic`): no memory until each
+    /// member attaches some ([`Window::attach`]); operations name the absolute address
+    /// of the target's attached memory as displacement (unit 1).
+    pub fn win_create_dynamic(&self) -> Result<Window<u8>, Error> {
+        Window::create_on(self, Backing::Dynamic, 1)
     }
 
     /// Creates a window exposing `mem` (`MPI_Win_create`); collective. The window owns
@@ -182,6 +191,27 @@ impl<T: Pod> Window<T> {
     /// window is dropped.
     pub fn local_base(&self) -> *mut u8 {
         self.eng().lock().win_base(self.comm.inner.ctx).map_or(std::ptr::null_mut(), |(p, _)| p)
+    }
+
+    /// Attaches `mem` to this process's part of a dynamic window (`MPI_Win_attach`) and
+    /// returns its address: the displacement other members name to reach it. The window
+    /// owns the memory until [`Window::detach`] hands it back (or the window is freed).
+    pub fn attach(&self, mem: WinMemory) -> Result<usize, Error> {
+        let at = mem.base() as usize;
+        let r = self.eng().lock().win_attach(self.comm.inner.ctx, mem);
+        self.comm.check(r).map(|()| at)
+    }
+
+    /// Detaches the memory attached at address `at` (`MPI_Win_detach`) and hands it
+    /// back. Operations issued later that name it are refused at the target.
+    pub fn detach(&self, at: usize) -> Result<WinMemory, Error> {
+        let r = self.eng().lock().win_detach(self.comm.inner.ctx, at as *const u8);
+        self.comm.check(r)
+    }
+
+    /// Whether this is a dynamic window (operations name absolute addresses).
+    pub fn is_dynamic(&self) -> bool {
+        self.dynamic
     }
 
     /// Member `rank`'s memory as this process maps it — address, bytes and displacement
@@ -253,6 +283,11 @@ impl<T: Pod> Window<T> {
         let size = self.bytes.len();
         if rank >= size {
             return Err(Error::InvalidRank { rank: rank as i64, size: size as u32 });
+        }
+        if self.dynamic {
+            // An address of the target's attached memory, which the target checks.
+            disp.checked_add(len).ok_or(Error::InvalidArg("operation past the end of memory"))?;
+            return Ok(Target { ctx: self.comm.inner.ctx, rank: rank as u32, disp: disp as u64 });
         }
         let start = disp.checked_mul(self.units[rank]);
         if start.and_then(|s| s.checked_add(len)).is_none_or(|end| end > self.bytes[rank]) {

@@ -30,7 +30,7 @@ fn check(n: u32, elems: usize, transport: &[&str]) {
     // over tcp none does (records).
     let direct = if transport.is_empty() && n > 1 { n } else { 0 };
     for r in 0..n {
-        let want = format!("rma_check: rank {r} ok 8 cases, {elems} elements, {direct} direct");
+        let want = format!("rma_check: rank {r} ok 9 cases, {elems} elements, {direct} direct");
         assert!(out.lines().any(|l| l == want), "rank {r}, {n} ranks {transport:?}:\n{out}");
     }
 }

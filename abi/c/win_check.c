@@ -22,6 +22,9 @@
  *   large     put, accumulate and get of 1 MiB (many records, chunked replies)
  *   shared    MPI_Win_allocate_shared on MPI_COMM_SELF and on the host's communicator:
  *             loads and stores through MPI_Win_shared_query's pointers
+ *   dynamic   MPI_Win_create_dynamic, MPI_Win_attach of two regions, addresses exchanged
+ *             with MPI_Get_address: put, accumulate and get by address under fence and
+ *             lock, the flavor and base attributes, MPI_Win_detach
  *   errors    error handlers of windows (user, MPI_ERRORS_RETURN), error classes
  *             (bad rank, out of range, unlock without lock, bad op), MPIX_Win_get_failed
  *             and MPIX_Win_validate, passive target progress while the target computes
@@ -731,6 +734,44 @@ static void large(void)
 
 /* ---- errors ----------------------------------------------------------------------------- */
 
+static void dynamic(void)
+{
+    group = "dynamic";
+    MPI_Win win;
+    OK(MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    int *flavor, flag;
+    OK(MPI_Win_get_attr(win, MPI_WIN_CREATE_FLAVOR, &flavor, &flag));
+    CHECK(flag && *flavor == MPI_WIN_FLAVOR_DYNAMIC, "flavor %d", flag ? *flavor : -1);
+    long a[N] = {0}, b[4] = {0};
+    OK(MPI_Win_attach(win, a, sizeof a));
+    OK(MPI_Win_attach(win, b, sizeof b));
+    MPI_Aint mine[2], addr[2 * 64];
+    OK(MPI_Get_address(a, &mine[0]));
+    OK(MPI_Get_address(b, &mine[1]));
+    OK(MPI_Allgather(mine, 2, MPI_AINT, addr, 2, MPI_AINT, MPI_COMM_WORLD));
+    /* Fence: each rank puts into its right neighbour's a[1] and adds into everyone's b[0]. */
+    OK(MPI_Win_fence(0, win));
+    long v = 100 + rank, one = rank + 1;
+    OK(MPI_Put(&v, 1, MPI_LONG, right(), MPI_Aint_add(addr[2 * right()], sizeof(long)), 1, MPI_LONG, win));
+    for (int t = 0; t < size; t++)
+        OK(MPI_Accumulate(&one, 1, MPI_LONG, t, addr[2 * t + 1], 1, MPI_LONG, MPI_SUM, win));
+    OK(MPI_Win_fence(0, win));
+    long sum = (long)size * (size + 1) / 2;
+    CHECK(a[1] == 100 + left(), "a[1] %ld want %d", a[1], 100 + left());
+    CHECK(b[0] == sum, "b[0] %ld want %ld", b[0], sum);
+    /* Lock: read the right neighbour's a[1] and b[0] back by address. */
+    long got[2] = {0, 0};
+    OK(MPI_Win_lock(MPI_LOCK_SHARED, right(), 0, win));
+    OK(MPI_Get(&got[0], 1, MPI_LONG, right(), MPI_Aint_add(addr[2 * right()], sizeof(long)), 1, MPI_LONG, win));
+    OK(MPI_Get(&got[1], 1, MPI_LONG, right(), addr[2 * right() + 1], 1, MPI_LONG, win));
+    OK(MPI_Win_unlock(right(), win));
+    CHECK(got[0] == 100 + rank && got[1] == sum, "read back %ld %ld", got[0], got[1]);
+    OK(MPI_Win_fence(0, win));
+    OK(MPI_Win_detach(win, b));
+    OK(MPI_Win_detach(win, a));
+    OK(MPI_Win_free(&win));
+}
+
 static int handled, handled_class;
 static MPI_Win handled_win;
 static void on_error(MPI_Win *win, int *code, ...)
@@ -773,9 +814,9 @@ static void errors(void)
         CHECK(eclass(rc) == MPI_ERR_RMA_RANGE, "put past the window: class %d", eclass(rc));
         rc = MPI_Accumulate(&v, 1, MPI_INT, rank, 0, 1, MPI_INT, MPI_MINLOC, win);
         CHECK(eclass(rc) == MPI_ERR_OP, "accumulate MPI_MINLOC on int: class %d", eclass(rc));
-        MPI_Win dyn;
-        rc = MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_SELF, &dyn);
-        CHECK(eclass(rc) == MPI_ERR_UNSUPPORTED_OPERATION, "create_dynamic: class %d", eclass(rc));
+        int spare[2];
+        rc = MPI_Win_attach(win, spare, sizeof spare);
+        CHECK(eclass(rc) == MPI_ERR_RMA_FLAVOR, "attach to a window that is not dynamic: class %d", eclass(rc));
     }
     OK(MPI_Win_fence(0, win));
     rc = MPI_Win_unlock(rank, win);
@@ -833,7 +874,7 @@ int main(int argc, char **argv)
         void (*run)(void);
     } parts[] = {{"create", create},     {"fence", fence},     {"lock", lock},       {"atomics", atomics},
                  {"pscw", pscw},         {"requests", requests}, {"derived", derived}, {"shared", shared},
-                 {"large", large},       {"errors", errors}};
+                 {"large", large},       {"dynamic", dynamic}, {"errors", errors}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (strstr(parts[i].name, only))
             parts[i].run();

@@ -24,9 +24,10 @@
 //! A window's error handler is `MPI_ERRORS_ARE_FATAL` at creation (MPI-4.1 9.3); errors of
 //! its operations and of its requests go through it (`raise.rs` finds it by handle).
 //!
-//! Refused: dynamic windows (`MPI_Win_create_dynamic`, `MPI_Win_attach`, `MPI_Win_detach`),
-//! since an engine window is one region fixed at creation; `MPI_Win_allocate_shared`
-//! across hosts (`MPI_ERR_RMA_SHARED`).
+//! Dynamic windows (`MPI_Win_create_dynamic`) expose what `MPI_Win_attach` attaches; their
+//! operations name absolute addresses (`MPI_Get_address`), which the target resolves.
+//!
+//! Refused: `MPI_Win_allocate_shared` across hosts (`MPI_ERR_RMA_SHARED`).
 
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
@@ -35,7 +36,6 @@ use parking_lot::{Mutex, RwLock};
 use runthrough::win::WinMemory;
 use runthrough::Window;
 
-use crate::comm::comm;
 use crate::commobj::CommObj;
 use crate::consts::*;
 use crate::err::{put_string, set_detail};
@@ -110,6 +110,8 @@ enum Exposed {
     Allocate(usize),
     /// `size` bytes of the segment every member maps (`MPI_Win_allocate_shared`).
     Shared(usize),
+    /// No memory until the program attaches some (`MPI_Win_create_dynamic`).
+    Dynamic,
 }
 
 /// The checks every creation makes of its size and displacement unit.
@@ -147,6 +149,7 @@ unsafe fn create(
         }
         Exposed::Allocate(size) => (c.comm.win_allocate_bytes(size, disp_unit), MPI_WIN_FLAVOR_ALLOCATE),
         Exposed::Shared(size) => (c.comm.win_allocate_shared(size, disp_unit), MPI_WIN_FLAVOR_SHARED),
+        Exposed::Dynamic => (c.comm.win_create_dynamic(), MPI_WIN_FLAVOR_DYNAMIC),
     };
     let w = match made {
         Ok(w) => w,
@@ -159,7 +162,9 @@ unsafe fn create(
     };
     w.set_error_mode(runthrough::ErrorMode::ErrorsReturn);
     let world: Vec<u32> = w.group().world_ranks().into_iter().map(|r| r as u32).collect();
-    let (rank, base) = (w.rank(), w.local_base());
+    let rank = w.rank();
+    // A dynamic window's base is MPI_BOTTOM: its displacements are addresses.
+    let base = if w.is_dynamic() { std::ptr::null_mut() } else { w.local_base() };
     let size = w.extent_of(rank).map_or(0, |e| e.0);
     // Every member's memory this process maps (its node's, for allocated windows), and
     // its own always.
@@ -350,25 +355,54 @@ pub(crate) unsafe fn MPI_Win_allocate_shared_c(
     unsafe { shared::win_allocate_shared(size, disp_unit, info, comm, baseptr, win) }
 }
 
-/// Dynamic windows: not supported. An engine window is one region of memory fixed at
-/// creation, and its operations address it by offset; a dynamic window's are addresses of
-/// regions attached and detached at any time.
-const NO_DYNAMIC: &str = "dynamic windows (MPI_Win_create_dynamic, MPI_Win_attach, MPI_Win_detach) are not \
-                          supported by runthrough's libmpi_abi.so.1: a window exposes one region fixed at creation";
-
 pub(crate) unsafe fn MPI_Win_create_dynamic(info: Handle, comm: Handle, win: *mut Handle) -> c_int {
-    let _c = comm!(comm);
-    raise_on(comm, refuse(MPI_ERR_UNSUPPORTED_OPERATION, NO_DYNAMIC.into()))
+    let c = match intra(comm) {
+        Ok(c) => c,
+        Err(code) => return raise_on(MPI_COMM_WORLD, code),
+    };
+    if win.is_null() {
+        return raise_on(comm, MPI_ERR_ARG);
+    }
+    // SAFETY: no memory is exposed at creation; `win` checked.
+    match unsafe { create(&c, comm, info, Exposed::Dynamic, 1, win) } {
+        Ok(_) => MPI_SUCCESS,
+        Err(code) => code,
+    }
 }
 
+/// `MPI_Win_attach`: `size` bytes at `base`, the program's until `MPI_Win_detach` (MPI's
+/// contract), reachable by the other members at address `base`. Attaching no byte does
+/// nothing; memory overlapping memory attached before is refused (`MPI_ERR_ARG`).
 pub(crate) unsafe fn MPI_Win_attach(win: Handle, base: *mut c_void, size: MPI_Aint) -> c_int {
-    let _w = win!(win);
-    raise_on(win, refuse(MPI_ERR_UNSUPPORTED_OPERATION, NO_DYNAMIC.into()))
+    on_win(win, |_, w| {
+        if size < 0 {
+            return Err(refuse(MPI_ERR_SIZE, format!("MPI_Win_attach: size {size} is negative")));
+        }
+        if !w.is_dynamic() {
+            return Err(refuse(MPI_ERR_RMA_FLAVOR, "MPI_Win_attach: the window is not dynamic".into()));
+        }
+        if size == 0 {
+            return Ok(());
+        }
+        if base.is_null() {
+            return Err(MPI_ERR_ARG);
+        }
+        // SAFETY: the program's memory, valid until it is detached or the window freed
+        // (MPI's contract for MPI_Win_attach).
+        let mem = unsafe { WinMemory::external(base.cast(), size as usize) };
+        w.attach(mem).map(drop).map_err(|e| crate::err::rma_code_of(&e))
+    })
 }
 
+/// `MPI_Win_detach`: the memory attached at `base` is no longer reachable; operations
+/// that name it later are refused at the target.
 pub(crate) unsafe fn MPI_Win_detach(win: Handle, base: *const c_void) -> c_int {
-    let _w = win!(win);
-    raise_on(win, refuse(MPI_ERR_UNSUPPORTED_OPERATION, NO_DYNAMIC.into()))
+    on_win(win, |_, w| {
+        if !w.is_dynamic() {
+            return Err(refuse(MPI_ERR_RMA_FLAVOR, "MPI_Win_detach: the window is not dynamic".into()));
+        }
+        w.detach(base as usize).map(drop).map_err(|e| crate::err::rma_code_of(&e))
+    })
 }
 
 /// Collective: every operation on the window is complete everywhere first (the facade's

@@ -17,7 +17,8 @@
 //!   an exclusive lock M times; the counter ends at n·M only if the lock excludes;
 //! - rget inside a request scope;
 //! - a window over the program's vector (`win_create`) handed back by `free`;
-//! - a shared window: every member's part contiguous and reachable (`shared_query`).
+//! - a shared window: every member's part contiguous and reachable (`shared_query`);
+//! - a dynamic window: attach, operations by address, a refused address, detach.
 //!
 //! The line each rank prints counts the members whose memory it maps (an allocated
 //! window's node segment): all of them on shared memory, none over tcp.
@@ -271,6 +272,42 @@ fn shared_window(world: &Comm) -> R<()> {
     w.free().1.map_err(e("free"))
 }
 
+/// A dynamic window: each member attaches 64 bytes, the others address them by the
+/// address it published; a put, an accumulate from everyone and a get; a get at an
+/// address nobody attached is refused; detach hands the bytes back.
+fn dynamic_window(world: &Comm) -> R<()> {
+    let (me, n) = (world.rank(), world.size());
+    let w = world.win_create_dynamic().map_err(e("win_create_dynamic"))?;
+    let at = w.attach(runthrough::win::WinMemory::from_bytes(&[0u8; 64])).map_err(e("attach"))?;
+    let mut addrs = vec![0u64; n];
+    world.allgather(&[at as u64], &mut addrs).map_err(e("allgather"))?;
+    let next = (me + 1) % n;
+    w.fence().map_err(e("fence"))?;
+    w.put_at(&(me as u64 + 1).to_ne_bytes(), next, addrs[next] as usize + 8).map_err(e("put"))?;
+    for (t, &addr) in addrs.iter().enumerate() {
+        w.accumulate_at(&(me as u64 + 1).to_ne_bytes(), runthrough::win::Elem::U64, t, addr as usize + 16, AccOp::Sum)
+            .map_err(e("accumulate"))?;
+    }
+    w.fence().map_err(e("fence"))?;
+    let mut got = [0u8; 8];
+    w.get_at(&mut got, next, addrs[next] as usize + 16).map_err(e("get"))?;
+    let sum = (n * (n + 1) / 2) as u64;
+    if u64::from_ne_bytes(got) != sum {
+        return Err(format!("dynamic window: sum {} want {sum}", u64::from_ne_bytes(got)));
+    }
+    match w.get_at(&mut got, next, addrs[next] as usize + 64) {
+        Err(Error::InvalidArg(_)) => {}
+        other => return Err(format!("a get past the attached memory: {other:?}")),
+    }
+    w.fence().map_err(e("fence"))?;
+    let mem = w.detach(at).map_err(e("detach"))?;
+    let prev = ((me + n - 1) % n) as u64 + 1;
+    if mem.bytes()[8..16] != prev.to_ne_bytes() || mem.bytes()[16..24] != sum.to_ne_bytes() {
+        return Err(format!("detached memory: {:?}", &mem.bytes()[..24]));
+    }
+    w.free().1.map_err(e("free"))
+}
+
 fn run(world: &Comm, k: usize) -> R<(usize, usize)> {
     let n = world.size();
     let w: Window<u64> = world.win_allocate(n * k).map_err(e("win_allocate"))?;
@@ -286,7 +323,8 @@ fn run(world: &Comm, k: usize) -> R<(usize, usize)> {
     atomics(world)?;
     created_and_rget(world, k)?;
     shared_window(world)?;
-    Ok((cases + 4, direct))
+    dynamic_window(world)?;
+    Ok((cases + 5, direct))
 }
 
 fn main() -> Result<(), Error> {

@@ -11,6 +11,9 @@
 //!   bytes, in window-rank order. Every member of the node maps the segment, and the
 //!   engine applies operations on those members directly with loads, stores and atomics
 //!   (`runthrough_engine::rma::direct`). A member alone on its node allocates privately;
+//! - a dynamic window (`win_create_dynamic`) exposes what the program attaches
+//!   ([`Window::attach`]), addressed by absolute address; other members reach it by
+//!   records;
 //! - a shared window (`win_allocate_shared`, MPI-4.1 §12.2.3) needs every member on one
 //!   host: one segment, the parts contiguous in rank order (MPI's default), every
 //!   member's part reachable with [`Window::shared_query`].
@@ -45,6 +48,8 @@ pub(super) enum Backing {
     Allocate(usize),
     /// Bytes in the segment every member maps (all on one host).
     Shared(usize),
+    /// No memory until the program attaches some (a dynamic window).
+    Dynamic,
 }
 
 /// One member's row of the creation exchange.
@@ -85,6 +90,7 @@ impl<T: Pod> Window<T> {
     /// unit `unit`.
     pub(super) fn create_on(parent: &Comm, backing: Backing, unit: usize) -> Result<Window<T>, Error> {
         let comm = parent.dup()?;
+        let dynamic = matches!(backing, Backing::Dynamic);
         let r = Self::build(&comm, backing, unit);
         match r {
             Ok((rows, seg)) => {
@@ -95,6 +101,7 @@ impl<T: Pod> Window<T> {
                     units: rows.iter().map(|r| r.unit as usize).collect(),
                     epochs: Mutex::new(Epochs { touched: vec![false; n], ..Epochs::default() }),
                     seg,
+                    dynamic,
                     freed: false,
                     _t: PhantomData,
                 })
@@ -113,9 +120,10 @@ impl<T: Pod> Window<T> {
         let bytes = match &backing {
             Backing::Given(m) => m.len(),
             Backing::Allocate(b) | Backing::Shared(b) => *b,
+            Backing::Dynamic => 0,
         };
         let leader = match &backing {
-            Backing::Given(_) => me as u64,
+            Backing::Given(_) | Backing::Dynamic => me as u64,
             Backing::Allocate(_) => {
                 let e = eng.lock();
                 (0..n).find(|&r| r == me || e.shares_node_with(group[r])).unwrap_or(me) as u64
@@ -139,10 +147,17 @@ impl<T: Pod> Window<T> {
             }
         }
         let node: Vec<usize> = (0..n).filter(|&r| got.is_ok() && rows[r].leader == rows[me].leader).collect();
-        let Backing::Given(mem) = backing else {
-            return Self::segment(comm, rows, node, got, matches!(backing, Backing::Shared(_)));
+        let (mem, dynamic) = match backing {
+            Backing::Given(mem) => (mem, false),
+            Backing::Dynamic => (WinMemory::zeroed(0), true),
+            Backing::Allocate(_) => return Self::segment(comm, rows, node, got, false),
+            Backing::Shared(_) => return Self::segment(comm, rows, node, got, true),
         };
-        let registered = eng.lock().win_register(comm.inner.ctx, group, mem);
+        let registered = {
+            let mut e = eng.lock();
+            let ctx = comm.inner.ctx;
+            e.win_register(ctx, group, mem).and_then(|()| if dynamic { e.win_make_dynamic(ctx) } else { Ok(()) })
+        };
         Self::agreed(comm, got.and(registered))?;
         Ok((rows, None))
     }

@@ -106,7 +106,8 @@ impl Runs {
 }
 
 /// The runs of `count` elements of `t` at displacement `disp` (in `rank`'s displacement
-/// units) of `rank`'s window, each checked to lie inside it (`MPI_ERR_RMA_RANGE`).
+/// units) of `rank`'s window, each checked to lie inside it (`MPI_ERR_RMA_RANGE`; a
+/// dynamic window's target checks its addresses).
 fn target_runs(w: &Window<u8>, rank: usize, disp: MPI_Aint, count: MPI_Count, t: &Dtype) -> Result<Runs, c_int> {
     let count = usize::try_from(count).map_err(|_| MPI_ERR_COUNT)?;
     let at = w.target_bytes(rank, 0, 0).map_err(fail)?;
@@ -134,9 +135,12 @@ fn target_runs(w: &Window<u8>, rank: usize, disp: MPI_Aint, count: MPI_Count, t:
             });
         }
     }
+    // A dynamic window's displacements are addresses of memory attached at the target,
+    // which checks them there.
+    let bytes = if w.is_dynamic() { i128::MAX } else { bytes as i128 };
     runs.into_iter()
         .map(|(off, len)| {
-            if off < 0 || off + len as i128 > bytes as i128 {
+            if off < 0 || off + len as i128 > bytes {
                 return Err(refuse(
                     MPI_ERR_RMA_RANGE,
                     format!(

@@ -47,6 +47,19 @@ struct Win {
     peers: Vec<Option<Region>>,
     /// The mappings `peers` lie in, kept while the window exists.
     maps: Vec<Arc<WinMap>>,
+    /// A dynamic window's attached memory (`MPI_Win_attach`), addressed by absolute
+    /// address; `None` for the other windows, addressed by offset in `mem`.
+    attached: Option<Vec<WinMemory>>,
+}
+
+/// How an origin reaches bytes of a member's window.
+enum Reach {
+    /// Directly: the region and the offset in it.
+    Direct(Region, u64),
+    /// By records its engine applies.
+    Records,
+    /// Not at all: outside this process's own window.
+    Outside,
 }
 
 /// A window's lock at its target: shared holders together, an exclusive one alone,
@@ -104,12 +117,26 @@ impl Win {
         self.group.iter().position(|&r| r == peer).map(|i| i as u32)
     }
 
-    /// The memory of window rank `target` this process reaches directly.
-    fn direct(&self, target: u32) -> Option<Region> {
+    /// This process's memory holding `[disp, disp + len)` of the window, and the offset
+    /// there: `mem` at `disp`, or for a dynamic window the attached memory holding the
+    /// address `disp`.
+    fn local(&self, disp: u64, len: usize) -> Option<(Region, u64)> {
+        let Some(list) = &self.attached else { return Some((self.mem.region(), disp)) };
+        list.iter().find_map(|m| {
+            let off = disp.checked_sub(m.base() as u64)?;
+            (off.checked_add(len as u64)? <= m.len() as u64).then(|| (m.region(), off))
+        })
+    }
+
+    /// How this process reaches `[disp, disp + len)` of window rank `target`.
+    fn reach(&self, target: u32, disp: u64, len: usize) -> Reach {
         if target == self.me {
-            return Some(self.mem.region());
+            return self.local(disp, len).map_or(Reach::Outside, |(r, o)| Reach::Direct(r, o));
         }
-        self.peers.get(target as usize).copied().flatten()
+        match self.peers.get(target as usize).copied().flatten() {
+            Some(r) => Reach::Direct(r, disp),
+            None => Reach::Records,
+        }
     }
 }
 
@@ -134,6 +161,7 @@ impl Engine {
             me: me as u32,
             peers: vec![None; n],
             maps: Vec::new(),
+            attached: None,
         };
         w.insert(ctx.0, win);
         Ok(())
@@ -161,6 +189,41 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// Makes the window of `ctx` dynamic (`MPI_Win_create_dynamic`): its memory is what
+    /// [`Engine::win_attach`] attaches, addressed by absolute address.
+    pub fn win_make_dynamic(&mut self, ctx: ContextId) -> Result<(), Error> {
+        let w = self.st.rma.wins.get_mut(&ctx.0).ok_or(Error::ApiMisuse("no window on this communicator"))?;
+        w.attached.get_or_insert_with(Vec::new);
+        Ok(())
+    }
+
+    /// Attaches `mem` to the dynamic window of `ctx` (`MPI_Win_attach`): operations
+    /// whose address lies in it reach it until it is detached. Attached memory may not
+    /// overlap memory attached before.
+    pub fn win_attach(&mut self, ctx: ContextId, mem: WinMemory) -> Result<(), Error> {
+        let w = self.st.rma.wins.get_mut(&ctx.0).ok_or(Error::ApiMisuse("no window on this communicator"))?;
+        let list = w.attached.as_mut().ok_or(Error::ApiMisuse("attach to a window that is not dynamic"))?;
+        let (a, n) = (mem.base() as u64, mem.len() as u64);
+        let overlaps = |m: &WinMemory| a < m.base() as u64 + m.len() as u64 && (m.base() as u64) < a + n.max(1);
+        if list.iter().any(overlaps) {
+            return Err(Error::InvalidArg("attached memory overlaps memory attached before"));
+        }
+        list.push(mem);
+        Ok(())
+    }
+
+    /// Detaches the memory attached at `base` from the dynamic window of `ctx`
+    /// (`MPI_Win_detach`) and hands it back.
+    pub fn win_detach(&mut self, ctx: ContextId, base: *const u8) -> Result<WinMemory, Error> {
+        let w = self.st.rma.wins.get_mut(&ctx.0).ok_or(Error::ApiMisuse("no window on this communicator"))?;
+        let list = w.attached.as_mut().ok_or(Error::ApiMisuse("detach from a window that is not dynamic"))?;
+        let i = list
+            .iter()
+            .position(|m| std::ptr::eq(m.base(), base))
+            .ok_or(Error::InvalidArg("no memory attached there"))?;
+        Ok(list.swap_remove(i))
     }
 
     /// Whether `peer`'s records travel through this node's shared memory (a window
@@ -191,8 +254,10 @@ impl Engine {
     pub fn rma_put(&mut self, at: Target, data: &[u8]) -> Result<(), Error> {
         let Target { ctx, rank: target, disp } = at;
         let peer = self.st.rma_target(ctx, target)?;
-        if let Some(r) = self.st.rma_region(ctx, target) {
-            return r.write(disp, data).then_some(()).ok_or(Error::InvalidArg("put outside the target's window"));
+        match self.st.rma_reach(ctx, target, disp, data.len()) {
+            Reach::Direct(r, off) if r.write(off, data) => return Ok(()),
+            Reach::Records => {}
+            _ => return Err(Error::InvalidArg("put outside the target's window")),
         }
         let chunk = self.st.send.chunk;
         let mut off = 0;
@@ -216,8 +281,10 @@ impl Engine {
             return Err(Error::InvalidArg("accumulate of a partial element"));
         }
         let peer = self.st.rma_target(ctx, target)?;
-        if let Some(r) = self.st.rma_region(ctx, target) {
-            return r.accumulate(disp, op, elem, data, None).map_err(direct_error);
+        match self.st.rma_reach(ctx, target, disp, data.len()) {
+            Reach::Direct(r, off) => return r.accumulate(off, op, elem, data, None).map_err(direct_error),
+            Reach::Records => {}
+            Reach::Outside => return Err(direct_error(DirectError::Outside)),
         }
         let chunk = (self.st.send.chunk / elem.size()).max(1) * elem.size();
         let mut off = 0;
@@ -240,9 +307,9 @@ impl Engine {
             Ok(x) => x,
             Err(id) => return id,
         };
-        if let Some(r) = self.st.rma_region(ctx, target) {
+        if let Some(at) = self.st.rma_reach(ctx, target, disp, len).direct() {
             buf = self.rma_take_buf(req);
-            let out = match r.read(disp, buf.as_mut_slice()) {
+            let out = match at.is_some_and(|(r, off)| r.read(off, buf.as_mut_slice())) {
                 true => Ok(Status { source: target as usize, tag: 0, len }),
                 false => Err(Error::InvalidArg("get outside the target's window")),
             };
@@ -270,9 +337,11 @@ impl Engine {
             self.st.set_outcome(req, Err(Error::InvalidArg(why)));
             return req;
         }
-        if let Some(r) = self.st.rma_region(ctx, target) {
+        if let Some(at) = self.st.rma_reach(ctx, target, disp, len).direct() {
             let mut buf = self.rma_take_buf(req);
-            let out = r.accumulate(disp, op, elem, origin, Some(buf.as_mut_slice()));
+            let out = at
+                .ok_or(DirectError::Outside)
+                .and_then(|(r, off)| r.accumulate(off, op, elem, origin, Some(buf.as_mut_slice())));
             self.st
                 .set_outcome(req, out.map(|()| Status { source: target as usize, tag: 0, len }).map_err(direct_error));
             return req;
@@ -308,9 +377,11 @@ impl Engine {
             self.st.set_outcome(req, Err(Error::InvalidArg("compare-and-swap of other than one element")));
             return req;
         }
-        if let Some(r) = self.st.rma_region(ctx, target) {
+        if let Some(at) = self.st.rma_reach(ctx, target, disp, n).direct() {
             let mut buf = self.rma_take_buf(req);
-            let out = r.compare_and_swap(disp, elem, compare, new, buf.as_mut_slice());
+            let out = at
+                .ok_or(DirectError::Outside)
+                .and_then(|(r, off)| r.compare_and_swap(off, elem, compare, new, buf.as_mut_slice()));
             self.st.set_outcome(
                 req,
                 out.map(|()| Status { source: target as usize, tag: 0, len: n }).map_err(direct_error),
@@ -327,7 +398,7 @@ impl Engine {
     /// Starts a flush to `target`: completes once the target applied every operation
     /// this process issued to it before.
     pub fn rma_flush(&mut self, ctx: ContextId, target: u32) -> ReqId {
-        if self.st.rma_region(ctx, target).is_some() {
+        if self.st.rma_reach(ctx, target, 0, 0).direct().is_some() {
             // Applied at the call: a fence orders them before what this process does next.
             let (req, _) = match self.rma_start(ctx, target, RawBufMut::empty()) {
                 Ok(x) => x,
@@ -492,6 +563,17 @@ impl Engine {
     }
 }
 
+impl Reach {
+    /// `None` for records; else the region and offset, `Some(None)` when outside.
+    fn direct(self) -> Option<Option<(Region, u64)>> {
+        match self {
+            Reach::Direct(r, o) => Some(Some((r, o))),
+            Reach::Outside => Some(None),
+            Reach::Records => None,
+        }
+    }
+}
+
 /// The error of a direct operation the origin's checks let through.
 fn direct_error(e: DirectError) -> Error {
     match e {
@@ -525,9 +607,9 @@ impl State {
         Ok(peer)
     }
 
-    /// The memory of window rank `target` this process reaches directly: its own, or a
-    /// same-node member's mapping (`win_share`).
-    fn rma_region(&self, ctx: ContextId, target: u32) -> Option<Region> {
-        self.rma.wins.get(&ctx.0)?.direct(target)
+    /// How this process reaches `[disp, disp + len)` of window rank `target`: directly
+    /// (its own memory, or a same-node member's mapping: `win_share`) or by records.
+    fn rma_reach(&self, ctx: ContextId, target: u32, disp: u64, len: usize) -> Reach {
+        self.rma.wins.get(&ctx.0).map_or(Reach::Records, |w| w.reach(target, disp, len))
     }
 }

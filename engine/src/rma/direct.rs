@@ -52,11 +52,6 @@ impl Region {
         Region { ptr, len }
     }
 
-    /// The bytes of the region.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
     /// Bytes `[off, off + len)` of `map`, if inside it: a peer's window in a segment
     /// this process maps. The caller keeps `map` while it uses the region (the window
     /// holds it: module rule).

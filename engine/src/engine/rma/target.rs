@@ -60,19 +60,21 @@ impl State {
         let Some(origin) = w.rank_of(peer) else { return self.stray(peer, "one-sided operation from a non-member") };
         match m {
             RmaMsg::Put { disp, data, .. } => {
-                if !w.mem.region().write(disp, data) {
+                if !w.local(disp, data.len()).is_some_and(|(r, off)| r.write(off, data)) {
                     self.stray(peer, "put outside the window");
                 }
             }
             RmaMsg::Acc { disp, op, elem, data, .. } => {
-                if w.mem.region().accumulate(disp, op, elem, data, None).is_err() {
+                let at = w.local(disp, data.len());
+                if at.is_none_or(|(r, off)| r.accumulate(off, op, elem, data, None).is_err()) {
                     self.stray(peer, "accumulate outside the window or of a bad type");
                 }
             }
             RmaMsg::Get { token, disp, len, .. } => {
                 let chunk = self.send.chunk;
-                let region = w.mem.region();
-                let Some(len) = usize::try_from(len).ok().filter(|&l| fits(disp, l, region.len())) else {
+                let Some((region, base, len)) =
+                    usize::try_from(len).ok().and_then(|l| w.local(disp, l).map(|(r, off)| (r, off, l)))
+                else {
                     return self.rma_answer(peer, RmaMsg::Done { token, refused: true });
                 };
                 // Copies out before answering: the replies are queued (sent at the next
@@ -86,7 +88,7 @@ impl State {
                     let rn = RmaMsg::Reply { token, offset: at as u64, data: &[] }.encode_header(&mut rh);
                     rec.extend_from_slice(&rh[..rn]);
                     rec.resize(rn + end - at, 0);
-                    region.read(disp + at as u64, &mut rec[rn..]);
+                    region.read(base + at as u64, &mut rec[rn..]);
                     recs.push(rec);
                     at = end;
                     if at >= len {
@@ -104,7 +106,8 @@ impl State {
                 rec.extend_from_slice(&rh[..rn]);
                 rec.resize(rn + data.len(), 0);
                 let applied = check_acc(op, elem).is_ok()
-                    && w.mem.region().accumulate(disp, op, elem, data, Some(&mut rec[rn..])).is_ok();
+                    && w.local(disp, data.len())
+                        .is_some_and(|(r, off)| r.accumulate(off, op, elem, data, Some(&mut rec[rn..])).is_ok());
                 match applied {
                     true => self.rma_queue(peer, rec),
                     false => {
@@ -121,7 +124,9 @@ impl State {
                 rec.extend_from_slice(&rh[..rn]);
                 rec.resize(rn + n, 0);
                 let swapped = data.len() == 2 * n
-                    && w.mem.region().compare_and_swap(disp, elem, &data[..n], &data[n..], &mut rec[rn..]).is_ok();
+                    && w.local(disp, n).is_some_and(|(r, off)| {
+                        r.compare_and_swap(off, elem, &data[..n], &data[n..], &mut rec[rn..]).is_ok()
+                    });
                 if swapped {
                     self.rma_queue(peer, rec);
                 } else {
@@ -235,9 +240,4 @@ impl State {
             self.rma_grant(win);
         }
     }
-}
-
-/// Whether `[disp, disp + len)` lies inside `size` bytes.
-fn fits(disp: u64, len: usize, size: usize) -> bool {
-    usize::try_from(disp).ok().and_then(|d| d.checked_add(len)).is_some_and(|end| end <= size)
 }
