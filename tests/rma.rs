@@ -25,12 +25,13 @@ fn check(n: u32, elems: usize, transport: &[&str]) {
     a.extend_from_slice(transport);
     a.extend([prog.to_str().unwrap(), &elems]);
     let out = ok(&run_env(&a, &[FT], LIMIT));
-    // Over shared memory every member maps every member's window (direct access;
-    // a member alone allocates privately);
+    // Over shared memory every member maps every member's allocated window (direct
+    // access; a member alone allocates privately) and copies to and from a created one
+    // with CMA (the rget and the put);
     // over tcp none does (records).
-    let direct = if transport.is_empty() && n > 1 { n } else { 0 };
+    let (direct, copies) = if transport.is_empty() && n > 1 { (n, 2) } else { (0, 0) };
     for r in 0..n {
-        let want = format!("rma_check: rank {r} ok 9 cases, {elems} elements, {direct} direct");
+        let want = format!("rma_check: rank {r} ok 9 cases, {elems} elements, {direct} direct, {copies} by CMA");
         assert!(out.lines().any(|l| l == want), "rank {r}, {n} ranks {transport:?}:\n{out}");
     }
 }

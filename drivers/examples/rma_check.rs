@@ -21,7 +21,8 @@
 //! - a dynamic window: attach, operations by address, a refused address, detach.
 //!
 //! The line each rank prints counts the members whose memory it maps (an allocated
-//! window's node segment): all of them on shared memory, none over tcp.
+//! window's node segment) and the puts and gets of the created window copied with CMA:
+//! all members and 2 copies on shared memory, none over tcp.
 
 use runthrough::{AccOp, Comm, Error, LockKind, Window};
 
@@ -223,10 +224,13 @@ fn atomics(world: &Comm) -> R<()> {
     w.free().1.map_err(e("free"))
 }
 
-fn created_and_rget(world: &Comm, k: usize) -> R<()> {
+/// Returns the puts and gets copied with CMA (to members on this node).
+fn created_and_rget(world: &Comm, k: usize) -> R<u64> {
     let (me, n) = (world.rank(), world.size());
-    let mine: Vec<u32> = (0..k as u32).map(|i| i ^ (me as u32 * 0x9e37)).collect();
+    let mut mine: Vec<u32> = (0..k as u32).map(|i| i ^ (me as u32 * 0x9e37)).collect();
     let w = world.win_create(mine.clone()).map_err(e("win_create"))?;
+    let copied = || w.engine().lock().stats().rma_copied;
+    let before = copied();
     w.fence().map_err(e("fence"))?;
     let next = (me + 1) % n;
     let mut got = vec![0u32; k];
@@ -240,12 +244,16 @@ fn created_and_rget(world: &Comm, k: usize) -> R<()> {
         return Err("rget of a created window".into());
     }
     w.fence().map_err(e("fence"))?;
+    w.put(&[0xdead_0000 + me as u32], next, k - 1).map_err(e("put"))?;
+    w.fence().map_err(e("fence"))?;
+    let copies = copied() - before;
     let (back, r) = w.free();
     r.map_err(e("free"))?;
+    mine[k - 1] = 0xdead_0000 + ((me + n - 1) % n) as u32;
     if back != mine {
-        return Err("free did not hand back the vector".into());
+        return Err("free did not hand back the vector with the put".into());
     }
-    Ok(())
+    Ok(copies)
 }
 
 /// A shared window (`win_allocate_shared`): every member's part, contiguous in rank
@@ -308,7 +316,7 @@ fn dynamic_window(world: &Comm) -> R<()> {
     w.free().1.map_err(e("free"))
 }
 
-fn run(world: &Comm, k: usize) -> R<(usize, usize)> {
+fn run(world: &Comm, k: usize) -> R<(usize, usize, u64)> {
     let n = world.size();
     let w: Window<u64> = world.win_allocate(n * k).map_err(e("win_allocate"))?;
     // The members whose memory this process maps (on one node over shared memory).
@@ -321,10 +329,10 @@ fn run(world: &Comm, k: usize) -> R<(usize, usize)> {
     w.free().1.map_err(e("free"))?;
     accumulates(world, k)?;
     atomics(world)?;
-    created_and_rget(world, k)?;
+    let copies = created_and_rget(world, k)?;
     shared_window(world)?;
     dynamic_window(world)?;
-    Ok((cases + 5, direct))
+    Ok((cases + 5, direct, copies))
 }
 
 fn main() -> Result<(), Error> {
@@ -334,7 +342,9 @@ fn main() -> Result<(), Error> {
     world.set_error_mode(runthrough::ErrorMode::ErrorsReturn);
     let me = world.rank();
     match run(&world, k) {
-        Ok((cases, direct)) => println!("rma_check: rank {me} ok {cases} cases, {k} elements, {direct} direct"),
+        Ok((cases, direct, copies)) => {
+            println!("rma_check: rank {me} ok {cases} cases, {k} elements, {direct} direct, {copies} by CMA")
+        }
         Err(why) => {
             println!("rma_check: rank {me} FAILED: {why}");
             std::process::exit(1);

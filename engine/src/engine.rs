@@ -181,6 +181,8 @@ pub struct Stats {
     pub pulled: u64,
     /// Rendezvous streamed after a CTS.
     pub streamed: u64,
+    /// One-sided puts and gets done as single copies between two processes (CMA).
+    pub rma_copied: u64,
 }
 
 /// Everything but the transport, so a transport callback can borrow it mutably: what

@@ -4,7 +4,9 @@
 //!
 //! Where the memory lives:
 //! - a created window (`win_create`, `win_with_memory`) exposes the memory it was given;
-//!   every other member reaches it by records its engine applies;
+//!   members on this node put and get with single copies between the processes (CMA,
+//!   `process_vm_writev`/`readv`), the others — and every accumulate — by records its
+//!   engine applies;
 //! - an allocated window (`win_allocate`) lives, when another member shares this
 //!   process's node (its records travel through the node's shared memory), in one
 //!   segment per node (`runthrough_shm::winseg`): each member's part rounded up to 64
@@ -61,9 +63,11 @@ struct Row {
     leader: u64,
     pid: u64,
     counter: u64,
+    /// The address of the member's memory (a created window's, for CMA).
+    base: u64,
 }
 
-const ROW: usize = 5;
+const ROW: usize = 6;
 
 /// The shared part of a window at one member: the segment and each node member's
 /// `(offset, bytes)` in it.
@@ -117,6 +121,10 @@ impl<T: Pod> Window<T> {
         let (n, me) = (comm.size(), comm.rank());
         let eng = &comm.inner.shared.engine;
         let group = comm.inner.group.clone();
+        let base = match &backing {
+            Backing::Given(m) => m.base() as u64,
+            _ => 0,
+        };
         let bytes = match &backing {
             Backing::Given(m) => m.len(),
             Backing::Allocate(b) | Backing::Shared(b) => *b,
@@ -132,12 +140,12 @@ impl<T: Pod> Window<T> {
             Backing::Shared(_) => host_key(),
         };
         let counter = SEGMENTS.fetch_add(1, Ordering::Relaxed);
-        let mine = [bytes as u64, unit as u64, leader, u64::from(std::process::id()), counter];
+        let mine = [bytes as u64, unit as u64, leader, u64::from(std::process::id()), counter, base];
         let mut all = vec![0u64; ROW * n];
         let got = comm.allgather(&mine, &mut all);
         let mut rows: Vec<Row> = all
             .chunks_exact(ROW)
-            .map(|c| Row { bytes: c[0], unit: c[1], leader: c[2], pid: c[3], counter: c[4] })
+            .map(|c| Row { bytes: c[0], unit: c[1], leader: c[2], pid: c[3], counter: c[4], base: c[5] })
             .collect();
         if let Backing::Shared(_) = backing {
             // Every member's host key: the leader is the first member with the same one.
@@ -156,7 +164,15 @@ impl<T: Pod> Window<T> {
         let registered = {
             let mut e = eng.lock();
             let ctx = comm.inner.ctx;
-            e.win_register(ctx, group, mem).and_then(|()| if dynamic { e.win_make_dynamic(ctx) } else { Ok(()) })
+            e.win_register(ctx, group, mem).and_then(|()| match dynamic {
+                true => e.win_make_dynamic(ctx),
+                // Members on this node copy to and from the memory with CMA.
+                false if got.is_ok() => {
+                    let bases: Vec<(u64, usize)> = rows.iter().map(|r| (r.base, r.bytes as usize)).collect();
+                    e.win_reach_by_cma(ctx, &bases)
+                }
+                false => Ok(()),
+            })
         };
         Self::agreed(comm, got.and(registered))?;
         Ok((rows, None))

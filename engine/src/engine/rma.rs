@@ -16,6 +16,7 @@ use super::{Engine, Outgoing, State};
 use crate::buf::RawBufMut;
 use crate::error::Error;
 use crate::request::{Kind, Request, Status};
+use runthrough_shm::cma;
 use runthrough_shm::winseg::WinMap;
 
 use crate::rma::direct::{DirectError, Region};
@@ -47,6 +48,11 @@ struct Win {
     peers: Vec<Option<Region>>,
     /// The mappings `peers` lie in, kept while the window exists.
     maps: Vec<Arc<WinMap>>,
+    /// Members on this node whose (created) window this process reaches with CMA:
+    /// process id, address and bytes.
+    cma: Vec<Option<(i32, u64, usize)>>,
+    /// Members that have records of this process's that a flush must wait for.
+    unflushed: Vec<bool>,
     /// A dynamic window's attached memory (`MPI_Win_attach`), addressed by absolute
     /// address; `None` for the other windows, addressed by offset in `mem`.
     attached: Option<Vec<WinMemory>>,
@@ -161,6 +167,8 @@ impl Engine {
             me: me as u32,
             peers: vec![None; n],
             maps: Vec::new(),
+            cma: vec![None; n],
+            unflushed: vec![false; n],
             attached: None,
         };
         w.insert(ctx.0, win);
@@ -187,6 +195,23 @@ impl Engine {
             if !w.maps.iter().any(|m| Arc::ptr_eq(m, &map)) {
                 w.maps.push(map);
             }
+        }
+        Ok(())
+    }
+
+    /// Gives the window of `ctx` single-copy access (CMA) to members' memory on this
+    /// node: `bases[r]` is window rank `r`'s address and bytes, as it published them.
+    /// Puts and gets to those members are copies between the two processes from then on
+    /// (accumulates still travel as records: the target applies them atomically). A
+    /// member whose process this one may not reach (another node, CMA off) is skipped.
+    pub fn win_reach_by_cma(&mut self, ctx: ContextId, bases: &[(u64, usize)]) -> Result<(), Error> {
+        let pids: Vec<Option<i32>> = {
+            let w = self.st.rma.wins.get(&ctx.0).ok_or(Error::ApiMisuse("no window on this communicator"))?;
+            w.group.iter().map(|&p| if p == self.st.me { None } else { self.transport.cma_pid(p) }).collect()
+        };
+        let w = self.st.rma.wins.get_mut(&ctx.0).ok_or(Error::ApiMisuse("no window on this communicator"))?;
+        for ((slot, pid), &(addr, len)) in w.cma.iter_mut().zip(pids).zip(bases) {
+            *slot = pid.map(|pid| (pid, addr, len));
         }
         Ok(())
     }
@@ -259,6 +284,10 @@ impl Engine {
             Reach::Records => {}
             _ => return Err(Error::InvalidArg("put outside the target's window")),
         }
+        if let Some(done) = self.st.rma_cma(ctx, target, disp, data.len(), |pid, at| cma::write(pid, at, data)) {
+            return done;
+        }
+        self.st.rma_unflushed(ctx, target);
         let chunk = self.st.send.chunk;
         let mut off = 0;
         loop {
@@ -286,6 +315,7 @@ impl Engine {
             Reach::Records => {}
             Reach::Outside => return Err(direct_error(DirectError::Outside)),
         }
+        self.st.rma_unflushed(ctx, target);
         let chunk = (self.st.send.chunk / elem.size()).max(1) * elem.size();
         let mut off = 0;
         loop {
@@ -316,6 +346,18 @@ impl Engine {
             self.st.set_outcome(req, out);
             return req;
         }
+        if self.st.rma_by_cma(ctx, target) {
+            buf = self.rma_take_buf(req);
+            match self.st.rma_cma(ctx, target, disp, len, |pid, at| cma::read(pid, at, buf.as_mut_slice())) {
+                Some(out) => {
+                    self.st.set_outcome(req, out.map(|()| Status { source: target as usize, tag: 0, len }));
+                    return req;
+                }
+                // CMA refused: the get travels as a record after all.
+                None => self.rma_restore_buf(req, buf),
+            }
+        }
+        self.st.rma_unflushed(ctx, target);
         self.rma_send(peer, &RmaMsg::Get { win: ctx.0, token: req.to_wire(), disp, len: len as u64 });
         req
     }
@@ -346,6 +388,7 @@ impl Engine {
                 .set_outcome(req, out.map(|()| Status { source: target as usize, tag: 0, len }).map_err(direct_error));
             return req;
         }
+        self.st.rma_unflushed(ctx, target);
         let token = req.to_wire();
         if op == AccOp::NoOp {
             // A read: one `Get`, answered in chunks.
@@ -388,6 +431,7 @@ impl Engine {
             );
             return req;
         }
+        self.st.rma_unflushed(ctx, target);
         let mut both = [0u8; 16];
         both[..n].copy_from_slice(compare);
         both[n..2 * n].copy_from_slice(new);
@@ -398,7 +442,7 @@ impl Engine {
     /// Starts a flush to `target`: completes once the target applied every operation
     /// this process issued to it before.
     pub fn rma_flush(&mut self, ctx: ContextId, target: u32) -> ReqId {
-        if self.st.rma_reach(ctx, target, 0, 0).direct().is_some() {
+        if self.st.rma_reach(ctx, target, 0, 0).direct().is_some() || !self.st.rma_take_unflushed(ctx, target) {
             // Applied at the call: a fence orders them before what this process does next.
             let (req, _) = match self.rma_start(ctx, target, RawBufMut::empty()) {
                 Ok(x) => x,
@@ -433,6 +477,7 @@ impl Engine {
     /// Starts releasing `target`'s window lock: completes once the target applied every
     /// operation this process issued to it and released the lock.
     pub fn rma_unlock(&mut self, ctx: ContextId, target: u32) -> ReqId {
+        self.st.rma_take_unflushed(ctx, target);
         let req = self.rma_control(
             ctx,
             target,
@@ -532,6 +577,13 @@ impl Engine {
         }
     }
 
+    /// Gives request `req` its buffer back (after [`Engine::rma_take_buf`]).
+    fn rma_restore_buf(&mut self, req: ReqId, view: RawBufMut) {
+        if let Some(Request { kind: Kind::Rma { buf, .. }, .. }) = self.st.reqs.get_mut(req) {
+            *buf = view;
+        }
+    }
+
     /// Sends `msg` to `peer` behind everything queued for it, taking the next sequence
     /// number: straight to the transport when nothing is queued and it takes the record
     /// (no allocation), else queued with a copy.
@@ -605,6 +657,59 @@ impl State {
             return Err(Error::RankFailStop { rank: target });
         }
         Ok(peer)
+    }
+
+    /// Runs `op` (a CMA copy) on `target`'s memory at `disp` for `len` bytes, if this
+    /// process reaches `target` by CMA: `None` if not (records, or CMA refused by the
+    /// kernel, which turns CMA off for the window), else the outcome (a target whose
+    /// process is gone: `RankFailStop`).
+    fn rma_cma(
+        &mut self,
+        ctx: ContextId,
+        target: u32,
+        disp: u64,
+        len: usize,
+        op: impl FnOnce(i32, u64) -> Result<(), runthrough_shm::Error>,
+    ) -> Option<Result<(), Error>> {
+        let w = self.rma.wins.get_mut(&ctx.0)?;
+        let (pid, base, size) = (*w.cma.get(target as usize)?)?;
+        if disp.checked_add(len as u64).is_none_or(|end| end > size as u64) {
+            return Some(Err(Error::InvalidArg("operation outside the target's window")));
+        }
+        match op(pid, base + disp) {
+            Ok(()) => {
+                self.stats.rma_copied += 1;
+                Some(Ok(()))
+            }
+            Err(runthrough_shm::Error::CmaDenied) => {
+                tracing::debug!(target, "CMA refused: one-sided copies to this window travel as records");
+                w.cma.iter_mut().for_each(|c| *c = None);
+                None
+            }
+            Err(runthrough_shm::Error::PeerGone { .. }) => Some(Err(Error::RankFailStop { rank: target })),
+            Err(_) => Some(Err(Error::InvalidArg("the target's window memory is not mapped"))),
+        }
+    }
+
+    /// Whether this process reaches `target`'s memory by CMA.
+    fn rma_by_cma(&self, ctx: ContextId, target: u32) -> bool {
+        self.rma.wins.get(&ctx.0).and_then(|w| w.cma.get(target as usize)).is_some_and(Option::is_some)
+    }
+
+    /// Notes that records of this process to `target` await the next flush.
+    fn rma_unflushed(&mut self, ctx: ContextId, target: u32) {
+        if let Some(u) = self.rma.wins.get_mut(&ctx.0).and_then(|w| w.unflushed.get_mut(target as usize)) {
+            *u = true;
+        }
+    }
+
+    /// Whether records of this process to `target` await a flush (a round trip); clears
+    /// the mark. Members not reached by CMA always answer `true`: only CMA and direct
+    /// members complete operations at the call.
+    fn rma_take_unflushed(&mut self, ctx: ContextId, target: u32) -> bool {
+        let Some(w) = self.rma.wins.get_mut(&ctx.0) else { return true };
+        let was = w.unflushed.get_mut(target as usize).is_none_or(|u| std::mem::take(u));
+        was || w.cma.get(target as usize).is_none_or(Option::is_none)
     }
 
     /// How this process reaches `[disp, disp + len)` of window rank `target`: directly

@@ -162,6 +162,16 @@ impl AnyTransport {
             AnyTransport::Multi(t) => t.route(peer) == Some(multi::Route::Shm),
         }
     }
+
+    /// The process id of `peer` when this process may copy to and from its memory with
+    /// CMA (a peer on this node, CMA not switched off with `RT_SHM_CMA=0`).
+    pub fn cma_pid(&self, peer: Rank) -> Option<i32> {
+        match self {
+            AnyTransport::Shm(t) => t.cma_pid(peer),
+            AnyTransport::Multi(t) if t.route(peer) == Some(multi::Route::Shm) => t.shm()?.cma_pid(peer),
+            _ => None,
+        }
+    }
 }
 
 impl Transport for AnyTransport {

@@ -74,6 +74,11 @@ impl MultiTransport {
         self.route.get(peer.0 as usize).copied()
     }
 
+    /// The shared-memory transport, if any.
+    pub fn shm(&self) -> Option<&ShmTransport> {
+        self.shm.as_ref()
+    }
+
     /// The fabric transport, if any.
     pub fn fabric(&self) -> Option<&FabricTransport> {
         self.fabric.as_ref()

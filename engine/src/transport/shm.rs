@@ -39,6 +39,13 @@ impl ShmTransport {
     }
 }
 
+impl ShmTransport {
+    /// The process id of `peer`, when single-copy access to its memory (CMA) is on.
+    pub fn cma_pid(&self, peer: Rank) -> Option<i32> {
+        self.cma.then(|| self.pids.get(peer.0 as usize).copied()).flatten().filter(|&p| p > 0)
+    }
+}
+
 impl Transport for ShmTransport {
     fn caps(&self) -> Caps {
         Caps { max_record: self.max_record, rma_read: self.cma, max_message: isize::MAX as u64 }
