@@ -708,7 +708,7 @@ impl State {
     /// members complete operations at the call.
     fn rma_take_unflushed(&mut self, ctx: ContextId, target: u32) -> bool {
         let Some(w) = self.rma.wins.get_mut(&ctx.0) else { return true };
-        let was = w.unflushed.get_mut(target as usize).is_none_or(|u| std::mem::take(u));
+        let was = w.unflushed.get_mut(target as usize).is_none_or(std::mem::take);
         was || w.cma.get(target as usize).is_none_or(Option::is_none)
     }
 
