@@ -39,7 +39,8 @@
 use std::marker::PhantomData;
 use std::sync::Mutex;
 
-use runthrough_engine::handle::rma::{control, fetch, fetch_in, Fetch};
+pub use runthrough_engine::handle::rma::Fetch;
+use runthrough_engine::handle::rma::{control, fetch, fetch_in};
 pub use runthrough_engine::rma::mem::WinMemory;
 pub use runthrough_engine::rma::{AccOp, Elem, Target};
 use runthrough_engine::RequestScope;
@@ -335,8 +336,17 @@ impl<T: Pod> Window<T> {
         self.put_to(self.target(target, disp, data.len()), bytemuck::cast_slice(data))
     }
 
+    /// The direct access to `rank` (a member on this node whose memory is mapped here).
+    #[inline]
+    fn direct(&self, rank: u32) -> Option<&runthrough_engine::rma::direct::DirectWin> {
+        self.seg.as_ref().map(|s| &*s.direct).filter(|d| d.reaches(rank))
+    }
+
     /// Puts `data` at `at` (checked), marking its target for the next flush.
     fn put_to(&self, at: Result<Target, Error>, data: &[u8]) -> Result<(), Error> {
+        if let Ok(Some(r)) = at.as_ref().map(|t| self.direct(t.rank).and_then(|d| d.put(t.rank, t.disp, data))) {
+            return self.comm.check(r);
+        }
         let r = at.and_then(|at| {
             self.touch(at.rank as usize);
             self.eng().lock().rma_put(at, data)
@@ -346,6 +356,10 @@ impl<T: Pod> Window<T> {
 
     /// Accumulates `data` (elements `elem`) at `at` (checked) with `op`.
     fn acc_to(&self, at: Result<Target, Error>, op: AccOp, elem: Elem, data: &[u8]) -> Result<(), Error> {
+        let direct = |t: &Target| self.direct(t.rank).and_then(|d| d.accumulate(t.rank, t.disp, op, elem, data, None));
+        if let Ok(Some(r)) = at.as_ref().map(direct) {
+            return self.comm.check(r);
+        }
         let r = at.and_then(|at| {
             self.touch(at.rank as usize);
             self.eng().lock().rma_acc(at, op, elem, data)
@@ -355,6 +369,18 @@ impl<T: Pod> Window<T> {
 
     /// A blocking get-like operation at `at` (checked) into `result`.
     fn fetch_from(&self, at: Result<Target, Error>, what: Fetch<'_>, result: &mut [u8]) -> Result<(), Error> {
+        if let Some(d) = at.as_ref().ok().and_then(|t| self.direct(t.rank)) {
+            let t = at.as_ref().map_or(0, |t| t.rank);
+            let disp = at.as_ref().map_or(0, |t| t.disp);
+            let r = match what {
+                Fetch::Get => d.get(t, disp, result),
+                Fetch::Acc { op, elem, origin } => d.accumulate(t, disp, op, elem, origin, Some(result)),
+                Fetch::Cas { elem, compare, new } => d.compare_and_swap(t, disp, elem, compare, new, result),
+            };
+            if let Some(r) = r {
+                return self.comm.check(r);
+            }
+        }
         let r = at.and_then(|at| fetch(self.eng(), at, what, result).map(drop));
         self.comm.check(r)
     }
@@ -385,6 +411,8 @@ impl<T: Pod> Window<T> {
     /// unrecognized failure exists (R36).
     pub fn fence(&self) -> Result<(), Error> {
         let flushed = self.flush_all_inner();
+        // Direct stores (members on this node) are ordered before the barrier's.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         let r = self.comm.barrier();
         self.comm.check(flushed.and(r))
     }
@@ -396,6 +424,9 @@ impl<T: Pod> Window<T> {
     }
 
     fn flush_one(&self, target: usize) -> Result<(), Error> {
+        if let Some(r) = self.direct(target as u32).and_then(|d| d.flush(target as u32)) {
+            return r;
+        }
         let ctx = self.comm.inner.ctx;
         if let Some(t) = self.epochs().touched.get_mut(target) {
             *t = false;
@@ -439,10 +470,40 @@ impl<T: Pod> Window<T> {
     /// together, an exclusive one alone), or errs if `target` fails first.
     pub fn lock(&self, kind: LockKind, target: usize) -> Result<(), Error> {
         let ctx = self.comm.inner.ctx;
-        let r = self.target(target, 0, 0).and_then(|_| {
-            control(self.eng(), |e| e.rma_lock(ctx, target as u32, kind == LockKind::Exclusive)).map(drop)
+        let r = self.target(target, 0, 0).and_then(|_| match self.node_locks() {
+            Some(d) => self.lock_direct(d, target as u32, kind == LockKind::Exclusive),
+            None => control(self.eng(), |e| e.rma_lock(ctx, target as u32, kind == LockKind::Exclusive)).map(drop),
         });
         self.comm.check(r)
+    }
+
+    /// The direct access of a window whose members are all on this node: its locks are
+    /// words in the segment.
+    fn node_locks(&self) -> Option<&runthrough_engine::rma::direct::DirectWin> {
+        self.seg.as_ref().map(|s| &*s.direct).filter(|d| d.has_locks())
+    }
+
+    /// Takes `target`'s lock in the segment: attempts until held, snoozing between
+    /// them (the progress thread meanwhile runs the failure detector, whose verdicts
+    /// release dead holders' locks and end the wait on a dead target).
+    fn lock_direct(
+        &self,
+        d: &runthrough_engine::rma::direct::DirectWin,
+        target: u32,
+        exclusive: bool,
+    ) -> Result<(), Error> {
+        use runthrough_engine::rma::direct::Attempt;
+        let me = self.rank() as u32;
+        let mut waiter = self.comm.inner.shared.waiter();
+        let mut tries = 0u32;
+        while d.try_lock(target, me, exclusive)? == Attempt::Wait {
+            tries = tries.wrapping_add(1);
+            if tries.is_multiple_of(256) {
+                self.eng().lock().progress();
+            }
+            waiter.snooze();
+        }
+        Ok(())
     }
 
     /// Unlocks `target`'s window (`MPI_Win_unlock`): every operation this process issued
@@ -452,8 +513,10 @@ impl<T: Pod> Window<T> {
         if let Some(t) = self.epochs().touched.get_mut(target) {
             *t = false;
         }
-        let r =
-            self.target(target, 0, 0).and_then(|_| control(self.eng(), |e| e.rma_unlock(ctx, target as u32)).map(drop));
+        let r = self.target(target, 0, 0).and_then(|_| match self.node_locks() {
+            Some(d) => d.unlock(target as u32, self.rank() as u32),
+            None => control(self.eng(), |e| e.rma_unlock(ctx, target as u32)).map(drop),
+        });
         self.comm.check(r)
     }
 
@@ -464,7 +527,10 @@ impl<T: Pod> Window<T> {
         let mut first = Ok(());
         for t in self.live_members() {
             let ctx = self.comm.inner.ctx;
-            let r = control(self.eng(), |e| e.rma_lock(ctx, t as u32, false)).map(drop);
+            let r = match self.node_locks() {
+                Some(d) => self.lock_direct(d, t as u32, false),
+                None => control(self.eng(), |e| e.rma_lock(ctx, t as u32, false)).map(drop),
+            };
             if first.is_ok() {
                 first = r;
             }
@@ -478,7 +544,10 @@ impl<T: Pod> Window<T> {
         let mut first = Ok(());
         for t in self.live_members() {
             let ctx = self.comm.inner.ctx;
-            let r = control(self.eng(), |e| e.rma_unlock(ctx, t as u32)).map(drop);
+            let r = match self.node_locks() {
+                Some(d) => d.unlock(t as u32, self.rank() as u32),
+                None => control(self.eng(), |e| e.rma_unlock(ctx, t as u32)).map(drop),
+            };
             if first.is_ok() {
                 first = r;
             }
@@ -676,6 +745,22 @@ impl<T: RmaElem> Window<T> {
 }
 
 impl Window<u8> {
+    /// Puts `data` at `at` (from [`Window::target_bytes`]): the C interface's contiguous
+    /// `MPI_Put`, direct to a member on this node.
+    pub fn put_target(&self, at: Target, data: &[u8]) -> Result<(), Error> {
+        self.put_to(Ok(at), data)
+    }
+
+    /// Accumulates `data` (elements `elem`) at `at` with `op`.
+    pub fn accumulate_target(&self, at: Target, op: AccOp, elem: Elem, data: &[u8]) -> Result<(), Error> {
+        self.acc_to(Ok(at), op, elem, data)
+    }
+
+    /// A blocking get, get-accumulate or compare-and-swap at `at` into `result`.
+    pub fn fetch_target(&self, at: Target, what: Fetch<'_>, result: &mut [u8]) -> Result<(), Error> {
+        self.fetch_from(Ok(at), what, result)
+    }
+
     /// [`Window::put`] at displacement `disp` in `target`'s units.
     pub fn put_at(&self, data: &[u8], target: usize, disp: usize) -> Result<(), Error> {
         self.put_to(self.target_bytes(target, disp, data.len()), data)

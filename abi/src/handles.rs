@@ -75,6 +75,16 @@ impl<T> Table<T> {
         self.slots.read().0.get(i).and_then(|s| s.clone())
     }
 
+    /// Runs `f` on the object of handle `h` under the table's read lock, without taking
+    /// a reference of its own (the hot path of a call on a window: one atomic pair
+    /// fewer). `f` must not create or remove handles of this table.
+    pub(crate) fn with<R>(&self, h: Handle, f: impl FnOnce(&T) -> R) -> Option<R> {
+        let i = self.index(h)?;
+        let g = self.slots.read();
+        let v = g.0.get(i)?.as_deref()?;
+        Some(f(v))
+    }
+
     /// Removes handle `h`; its object if it was live.
     pub(crate) fn remove(&self, h: Handle) -> Option<Arc<T>> {
         let i = self.index(h)?;

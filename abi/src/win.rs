@@ -76,6 +76,24 @@ pub(crate) fn on_win(h: Handle, f: impl FnOnce(&WinObj, &Window<u8>) -> Result<(
     }
 }
 
+/// [`on_win`] for the calls that wait for no other thread of this process (puts,
+/// accumulates, gets, atomics, flushes: at most a round trip to a target, which its
+/// engine answers): the handle table stays read-locked during the call instead of the
+/// window being referenced (one atomic pair fewer on the hot path). Calls that can wait
+/// for other threads (synchronization, creation, free) use [`on_win`], so a thread
+/// creating a window never waits behind them.
+pub(crate) fn on_win_quick(h: Handle, f: impl FnOnce(&WinObj, &Window<u8>) -> Result<(), c_int>) -> c_int {
+    let r = WINS.with(h, |w| {
+        let g = w.win.read();
+        g.as_ref().map(|win| f(w, win))
+    });
+    match r.flatten() {
+        None => raise_on(MPI_COMM_WORLD, MPI_ERR_WIN),
+        Some(Ok(())) => MPI_SUCCESS,
+        Some(Err(code)) => raise_on(h, code),
+    }
+}
+
 /// The class of runthrough error `e` from a one-sided call; its message is kept for a
 /// fatal handler.
 pub(crate) fn fail(e: runthrough::Error) -> c_int {

@@ -197,6 +197,8 @@ struct State {
     peers: Vec<Peer>,
     /// Shared with a background thread without the lock: see [`Pulse`].
     pulse: Arc<Pulse>,
+    /// The failed peers, shared with one-sided fast paths (see [`FailedSet`]).
+    failed_set: Arc<FailedSet>,
     stats: Stats,
     comms: Comms,
     /// Sending (`send.rs`).
@@ -247,6 +249,32 @@ pub struct Pulse {
     attention: AtomicBool,
 }
 
+/// The peers known failed, readable without the engine lock (one bit per world rank,
+/// set once, never cleared): what a one-sided operation on a same-node window checks
+/// before it stores into a peer's memory ([`crate::rma::direct::DirectWin`]).
+#[derive(Debug)]
+pub struct FailedSet {
+    bits: Box<[AtomicU64]>,
+}
+
+impl FailedSet {
+    pub(crate) fn new(size: u32) -> FailedSet {
+        FailedSet { bits: (0..(size as usize).div_ceil(64)).map(|_| AtomicU64::new(0)).collect() }
+    }
+
+    pub(crate) fn insert(&self, peer: Rank) {
+        if let Some(w) = self.bits.get(peer.0 as usize / 64) {
+            w.fetch_or(1 << (peer.0 % 64), Ordering::Release);
+        }
+    }
+
+    /// Whether `peer` is known failed.
+    #[inline]
+    pub fn contains(&self, peer: Rank) -> bool {
+        self.bits.get(peer.0 as usize / 64).is_some_and(|w| w.load(Ordering::Acquire) & (1 << (peer.0 % 64)) != 0)
+    }
+}
+
 impl Pulse {
     /// Counts a progress call (single writer: the engine lock's holder).
     #[inline]
@@ -287,6 +315,7 @@ impl Engine {
                 reqs: Slab::default(),
                 peers: (0..size).map(|_| Peer::default()).collect(),
                 pulse: Arc::default(),
+                failed_set: Arc::new(FailedSet::new(size)),
                 stats: Stats::default(),
                 comms: Comms::default(),
                 send: Sending::new(eager_max, chunk),
@@ -335,6 +364,11 @@ impl Engine {
     /// Diagnostic counters.
     pub fn stats(&self) -> Stats {
         self.st.stats
+    }
+
+    /// The set of known failed peers, readable without the lock.
+    pub fn failed_set(&self) -> Arc<FailedSet> {
+        self.st.failed_set.clone()
     }
 
     /// Whether `peer` is known failed.

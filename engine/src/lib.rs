@@ -40,7 +40,7 @@ pub mod transport;
 pub mod types;
 pub mod wire;
 
-pub use engine::{Config, Detached, Ended, Engine, Over, Pulse, Scheduled, SendCombine, Stats};
+pub use engine::{Config, Detached, Ended, Engine, FailedSet, Over, Pulse, Scheduled, SendCombine, Stats};
 pub use error::{Class, Error, Scope};
 pub use handle::{
     irecv, irecv_unscoped, isend, isend_unscoped, isend_unscoped_seq, issend_unscoped, recv, scope, send, sendrecv,

@@ -20,6 +20,11 @@
 //!   host: one segment, the parts contiguous in rank order (MPI's default), every
 //!   member's part reachable with [`Window::shared_query`].
 //!
+//! When every member is on one node (and there are at most
+//! `runthrough_engine::rma::direct::LOCK_MEMBERS`), the segment also holds one lock block
+//! per member after the parts, and passive-target locks are a few atomics there
+//! ([`Window::lock`]) instead of records to the target.
+//!
 //! The first member of a node creates the segment (`O_EXCL`, 0600) under its process id
 //! and a counter, the others open it once the members agreed it exists, and the creator
 //! unlinks the name once the members agreed they all mapped it: no name outlives the
@@ -29,6 +34,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use runthrough_engine::rma::direct::{DirectWin, LOCK_BLOCK, LOCK_MEMBERS};
 use runthrough_engine::rma::mem::WinMemory;
 use runthrough_shm::winseg::{self, WinMap};
 
@@ -69,12 +75,13 @@ struct Row {
 
 const ROW: usize = 6;
 
-/// The shared part of a window at one member: the segment and each node member's
-/// `(offset, bytes)` in it.
+/// The shared part of a window at one member: the segment, each node member's
+/// `(offset, bytes)` in it, and the direct access to the other members there.
 #[derive(Debug)]
 pub(super) struct Segment {
     pub(super) map: Arc<WinMap>,
     pub(super) parts: Vec<Option<(usize, usize)>>,
+    pub(super) direct: Arc<DirectWin>,
 }
 
 /// A hash of this host's name: members with the same one share a host.
@@ -220,6 +227,12 @@ impl<T: Pod> Window<T> {
             let next = if shared { Some(b) } else { b.checked_next_multiple_of(PART_ALIGN) };
             total = next.and_then(|b| total.checked_add(b)).ok_or(Error::InvalidArg("window too large"))?;
         }
+        // Every member on this node: passive-target locks live in the segment too, one
+        // block per member after the parts.
+        let locks = (node.len() == n && n <= LOCK_MEMBERS).then(|| total.next_multiple_of(LOCK_BLOCK));
+        if let Some(at) = locks {
+            total = at.checked_add(LOCK_BLOCK * n).ok_or(Error::InvalidArg("window too large"))?;
+        }
         let lead = rows[me].leader as usize;
         let name = winseg::name_of(rows[lead].pid as u32, rows[lead].counter);
         let created = match (&step, lead == me) {
@@ -237,19 +250,25 @@ impl<T: Pod> Window<T> {
             Some(c) => c,
             None => WinMap::open(&name, total).map_err(|e| Error::Transport(e.to_string())),
         };
-        let mapped = map.clone().and_then(|map| {
+        let mapped = map.and_then(|map| {
             let (off, b) = parts[me].unwrap_or((0, 0));
             let mem = WinMemory::mapped(map.clone(), off, b).ok_or(Error::InvalidArg("part outside the segment"))?;
             let mut e = eng.lock();
+            // The others on the node, reached directly (this process's own part is `mem`).
+            let others: Vec<Option<(usize, usize)>> =
+                parts.iter().enumerate().map(|(r, p)| p.filter(|_| r != me)).collect();
+            let direct = DirectWin::new(map.clone(), &others, locks, group.clone(), e.failed_set())
+                .ok_or(Error::InvalidArg("part outside the segment"))?;
+            let direct = Arc::new(direct);
             e.win_register(comm.inner.ctx, group, mem)?;
-            e.win_share(comm.inner.ctx, parts.iter().map(|p| p.map(|(o, b)| (map.clone(), o, b))).collect())
+            e.win_share(comm.inner.ctx, direct.clone())?;
+            Ok(Segment { map, parts, direct })
         });
-        let r = Self::agreed(comm, mapped);
+        let r = Self::agreed(comm, mapped.as_ref().map(drop).map_err(Clone::clone));
         if lead == me {
             WinMap::unlink(&name);
         }
         r?;
-        let map = map?;
-        Ok((rows, Some(Segment { map, parts })))
+        Ok((rows, Some(mapped?)))
     }
 }

@@ -29,11 +29,11 @@ use std::sync::Arc;
 
 use runthrough::win::{AccOp, Elem, Target};
 use runthrough::Window;
-use runthrough_engine::handle::rma::{fetch, fetch_unscoped, Fetch};
+use runthrough_engine::handle::rma::{fetch_unscoped, Fetch};
 use runthrough_engine::lock::BiasedMutex;
 use runthrough_engine::Engine;
 
-use super::{fail, on_win, refuse, target_rank};
+use super::{fail, on_win, on_win_quick, refuse, target_rank};
 use crate::consts::*;
 use crate::dtype::{Basic, Dtype};
 use crate::req::{Active, Outcome, Unpack};
@@ -153,6 +153,33 @@ fn target_runs(w: &Window<u8>, rank: usize, disp: MPI_Aint, count: MPI_Count, t:
         })
         .collect::<Result<Vec<_>, c_int>>()
         .map(|runs| Runs { at, runs })
+}
+
+/// The target of `count` elements of `t` at `disp` of `rank`'s window when they are one
+/// contiguous run (checked as [`target_runs`] does), with its length; `None` when `t` is
+/// not contiguous. The fast path of the blocking operations: no allocation.
+fn target_run(
+    w: &Window<u8>,
+    rank: usize,
+    disp: MPI_Aint,
+    count: MPI_Count,
+    t: &Dtype,
+) -> Result<Option<(Target, usize)>, c_int> {
+    if !t.contiguous() {
+        return Ok(None);
+    }
+    let count = usize::try_from(count).map_err(|_| MPI_ERR_COUNT)?;
+    let len = count.checked_mul(t.size).ok_or(MPI_ERR_COUNT)?;
+    let at = w.target_bytes(rank, 0, 0).map_err(fail)?;
+    let (bytes, unit) = w.extent_of(rank).ok_or(MPI_ERR_RANK)?;
+    let off = disp as i128 * unit as i128;
+    let limit = if w.is_dynamic() { i128::MAX } else { bytes as i128 };
+    if off < 0 || off + len as i128 > limit {
+        let why =
+            format!("target bytes {off}..{} are outside rank {rank}'s window of {bytes} bytes", off + len as i128);
+        return Err(refuse(MPI_ERR_RMA_RANGE, why));
+    }
+    Ok(Some((Target { disp: off as u64, ..at }, len)))
 }
 
 fn same_size(what: &str, origin: usize, target: usize) -> Result<(), c_int> {
@@ -384,10 +411,23 @@ unsafe fn put_acc(
     op: Option<Handle>,
     win: Handle,
 ) -> c_int {
-    on_win(win, |_, w| {
+    on_win_quick(win, |_, w| {
         let Some(rank) = target_rank(w, rank)? else { return Ok(()) };
         let o = Buf::new(origin, oc, odt)?;
         let tt = dtype_of(tdt, tc)?;
+        if let (true, Some((at, len))) = (o.t.contiguous(), target_run(w, rank, disp, tc, &tt)?) {
+            // One contiguous run at each end: the facade's byte operation (direct to a
+            // member on this node).
+            let acc = op.map(|op| acc_of(op, &o.t, &tt, len == 0)).transpose()?;
+            // SAFETY: the program's origin buffer (function contract), read during this call.
+            let data = unsafe { o.packed() };
+            same_size("origin buffer", data.len(), len)?;
+            return match acc {
+                None => w.put_target(at, &data),
+                Some((op, elem)) => w.accumulate_target(at, op, elem, &data),
+            }
+            .map_err(fail);
+        }
         let r = target_runs(w, rank, disp, tc, &tt)?;
         let acc = op.map(|op| acc_of(op, &o.t, &tt, r.runs.is_empty())).transpose()?;
         // SAFETY: the program's origin buffer (function contract), read during this call.
@@ -620,12 +660,63 @@ unsafe fn start_get(w: &Window<u8>, a: &GetArgs) -> Result<Option<Fetches>, c_in
     Ok(Some(unsafe { Fetches::start(w, &r, what, &data, &res) }))
 }
 
+/// A blocking get-like operation whose result, origin and target are each one
+/// contiguous run, done through the facade (direct to a member on this node; no
+/// allocation); `None` for the other shapes.
+///
+/// # Safety
+/// As [`start_get`].
+unsafe fn get_contiguous(w: &Window<u8>, a: &GetArgs) -> Result<Option<Result<(), c_int>>, c_int> {
+    let Some(rank) = target_rank(w, a.rank)? else { return Ok(Some(Ok(()))) };
+    let res = Buf::new(a.result, a.rc, a.rdt)?;
+    let tt = dtype_of(a.tdt, a.tc)?;
+    if !res.t.contiguous() {
+        return Ok(None);
+    }
+    let Some((at, len)) = target_run(w, rank, a.disp, a.tc, &tt)? else { return Ok(None) };
+    same_size("result buffer", res.bytes(), len)?;
+    let (o, acc) = match a.op {
+        None => (None, None),
+        Some(op) => {
+            let o = Buf::new(a.origin, if op == MPI_NO_OP { 0 } else { a.oc }, a.odt)?;
+            if !o.t.contiguous() {
+                return Ok(None);
+            }
+            let acc = acc_of(op, &o.t, &tt, len == 0)?;
+            (Some(o), Some(acc))
+        }
+    };
+    // SAFETY: the program's buffers, valid during this blocking call (function contract):
+    // the origin read, the result written (`len` bytes, checked equal to its size).
+    let data = o.as_ref().map(|o| unsafe { o.packed() });
+    let result = if len == 0 {
+        &mut [][..]
+    } else {
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts_mut(res.addr, len) }
+    };
+    let what = match (acc, &data) {
+        (Some((op, elem)), Some(d)) => {
+            if op != AccOp::NoOp {
+                same_size("origin buffer", d.len(), len)?;
+            }
+            Fetch::Acc { op, elem, origin: d }
+        }
+        _ => Fetch::Get,
+    };
+    Ok(Some(w.fetch_target(at, what, result).map_err(fail)))
+}
+
 /// A blocking get-like operation.
 ///
 /// # Safety
 /// As [`start_get`].
 unsafe fn get_blocking(a: GetArgs, win: Handle) -> c_int {
-    on_win(win, |_, w| {
+    on_win_quick(win, |_, w| {
+        // SAFETY: forwarded (function contract); complete when it returns.
+        if let Some(done) = unsafe { get_contiguous(w, &a)? } {
+            return done;
+        }
         // SAFETY: forwarded (function contract); waited for before returning.
         match unsafe { start_get(w, &a)? } {
             Some(f) => f.wait(),
@@ -911,7 +1002,7 @@ pub(crate) unsafe fn MPI_Compare_and_swap(
     target_disp: MPI_Aint,
     win: Handle,
 ) -> c_int {
-    on_win(win, |_, w| {
+    on_win_quick(win, |_, w| {
         let t = element_type(datatype)?;
         let Some(rank) = super::target_rank(w, target_rank)? else { return Ok(()) };
         let elem = match t.basic {
@@ -942,6 +1033,6 @@ pub(crate) unsafe fn MPI_Compare_and_swap(
             )
         };
         let at = r.at(r.runs.first().map_or(0, |x| x.0));
-        fetch(w.engine(), at, Fetch::Cas { elem, compare, new }, result).map(drop).map_err(fail)
+        w.fetch_target(at, Fetch::Cas { elem, compare, new }, result).map_err(fail)
     })
 }

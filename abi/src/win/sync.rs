@@ -13,7 +13,7 @@ use std::ffi::c_int;
 
 use runthrough::LockKind;
 
-use super::{fail, on_win, refuse, target_rank};
+use super::{fail, on_win, on_win_quick, refuse, target_rank};
 use crate::consts::*;
 use crate::types::Handle;
 use crate::winobj::WinObj;
@@ -82,7 +82,7 @@ pub(crate) unsafe fn MPI_Win_unlock_all(win: Handle) -> c_int {
 }
 
 pub(crate) unsafe fn MPI_Win_flush(rank: c_int, win: Handle) -> c_int {
-    on_win(win, |_, w| match target_rank(w, rank)? {
+    on_win_quick(win, |_, w| match target_rank(w, rank)? {
         Some(r) => w.flush(r).map_err(fail),
         None => Ok(()),
     })

@@ -315,6 +315,7 @@ impl State {
             return;
         }
         p.failed = true;
+        self.failed_set.insert(peer);
         let departed = p.departed;
         if !departed {
             self.fail.failures.insert(peer.0);

@@ -17,9 +17,8 @@ use crate::buf::RawBufMut;
 use crate::error::Error;
 use crate::request::{Kind, Request, Status};
 use runthrough_shm::cma;
-use runthrough_shm::winseg::WinMap;
 
-use crate::rma::direct::{DirectError, Region};
+use crate::rma::direct::{DirectError, DirectWin, Region};
 use crate::rma::mem::WinMemory;
 use crate::rma::{check_acc, AccOp, Elem, RmaMsg, Target, MAX_RMA_HEADER};
 use crate::transport::{Posted, Transport, TransportError};
@@ -44,10 +43,9 @@ struct Win {
     completes: Vec<u32>,
     /// This process's window rank.
     me: u32,
-    /// The members' memory this process maps (by window rank; its own is `mem`).
-    peers: Vec<Option<Region>>,
-    /// The mappings `peers` lie in, kept while the window exists.
-    maps: Vec<Arc<WinMap>>,
+    /// The members on this node this process reaches directly (their memory mapped
+    /// here; its own is `mem`).
+    node: Option<Arc<DirectWin>>,
     /// Members on this node whose (created) window this process reaches with CMA:
     /// process id, address and bytes.
     cma: Vec<Option<(i32, u64, usize)>>,
@@ -139,10 +137,7 @@ impl Win {
         if target == self.me {
             return self.local(disp, len).map_or(Reach::Outside, |(r, o)| Reach::Direct(r, o));
         }
-        match self.peers.get(target as usize).copied().flatten() {
-            Some(r) => Reach::Direct(r, disp),
-            None => Reach::Records,
-        }
+        Reach::Records
     }
 }
 
@@ -165,8 +160,7 @@ impl Engine {
             posts: vec![0; n],
             completes: vec![0; n],
             me: me as u32,
-            peers: vec![None; n],
-            maps: Vec::new(),
+            node: None,
             cma: vec![None; n],
             unflushed: vec![false; n],
             attached: None,
@@ -175,27 +169,12 @@ impl Engine {
         Ok(())
     }
 
-    /// Gives the window of `ctx` direct access to members' memory: `peers[r]` is window
-    /// rank `r`'s memory as `(mapping, offset, bytes)` in a segment this process maps
-    /// (members on this node), or `None` (reached by records). Operations on those
-    /// members are applied here from now on; call it at every member before the
-    /// agreement that ends window creation.
-    pub fn win_share(&mut self, ctx: ContextId, peers: Vec<Option<(Arc<WinMap>, usize, usize)>>) -> Result<(), Error> {
+    /// Gives the window of `ctx` direct access to the members `node` reaches (their
+    /// memory in this node's segment): operations on them are applied here from now on.
+    /// Call it at every member before the agreement that ends window creation.
+    pub fn win_share(&mut self, ctx: ContextId, node: Arc<DirectWin>) -> Result<(), Error> {
         let w = self.st.rma.wins.get_mut(&ctx.0).ok_or(Error::ApiMisuse("no window on this communicator"))?;
-        if peers.len() != w.group.len() {
-            return Err(Error::ApiMisuse("one mapping per member"));
-        }
-        for (r, p) in peers.into_iter().enumerate() {
-            let Some((map, off, len)) = p else { continue };
-            if r as u32 == w.me {
-                continue;
-            }
-            w.peers[r] =
-                Some(Region::of_map(&map, off, len).ok_or(Error::InvalidArg("member memory outside its mapping"))?);
-            if !w.maps.iter().any(|m| Arc::ptr_eq(m, &map)) {
-                w.maps.push(map);
-            }
-        }
+        w.node = Some(node);
         Ok(())
     }
 
@@ -279,6 +258,9 @@ impl Engine {
     pub fn rma_put(&mut self, at: Target, data: &[u8]) -> Result<(), Error> {
         let Target { ctx, rank: target, disp } = at;
         let peer = self.st.rma_target(ctx, target)?;
+        if let Some(done) = self.st.rma_node(ctx).and_then(|d| d.put(target, disp, data)) {
+            return done;
+        }
         match self.st.rma_reach(ctx, target, disp, data.len()) {
             Reach::Direct(r, off) if r.write(off, data) => return Ok(()),
             Reach::Records => {}
@@ -310,6 +292,9 @@ impl Engine {
             return Err(Error::InvalidArg("accumulate of a partial element"));
         }
         let peer = self.st.rma_target(ctx, target)?;
+        if let Some(done) = self.st.rma_node(ctx).and_then(|d| d.accumulate(target, disp, op, elem, data, None)) {
+            return done;
+        }
         match self.st.rma_reach(ctx, target, disp, data.len()) {
             Reach::Direct(r, off) => return r.accumulate(off, op, elem, data, None).map_err(direct_error),
             Reach::Records => {}
@@ -337,6 +322,12 @@ impl Engine {
             Ok(x) => x,
             Err(id) => return id,
         };
+        if let Some(d) = self.st.rma_node(ctx).filter(|d| d.reaches(target)) {
+            buf = self.rma_take_buf(req);
+            let out = d.get(target, disp, buf.as_mut_slice()).unwrap_or(Err(Error::Unsupported("direct get")));
+            self.st.set_outcome(req, out.map(|()| Status { source: target as usize, tag: 0, len }));
+            return req;
+        }
         if let Some(at) = self.st.rma_reach(ctx, target, disp, len).direct() {
             buf = self.rma_take_buf(req);
             let out = match at.is_some_and(|(r, off)| r.read(off, buf.as_mut_slice())) {
@@ -377,6 +368,13 @@ impl Engine {
         };
         if let Some(why) = bad {
             self.st.set_outcome(req, Err(Error::InvalidArg(why)));
+            return req;
+        }
+        if let Some(d) = self.st.rma_node(ctx).filter(|d| d.reaches(target)) {
+            let mut buf = self.rma_take_buf(req);
+            let out = d.accumulate(target, disp, op, elem, origin, Some(buf.as_mut_slice()));
+            let out = out.unwrap_or(Err(Error::Unsupported("direct get-accumulate")));
+            self.st.set_outcome(req, out.map(|()| Status { source: target as usize, tag: 0, len }));
             return req;
         }
         if let Some(at) = self.st.rma_reach(ctx, target, disp, len).direct() {
@@ -420,6 +418,13 @@ impl Engine {
             self.st.set_outcome(req, Err(Error::InvalidArg("compare-and-swap of other than one element")));
             return req;
         }
+        if let Some(d) = self.st.rma_node(ctx).filter(|d| d.reaches(target)) {
+            let mut buf = self.rma_take_buf(req);
+            let out = d.compare_and_swap(target, disp, elem, compare, new, buf.as_mut_slice());
+            let out = out.unwrap_or(Err(Error::Unsupported("direct compare-and-swap")));
+            self.st.set_outcome(req, out.map(|()| Status { source: target as usize, tag: 0, len: n }));
+            return req;
+        }
         if let Some(at) = self.st.rma_reach(ctx, target, disp, n).direct() {
             let mut buf = self.rma_take_buf(req);
             let out = at
@@ -442,7 +447,8 @@ impl Engine {
     /// Starts a flush to `target`: completes once the target applied every operation
     /// this process issued to it before.
     pub fn rma_flush(&mut self, ctx: ContextId, target: u32) -> ReqId {
-        if self.st.rma_reach(ctx, target, 0, 0).direct().is_some() || !self.st.rma_take_unflushed(ctx, target) {
+        let node = self.st.rma_node(ctx).is_some_and(|d| d.reaches(target));
+        if node || self.st.rma_reach(ctx, target, 0, 0).direct().is_some() || !self.st.rma_take_unflushed(ctx, target) {
             // Applied at the call: a fence orders them before what this process does next.
             let (req, _) = match self.rma_start(ctx, target, RawBufMut::empty()) {
                 Ok(x) => x,
@@ -657,6 +663,11 @@ impl State {
             return Err(Error::RankFailStop { rank: target });
         }
         Ok(peer)
+    }
+
+    /// The members of window `ctx` this process reaches directly, if any.
+    fn rma_node(&self, ctx: ContextId) -> Option<Arc<DirectWin>> {
+        self.rma.wins.get(&ctx.0)?.node.clone()
     }
 
     /// Runs `op` (a CMA copy) on `target`'s memory at `disp` for `len` bytes, if this

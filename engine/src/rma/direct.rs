@@ -25,8 +25,14 @@
 #![allow(unsafe_code)]
 
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use runthrough_shm::winseg::WinMap;
+
+use crate::engine::FailedSet;
+use crate::error::Error;
+use crate::types::Rank;
 
 use super::{bits_of, bits_to, check_acc, combine, AccError, AccOp, Elem};
 
@@ -50,16 +56,6 @@ impl Region {
     /// them under its lock).
     pub(crate) unsafe fn new(ptr: *mut u8, len: usize) -> Region {
         Region { ptr, len }
-    }
-
-    /// Bytes `[off, off + len)` of `map`, if inside it: a peer's window in a segment
-    /// this process maps. The caller keeps `map` while it uses the region (the window
-    /// holds it: module rule).
-    pub(crate) fn of_map(map: &WinMap, off: usize, len: usize) -> Option<Region> {
-        (off.checked_add(len)? <= map.len()).then(|| {
-            // SAFETY: inside the mapping, which the window keeps while the region is used.
-            unsafe { Region::new(map.ptr().add(off), len) }
-        })
     }
 
     /// The address of bytes `[off, off + len)`, if inside the region.
@@ -150,6 +146,246 @@ impl Region {
     }
 }
 
+/// The members of a window on this process's node that it reaches directly: their
+/// memory in the node's segment, mapped here. Operations on them are applied at the
+/// call, without the engine (the facade's fast path, and the engine itself for
+/// operations that come through it): the mapping is kept by this object, the failed
+/// check reads the engine's [`FailedSet`] without its lock, and this process's copies
+/// into one window are serialized by `copying` (two threads of one process never copy
+/// into the same memory at once; other processes are outside this process's memory
+/// model, and MPI makes conflicting accesses erroneous).
+#[derive(Debug)]
+pub struct DirectWin {
+    regions: Vec<Option<Region>>,
+    /// One lock block per member ([`LOCK_BLOCK`] bytes each) when every member is on
+    /// this node: passive-target locks are then taken here, not by records.
+    locks: Option<Region>,
+    /// World rank of each window rank.
+    world: Arc<[Rank]>,
+    failed: Arc<FailedSet>,
+    copying: Mutex<()>,
+    _map: Arc<WinMap>,
+}
+
+// SAFETY: the regions lie in `_map`, which this object keeps mapped; copies are
+// serialized by `copying`, atomics need nothing.
+unsafe impl Sync for DirectWin {}
+// SAFETY: as for Sync.
+unsafe impl Send for DirectWin {}
+
+/// Bytes of one member's lock block: a word naming the exclusive holder (its window
+/// rank + 1, or 0), then a bitmap of the shared holders by window rank.
+pub const LOCK_BLOCK: usize = 64;
+
+/// Most members a window's lock blocks serve (the bitmap's bits).
+pub const LOCK_MEMBERS: usize = (LOCK_BLOCK / 8 - 1) * 64;
+
+/// What one attempt at a lock found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// The lock is held.
+    Held,
+    /// Another holder is in the way: try again (the claims made stay, an exclusive
+    /// claim keeps later shared lockers out).
+    Wait,
+}
+
+impl DirectWin {
+    /// The members `parts[r] = Some((offset, bytes))` of `map` (window rank `r`, world
+    /// rank `world[r]`); `None` for the members not reached directly; `locks`, the
+    /// offset of the members' lock blocks in `map` (zeroed, [`LOCK_BLOCK`] bytes each)
+    /// when every member is on this node. `None` if a part lies outside the mapping.
+    pub fn new(
+        map: Arc<WinMap>,
+        parts: &[Option<(usize, usize)>],
+        locks: Option<usize>,
+        world: Arc<[Rank]>,
+        failed: Arc<FailedSet>,
+    ) -> Option<DirectWin> {
+        let locks = match locks {
+            None => None,
+            Some(off) => {
+                let len = LOCK_BLOCK.checked_mul(world.len())?;
+                let end = off.checked_add(len)?;
+                let aligned = (map.ptr() as usize + off).is_multiple_of(LOCK_BLOCK);
+                // SAFETY: inside the mapping (checked), which `_map` keeps.
+                (end <= map.len() && aligned && world.len() <= LOCK_MEMBERS)
+                    .then(|| unsafe { Region::new(map.ptr().add(off), len) })
+            }
+        };
+        let regions = parts
+            .iter()
+            .map(|p| match p {
+                None => Some(None),
+                Some((off, len)) => {
+                    let end = off.checked_add(*len)?;
+                    // SAFETY: inside the mapping, which `_map` keeps while the regions live.
+                    (end <= map.len()).then(|| Some(unsafe { Region::new(map.ptr().add(*off), *len) }))
+                }
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(DirectWin { regions, locks, world, failed, copying: Mutex::new(()), _map: map })
+    }
+
+    /// Whether passive-target locks are taken here ([`DirectWin::try_lock`]).
+    pub fn has_locks(&self) -> bool {
+        self.locks.is_some()
+    }
+
+    /// The words of `target`'s lock block: the exclusive word, then the bitmap.
+    fn lock_words(&self, target: u32) -> Option<&[AtomicU64]> {
+        let r = self.locks?;
+        let off = (target as usize).checked_mul(LOCK_BLOCK)?;
+        let p = r.at(off as u64, LOCK_BLOCK)?;
+        // SAFETY: `LOCK_BLOCK` bytes inside the lock area, 64-byte aligned (checked in
+        // `new`), mapped while `self` lives; every process touches them only atomically.
+        Some(unsafe { std::slice::from_raw_parts(p.cast::<AtomicU64>(), LOCK_BLOCK / 8) })
+    }
+
+    fn is_failed(&self, rank: u32) -> bool {
+        self.world.get(rank as usize).is_some_and(|&p| self.failed.contains(p))
+    }
+
+    /// One attempt at `me`'s lock (exclusive or shared) on `target`'s window. A holder
+    /// known failed is released on the way (R36: nobody waits for a dead holder).
+    /// `target` known failed: `RankFailStop`.
+    pub fn try_lock(&self, target: u32, me: u32, exclusive: bool) -> Result<Attempt, Error> {
+        if self.is_failed(target) {
+            self.unlock_claims(target, me);
+            return Err(Error::RankFailStop { rank: target });
+        }
+        let w = self.lock_words(target).ok_or(Error::ApiMisuse("no lock words"))?;
+        let (excl, readers) = (&w[0], &w[1..]);
+        let (word, bit) = (me as usize / 64, 1u64 << (me % 64));
+        let mine = u64::from(me) + 1;
+        let holder = excl.load(Ordering::Acquire);
+        if holder != 0 && holder != mine && self.is_failed((holder - 1) as u32) {
+            let _ = excl.compare_exchange(holder, 0, Ordering::AcqRel, Ordering::Acquire);
+        }
+        // Each side announces itself, then looks at the other (SeqCst: a store then a
+        // load of another word, as in Dekker's algorithm).
+        if !exclusive {
+            readers[word].fetch_or(bit, Ordering::SeqCst);
+            if excl.load(Ordering::SeqCst) == 0 {
+                return Ok(Attempt::Held);
+            }
+            readers[word].fetch_and(!bit, Ordering::AcqRel);
+            return Ok(Attempt::Wait);
+        }
+        if excl.load(Ordering::SeqCst) != mine
+            && excl.compare_exchange(0, mine, Ordering::SeqCst, Ordering::SeqCst).is_err()
+        {
+            return Ok(Attempt::Wait);
+        }
+        // Claimed: wait for the shared holders to leave (the dead ones are cleared).
+        let mut busy = false;
+        for (i, r) in readers.iter().enumerate() {
+            let mut v = r.load(Ordering::SeqCst);
+            while v != 0 {
+                let b = v.trailing_zeros();
+                v &= v - 1;
+                if self.is_failed((i * 64) as u32 + b) {
+                    r.fetch_and(!(1u64 << b), Ordering::AcqRel);
+                } else {
+                    busy = true;
+                }
+            }
+        }
+        Ok(if busy { Attempt::Wait } else { Attempt::Held })
+    }
+
+    /// Releases `me`'s lock on `target` (after a fence: every direct operation is
+    /// complete there). `target` known failed: released all the same, `RankFailStop`.
+    pub fn unlock(&self, target: u32, me: u32) -> Result<(), Error> {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if !self.unlock_claims(target, me) {
+            return Err(Error::ApiMisuse("unlock of a lock not held"));
+        }
+        if self.is_failed(target) {
+            return Err(Error::RankFailStop { rank: target });
+        }
+        Ok(())
+    }
+
+    /// Drops whatever claim `me` has on `target`'s lock; whether it had one.
+    fn unlock_claims(&self, target: u32, me: u32) -> bool {
+        let Some(w) = self.lock_words(target) else { return false };
+        let (word, bit) = (me as usize / 64, 1u64 << (me % 64));
+        let excl = w[0].compare_exchange(u64::from(me) + 1, 0, Ordering::AcqRel, Ordering::Acquire).is_ok();
+        let shared = w[1 + word].fetch_and(!bit, Ordering::AcqRel) & bit != 0;
+        excl || shared
+    }
+
+    /// Whether window rank `rank` is reached directly.
+    #[inline]
+    pub fn reaches(&self, rank: u32) -> bool {
+        self.regions.get(rank as usize).is_some_and(Option::is_some)
+    }
+
+    /// The region of `rank`, unless it is known failed (`Err`) or not reached directly
+    /// (`None`).
+    #[inline]
+    fn region(&self, rank: u32) -> Option<Result<Region, Error>> {
+        let r = (*self.regions.get(rank as usize)?)?;
+        if self.world.get(rank as usize).is_some_and(|&p| self.failed.contains(p)) {
+            return Some(Err(Error::RankFailStop { rank }));
+        }
+        Some(Ok(r))
+    }
+
+    /// Puts `data` at byte `disp` of `rank`'s memory: complete there at return.
+    pub fn put(&self, rank: u32, disp: u64, data: &[u8]) -> Option<Result<(), Error>> {
+        Some(self.region(rank)?.and_then(|r| {
+            let _one = self.copying.lock();
+            r.write(disp, data).then_some(()).ok_or(Error::InvalidArg("put outside the target's window"))
+        }))
+    }
+
+    /// Reads `out.len()` bytes at byte `disp` of `rank`'s memory.
+    pub fn get(&self, rank: u32, disp: u64, out: &mut [u8]) -> Option<Result<(), Error>> {
+        Some(self.region(rank)?.and_then(|r| {
+            let _one = self.copying.lock();
+            r.read(disp, out).then_some(()).ok_or(Error::InvalidArg("get outside the target's window"))
+        }))
+    }
+
+    /// [`Region::accumulate`] on `rank`'s memory.
+    pub fn accumulate(
+        &self,
+        rank: u32,
+        disp: u64,
+        op: AccOp,
+        elem: Elem,
+        data: &[u8],
+        old: Option<&mut [u8]>,
+    ) -> Option<Result<(), Error>> {
+        Some(self.region(rank)?.and_then(|r| r.accumulate(disp, op, elem, data, old).map_err(DirectError::into_error)))
+    }
+
+    /// [`Region::compare_and_swap`] on `rank`'s memory.
+    pub fn compare_and_swap(
+        &self,
+        rank: u32,
+        disp: u64,
+        elem: Elem,
+        compare: &[u8],
+        new: &[u8],
+        old: &mut [u8],
+    ) -> Option<Result<(), Error>> {
+        Some(
+            self.region(rank)?
+                .and_then(|r| r.compare_and_swap(disp, elem, compare, new, old).map_err(DirectError::into_error)),
+        )
+    }
+
+    /// Completes every operation on `rank` (they were applied at their call): a full
+    /// fence, so that what this process does next is ordered after them; errs if
+    /// `rank` is known failed.
+    pub fn flush(&self, rank: u32) -> Option<Result<(), Error>> {
+        Some(self.region(rank)?.map(|_| std::sync::atomic::fence(Ordering::SeqCst)))
+    }
+}
+
 /// Why a direct operation was not applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum DirectError {
@@ -157,6 +393,16 @@ pub(crate) enum DirectError {
     Outside,
     /// The operation does not apply to the type, or the lengths are wrong.
     Acc(AccError),
+}
+
+impl DirectError {
+    /// The error an origin sees.
+    pub(crate) fn into_error(self) -> Error {
+        match self {
+            DirectError::Outside => Error::InvalidArg("operation outside the target's window"),
+            DirectError::Acc(_) => Error::InvalidArg("accumulate of a bad type or length"),
+        }
+    }
 }
 
 /// Reads the `n`-byte element at `p`, writes `f(old)` if `f` gives a value, atomically
@@ -204,6 +450,7 @@ unsafe fn rmw(p: *mut u8, n: usize, f: impl Fn(u64) -> Option<u64>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::Rank;
 
     #[test]
     fn accumulates_and_swaps_apply_element_by_element() {
@@ -233,6 +480,39 @@ mod tests {
         assert!(matches!(r.accumulate(0, AccOp::BitAnd, Elem::F32, &[0; 4], None), Err(DirectError::Acc(_))));
         // The region is no longer used: the array is read directly.
         assert_eq!(words[2], 9 + (1 << 8), "{:x}", words[2]);
+    }
+
+    #[test]
+    fn locks_in_the_segment_exclude_and_release_dead_holders() {
+        let map = WinMap::anonymous(64 + 3 * LOCK_BLOCK).unwrap();
+        let world: Arc<[Rank]> = vec![Rank(0), Rank(1), Rank(2)].into();
+        let failed = Arc::new(FailedSet::new(3));
+        let parts = [None, Some((0, 8)), Some((8, 8))];
+        let d = DirectWin::new(map, &parts, Some(64), world, failed.clone()).unwrap();
+        assert!(d.has_locks() && d.reaches(1) && !d.reaches(0));
+        // Shared holders together; an exclusive claim waits for them and keeps new
+        // shared lockers out meanwhile.
+        assert_eq!(d.try_lock(2, 0, false), Ok(Attempt::Held));
+        assert_eq!(d.try_lock(2, 1, false), Ok(Attempt::Held));
+        assert_eq!(d.try_lock(2, 2, true), Ok(Attempt::Wait));
+        d.unlock(2, 0).unwrap();
+        d.unlock(2, 1).unwrap();
+        assert_eq!(d.try_lock(2, 0, false), Ok(Attempt::Wait), "the exclusive claim comes first");
+        assert_eq!(d.try_lock(2, 2, true), Ok(Attempt::Held));
+        assert_eq!(d.try_lock(2, 1, true), Ok(Attempt::Wait));
+        d.unlock(2, 2).unwrap();
+        // Rank 2 holds rank 1's lock exclusively, then dies: the next attempt of a
+        // waiter releases it; an attempt on the dead target errs.
+        assert_eq!(d.try_lock(1, 2, true), Ok(Attempt::Held));
+        assert_eq!(d.try_lock(1, 0, false), Ok(Attempt::Wait));
+        failed.insert(Rank(2));
+        assert_eq!(d.try_lock(2, 1, true), Err(Error::RankFailStop { rank: 2 }), "the target itself died");
+        assert_eq!(d.try_lock(1, 0, true), Ok(Attempt::Held), "rank 2's exclusive lock on rank 1 was released");
+        assert_eq!(d.unlock(1, 1), Err(Error::ApiMisuse("unlock of a lock not held")));
+        d.unlock(1, 0).unwrap();
+        assert_eq!(d.put(2, 0, &[1]), Some(Err(Error::RankFailStop { rank: 2 })));
+        assert_eq!(d.put(1, 0, &[1]), Some(Ok(())));
+        assert_eq!(d.put(0, 0, &[1]), None, "rank 0 is not reached directly");
     }
 
     #[test]
