@@ -257,7 +257,7 @@ impl<T: Pod> Window<T> {
             // The others on the node, reached directly (this process's own part is `mem`).
             let others: Vec<Option<(usize, usize)>> =
                 parts.iter().enumerate().map(|(r, p)| p.filter(|_| r != me)).collect();
-            let direct = DirectWin::new(map.clone(), &others, locks, group.clone(), e.failed_set())
+            let direct = DirectWin::new(map.clone(), me as u32, &others, locks, group.clone(), e.failed_set())
                 .ok_or(Error::InvalidArg("part outside the segment"))?;
             let direct = Arc::new(direct);
             e.win_register(comm.inner.ctx, group, mem)?;

@@ -296,7 +296,16 @@ impl Engine {
             return done;
         }
         match self.st.rma_reach(ctx, target, disp, data.len()) {
-            Reach::Direct(r, off) => return r.accumulate(off, op, elem, data, None).map_err(direct_error),
+            Reach::Direct(r, off) => {
+                let me = target;
+                let apply = || r.accumulate(off, op, elem, data, None);
+                let out = match self.st.rma_node(ctx).filter(|d| d.locks_accumulates()) {
+                    // Every member accumulates into this memory under its lock.
+                    Some(d) => d.acc_locked(me, apply),
+                    None => apply(),
+                };
+                return out.map_err(direct_error);
+            }
             Reach::Records => {}
             Reach::Outside => return Err(direct_error(DirectError::Outside)),
         }
@@ -379,9 +388,13 @@ impl Engine {
         }
         if let Some(at) = self.st.rma_reach(ctx, target, disp, len).direct() {
             let mut buf = self.rma_take_buf(req);
-            let out = at
-                .ok_or(DirectError::Outside)
-                .and_then(|(r, off)| r.accumulate(off, op, elem, origin, Some(buf.as_mut_slice())));
+            let out = at.ok_or(DirectError::Outside).and_then(|(r, off)| {
+                let mut apply = || r.accumulate(off, op, elem, origin, Some(buf.as_mut_slice()));
+                match self.st.rma_node(ctx).filter(|d| d.locks_accumulates()) {
+                    Some(d) => d.acc_locked(target, apply),
+                    None => apply(),
+                }
+            });
             self.st
                 .set_outcome(req, out.map(|()| Status { source: target as usize, tag: 0, len }).map_err(direct_error));
             return req;
@@ -427,9 +440,13 @@ impl Engine {
         }
         if let Some(at) = self.st.rma_reach(ctx, target, disp, n).direct() {
             let mut buf = self.rma_take_buf(req);
-            let out = at
-                .ok_or(DirectError::Outside)
-                .and_then(|(r, off)| r.compare_and_swap(off, elem, compare, new, buf.as_mut_slice()));
+            let out = at.ok_or(DirectError::Outside).and_then(|(r, off)| {
+                let mut apply = || r.compare_and_swap(off, elem, compare, new, buf.as_mut_slice());
+                match self.st.rma_node(ctx).filter(|d| d.locks_accumulates()) {
+                    Some(d) => d.acc_locked(target, apply),
+                    None => apply(),
+                }
+            });
             self.st.set_outcome(
                 req,
                 out.map(|()| Status { source: target as usize, tag: 0, len: n }).map_err(direct_error),

@@ -123,6 +123,42 @@ impl Region {
         Ok(())
     }
 
+    /// [`Region::accumulate`] with plain loads and stores (the caller holds the
+    /// member's accumulate lock): a loop per operation and type.
+    pub(crate) fn accumulate_plain(
+        &self,
+        off: u64,
+        op: AccOp,
+        elem: Elem,
+        data: &[u8],
+        old: Option<&mut [u8]>,
+    ) -> Result<(), DirectError> {
+        check_acc(op, elem).map_err(DirectError::Acc)?;
+        let len = match (&old, op) {
+            (Some(o), AccOp::NoOp) => o.len(),
+            _ => data.len(),
+        };
+        let bad = !len.is_multiple_of(elem.size())
+            || old.as_ref().is_some_and(|o| o.len() != len)
+            || (op != AccOp::NoOp && data.len() != len);
+        if bad {
+            return Err(DirectError::Acc(AccError::Length));
+        }
+        let p = self.at(off, len).ok_or(DirectError::Outside)?;
+        if let Some(o) = old {
+            // SAFETY: `len` bytes inside the region (checked by `at`); `o` is the
+            // caller's own buffer, distinct from the window's memory.
+            unsafe { std::ptr::copy(p, o.as_mut_ptr(), len) };
+        }
+        if op == AccOp::NoOp {
+            return Ok(());
+        }
+        // SAFETY: `len` bytes inside the region, which the caller's accumulate lock
+        // keeps from every other accumulate; no Rust reference to them lives meanwhile.
+        let target = unsafe { std::slice::from_raw_parts_mut(p, len) };
+        super::accumulate(op, elem, target, data).map_err(DirectError::Acc)
+    }
+
     /// Compares the element at `off` with `compare` and, if equal (bitwise), replaces it
     /// with `new`, atomically; `old` receives the element as it was.
     pub(crate) fn compare_and_swap(
@@ -157,6 +193,8 @@ impl Region {
 #[derive(Debug)]
 pub struct DirectWin {
     regions: Vec<Option<Region>>,
+    /// This process's window rank (how the locks name it).
+    me: u32,
     /// One lock block per member ([`LOCK_BLOCK`] bytes each) when every member is on
     /// this node: passive-target locks are then taken here, not by records.
     locks: Option<Region>,
@@ -173,12 +211,13 @@ unsafe impl Sync for DirectWin {}
 // SAFETY: as for Sync.
 unsafe impl Send for DirectWin {}
 
-/// Bytes of one member's lock block: a word naming the exclusive holder (its window
-/// rank + 1, or 0), then a bitmap of the shared holders by window rank.
+/// Bytes of one member's lock block: a word naming the exclusive holder of its
+/// passive-target lock (window rank + 1, or 0), a word naming the holder of its
+/// accumulate lock (the same way), then a bitmap of the shared holders by window rank.
 pub const LOCK_BLOCK: usize = 64;
 
 /// Most members a window's lock blocks serve (the bitmap's bits).
-pub const LOCK_MEMBERS: usize = (LOCK_BLOCK / 8 - 1) * 64;
+pub const LOCK_MEMBERS: usize = (LOCK_BLOCK / 8 - 2) * 64;
 
 /// What one attempt at a lock found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,11 +231,13 @@ pub enum Attempt {
 
 impl DirectWin {
     /// The members `parts[r] = Some((offset, bytes))` of `map` (window rank `r`, world
-    /// rank `world[r]`); `None` for the members not reached directly; `locks`, the
+    /// rank `world[r]`; this process is window rank `me`); `None` for the members not
+    /// reached directly; `locks`, the
     /// offset of the members' lock blocks in `map` (zeroed, [`LOCK_BLOCK`] bytes each)
     /// when every member is on this node. `None` if a part lies outside the mapping.
     pub fn new(
         map: Arc<WinMap>,
+        me: u32,
         parts: &[Option<(usize, usize)>],
         locks: Option<usize>,
         world: Arc<[Rank]>,
@@ -224,7 +265,7 @@ impl DirectWin {
                 }
             })
             .collect::<Option<Vec<_>>>()?;
-        Some(DirectWin { regions, locks, world, failed, copying: Mutex::new(()), _map: map })
+        Some(DirectWin { regions, me, locks, world, failed, copying: Mutex::new(()), _map: map })
     }
 
     /// Whether passive-target locks are taken here ([`DirectWin::try_lock`]).
@@ -255,7 +296,7 @@ impl DirectWin {
             return Err(Error::RankFailStop { rank: target });
         }
         let w = self.lock_words(target).ok_or(Error::ApiMisuse("no lock words"))?;
-        let (excl, readers) = (&w[0], &w[1..]);
+        let (excl, readers) = (&w[0], &w[2..]);
         let (word, bit) = (me as usize / 64, 1u64 << (me % 64));
         let mine = u64::from(me) + 1;
         let holder = excl.load(Ordering::Acquire);
@@ -312,7 +353,7 @@ impl DirectWin {
         let Some(w) = self.lock_words(target) else { return false };
         let (word, bit) = (me as usize / 64, 1u64 << (me % 64));
         let excl = w[0].compare_exchange(u64::from(me) + 1, 0, Ordering::AcqRel, Ordering::Acquire).is_ok();
-        let shared = w[1 + word].fetch_and(!bit, Ordering::AcqRel) & bit != 0;
+        let shared = w[2 + word].fetch_and(!bit, Ordering::AcqRel) & bit != 0;
         excl || shared
     }
 
@@ -349,7 +390,10 @@ impl DirectWin {
         }))
     }
 
-    /// [`Region::accumulate`] on `rank`'s memory.
+    /// [`Region::accumulate`] on `rank`'s memory: with per-element atomics, or, when
+    /// every member is on this node (the lock blocks exist), under `rank`'s accumulate
+    /// lock with plain loads and stores (one atomic per call instead of one per element;
+    /// every accumulate on the window takes that lock then, the target's own included).
     pub fn accumulate(
         &self,
         rank: u32,
@@ -359,7 +403,15 @@ impl DirectWin {
         data: &[u8],
         old: Option<&mut [u8]>,
     ) -> Option<Result<(), Error>> {
-        Some(self.region(rank)?.and_then(|r| r.accumulate(disp, op, elem, data, old).map_err(DirectError::into_error)))
+        let r = match self.region(rank)? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        let out = match self.locks {
+            None => r.accumulate(disp, op, elem, data, old),
+            Some(_) => self.acc_locked(rank, || r.accumulate_plain(disp, op, elem, data, old)),
+        };
+        Some(out.map_err(DirectError::into_error))
     }
 
     /// [`Region::compare_and_swap`] on `rank`'s memory.
@@ -372,10 +424,55 @@ impl DirectWin {
         new: &[u8],
         old: &mut [u8],
     ) -> Option<Result<(), Error>> {
-        Some(
-            self.region(rank)?
-                .and_then(|r| r.compare_and_swap(disp, elem, compare, new, old).map_err(DirectError::into_error)),
-        )
+        let r = match self.region(rank)? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        let out = match self.locks {
+            None => r.compare_and_swap(disp, elem, compare, new, old),
+            Some(_) => self.acc_locked(rank, || r.compare_and_swap(disp, elem, compare, new, old)),
+        };
+        Some(out.map_err(DirectError::into_error))
+    }
+
+    /// Whether accumulates on this window take the members' accumulate locks.
+    pub fn locks_accumulates(&self) -> bool {
+        self.locks.is_some()
+    }
+
+    /// Runs `f` holding `rank`'s accumulate lock (and this process's copy lock, so that
+    /// no other thread of it copies meanwhile). The lock names its holder by window
+    /// rank, `me`; a holder known failed is displaced (its accumulate may be half
+    /// applied: what a dead writer leaves). Waits by spinning, then yielding: a holder
+    /// that is merely descheduled gets the processor back.
+    pub(crate) fn acc_locked<R>(&self, rank: u32, f: impl FnOnce() -> R) -> R {
+        let _one = self.copying.lock();
+        let Some(w) = self.lock_words(rank) else { return f() };
+        let word = &w[1];
+        let mine = u64::from(self.me) + 1;
+        let mut spins = 0u32;
+        loop {
+            match word.compare_exchange_weak(0, mine, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(0) => continue,
+                Err(holder) => {
+                    if self.is_failed((holder - 1) as u32)
+                        && word.compare_exchange(holder, mine, Ordering::Acquire, Ordering::Relaxed).is_ok()
+                    {
+                        break;
+                    }
+                    spins += 1;
+                    if spins < 64 {
+                        std::hint::spin_loop();
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+            }
+        }
+        let r = f();
+        word.store(0, Ordering::Release);
+        r
     }
 
     /// Completes every operation on `rank` (they were applied at their call): a full
@@ -488,7 +585,7 @@ mod tests {
         let world: Arc<[Rank]> = vec![Rank(0), Rank(1), Rank(2)].into();
         let failed = Arc::new(FailedSet::new(3));
         let parts = [None, Some((0, 8)), Some((8, 8))];
-        let d = DirectWin::new(map, &parts, Some(64), world, failed.clone()).unwrap();
+        let d = DirectWin::new(map, 0, &parts, Some(64), world, failed.clone()).unwrap();
         assert!(d.has_locks() && d.reaches(1) && !d.reaches(0));
         // Shared holders together; an exclusive claim waits for them and keeps new
         // shared lockers out meanwhile.
@@ -509,6 +606,11 @@ mod tests {
         assert_eq!(d.try_lock(2, 1, true), Err(Error::RankFailStop { rank: 2 }), "the target itself died");
         assert_eq!(d.try_lock(1, 0, true), Ok(Attempt::Held), "rank 2's exclusive lock on rank 1 was released");
         assert_eq!(d.unlock(1, 1), Err(Error::ApiMisuse("unlock of a lock not held")));
+        // Rank 2 died holding rank 1's accumulate lock: the next accumulate displaces it.
+        d.lock_words(1).unwrap()[1].store(3, Ordering::SeqCst);
+        let one = 1u64.to_ne_bytes();
+        assert_eq!(d.accumulate(1, 0, AccOp::Sum, Elem::U64, &one, None), Some(Ok(())));
+        assert_eq!(d.lock_words(1).unwrap()[1].load(Ordering::SeqCst), 0, "released after the accumulate");
         d.unlock(1, 0).unwrap();
         assert_eq!(d.put(2, 0, &[1]), Some(Err(Error::RankFailStop { rank: 2 })));
         assert_eq!(d.put(1, 0, &[1]), Some(Ok(())));
