@@ -77,3 +77,26 @@ proptest! {
         let _ = RmaMsg::decode(&bytes);
     }
 }
+
+proptest! {
+    /// The vectorized loops (plain path) and the per-element step (atomic path) agree
+    /// on every operation and type.
+    #[test]
+    fn the_plain_and_the_atomic_accumulate_agree(t in proptest::collection::vec(any::<u8>(), 64), o in proptest::collection::vec(any::<u8>(), 64)) {
+        for &op in &ACC_OPS {
+            for &elem in &ELEMS {
+                if check_acc(op, elem).is_err() {
+                    continue;
+                }
+                let mut plain = t.clone();
+                accumulate(op, elem, &mut plain, &o).unwrap();
+                let n = elem.size();
+                let mut step = t.clone();
+                for (x, y) in step.chunks_exact_mut(n).zip(o.chunks_exact(n)) {
+                    bits_to(combine(op, elem, bits_of(x), bits_of(y)), x);
+                }
+                prop_assert_eq!(&plain, &step, "{:?} {:?}", op, elem);
+            }
+        }
+    }
+}
