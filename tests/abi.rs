@@ -413,6 +413,23 @@ fn one_sided_windows_pass_at_1_2_and_4_ranks() {
     every_rank_ok_within("abi/c/win_check.c", Duration::from_secs(120));
 }
 
+/// `abi/c/win_check.c` over libfabric's tcp provider at 2 and 3 ranks: no member maps
+/// another's memory, so every operation (the `long double` and pair accumulates
+/// included), lock and flush travels as a record the target's engine applies.
+#[test]
+fn one_sided_windows_pass_over_tcp() {
+    let prog = abi_program("abi/c/win_check.c");
+    for n in [2u32, 3] {
+        let ns = n.to_string();
+        let args = ["-n", &ns, "--transport", "fabric", "--provider", "tcp", prog.to_str().unwrap()];
+        let out = ok(&run_abi(&args, Duration::from_secs(120)));
+        for r in 0..n {
+            assert!(out.contains(&format!("win_check: rank {r} ok (")), "n={n} rank {r}:\n{out}");
+        }
+        assert!(!out.contains("FAILED"), "{out}");
+    }
+}
+
 /// `abi/c/win_kill.c`: a window member SIGKILLs itself; every survivor's lock, put, flush
 /// and get on it fail with `MPIX_ERR_PROC_FAILED` through the window's handler, it is in
 /// `MPIX_Win_get_failed`, the fence fails until `MPIX_Win_validate` recognizes it, then

@@ -25,6 +25,8 @@
  *   dynamic   MPI_Win_create_dynamic, MPI_Win_attach of two regions, addresses exchanged
  *             with MPI_Get_address: put, accumulate and get by address under fence and
  *             lock, the flavor and base attributes, MPI_Win_detach
+ *   pairs     MPI_MINLOC/MPI_MAXLOC accumulates of MPI_DOUBLE_INT from every rank, a
+ *             long double sum and a double complex product (types no atomic applies)
  *   errors    error handlers of windows (user, MPI_ERRORS_RETURN), error classes
  *             (bad rank, out of range, unlock without lock, bad op), MPIX_Win_get_failed
  *             and MPIX_Win_validate, passive target progress while the target computes
@@ -772,6 +774,59 @@ static void dynamic(void)
     OK(MPI_Win_free(&win));
 }
 
+static void pairs(void)
+{
+    group = "pairs";
+    struct di {
+        double v;
+        int i;
+    } *m;
+    MPI_Win win;
+    OK(MPI_Win_allocate(2 * sizeof *m, sizeof *m, MPI_INFO_NULL, MPI_COMM_WORLD, &m, &win));
+    m[0].v = 1e300, m[0].i = -1;
+    m[1].v = -1e300, m[1].i = -1;
+    OK(MPI_Win_fence(0, win));
+    struct di mine = {(double)(rank % 3), rank};
+    for (int t = 0; t < size; t++) {
+        OK(MPI_Accumulate(&mine, 1, MPI_DOUBLE_INT, t, 0, 1, MPI_DOUBLE_INT, MPI_MINLOC, win));
+        OK(MPI_Accumulate(&mine, 1, MPI_DOUBLE_INT, t, 1, 1, MPI_DOUBLE_INT, MPI_MAXLOC, win));
+    }
+    OK(MPI_Win_fence(0, win));
+    int top = size >= 3 ? 2 : size - 1;
+    CHECK(m[0].v == 0.0 && m[0].i == 0, "MINLOC (%g, %d) want (0, 0)", m[0].v, m[0].i);
+    CHECK(m[1].v == (double)top && m[1].i == top, "MAXLOC (%g, %d) want (%d, %d)", m[1].v, m[1].i, top, top);
+    OK(MPI_Win_free(&win));
+
+    long double *ld;
+    OK(MPI_Win_allocate(sizeof *ld, sizeof *ld, MPI_INFO_NULL, MPI_COMM_WORLD, &ld, &win));
+    *ld = 0.0L;
+    OK(MPI_Win_fence(0, win));
+    long double half = 0.5L * (rank + 1), back = -1.0L;
+    for (int t = 0; t < size; t++)
+        OK(MPI_Accumulate(&half, 1, MPI_LONG_DOUBLE, t, 0, 1, MPI_LONG_DOUBLE, MPI_SUM, win));
+    OK(MPI_Win_fence(0, win));
+    OK(MPI_Win_lock(MPI_LOCK_SHARED, right(), 0, win));
+    OK(MPI_Get_accumulate(NULL, 0, MPI_LONG_DOUBLE, &back, 1, MPI_LONG_DOUBLE, right(), 0, 1, MPI_LONG_DOUBLE,
+                          MPI_NO_OP, win));
+    OK(MPI_Win_unlock(right(), win));
+    long double want = 0.25L * size * (size + 1);
+    CHECK(*ld == want && back == want, "long double sum %Lg, read back %Lg, want %Lg", *ld, back, want);
+    OK(MPI_Win_free(&win));
+
+    double *z;
+    OK(MPI_Win_allocate(2 * sizeof(double), 2 * sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD, &z, &win));
+    z[0] = 1.0, z[1] = 0.0;
+    OK(MPI_Win_fence(0, win));
+    double i_unit[2] = {0.0, 1.0}; /* every rank multiplies rank 0's value by i */
+    OK(MPI_Accumulate(i_unit, 1, MPI_C_DOUBLE_COMPLEX, 0, 0, 1, MPI_C_DOUBLE_COMPLEX, MPI_PROD, win));
+    OK(MPI_Win_fence(0, win));
+    if (rank == 0) {
+        static const double re[4] = {1, 0, -1, 0}, im[4] = {0, 1, 0, -1};
+        CHECK(z[0] == re[size % 4] && z[1] == im[size % 4], "i^%d = %g%+gi", size, z[0], z[1]);
+    }
+    OK(MPI_Win_free(&win));
+}
+
 static int handled, handled_class;
 static MPI_Win handled_win;
 static void on_error(MPI_Win *win, int *code, ...)
@@ -874,7 +929,8 @@ int main(int argc, char **argv)
         void (*run)(void);
     } parts[] = {{"create", create},     {"fence", fence},     {"lock", lock},       {"atomics", atomics},
                  {"pscw", pscw},         {"requests", requests}, {"derived", derived}, {"shared", shared},
-                 {"large", large},       {"dynamic", dynamic}, {"errors", errors}};
+                 {"large", large},       {"dynamic", dynamic}, {"pairs", pairs},
+                 {"errors", errors}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (strstr(parts[i].name, only))
             parts[i].run();

@@ -258,7 +258,7 @@ macro_rules! pair {
     }};
 }
 
-fn predefined(op: c_int, b: Basic, acc: &mut [u8], inc: &[u8]) {
+pub(crate) fn predefined(op: c_int, b: Basic, acc: &mut [u8], inc: &[u8]) {
     use Basic::*;
     if op as Handle == MPI_NO_OP {
         return;

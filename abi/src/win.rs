@@ -44,6 +44,7 @@ use crate::raise::{raise_on, raise_with};
 use crate::types::{FnPtr, Handle, MPI_Aint};
 use crate::winobj::{WinObj, WINS};
 
+mod ext;
 mod ops;
 mod shared;
 mod sync;
@@ -159,6 +160,7 @@ unsafe fn create(
     disp_unit: usize,
     win: *mut Handle,
 ) -> Result<*mut u8, c_int> {
+    ext::register();
     let (made, flavor) = match e {
         Exposed::Program(base, size) => {
             // SAFETY: valid until the window is freed (function contract).

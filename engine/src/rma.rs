@@ -153,27 +153,67 @@ pub enum Elem {
     F32,
     /// `double`.
     F64,
+    /// A type and operation the layer above applies ([`register_ext`]): the C
+    /// interface's `long double`, complex products and `MINLOC`/`MAXLOC` pairs. The code
+    /// (below 128) names both; the operation the message carries is ignored.
+    Ext(u8),
+}
+
+/// What the layer above applies for the [`Elem::Ext`] codes it defines: each code's
+/// element size (0: not a code) and `target = target op origin` over whole elements
+/// (`false` if it cannot).
+#[derive(Debug, Clone, Copy)]
+pub struct ExtOps {
+    /// Bytes of one element of a code, 0 for an unknown code.
+    pub size: fn(u8) -> usize,
+    /// Applies a code's operation element by element.
+    pub apply: fn(u8, &mut [u8], &[u8]) -> bool,
+}
+
+static EXT: std::sync::OnceLock<ExtOps> = std::sync::OnceLock::new();
+
+/// Registers the [`Elem::Ext`] codes (once per process; later calls are ignored). Every
+/// process of a job registers the same (they run the same library).
+pub fn register_ext(ops: ExtOps) {
+    let _ = EXT.set(ops);
+}
+
+fn ext_size(c: u8) -> usize {
+    EXT.get().map_or(0, |e| (e.size)(c))
 }
 
 const ELEMS: [Elem; 10] =
     [Elem::I8, Elem::U8, Elem::I16, Elem::U16, Elem::I32, Elem::U32, Elem::I64, Elem::U64, Elem::F32, Elem::F64];
 
 impl Elem {
-    /// Bytes of one element.
-    pub const fn size(self) -> usize {
+    /// Bytes of one element (at least 1: an unregistered extension code counts 1, and
+    /// nothing applies it).
+    pub fn size(self) -> usize {
         match self {
             Elem::I8 | Elem::U8 => 1,
             Elem::I16 | Elem::U16 => 2,
             Elem::I32 | Elem::U32 | Elem::F32 => 4,
             Elem::I64 | Elem::U64 | Elem::F64 => 8,
+            Elem::Ext(c) => ext_size(c).max(1),
         }
     }
 
+    /// Whether the CPU's atomics can apply it (every type but the extensions).
+    pub fn is_native(self) -> bool {
+        !matches!(self, Elem::Ext(_))
+    }
+
     fn code(self) -> u8 {
-        ELEMS.iter().position(|e| *e == self).map_or(0, |i| i as u8)
+        match self {
+            Elem::Ext(c) => 0x80 | (c & 0x7f),
+            e => ELEMS.iter().position(|x| *x == e).map_or(0, |i| i as u8),
+        }
     }
 
     fn from_code(c: u8) -> Option<Elem> {
+        if c & 0x80 != 0 {
+            return (ext_size(c & 0x7f) > 0).then_some(Elem::Ext(c & 0x7f));
+        }
         ELEMS.get(c as usize).copied()
     }
 
@@ -257,6 +297,8 @@ pub(crate) fn combine(op: AccOp, elem: Elem, a: u64, b: u64) -> u64 {
         Elem::U64 => int!(u64, u64),
         Elem::F32 => float!(f32, u32),
         Elem::F64 => float!(f64, u64),
+        // Never combined element-wise: `direct` applies extensions whole, under a lock.
+        Elem::Ext(_) => a,
     }
 }
 
@@ -343,6 +385,17 @@ pub fn accumulate(op: AccOp, elem: Elem, target: &mut [u8], origin: &[u8]) -> Re
         Elem::U64 => int!(u64),
         Elem::F32 => float!(f32),
         Elem::F64 => float!(f64),
+        Elem::Ext(c) => {
+            let applied = op == AccOp::NoOp
+                || (op == AccOp::Replace && {
+                    target.copy_from_slice(origin);
+                    true
+                })
+                || EXT.get().is_some_and(|e| (e.apply)(c, target, origin));
+            if !applied {
+                return Err(AccError::OpType(op, elem));
+            }
+        }
     }
     Ok(())
 }

@@ -206,12 +206,8 @@ fn acc_of(op: Handle, o: &Dtype, t: &Arc<Dtype>, empty: bool) -> Result<(AccOp, 
         MPI_LXOR => AccOp::LogicalXor,
         MPI_REPLACE => AccOp::Replace,
         MPI_NO_OP => AccOp::NoOp,
-        MPI_MINLOC | MPI_MAXLOC => {
-            return Err(refuse(
-                MPI_ERR_OP,
-                "MPI_MINLOC and MPI_MAXLOC are not supported in one-sided accumulates".into(),
-            ))
-        }
+        // Carried as extension elements (`ext.rs`), whose code names the operation.
+        MPI_MINLOC | MPI_MAXLOC => AccOp::Sum,
         _ => {
             return Err(refuse(
                 MPI_ERR_OP,
@@ -236,7 +232,7 @@ fn acc_of(op: Handle, o: &Dtype, t: &Arc<Dtype>, empty: bool) -> Result<(AccOp, 
     };
     // Whether MPI defines the operation on the type (MPI-4.1 6.9.2, as for reductions).
     crate::op::resolve(op, MPI_DATATYPE_NULL, t)?;
-    let complex_ok = matches!(acc, AccOp::Sum | AccOp::Replace | AccOp::NoOp);
+    let complex_ok = matches!(acc, AccOp::Sum | AccOp::Replace | AccOp::NoOp) && op != MPI_MINLOC && op != MPI_MAXLOC;
     let elem = match b {
         Basic::I8 => Elem::I8,
         Basic::U8 | Basic::Bool | Basic::Byte => Elem::U8,
@@ -252,15 +248,19 @@ fn acc_of(op: Handle, o: &Dtype, t: &Arc<Dtype>, empty: bool) -> Result<(AccOp, 
         Basic::CF32 if complex_ok => Elem::F32,
         Basic::CF64 if complex_ok => Elem::F64,
         _ if any_type => Elem::U8,
-        other => {
-            return Err(refuse(
-                MPI_ERR_OP,
-                format!(
-                    "{acc:?} on {other:?} is not supported in one-sided accumulates (8- to 64-bit integers, float, \
-                     double, complex sums, and MPI_REPLACE/MPI_NO_OP on any type)"
-                ),
-            ))
-        }
+        other => match super::ext::elem_of(op, other) {
+            Some(e) => e,
+            None => {
+                return Err(refuse(
+                    MPI_ERR_OP,
+                    format!(
+                        "{op:#x} on {other:?} is not supported in one-sided accumulates (integers, float, double, \
+                         long double, complex sums and products, MINLOC/MAXLOC on the pair types but \
+                         MPI_SHORT_INT, and MPI_REPLACE/MPI_NO_OP on any type)"
+                    ),
+                ))
+            }
+        },
     };
     Ok((acc, elem))
 }

@@ -379,7 +379,8 @@ impl Engine {
             self.st.set_outcome(req, Err(Error::InvalidArg(why)));
             return req;
         }
-        if let Some(d) = self.st.rma_node(ctx).filter(|d| d.reaches(target)) {
+        let direct = |d: &Arc<DirectWin>| d.reaches(target) && (elem.is_native() || d.locks_accumulates());
+        if let Some(d) = self.st.rma_node(ctx).filter(direct) {
             let mut buf = self.rma_take_buf(req);
             let out = d.accumulate(target, disp, op, elem, origin, Some(buf.as_mut_slice()));
             let out = out.unwrap_or(Err(Error::Unsupported("direct get-accumulate")));

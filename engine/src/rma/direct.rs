@@ -2,11 +2,15 @@
 //! process maps — its own window, and the windows of the members on its node, which live
 //! in shared segments (`runthrough_shm::winseg`).
 //!
-//! Every accumulate, wherever it is applied (by an origin on the target's node, or by
-//! the target's engine for a record from another node), goes through [`Region`]'s
-//! element-wise atomics, so accumulates to one location are atomic with respect to each
-//! other whichever path each took (MPI-4.1 §12.7.1's rule: same location, same basic
-//! type). An element that is not naturally aligned in the target's memory (a byte
+//! Accumulates to one location are atomic with respect to each other whichever path
+//! each took (MPI-4.1 §12.7.1's rule: same location, same basic type):
+//! - when every member of the window is on this node, every accumulate takes the
+//!   target's accumulate lock in the segment ([`DirectWin`]) and applies plain loops;
+//! - otherwise every accumulate (by an origin on the target's node, or by the target's
+//!   engine for a record from another node) goes through [`Region`]'s element-wise
+//!   atomics, except the extension types ([`Elem::Ext`]: `long double`, pairs), which
+//!   no atomic applies: those always travel as records, applied by the target's engine
+//!   under its lock. An element that is not naturally aligned in the target's memory (a byte
 //! window whose displacement puts an `int` at an odd address) is read, combined and
 //! written without an atomic: MPI promises atomicity only for a predefined type at an
 //! address its origin could have used, which is aligned.
@@ -109,6 +113,11 @@ impl Region {
             || (op != AccOp::NoOp && data.len() != len);
         if bad {
             return Err(DirectError::Acc(AccError::Length));
+        }
+        if !elem.is_native() {
+            // No atomic applies it: every accumulate of an extension type on this
+            // memory is applied by one engine, under its lock (records; module docs).
+            return self.accumulate_plain(off, op, elem, data, old);
         }
         let p = self.at(off, len).ok_or(DirectError::Outside)?;
         for i in 0..len / n {
@@ -403,6 +412,11 @@ impl DirectWin {
         data: &[u8],
         old: Option<&mut [u8]>,
     ) -> Option<Result<(), Error>> {
+        if self.locks.is_none() && !elem.is_native() {
+            // Extensions travel as records to the target's engine (no atomic applies
+            // them, and no lock is shared with the other nodes' origins).
+            return None;
+        }
         let r = match self.region(rank)? {
             Ok(r) => r,
             Err(e) => return Some(Err(e)),
