@@ -10,22 +10,24 @@
 //!   engine for a record from another node) goes through [`Region`]'s element-wise
 //!   atomics, except the extension types ([`Elem::Ext`]: `long double`, pairs), which
 //!   no atomic applies: those always travel as records, applied by the target's engine
-//!   under its lock. An element that is not naturally aligned in the target's memory (a byte
-//! window whose displacement puts an `int` at an odd address) is read, combined and
-//! written without an atomic: MPI promises atomicity only for a predefined type at an
-//! address its origin could have used, which is aligned.
+//!   under its lock.
+//!
+//! An element that is not naturally aligned in the target's memory (a byte window whose
+//! displacement puts an `int` at an odd address) is read, combined and written without an
+//! atomic: MPI promises atomicity only for a predefined type at an address its origin
+//! could have used, which is aligned.
 //!
 //! Puts and gets are plain copies (`memmove`: an origin buffer may lie in the window
 //! itself). A copy gives no ordering with another process by itself: what makes a put
 //! visible to its target is the synchronization after it — a flush issues a full fence,
-//! and locks, notices and barriers travel through the shared-memory rings, whose
-//! hand-over is a release/acquire pair.
+//! and locks, notices and barriers travel through the shared-memory rings or the lock
+//! words, whose hand-over is a release/acquire pair.
 //!
-//! This module holds the `unsafe` of direct access: a [`Region`] is an address range,
-//! made only by the engine from memory a registered window holds (its own
-//! [`WinMemory`](super::mem::WinMemory), or a peer's mapping kept by the window) and used
-//! only while the engine holds that window, under the engine lock, in the call that
-//! looked it up.
+//! This module holds the `unsafe` of direct access. A [`Region`] is an address range,
+//! made only from memory a registered window holds: its own
+//! [`WinMemory`](super::mem::WinMemory), used by the engine under its lock in the call
+//! that looked it up, or a peer's part of a segment, kept mapped by the [`DirectWin`]
+//! that holds the region (which serializes this process's copies into it).
 #![allow(unsafe_code)]
 
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
