@@ -7,7 +7,7 @@
 //! - when every member of the window is on this node, every accumulate takes the
 //!   target's accumulate lock in the segment ([`DirectWin`]) and applies plain loops;
 //! - otherwise every accumulate (by an origin on the target's node, or by the target's
-//!   engine for a record from another node) goes through [`Region`]'s element-wise
+//!   engine for a record from another node) goes through `Region`'s element-wise
 //!   atomics, except the extension types ([`Elem::Ext`]: `long double`, pairs), which
 //!   no atomic applies: those always travel as records, applied by the target's engine
 //!   under its lock.
@@ -23,7 +23,7 @@
 //! and locks, notices and barriers travel through the shared-memory rings or the lock
 //! words, whose hand-over is a release/acquire pair.
 //!
-//! This module holds the `unsafe` of direct access. A [`Region`] is an address range,
+//! This module holds the `unsafe` of direct access. A `Region` is an address range,
 //! made only from memory a registered window holds: its own
 //! [`WinMemory`](super::mem::WinMemory), used by the engine under its lock in the call
 //! that looked it up, or a peer's part of a segment, kept mapped by the [`DirectWin`]
@@ -134,7 +134,7 @@ impl Region {
         Ok(())
     }
 
-    /// [`Region::accumulate`] with plain loads and stores (the caller holds the
+    /// `Region::accumulate` with plain loads and stores (the caller holds the
     /// member's accumulate lock): a loop per operation and type.
     pub(crate) fn accumulate_plain(
         &self,
@@ -401,7 +401,7 @@ impl DirectWin {
         }))
     }
 
-    /// [`Region::accumulate`] on `rank`'s memory: with per-element atomics, or, when
+    /// `Region::accumulate` on `rank`'s memory: with per-element atomics, or, when
     /// every member is on this node (the lock blocks exist), under `rank`'s accumulate
     /// lock with plain loads and stores (one atomic per call instead of one per element;
     /// every accumulate on the window takes that lock then, the target's own included).
@@ -430,7 +430,7 @@ impl DirectWin {
         Some(out.map_err(DirectError::into_error))
     }
 
-    /// [`Region::compare_and_swap`] on `rank`'s memory.
+    /// `Region::compare_and_swap` on `rank`'s memory.
     pub fn compare_and_swap(
         &self,
         rank: u32,
