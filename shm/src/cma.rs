@@ -1,7 +1,7 @@
 //! Single-copy transfer between processes of one node: cross-memory attach (CMA).
 //!
 //! Parts: [`read`] (pull bytes from a peer's address space with `process_vm_readv(2)`),
-//! [`write`] (push bytes into it with `process_vm_writev(2)`: one-sided puts into a
+//! [`write()`] (push bytes into it with `process_vm_writev(2)`: one-sided puts into a
 //! created window of a process on the node),
 //! [`disabled_by_env`] (the `RT_SHM_CMA=0` switch forcing the pipelined ring fallback).
 //!
