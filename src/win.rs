@@ -405,6 +405,16 @@ impl<T: Pod> Window<T> {
         Ok(Request { inner, comm: &self.comm })
     }
 
+    /// `MPI_Rput`: a put whose request completes when `data` may be reused — at once,
+    /// since a put copies its data out at the call (remote completion is still the
+    /// next flush, unlock, complete or fence).
+    pub fn rput(&self, data: &[T], target: usize, disp: usize) -> Result<Request<'_>, Error> {
+        self.put(data, target, disp)?;
+        let ctx = self.comm.inner.ctx;
+        let inner = runthrough_engine::handle::rma::control_request(self.eng(), |e| e.rma_done(ctx, target as u32));
+        Ok(Request { inner, comm: &self.comm })
+    }
+
     /// Flushes every target this process issued operations to, then waits at a barrier
     /// of the members (`MPI_Win_fence`): every operation of the epoch is complete at its
     /// target when it returns. Errs (after the barrier) if a flush did, and while an
@@ -725,6 +735,32 @@ impl<T: RmaElem> Window<T> {
     ) -> Result<(), Error> {
         let what = Fetch::Acc { op, elem: T::ELEM, origin: bytemuck::cast_slice(data) };
         self.fetch_from(self.target(target, disp, result.len()), what, bytemuck::cast_slice_mut(result))
+    }
+
+    /// `MPI_Raccumulate`: an accumulate whose request completes when `data` may be
+    /// reused (at once, as [`Window::rput`]).
+    pub fn raccumulate(&self, data: &[T], target: usize, disp: usize, op: AccOp) -> Result<Request<'_>, Error> {
+        self.accumulate(data, target, disp, op)?;
+        let ctx = self.comm.inner.ctx;
+        let inner = runthrough_engine::handle::rma::control_request(self.eng(), |e| e.rma_done(ctx, target as u32));
+        Ok(Request { inner, comm: &self.comm })
+    }
+
+    /// `MPI_Rget_accumulate`: [`Window::get_accumulate`] whose request is waited for
+    /// later, within the request scope `s` (which borrows `result` until it ends).
+    pub fn rget_accumulate<'s>(
+        &'s self,
+        s: &'s RequestScope<'s, '_>,
+        data: &[T],
+        result: &'s mut [T],
+        target: usize,
+        disp: usize,
+        op: AccOp,
+    ) -> Result<Request<'s>, Error> {
+        let at = self.comm.check(self.target(target, disp, result.len()))?;
+        let what = Fetch::Acc { op, elem: T::ELEM, origin: bytemuck::cast_slice(data) };
+        let inner = fetch_in(s, self.eng(), at, what, bytemuck::cast_slice_mut(result));
+        Ok(Request { inner, comm: &self.comm })
     }
 
     /// `MPI_Fetch_and_op`: the target's element before `op` with `value`.

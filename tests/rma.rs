@@ -31,7 +31,7 @@ fn check(n: u32, elems: usize, transport: &[&str]) {
     // over tcp none does (records).
     let (direct, copies) = if transport.is_empty() && n > 1 { (n, 2) } else { (0, 0) };
     for r in 0..n {
-        let want = format!("rma_check: rank {r} ok 9 cases, {elems} elements, {direct} direct, {copies} by CMA");
+        let want = format!("rma_check: rank {r} ok 10 cases, {elems} elements, {direct} direct, {copies} by CMA");
         assert!(out.lines().any(|l| l == want), "rank {r}, {n} ranks {transport:?}:\n{out}");
     }
 }

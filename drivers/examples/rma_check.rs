@@ -18,7 +18,8 @@
 //! - rget inside a request scope;
 //! - a window over the program's vector (`win_create`) handed back by `free`;
 //! - a shared window: every member's part contiguous and reachable (`shared_query`);
-//! - a dynamic window: attach, operations by address, a refused address, detach.
+//! - a dynamic window: attach, operations by address, a refused address, detach;
+//! - the request forms `rput`, `raccumulate`, `rget_accumulate`.
 //!
 //! The line each rank prints counts the members whose memory it maps (an allocated
 //! window's node segment) and the puts and gets of the created window copied with CMA:
@@ -316,6 +317,31 @@ fn dynamic_window(world: &Comm) -> R<()> {
     w.free().1.map_err(e("free"))
 }
 
+/// The request forms: `rput`, `raccumulate` (complete at once) and `rget_accumulate`
+/// (waited for in a scope), their values checked.
+fn request_forms(world: &Comm) -> R<()> {
+    let (me, n) = (world.rank(), world.size());
+    let w: Window<u64> = world.win_allocate(2).map_err(e("win_allocate"))?;
+    let next = (me + 1) % n;
+    w.fence().map_err(e("fence"))?;
+    w.rput(&[100 + me as u64], next, 0).map_err(e("rput"))?.wait().map_err(e("rput wait"))?;
+    for t in 0..n {
+        w.raccumulate(&[me as u64 + 1], t, 1, AccOp::Sum).map_err(e("raccumulate"))?.wait().map_err(e("wait"))?;
+    }
+    w.fence().map_err(e("fence"))?;
+    let mut got = [0u64; 2];
+    runthrough::scope(|s| -> Result<(), Error> {
+        w.rget_accumulate(s, &[0, 0], &mut got, next, 0, AccOp::NoOp)?.wait().map(drop)
+    })
+    .map_err(e("rget_accumulate"))?;
+    let sum = (n * (n + 1) / 2) as u64;
+    if got != [100 + me as u64, sum] {
+        return Err(format!("request forms: {got:?} want [{}, {sum}]", 100 + me));
+    }
+    w.fence().map_err(e("fence"))?;
+    w.free().1.map_err(e("free"))
+}
+
 fn run(world: &Comm, k: usize) -> R<(usize, usize, u64)> {
     let n = world.size();
     let w: Window<u64> = world.win_allocate(n * k).map_err(e("win_allocate"))?;
@@ -332,7 +358,8 @@ fn run(world: &Comm, k: usize) -> R<(usize, usize, u64)> {
     let copies = created_and_rget(world, k)?;
     shared_window(world)?;
     dynamic_window(world)?;
-    Ok((cases + 5, direct, copies))
+    request_forms(world)?;
+    Ok((cases + 6, direct, copies))
 }
 
 fn main() -> Result<(), Error> {

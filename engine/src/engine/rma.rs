@@ -479,6 +479,19 @@ impl Engine {
         self.rma_control(ctx, target, |win, token| RmaMsg::Flush { win, token }, |_, _, _| Some(Ok(())))
     }
 
+    /// A request already complete on `target` (the request form of an operation that
+    /// completed at its call: `MPI_Rput`, `MPI_Raccumulate`); errs as the operation
+    /// would on an unknown window, a bad rank or a failed target.
+    pub fn rma_done(&mut self, ctx: ContextId, target: u32) -> ReqId {
+        match self.rma_start(ctx, target, RawBufMut::empty()) {
+            Ok((req, _)) => {
+                self.st.set_outcome(req, Ok(Status { source: target as usize, tag: 0, len: 0 }));
+                req
+            }
+            Err(id) => id,
+        }
+    }
+
     /// Starts acquiring `target`'s window lock (shared or exclusive): completes when
     /// granted, or with `RankFailStop` if the target fails first.
     pub fn rma_lock(&mut self, ctx: ContextId, target: u32, exclusive: bool) -> ReqId {
