@@ -156,6 +156,19 @@ static void create(void)
     CHECK(qbase == buf && qsize == (MPI_Aint)sizeof buf && qunit == (int)sizeof(int),
           "shared_query(self) %p %ld %d", qbase, (long)qsize, qunit);
 
+    /* Zero-count operations on a created window complete (mpi4py's test_rma does them
+       under a lock): get-accumulate with a real operation, get, accumulate. */
+    for (int t = 0; t < size; t++) {
+        int o = 0, r = -1;
+        OK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t, 0, win));
+        OK(MPI_Get_accumulate(&o, 0, MPI_INT, &r, 0, MPI_INT, t, 0, 0, MPI_INT, MPI_SUM, win));
+        OK(MPI_Win_flush(t, win));
+        OK(MPI_Get(&r, 0, MPI_INT, t, 0, 0, MPI_INT, win));
+        OK(MPI_Accumulate(&o, 0, MPI_INT, t, 0, 0, MPI_INT, MPI_SUM, win));
+        OK(MPI_Win_unlock(t, win));
+        CHECK(r == -1, "a zero-count get wrote %d", r);
+    }
+
     OK(MPI_Win_free(&win));
     CHECK(win == MPI_WIN_NULL, "freed window handle not MPI_WIN_NULL");
     CHECK(deleted == 12, "attribute deleted at MPI_Win_free: %d", deleted);

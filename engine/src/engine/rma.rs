@@ -379,6 +379,11 @@ impl Engine {
             self.st.set_outcome(req, Err(Error::InvalidArg(why)));
             return req;
         }
+        if len == 0 {
+            // Nothing to read or combine: complete (no record would answer it).
+            self.st.set_outcome(req, Ok(Status { source: target as usize, tag: 0, len: 0 }));
+            return req;
+        }
         let direct = |d: &Arc<DirectWin>| d.reaches(target) && (elem.is_native() || d.locks_accumulates());
         if let Some(d) = self.st.rma_node(ctx).filter(direct) {
             let mut buf = self.rma_take_buf(req);
