@@ -30,67 +30,49 @@ pub fn disabled_by_env() -> bool {
 ///
 /// On error `local` may have been partly written.
 pub fn read(pid: i32, remote_addr: u64, local: &mut [u8]) -> Result<(), Error> {
-    if pid <= 0 {
-        return Err(Error::InvalidArgument("CMA pid must be positive"));
-    }
-    if remote_addr.checked_add(local.len() as u64).is_none() {
-        return Err(Error::BadAddress);
-    }
-    let mut done = 0usize;
-    while done < local.len() {
-        let want = (local.len() - done).min(CHUNK);
-        let liov = libc::iovec {
-            // SAFETY: `done < local.len()`, so the pointer stays inside `local`.
-            iov_base: unsafe { local.as_mut_ptr().add(done) }.cast(),
-            iov_len: want,
-        };
-        let riov = libc::iovec { iov_base: (remote_addr + done as u64) as usize as *mut libc::c_void, iov_len: want };
-        // SAFETY: `liov` describes `want` writable bytes of `local`, exclusively borrowed
-        // for the call; the remote iovec is only interpreted by the kernel in the other
-        // address space (bad remote addresses yield EFAULT, not memory unsafety here).
-        let n = unsafe { libc::process_vm_readv(pid, &liov, 1, &riov, 1, 0) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EPERM) => Error::CmaDenied,
-                Some(libc::ESRCH) => Error::PeerGone { pid },
-                Some(libc::EFAULT) => Error::BadAddress,
-                _ => Error::Io { op: "process_vm_readv", source: e },
-            });
-        }
-        if n == 0 {
-            // Nothing readable at the current remote address.
-            return Err(Error::BadAddress);
-        }
-        done += n as usize;
-    }
-    Ok(())
+    let base = local.as_mut_ptr();
+    // SAFETY: `liov` describes bytes of `local` (`copy` keeps them inside it), exclusively
+    // borrowed for the call; the remote iovec is only interpreted by the kernel in the
+    // other address space (bad remote addresses yield EFAULT, not memory unsafety here).
+    copy(pid, remote_addr, local.len(), "process_vm_readv", base, |l, r| unsafe {
+        libc::process_vm_readv(pid, l, 1, r, 1, 0)
+    })
 }
 
 /// Copies `local` to address `remote_addr` of process `pid` (`process_vm_writev`).
 ///
 /// On error a prefix of `local` may have been written.
 pub fn write(pid: i32, remote_addr: u64, local: &[u8]) -> Result<(), Error> {
+    // SAFETY: as in `read`; the kernel only reads through `liov` here.
+    copy(pid, remote_addr, local.len(), "process_vm_writev", local.as_ptr().cast_mut(), |l, r| unsafe {
+        libc::process_vm_writev(pid, l, 1, r, 1, 0)
+    })
+}
+
+/// The loop of [`read`] and [`write`]: `len` bytes at `local` against `remote_addr` of
+/// `pid`, in chunks of at most [`CHUNK`], each by `call(local iovec, remote iovec)`
+/// (the kernel may move fewer bytes than asked; `EINTR` is retried).
+fn copy(
+    pid: i32,
+    remote_addr: u64,
+    len: usize,
+    op: &'static str,
+    local: *mut u8,
+    mut call: impl FnMut(&libc::iovec, &libc::iovec) -> isize,
+) -> Result<(), Error> {
     if pid <= 0 {
         return Err(Error::InvalidArgument("CMA pid must be positive"));
     }
-    if remote_addr.checked_add(local.len() as u64).is_none() {
+    if remote_addr.checked_add(len as u64).is_none() {
         return Err(Error::BadAddress);
     }
     let mut done = 0usize;
-    while done < local.len() {
-        let want = (local.len() - done).min(CHUNK);
-        let liov = libc::iovec {
-            // SAFETY: `done < local.len()`, so the pointer stays inside `local`; the kernel
-            // only reads through it.
-            iov_base: unsafe { local.as_ptr().add(done) }.cast_mut().cast(),
-            iov_len: want,
-        };
+    while done < len {
+        let want = (len - done).min(CHUNK);
+        // `wrapping_add` stays inside the caller's buffer: `done < len`.
+        let liov = libc::iovec { iov_base: local.wrapping_add(done).cast(), iov_len: want };
         let riov = libc::iovec { iov_base: (remote_addr + done as u64) as usize as *mut libc::c_void, iov_len: want };
-        // SAFETY: `liov` describes `want` readable bytes of `local`, borrowed for the call;
-        // the remote iovec is only interpreted by the kernel in the other address space.
-        let n = unsafe { libc::process_vm_writev(pid, &liov, 1, &riov, 1, 0) };
+        let n = call(&liov, &riov);
         if n < 0 {
             let e = io::Error::last_os_error();
             return Err(match e.raw_os_error() {
@@ -98,10 +80,11 @@ pub fn write(pid: i32, remote_addr: u64, local: &[u8]) -> Result<(), Error> {
                 Some(libc::EPERM) => Error::CmaDenied,
                 Some(libc::ESRCH) => Error::PeerGone { pid },
                 Some(libc::EFAULT) => Error::BadAddress,
-                _ => Error::Io { op: "process_vm_writev", source: e },
+                _ => Error::Io { op, source: e },
             });
         }
         if n == 0 {
+            // Nothing movable at the current remote address.
             return Err(Error::BadAddress);
         }
         done += n as usize;
