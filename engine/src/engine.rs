@@ -22,6 +22,7 @@ use std::sync::Arc;
 use runthrough_ft::Msg;
 
 use crate::comms::Comms;
+use crate::failed_set::FailedSet;
 use crate::note::Note;
 use crate::request::Slab;
 use crate::transport::{AnyTransport, Caps, Event, Transport};
@@ -247,32 +248,6 @@ pub struct Pulse {
     /// The engine has something only the lock holder can hand over: suspects for the
     /// witness, an exclusion, futures to wake ([`Engine::refresh_pulse`]).
     attention: AtomicBool,
-}
-
-/// The peers known failed, readable without the engine lock (one bit per world rank,
-/// set once, never cleared): what a one-sided operation on a same-node window checks
-/// before it stores into a peer's memory ([`crate::rma::direct::DirectWin`]).
-#[derive(Debug)]
-pub struct FailedSet {
-    bits: Box<[AtomicU64]>,
-}
-
-impl FailedSet {
-    pub(crate) fn new(size: u32) -> FailedSet {
-        FailedSet { bits: (0..(size as usize).div_ceil(64)).map(|_| AtomicU64::new(0)).collect() }
-    }
-
-    pub(crate) fn insert(&self, peer: Rank) {
-        if let Some(w) = self.bits.get(peer.0 as usize / 64) {
-            w.fetch_or(1 << (peer.0 % 64), Ordering::Release);
-        }
-    }
-
-    /// Whether `peer` is known failed.
-    #[inline]
-    pub fn contains(&self, peer: Rank) -> bool {
-        self.bits.get(peer.0 as usize / 64).is_some_and(|w| w.load(Ordering::Acquire) & (1 << (peer.0 % 64)) != 0)
-    }
 }
 
 impl Pulse {

@@ -28,6 +28,7 @@ mod coll_state;
 mod comms;
 pub mod engine;
 pub mod error;
+pub mod failed_set;
 pub mod handle;
 pub mod icoll;
 pub mod lock;
@@ -40,8 +41,9 @@ pub mod transport;
 pub mod types;
 pub mod wire;
 
-pub use engine::{Config, Detached, Ended, Engine, FailedSet, Over, Pulse, Scheduled, SendCombine, Stats};
+pub use engine::{Config, Detached, Ended, Engine, Over, Pulse, Scheduled, SendCombine, Stats};
 pub use error::{Class, Error, Scope};
+pub use failed_set::FailedSet;
 pub use handle::{
     irecv, irecv_unscoped, isend, isend_unscoped, isend_unscoped_seq, issend_unscoped, recv, scope, send, sendrecv,
     wait_all, wait_all_in, wait_any, OwnedRequest, Request, RequestScope, Waiter,

@@ -36,8 +36,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use runthrough_shm::winseg::WinMap;
 
-use crate::engine::FailedSet;
 use crate::error::Error;
+use crate::failed_set::FailedSet;
 use crate::types::Rank;
 
 use super::{bits_of, bits_to, check_acc, combine, AccError, AccOp, Elem};
