@@ -123,9 +123,12 @@ impl Win {
 
     /// This process's memory holding `[disp, disp + len)` of the window, and the offset
     /// there: `mem` at `disp`, or for a dynamic window the attached memory holding the
-    /// address `disp`.
+    /// address `disp`; `None` when the range is not all inside it.
     fn local(&self, disp: u64, len: usize) -> Option<(Region, u64)> {
-        let Some(list) = &self.attached else { return Some((self.mem.region(), disp)) };
+        let Some(list) = &self.attached else {
+            let inside = disp.checked_add(len as u64).is_some_and(|end| end <= self.mem.len() as u64);
+            return inside.then(|| (self.mem.region(), disp));
+        };
         list.iter().find_map(|m| {
             let off = disp.checked_sub(m.base() as u64)?;
             (off.checked_add(len as u64)? <= m.len() as u64).then(|| (m.region(), off))
