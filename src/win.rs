@@ -434,13 +434,15 @@ impl<T: Pod> Window<T> {
     }
 
     fn flush_one(&self, target: usize) -> Result<(), Error> {
-        if let Some(r) = self.direct(target as u32).and_then(|d| d.flush(target as u32)) {
-            return r;
+        // A member reached directly may still have records of this process's to wait for
+        // (an accumulate of an extension element when the window spans nodes).
+        let records = self.epochs().touched.get_mut(target).is_some_and(std::mem::take);
+        if !records {
+            if let Some(r) = self.direct(target as u32).and_then(|d| d.flush(target as u32)) {
+                return r;
+            }
         }
         let ctx = self.comm.inner.ctx;
-        if let Some(t) = self.epochs().touched.get_mut(target) {
-            *t = false;
-        }
         control(self.eng(), |e| e.rma_flush(ctx, target as u32)).map(drop)
     }
 
@@ -485,6 +487,21 @@ impl<T: Pod> Window<T> {
             None => control(self.eng(), |e| e.rma_lock(ctx, target as u32, kind == LockKind::Exclusive)).map(drop),
         });
         self.comm.check(r)
+    }
+
+    /// The direct access of a window whose members are all on this node (its locks are
+    /// words in the segment), shared: what a caller keeps for its own fast path (the C
+    /// interface's puts, gets, atomics and flushes). Every operation on such a window is
+    /// applied at its call, so a flush of any member is a memory fence; the mapping lives
+    /// as long as the caller keeps this.
+    pub fn node_access(&self) -> Option<std::sync::Arc<runthrough_engine::rma::direct::DirectWin>> {
+        self.seg.as_ref().map(|s| s.direct.clone()).filter(|d| d.has_locks())
+    }
+
+    /// Applies the window's error mode to `e`, an error of an operation done through
+    /// [`Window::node_access`] (as this window's own operations do).
+    pub fn check_error(&self, e: Error) -> Error {
+        self.comm.check_error(e)
     }
 
     /// The direct access of a window whose members are all on this node: its locks are

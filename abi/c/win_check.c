@@ -787,6 +787,43 @@ static void dynamic(void)
     OK(MPI_Win_free(&win));
 }
 
+/* A window freed and another created in its place (the handle may be reused): every
+ * operation reaches the new window's memory, whatever an implementation remembered of the
+ * old one (runthrough's fast path remembers the last window a thread used). */
+static void reuse(void)
+{
+    group = "reuse";
+    for (int round = 0; round < 4; round++) {
+        MPI_Win win;
+        long *mem, own[4] = {0};
+        if (round % 2 == 0) {
+            OK(MPI_Win_allocate(4 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+            for (int i = 0; i < 4; i++)
+                mem[i] = 0;
+        } else {
+            mem = own;
+            OK(MPI_Win_create(own, sizeof own, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+        }
+        OK(MPI_Barrier(MPI_COMM_WORLD));
+        long v = 1000 * round + rank, one = 1, got = -1, old = -1;
+        OK(MPI_Win_lock_all(0, win));
+        OK(MPI_Put(&v, 1, MPI_LONG, right(), 0, 1, MPI_LONG, win));
+        OK(MPI_Fetch_and_op(&one, &old, MPI_LONG, right(), 1, MPI_SUM, win));
+        OK(MPI_Win_flush(right(), win));
+        OK(MPI_Get(&got, 1, MPI_LONG, right(), 0, 1, MPI_LONG, win));
+        OK(MPI_Win_flush(right(), win));
+        OK(MPI_Win_unlock_all(win));
+        OK(MPI_Barrier(MPI_COMM_WORLD));
+        CHECK(got == v, "round %d read back %ld want %ld", round, got, v);
+        CHECK(old == 0, "round %d fetch-and-op found %ld, not a fresh window's 0", round, old);
+        OK(MPI_Win_lock(MPI_LOCK_SHARED, rank, 0, win));
+        CHECK(mem[0] == 1000 * round + left(), "round %d mem[0] %ld want %d", round, mem[0], 1000 * round + left());
+        CHECK(mem[1] == 1, "round %d mem[1] %ld want 1", round, mem[1]);
+        OK(MPI_Win_unlock(rank, win));
+        OK(MPI_Win_free(&win));
+    }
+}
+
 static void pairs(void)
 {
     group = "pairs";
@@ -942,7 +979,7 @@ int main(int argc, char **argv)
         void (*run)(void);
     } parts[] = {{"create", create},     {"fence", fence},     {"lock", lock},       {"atomics", atomics},
                  {"pscw", pscw},         {"requests", requests}, {"derived", derived}, {"shared", shared},
-                 {"large", large},       {"dynamic", dynamic}, {"pairs", pairs},
+                 {"large", large},       {"dynamic", dynamic}, {"pairs", pairs},     {"reuse", reuse},
                  {"errors", errors}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (strstr(parts[i].name, only))

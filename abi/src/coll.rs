@@ -787,8 +787,8 @@ unsafe fn alltoallw_args(
         let (r, s) = unsafe { (*rtypes.add(i), if in_place { *rtypes.add(i) } else { *stypes.add(i) }) };
         match (crate::dtype::lookup(r), crate::dtype::lookup(s)) {
             (Some(r), Some(s)) => {
-                rt.push(r);
-                st.push(s);
+                rt.push(r.into_arc());
+                st.push(s.into_arc());
             }
             _ => return Err(MPI_ERR_TYPE),
         }

@@ -23,6 +23,7 @@ use crate::raise::raise_on;
 use crate::types::{Handle, MPI_Count, MPI_Status};
 
 mod build;
+mod dtref;
 mod external;
 mod large;
 mod layout;
@@ -33,6 +34,7 @@ pub(crate) use external::*;
 pub(crate) use large::*;
 
 use build::Acc;
+pub(crate) use dtref::DtRef;
 pub(crate) use layout::Layout;
 pub(crate) use predef::{contiguous_predefined_size, init_predefined, Basic, PairKind};
 
@@ -117,11 +119,12 @@ impl Dtype {
 pub(crate) static TYPES: Table<Dtype> = Table::new(Kind::Datatype);
 
 /// The datatype of handle `h`.
-pub(crate) fn lookup(h: Handle) -> Option<Arc<Dtype>> {
+#[inline]
+pub(crate) fn lookup(h: Handle) -> Option<DtRef> {
     if (0x200..0x300).contains(&h) {
-        return predef::predefined(h);
+        return predef::predefined(h).map(DtRef::Static);
     }
-    TYPES.get(h)
+    TYPES.get(h).map(DtRef::Shared)
 }
 
 macro_rules! dtype {
@@ -172,7 +175,7 @@ unsafe fn new_type(mut d: Dtype, combiner: c_int, env: Env, types: Vec<Handle>, 
     d.ints = env.ints;
     d.aints = env.aints;
     d.large = env.large;
-    d.type_objs = types.iter().filter_map(|&h| lookup(h)).collect();
+    d.type_objs = types.iter().filter_map(|&h| lookup(h).map(DtRef::into_arc)).collect();
     d.types = types;
     // SAFETY: output argument.
     unsafe { *out = TYPES.insert(Arc::new(d)) };

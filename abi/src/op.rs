@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::consts::*;
 use crate::count::small_count;
-use crate::dtype::{Basic, Dtype, PairKind};
+use crate::dtype::{Basic, DtRef, Dtype, PairKind};
 use crate::handles::{Kind, Table};
 use crate::raise::raise_on;
 use crate::types::{FnPtr, Handle, MPI_Count};
@@ -70,20 +70,15 @@ pub(crate) fn user_op(op: Handle) -> Option<Arc<UserOp>> {
 }
 
 /// Checks that `op` applies to `t` and returns how to combine packed data.
-pub(crate) fn resolve(op: Handle, dt: Handle, t: &Arc<Dtype>) -> Result<Combine, c_int> {
+pub(crate) fn resolve(op: Handle, dt: Handle, t: &DtRef) -> Result<Combine, c_int> {
     resolve_held(None, op, dt, t)
 }
 
 /// [`resolve`], with `held`, the user operation taken for `op` when the collective
 /// started, used first.
-pub(crate) fn resolve_held(
-    held: Option<Arc<UserOp>>,
-    op: Handle,
-    dt: Handle,
-    t: &Arc<Dtype>,
-) -> Result<Combine, c_int> {
+pub(crate) fn resolve_held(held: Option<Arc<UserOp>>, op: Handle, dt: Handle, t: &DtRef) -> Result<Combine, c_int> {
     if let Some(u) = held.or_else(|| OPS.get(op)) {
-        return Ok(Combine::User(u, dt, t.clone()));
+        return Ok(Combine::User(u, dt, t.clone().into_arc()));
     }
     let code = match op {
         MPI_SUM | MPI_MIN | MPI_MAX | MPI_PROD | MPI_BAND | MPI_BOR | MPI_BXOR | MPI_LAND | MPI_LOR | MPI_LXOR
@@ -95,6 +90,11 @@ pub(crate) fn resolve_held(
         return Err(MPI_ERR_OP);
     }
     Ok(Combine::Predefined(code, b))
+}
+
+/// Whether predefined operation `op` applies to elements of `b` (MPI-4.1 6.9.2).
+pub(crate) fn applies(op: Handle, b: Basic) -> bool {
+    allowed(op as c_int, b)
 }
 
 fn allowed(op: c_int, b: Basic) -> bool {

@@ -14,7 +14,7 @@ use runthrough::{Source, TagSel};
 use crate::comm::comm;
 use crate::commobj::CommObj;
 use crate::consts::*;
-use crate::dtype::Dtype;
+use crate::dtype::{DtRef, Dtype};
 use crate::raise::raise_on;
 use crate::req::{Active, Unpack};
 use crate::types::{Handle, MPI_Status, SendPtr};
@@ -124,7 +124,7 @@ pub(crate) unsafe fn start_recv(
     c: &Arc<CommObj>,
     buf: *mut c_void,
     count: usize,
-    t: &Arc<Dtype>,
+    t: &DtRef,
     src: c_int,
     tag: c_int,
 ) -> Result<Active, c_int> {
@@ -145,7 +145,7 @@ pub(crate) unsafe fn start_recv(
             (unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), n) }, None)
         }
     } else {
-        let mut u = Unpack { tmp: vec![0u8; n], buf: SendPtr(buf), count, t: t.clone() };
+        let mut u = Unpack { tmp: vec![0u8; n], buf: SendPtr(buf), count, t: t.clone().into_arc() };
         // SAFETY: the Vec's heap block stays put inside the request, which drops the
         // engine request first.
         let s = unsafe { std::slice::from_raw_parts_mut(u.tmp.as_mut_ptr(), n) };

@@ -45,9 +45,11 @@ use crate::types::{FnPtr, Handle, MPI_Aint};
 use crate::winobj::{WinObj, WINS};
 
 mod ext;
+mod fast;
 mod ops;
 mod shared;
 mod sync;
+pub(crate) use fast::FastWin;
 pub(crate) use ops::*;
 pub(crate) use sync::*;
 
@@ -193,6 +195,7 @@ unsafe fn create(
         .collect();
     shared[rank] = (base as usize, size, disp_unit as MPI_Aint);
     let obj = WinObj {
+        fast: fast::FastWin::of(&w),
         win: RwLock::new(Some(w)),
         world,
         errhandler: Mutex::new(MPI_ERRORS_ARE_FATAL),
@@ -440,6 +443,7 @@ pub(crate) unsafe fn MPI_Win_free(win: *mut Handle) -> c_int {
     if rc != MPI_SUCCESS {
         return raise_on(h, rc);
     }
+    fast::forget();
     let Some(window) = w.win.write().take() else { return raise_on(MPI_COMM_WORLD, MPI_ERR_WIN) };
     let (_bytes, r) = window.free();
     WINS.remove(h);

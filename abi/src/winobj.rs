@@ -20,6 +20,8 @@ pub(crate) struct WinObj {
     /// The window; `None` once `MPI_Win_free` took it (under the write lock, which waits
     /// for the calls running on it).
     pub(crate) win: RwLock<Option<Window<u8>>>,
+    /// Its fast path (`win/fast.rs`), when every member shares this node.
+    pub(crate) fast: Option<Arc<crate::win::FastWin>>,
     /// World ranks of the members, by window rank.
     pub(crate) world: Vec<u32>,
     pub(crate) errhandler: Mutex<Handle>,

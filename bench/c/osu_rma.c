@@ -173,7 +173,7 @@ int main(int argc, char **argv)
         if (rank == 0) {
             double v = bw ? (double)sz * ops * n / t / 1e6 * (strcmp(test, "put_bibw") == 0 ? 2 : 1)
                           : t * 1e6 / n;
-            printf("osu_rma %s %s %ld %.2f\n", test, sname, sz, v);
+            printf("osu_rma %s %s %ld %.3f\n", test, sname, sz, v);
             fflush(stdout);
         }
         if (atomic)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{code, Args};
 use crate::commobj::CommObj;
 use crate::consts::*;
-use crate::dtype::Dtype;
+use crate::dtype::{DtRef, Dtype};
 use crate::types::Handle;
 
 /// The datatypes and the user operation of a collective, taken when it starts: a
@@ -24,7 +24,8 @@ pub(crate) struct Held {
 impl Held {
     /// What `a` names now.
     pub(super) fn of(a: &Args) -> Held {
-        let types = [a.stype, a.rtype].into_iter().filter_map(|h| crate::dtype::lookup(h).map(|t| (h, t))).collect();
+        let types =
+            [a.stype, a.rtype].into_iter().filter_map(|h| crate::dtype::lookup(h).map(|t| (h, t.into_arc()))).collect();
         Held { types, op: crate::op::user_op(a.op).map(|u| (a.op, u)) }
     }
 
@@ -32,7 +33,7 @@ impl Held {
     pub(super) fn ty(&self, h: Handle) -> Result<Arc<Dtype>, c_int> {
         match self.types.iter().find(|(x, _)| *x == h) {
             Some((_, t)) => Ok(t.clone()),
-            None => crate::dtype::lookup(h).ok_or(MPI_ERR_TYPE),
+            None => crate::dtype::lookup(h).map(DtRef::into_arc).ok_or(MPI_ERR_TYPE),
         }
     }
 
@@ -50,7 +51,7 @@ impl Held {
     /// How to combine with operation `op` over `t` (datatype handle `dt`).
     pub(super) fn combine(&self, op: Handle, dt: Handle, t: &Arc<Dtype>) -> Result<crate::op::Combine, c_int> {
         let held = self.op.as_ref().filter(|(h, _)| *h == op).map(|(_, u)| u.clone());
-        crate::op::resolve_held(held, op, dt, t)
+        crate::op::resolve_held(held, op, dt, &DtRef::Shared(t.clone()))
     }
 }
 

@@ -243,6 +243,6 @@ pub(crate) fn init_predefined() {
 
 /// The predefined datatype of handle `h` (`0x200..0x300`).
 #[inline]
-pub(crate) fn predefined(h: Handle) -> Option<Arc<Dtype>> {
-    predefined_table().get(h.wrapping_sub(0x200))?.clone()
+pub(crate) fn predefined(h: Handle) -> Option<&'static Arc<Dtype>> {
+    predefined_table().get(h.wrapping_sub(0x200))?.as_ref()
 }

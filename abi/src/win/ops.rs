@@ -35,13 +35,13 @@ use runthrough_engine::Engine;
 
 use super::{fail, on_win, on_win_quick, refuse, target_rank};
 use crate::consts::*;
-use crate::dtype::{Basic, Dtype};
+use crate::dtype::{Basic, DtRef, Dtype};
 use crate::req::{Active, Outcome, Unpack};
 use crate::types::{Handle, MPI_Aint, MPI_Count, MPI_Status, SendPtr};
 
 /// The datatype `h` of a buffer of `count` elements (`MPI_DATATYPE_NULL` allowed for an
 /// empty one).
-fn dtype_of(h: Handle, count: MPI_Count) -> Result<Arc<Dtype>, c_int> {
+fn dtype_of(h: Handle, count: MPI_Count) -> Result<DtRef, c_int> {
     if count < 0 {
         return Err(MPI_ERR_COUNT);
     }
@@ -53,7 +53,7 @@ fn dtype_of(h: Handle, count: MPI_Count) -> Result<Arc<Dtype>, c_int> {
 struct Buf {
     addr: *mut u8,
     count: usize,
-    t: Arc<Dtype>,
+    t: DtRef,
 }
 
 impl Buf {
@@ -192,7 +192,7 @@ fn same_size(what: &str, origin: usize, target: usize) -> Result<(), c_int> {
 /// The engine's operation and element for MPI operation `op` on target datatype `t`,
 /// whose origin datatype is `o` (not looked at for `MPI_NO_OP`). An operation on no data
 /// (`empty`) needs a predefined operation only, as MPICH accepts.
-fn acc_of(op: Handle, o: &Dtype, t: &Arc<Dtype>, empty: bool) -> Result<(AccOp, Elem), c_int> {
+pub(super) fn acc_of(op: Handle, o: &Dtype, t: &Dtype, empty: bool) -> Result<(AccOp, Elem), c_int> {
     let acc = match op {
         MPI_SUM => AccOp::Sum,
         MPI_PROD => AccOp::Prod,
@@ -231,7 +231,9 @@ fn acc_of(op: Handle, o: &Dtype, t: &Arc<Dtype>, empty: bool) -> Result<(AccOp, 
         return Err(refuse(MPI_ERR_TYPE, "an accumulate's target type is made of more than one basic type".into()));
     };
     // Whether MPI defines the operation on the type (MPI-4.1 6.9.2, as for reductions).
-    crate::op::resolve(op, MPI_DATATYPE_NULL, t)?;
+    if !crate::op::applies(op, b) {
+        return Err(MPI_ERR_OP);
+    }
     let complex_ok = matches!(acc, AccOp::Sum | AccOp::Replace | AccOp::NoOp) && op != MPI_MINLOC && op != MPI_MAXLOC;
     let elem = match b {
         Basic::I8 => Elem::I8,
@@ -302,7 +304,7 @@ impl Fetches {
                 tmp: vec![0u8; res.bytes()],
                 buf: SendPtr(res.addr.cast()),
                 count: res.count,
-                t: res.t.clone(),
+                t: res.t.clone().into_arc(),
             };
             (u.tmp.as_mut_ptr(), Some(u))
         };
@@ -411,6 +413,10 @@ unsafe fn put_acc(
     op: Option<Handle>,
     win: Handle,
 ) -> c_int {
+    // SAFETY: forwarded program arguments.
+    if let Some(rc) = unsafe { super::fast::put_acc(origin, oc, odt, rank, disp, tc, tdt, op, win) } {
+        return rc;
+    }
     on_win_quick(win, |_, w| {
         let Some(rank) = target_rank(w, rank)? else { return Ok(()) };
         let o = Buf::new(origin, oc, odt)?;
@@ -617,19 +623,19 @@ pub(crate) unsafe fn MPI_Raccumulate_c(
 // Get and get-accumulate: complete when the result is in
 
 /// The arguments of a get-like operation.
-struct GetArgs {
-    origin: *const c_void,
-    oc: MPI_Count,
-    odt: Handle,
-    result: *mut c_void,
-    rc: MPI_Count,
-    rdt: Handle,
-    rank: c_int,
-    disp: MPI_Aint,
-    tc: MPI_Count,
-    tdt: Handle,
+pub(super) struct GetArgs {
+    pub(super) origin: *const c_void,
+    pub(super) oc: MPI_Count,
+    pub(super) odt: Handle,
+    pub(super) result: *mut c_void,
+    pub(super) rc: MPI_Count,
+    pub(super) rdt: Handle,
+    pub(super) rank: c_int,
+    pub(super) disp: MPI_Aint,
+    pub(super) tc: MPI_Count,
+    pub(super) tdt: Handle,
     /// `None`: a get (no origin data).
-    op: Option<Handle>,
+    pub(super) op: Option<Handle>,
 }
 
 /// Starts a get-like operation; `None` for `MPI_PROC_NULL`.
@@ -717,6 +723,10 @@ unsafe fn get_contiguous(w: &Window<u8>, a: &GetArgs) -> Result<Option<Result<()
 /// # Safety
 /// As [`start_get`].
 unsafe fn get_blocking(a: GetArgs, win: Handle) -> c_int {
+    // SAFETY: forwarded program arguments.
+    if let Some(rc) = unsafe { super::fast::get(&a, win) } {
+        return rc;
+    }
     on_win_quick(win, |_, w| {
         // SAFETY: forwarded (function contract); complete when it returns.
         if let Some(done) = unsafe { get_contiguous(w, &a)? } {
@@ -960,7 +970,7 @@ pub(crate) unsafe fn MPI_Rget_accumulate_c(
 // Atomics on one element
 
 /// The predefined datatype `h` of an atomic's element, which must be one.
-fn element_type(h: Handle) -> Result<Arc<Dtype>, c_int> {
+fn element_type(h: Handle) -> Result<DtRef, c_int> {
     let t = crate::dtype::lookup(h).ok_or(MPI_ERR_TYPE)?;
     if !t.predefined {
         return Err(refuse(MPI_ERR_TYPE, "an atomic operation takes a predefined datatype".into()));
@@ -997,6 +1007,27 @@ pub(crate) unsafe fn MPI_Fetch_and_op(
     unsafe { get_blocking(a, win) }
 }
 
+/// The element of a compare-and-swap of `t`: integer, logical and byte elements only
+/// (MPI-4.1 12.3.6).
+pub(super) fn cas_elem(t: &Dtype) -> Result<Elem, c_int> {
+    Ok(match t.basic {
+        Some(Basic::I8) => Elem::I8,
+        Some(Basic::U8 | Basic::Bool | Basic::Byte) => Elem::U8,
+        Some(Basic::I16) => Elem::I16,
+        Some(Basic::U16) => Elem::U16,
+        Some(Basic::I32) => Elem::I32,
+        Some(Basic::U32) => Elem::U32,
+        Some(Basic::I64) => Elem::I64,
+        Some(Basic::U64) => Elem::U64,
+        other => {
+            return Err(refuse(
+                MPI_ERR_TYPE,
+                format!("compare-and-swap of {other:?}: integer, logical and byte elements only"),
+            ))
+        }
+    })
+}
+
 /// Compare-and-swap applies to integer, logical and byte elements (MPI-4.1 12.3.6).
 pub(crate) unsafe fn MPI_Compare_and_swap(
     origin_addr: *const c_void,
@@ -1007,25 +1038,16 @@ pub(crate) unsafe fn MPI_Compare_and_swap(
     target_disp: MPI_Aint,
     win: Handle,
 ) -> c_int {
+    // SAFETY: forwarded program arguments.
+    if let Some(rc) =
+        unsafe { super::fast::cas(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) }
+    {
+        return rc;
+    }
     on_win_quick(win, |_, w| {
         let t = element_type(datatype)?;
         let Some(rank) = super::target_rank(w, target_rank)? else { return Ok(()) };
-        let elem = match t.basic {
-            Some(Basic::I8) => Elem::I8,
-            Some(Basic::U8 | Basic::Bool | Basic::Byte) => Elem::U8,
-            Some(Basic::I16) => Elem::I16,
-            Some(Basic::U16) => Elem::U16,
-            Some(Basic::I32) => Elem::I32,
-            Some(Basic::U32) => Elem::U32,
-            Some(Basic::I64) => Elem::I64,
-            Some(Basic::U64) => Elem::U64,
-            other => {
-                return Err(refuse(
-                    MPI_ERR_TYPE,
-                    format!("compare-and-swap of {other:?}: integer, logical and byte elements only"),
-                ))
-            }
-        };
+        let elem = cas_elem(&t)?;
         let r = target_runs(w, rank, target_disp, 1, &t)?;
         let n = elem.size();
         // SAFETY: one element at each of the program's buffers (MPI contract), used during

@@ -82,6 +82,9 @@ pub(crate) unsafe fn MPI_Win_unlock_all(win: Handle) -> c_int {
 }
 
 pub(crate) unsafe fn MPI_Win_flush(rank: c_int, win: Handle) -> c_int {
+    if let Some(rc) = super::fast::flush(rank, win) {
+        return rc;
+    }
     on_win_quick(win, |_, w| match target_rank(w, rank)? {
         Some(r) => w.flush(r).map_err(fail),
         None => Ok(()),

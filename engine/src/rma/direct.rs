@@ -33,7 +33,6 @@
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use runthrough_shm::winseg::WinMap;
 
 use crate::error::Error;
@@ -167,6 +166,11 @@ impl Region {
         // SAFETY: `len` bytes inside the region, which the caller's accumulate lock
         // keeps from every other accumulate; no Rust reference to them lives meanwhile.
         let target = unsafe { std::slice::from_raw_parts_mut(p, len) };
+        if elem.is_native() && len == elem.size() {
+            // One element (a fetch-and-op): no loop to set up.
+            bits_to(combine(op, elem, bits_of(target), bits_of(data)), target);
+            return Ok(());
+        }
         super::accumulate(op, elem, target, data).map_err(DirectError::Acc)
     }
 
@@ -212,7 +216,7 @@ pub struct DirectWin {
     /// World rank of each window rank.
     world: Arc<[Rank]>,
     failed: Arc<FailedSet>,
-    copying: Mutex<()>,
+    copying: CopyLock,
     _map: Arc<WinMap>,
 }
 
@@ -221,6 +225,39 @@ pub struct DirectWin {
 unsafe impl Sync for DirectWin {}
 // SAFETY: as for Sync.
 unsafe impl Send for DirectWin {}
+
+/// Serializes this process's copies into one window's memory: one atomic swap to take,
+/// a release store to give back (a copy is short; a waiter spins, then yields).
+#[derive(Debug, Default)]
+struct CopyLock(std::sync::atomic::AtomicBool);
+
+/// A held [`CopyLock`].
+struct CopyGuard<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl CopyLock {
+    #[inline]
+    fn hold(&self) -> CopyGuard<'_> {
+        let mut spins = 0u32;
+        while self.0.swap(true, Ordering::Acquire) {
+            while self.0.load(Ordering::Relaxed) {
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        CopyGuard(&self.0)
+    }
+}
+
+impl Drop for CopyGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
 
 /// Bytes of one member's lock block: a word naming the exclusive holder of its
 /// passive-target lock (window rank + 1, or 0), a word naming the holder of its
@@ -276,7 +313,7 @@ impl DirectWin {
                 }
             })
             .collect::<Option<Vec<_>>>()?;
-        Some(DirectWin { regions, me, locks, world, failed, copying: Mutex::new(()), _map: map })
+        Some(DirectWin { regions, me, locks, world, failed, copying: CopyLock::default(), _map: map })
     }
 
     /// Whether passive-target locks are taken here ([`DirectWin::try_lock`]).
@@ -386,17 +423,19 @@ impl DirectWin {
     }
 
     /// Puts `data` at byte `disp` of `rank`'s memory: complete there at return.
+    #[inline]
     pub fn put(&self, rank: u32, disp: u64, data: &[u8]) -> Option<Result<(), Error>> {
         Some(self.region(rank)?.and_then(|r| {
-            let _one = self.copying.lock();
+            let _one = self.copying.hold();
             r.write(disp, data).then_some(()).ok_or(Error::InvalidArg("put outside the target's window"))
         }))
     }
 
     /// Reads `out.len()` bytes at byte `disp` of `rank`'s memory.
+    #[inline]
     pub fn get(&self, rank: u32, disp: u64, out: &mut [u8]) -> Option<Result<(), Error>> {
         Some(self.region(rank)?.and_then(|r| {
-            let _one = self.copying.lock();
+            let _one = self.copying.hold();
             r.read(disp, out).then_some(()).ok_or(Error::InvalidArg("get outside the target's window"))
         }))
     }
@@ -462,7 +501,7 @@ impl DirectWin {
     /// applied: what a dead writer leaves). Waits by spinning, then yielding: a holder
     /// that is merely descheduled gets the processor back.
     pub(crate) fn acc_locked<R>(&self, rank: u32, f: impl FnOnce() -> R) -> R {
-        let _one = self.copying.lock();
+        let _one = self.copying.hold();
         let Some(w) = self.lock_words(rank) else { return f() };
         let word = &w[1];
         let mine = u64::from(self.me) + 1;
@@ -494,6 +533,7 @@ impl DirectWin {
     /// Completes every operation on `rank` (they were applied at their call): a full
     /// fence, so that what this process does next is ordered after them; errs if
     /// `rank` is known failed.
+    #[inline]
     pub fn flush(&self, rank: u32) -> Option<Result<(), Error>> {
         Some(self.region(rank)?.map(|_| std::sync::atomic::fence(Ordering::SeqCst)))
     }
