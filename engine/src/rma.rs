@@ -337,10 +337,18 @@ pub fn accumulate(op: AccOp, elem: Elem, target: &mut [u8], origin: &[u8]) -> Re
         ($t:ty, $f:expr) => {{
             const N: usize = std::mem::size_of::<$t>();
             let f = $f;
-            for (t, o) in target.chunks_exact_mut(N).zip(origin.chunks_exact(N)) {
-                let a = <$t>::from_ne_bytes(t.try_into().unwrap_or([0; N]));
-                let b = <$t>::from_ne_bytes(o.try_into().unwrap_or([0; N]));
-                t.copy_from_slice(&f(a, b).to_ne_bytes());
+            let aligned = |p: *const u8| p.align_offset(std::mem::align_of::<$t>()) == 0;
+            if aligned(target.as_ptr()) && aligned(origin.as_ptr()) {
+                // Both aligned (the usual case): a loop over typed slices, vectorized.
+                let t: &mut [$t] = bytemuck::cast_slice_mut(target);
+                let o: &[$t] = bytemuck::cast_slice(origin);
+                t.iter_mut().zip(o).for_each(|(a, &b)| *a = f(*a, b));
+            } else {
+                for (t, o) in target.chunks_exact_mut(N).zip(origin.chunks_exact(N)) {
+                    let a = <$t>::from_ne_bytes(t.try_into().unwrap_or([0; N]));
+                    let b = <$t>::from_ne_bytes(o.try_into().unwrap_or([0; N]));
+                    t.copy_from_slice(&f(a, b).to_ne_bytes());
+                }
             }
         }};
     }
