@@ -195,7 +195,7 @@ mod tests {
     }
 
     fn int() -> std::sync::Arc<Dtype> {
-        lookup(MPI_INT).unwrap()
+        lookup(MPI_INT).unwrap().into_arc()
     }
 
     #[test]

@@ -597,8 +597,7 @@ fn check(t: &Ty, op: Handle, n: usize, ra: &[u8], rb: &[u8], mis: (usize, usize)
         );
     }
 
-    let c = resolve(op, t.h, &crate::dtype::DtRef::Shared(dt.clone()))
-        .map_err(|e| TestCaseError::fail(format!("refused with {e}")))?;
+    let c = resolve(op, t.h, &dt).map_err(|e| TestCaseError::fail(format!("refused with {e}")))?;
     let (pa, pb) = (pack(t, &a, n), pack(t, &b, n));
     prop_assert_eq!(c.elem(), t.fields.iter().map(|f| f.1.size()).sum::<usize>(), "packed element size");
     let mut acc = vec![0u8; pa.len() + 16];
