@@ -148,6 +148,8 @@ pub(crate) struct CommInner {
     /// The node's collective area and this communicator's slot in it, when it has
     /// shared-memory collectives (kept here so they start without the engine lock).
     pub(crate) shm: Option<(Arc<runthrough_engine::coll::ShmColl>, usize)>,
+    /// Its topology (`topo.rs`), set once when a topology constructor made it.
+    pub(crate) topo: std::sync::OnceLock<Arc<crate::topo::Topology>>,
 }
 
 impl Drop for CommInner {
@@ -197,6 +199,7 @@ impl Comm {
                 mode: Mutex::new(mode),
                 agreements: std::sync::atomic::AtomicU32::new(0),
                 shm,
+                topo: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -650,7 +653,11 @@ impl Comm {
         if !recognized.is_empty() {
             c.inner.shared.engine.lock().validate_commit(c.inner.ctx, &recognized);
         }
-        c
+        // A duplicate keeps the topology (MPI-4.1 7.4.2).
+        match self.inner.topo.get() {
+            Some(t) => c.with_topology(t.clone()),
+            None => c,
+        }
     }
 
     /// Enters one fault-tolerant agreement over the live members; returns its instance.

@@ -100,6 +100,8 @@ pub mod request;
 pub mod runtime;
 pub mod sched;
 mod shared;
+pub mod topo;
+mod topo_create;
 pub mod win;
 mod witness;
 
@@ -115,4 +117,5 @@ pub use runthrough_engine::{Class, Error, Scope, Status, TAG_UB};
 pub use runthrough_engine::{Plan, SendCombine};
 pub use runtime::{init, init_with, FatalScope, Runtime};
 pub use sched::{AgreeTicket, Decided, DupRequest, OwnedColl, Reserved};
+pub use topo::{dims_create, Cart, DistGraph, Graph, Topology};
 pub use win::{LockKind, RmaElem, Window};

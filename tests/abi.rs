@@ -430,6 +430,36 @@ fn one_sided_windows_pass_over_tcp() {
     }
 }
 
+/// `abi/c/topo_check.c`: process topologies through the ABI — `MPI_Dims_create`, Cartesian
+/// grids periodic and not with reorder on and off (every rank's coordinates, shifts with
+/// `MPI_PROC_NULL` at edges, a grid smaller than the world), `MPI_Cart_sub` into rows,
+/// columns and no dimension, a graph, distributed graphs adjacent and general (weights,
+/// messages along the edges), `MPI_Topo_test`, dup keeping the topology, error classes —
+/// at 1, 2 and 6 ranks on shared memory and 2 and 5 over libfabric's tcp provider. The
+/// same binary passes on MPICH 5.0.2's `libmpi_abi.so.1`.
+#[test]
+fn topologies_pass_on_shared_memory_and_tcp() {
+    let prog = abi_program("abi/c/topo_check.c");
+    let runs: [(u32, &[&str]); 5] = [
+        (1, &[]),
+        (2, &[]),
+        (6, &[]),
+        (2, &["--transport", "fabric", "--provider", "tcp"]),
+        (5, &["--transport", "fabric", "--provider", "tcp"]),
+    ];
+    for (n, extra) in runs {
+        let ns = n.to_string();
+        let mut args = vec!["-n", &ns];
+        args.extend_from_slice(extra);
+        args.push(prog.to_str().unwrap());
+        let out = ok(&run_abi(&args, Duration::from_secs(120)));
+        for r in 0..n {
+            assert!(out.contains(&format!("topo_check: rank {r} ok (")), "n={n} {extra:?} rank {r}:\n{out}");
+        }
+        assert!(!out.contains("FAILED"), "{out}");
+    }
+}
+
 /// `abi/c/win_kill.c`: a window member SIGKILLs itself; every survivor's lock, put, flush
 /// and get on it fail with `MPIX_ERR_PROC_FAILED` through the window's handler, it is in
 /// `MPIX_Win_get_failed`, the fence fails until `MPIX_Win_validate` recognizes it, then

@@ -737,74 +737,74 @@ pub unsafe extern "C" fn PMPI_Cancel(request: *mut Handle) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_coords(comm: Handle, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Cart_coords", comm)
+    crate::guard::call("MPI_Cart_coords", || unsafe { crate::imp::MPI_Cart_coords(comm, rank, maxdims, coords) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_coords(comm: Handle, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Cart_coords", comm)
+    crate::guard::call("MPI_Cart_coords", || unsafe { crate::imp::MPI_Cart_coords(comm, rank, maxdims, coords) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_create(comm_old: Handle, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Cart_create", comm_old)
+    crate::guard::call("MPI_Cart_create", || unsafe { crate::imp::MPI_Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_create(comm_old: Handle, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Cart_create", comm_old)
+    crate::guard::call("MPI_Cart_create", || unsafe { crate::imp::MPI_Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_get(comm: Handle, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Cart_get", comm)
+    crate::guard::call("MPI_Cart_get", || unsafe { crate::imp::MPI_Cart_get(comm, maxdims, dims, periods, coords) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_get(comm: Handle, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Cart_get", comm)
+    crate::guard::call("MPI_Cart_get", || unsafe { crate::imp::MPI_Cart_get(comm, maxdims, dims, periods, coords) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_map(comm: Handle, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Cart_map", comm)
+    crate::guard::call("MPI_Cart_map", || unsafe { crate::imp::MPI_Cart_map(comm, ndims, dims, periods, newrank) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_map(comm: Handle, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Cart_map", comm)
+    crate::guard::call("MPI_Cart_map", || unsafe { crate::imp::MPI_Cart_map(comm, ndims, dims, periods, newrank) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_rank(comm: Handle, coords: *const c_int, rank: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Cart_rank", comm)
+    crate::guard::call("MPI_Cart_rank", || unsafe { crate::imp::MPI_Cart_rank(comm, coords, rank) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_rank(comm: Handle, coords: *const c_int, rank: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Cart_rank", comm)
+    crate::guard::call("MPI_Cart_rank", || unsafe { crate::imp::MPI_Cart_rank(comm, coords, rank) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_shift(comm: Handle, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Cart_shift", comm)
+    crate::guard::call("MPI_Cart_shift", || unsafe { crate::imp::MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_shift(comm: Handle, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Cart_shift", comm)
+    crate::guard::call("MPI_Cart_shift", || unsafe { crate::imp::MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_sub(comm: Handle, remain_dims: *const c_int, newcomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Cart_sub", comm)
+    crate::guard::call("MPI_Cart_sub", || unsafe { crate::imp::MPI_Cart_sub(comm, remain_dims, newcomm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_sub(comm: Handle, remain_dims: *const c_int, newcomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Cart_sub", comm)
+    crate::guard::call("MPI_Cart_sub", || unsafe { crate::imp::MPI_Cart_sub(comm, remain_dims, newcomm) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cartdim_get(comm: Handle, ndims: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Cartdim_get", comm)
+    crate::guard::call("MPI_Cartdim_get", || unsafe { crate::imp::MPI_Cartdim_get(comm, ndims) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cartdim_get(comm: Handle, ndims: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Cartdim_get", comm)
+    crate::guard::call("MPI_Cartdim_get", || unsafe { crate::imp::MPI_Cartdim_get(comm, ndims) })
 }
 
 #[no_mangle]
@@ -1241,38 +1241,38 @@ pub unsafe extern "C" fn PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mu
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dist_graph_create(comm_old: Handle, n: c_int, sources: *const c_int, degrees: *const c_int, destinations: *const c_int, weights: *const c_int, info: Handle, reorder: c_int, comm_dist_graph: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Dist_graph_create", comm_old)
+    crate::guard::call("MPI_Dist_graph_create", || unsafe { crate::imp::MPI_Dist_graph_create(comm_old, n, sources, degrees, destinations, weights, info, reorder, comm_dist_graph) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dist_graph_create(comm_old: Handle, n: c_int, sources: *const c_int, degrees: *const c_int, destinations: *const c_int, weights: *const c_int, info: Handle, reorder: c_int, comm_dist_graph: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Dist_graph_create", comm_old)
+    crate::guard::call("MPI_Dist_graph_create", || unsafe { crate::imp::MPI_Dist_graph_create(comm_old, n, sources, degrees, destinations, weights, info, reorder, comm_dist_graph) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dist_graph_create_adjacent(comm_old: Handle, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: Handle, reorder: c_int, comm_dist_graph: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Dist_graph_create_adjacent", comm_old)
+    crate::guard::call("MPI_Dist_graph_create_adjacent", || unsafe { crate::imp::MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dist_graph_create_adjacent(comm_old: Handle, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: Handle, reorder: c_int, comm_dist_graph: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Dist_graph_create_adjacent", comm_old)
+    crate::guard::call("MPI_Dist_graph_create_adjacent", || unsafe { crate::imp::MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dist_graph_neighbors(comm: Handle, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Dist_graph_neighbors", comm)
+    crate::guard::call("MPI_Dist_graph_neighbors", || unsafe { crate::imp::MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dist_graph_neighbors(comm: Handle, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Dist_graph_neighbors", comm)
+    crate::guard::call("MPI_Dist_graph_neighbors", || unsafe { crate::imp::MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dist_graph_neighbors_count(comm: Handle, indegree: *mut c_int, outdegree: *mut c_int, weighted: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Dist_graph_neighbors_count", comm)
+    crate::guard::call("MPI_Dist_graph_neighbors_count", || unsafe { crate::imp::MPI_Dist_graph_neighbors_count(comm, indegree, outdegree, weighted) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dist_graph_neighbors_count(comm: Handle, indegree: *mut c_int, outdegree: *mut c_int, weighted: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Dist_graph_neighbors_count", comm)
+    crate::guard::call("MPI_Dist_graph_neighbors_count", || unsafe { crate::imp::MPI_Dist_graph_neighbors_count(comm, indegree, outdegree, weighted) })
 }
 
 #[no_mangle]
@@ -2402,56 +2402,56 @@ pub unsafe extern "C" fn PMPI_Get_version(version: *mut c_int, subversion: *mut 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_create(comm_old: Handle, nnodes: c_int, indx: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Graph_create", comm_old)
+    crate::guard::call("MPI_Graph_create", || unsafe { crate::imp::MPI_Graph_create(comm_old, nnodes, indx, edges, reorder, comm_graph) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_create(comm_old: Handle, nnodes: c_int, indx: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Graph_create", comm_old)
+    crate::guard::call("MPI_Graph_create", || unsafe { crate::imp::MPI_Graph_create(comm_old, nnodes, indx, edges, reorder, comm_graph) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_get(comm: Handle, maxindex: c_int, maxedges: c_int, indx: *mut c_int, edges: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Graph_get", comm)
+    crate::guard::call("MPI_Graph_get", || unsafe { crate::imp::MPI_Graph_get(comm, maxindex, maxedges, indx, edges) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_get(comm: Handle, maxindex: c_int, maxedges: c_int, indx: *mut c_int, edges: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Graph_get", comm)
+    crate::guard::call("MPI_Graph_get", || unsafe { crate::imp::MPI_Graph_get(comm, maxindex, maxedges, indx, edges) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_map(comm: Handle, nnodes: c_int, indx: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Graph_map", comm)
+    crate::guard::call("MPI_Graph_map", || unsafe { crate::imp::MPI_Graph_map(comm, nnodes, indx, edges, newrank) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_map(comm: Handle, nnodes: c_int, indx: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Graph_map", comm)
+    crate::guard::call("MPI_Graph_map", || unsafe { crate::imp::MPI_Graph_map(comm, nnodes, indx, edges, newrank) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_neighbors(comm: Handle, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Graph_neighbors", comm)
+    crate::guard::call("MPI_Graph_neighbors", || unsafe { crate::imp::MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_neighbors(comm: Handle, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Graph_neighbors", comm)
+    crate::guard::call("MPI_Graph_neighbors", || unsafe { crate::imp::MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_neighbors_count(comm: Handle, rank: c_int, nneighbors: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Graph_neighbors_count", comm)
+    crate::guard::call("MPI_Graph_neighbors_count", || unsafe { crate::imp::MPI_Graph_neighbors_count(comm, rank, nneighbors) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_neighbors_count(comm: Handle, rank: c_int, nneighbors: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Graph_neighbors_count", comm)
+    crate::guard::call("MPI_Graph_neighbors_count", || unsafe { crate::imp::MPI_Graph_neighbors_count(comm, rank, nneighbors) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graphdims_get(comm: Handle, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Graphdims_get", comm)
+    crate::guard::call("MPI_Graphdims_get", || unsafe { crate::imp::MPI_Graphdims_get(comm, nnodes, nedges) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graphdims_get(comm: Handle, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Graphdims_get", comm)
+    crate::guard::call("MPI_Graphdims_get", || unsafe { crate::imp::MPI_Graphdims_get(comm, nnodes, nedges) })
 }
 
 #[no_mangle]

@@ -49,7 +49,6 @@ mod fast;
 mod ops;
 mod shared;
 mod sync;
-pub(crate) use fast::FastWin;
 pub(crate) use ops::*;
 pub(crate) use sync::*;
 
@@ -195,7 +194,7 @@ unsafe fn create(
         .collect();
     shared[rank] = (base as usize, size, disp_unit as MPI_Aint);
     let obj = WinObj {
-        fast: fast::FastWin::of(&w),
+        fast: crate::winobj::FastWin::of(&w),
         win: RwLock::new(Some(w)),
         world,
         errhandler: Mutex::new(MPI_ERRORS_ARE_FATAL),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use runthrough::Window;
+use runthrough_engine::rma::direct::DirectWin;
 
 use crate::commobj::CommObj;
 use crate::handles::{Kind, Table};
@@ -21,7 +22,7 @@ pub(crate) struct WinObj {
     /// for the calls running on it).
     pub(crate) win: RwLock<Option<Window<u8>>>,
     /// Its fast path (`win/fast.rs`), when every member shares this node.
-    pub(crate) fast: Option<Arc<crate::win::FastWin>>,
+    pub(crate) fast: Option<Arc<FastWin>>,
     /// World ranks of the members, by window rank.
     pub(crate) world: Vec<u32>,
     pub(crate) errhandler: Mutex<Handle>,
@@ -55,4 +56,30 @@ pub(crate) static WINS: Table<WinObj> = Table::new(Kind::Win);
 /// Whether a window still has error handler `h`.
 pub(crate) fn uses_errhandler(h: Handle) -> bool {
     WINS.all().iter().any(|(_, w)| *w.errhandler.lock() == h)
+}
+
+/// A window's fast path (`win/fast.rs`): its node access and every member's extent.
+pub(crate) struct FastWin {
+    pub(crate) direct: Arc<DirectWin>,
+    /// Bytes and displacement unit of each member, by window rank.
+    extents: Box<[(usize, usize)]>,
+}
+
+impl FastWin {
+    /// The fast path of `w`, if its members all share this node.
+    pub(crate) fn of(w: &runthrough::Window<u8>) -> Option<Arc<FastWin>> {
+        let direct = w.node_access()?;
+        let extents = (0..w.size()).map(|r| w.extent_of(r).unwrap_or((0, 1))).collect();
+        Some(Arc::new(FastWin { direct, extents }))
+    }
+
+    /// The byte offset of `len` bytes at displacement `disp` of `rank`'s window, if
+    /// they lie inside it.
+    #[inline]
+    pub(crate) fn offset(&self, rank: c_int, disp: MPI_Aint, len: usize) -> Option<(u32, u64)> {
+        let rank = u32::try_from(rank).ok()?;
+        let &(bytes, unit) = self.extents.get(rank as usize)?;
+        let off = usize::try_from(disp).ok()?.checked_mul(unit)?;
+        (off.checked_add(len)? <= bytes).then_some((rank, off as u64))
+    }
 }

@@ -23,40 +23,12 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use runthrough_engine::rma::direct::DirectWin;
-
 use super::ops::{acc_of, cas_elem, GetArgs};
 use super::{fail, on_win_quick};
 use crate::consts::*;
 use crate::dtype::{DtRef, Dtype};
 use crate::types::{Handle, MPI_Aint, MPI_Count};
-use crate::winobj::WINS;
-
-/// A window's fast path: its node access and every member's extent.
-pub(crate) struct FastWin {
-    direct: Arc<DirectWin>,
-    /// Bytes and displacement unit of each member, by window rank.
-    extents: Box<[(usize, usize)]>,
-}
-
-impl FastWin {
-    /// The fast path of `w`, if its members all share this node.
-    pub(crate) fn of(w: &runthrough::Window<u8>) -> Option<Arc<FastWin>> {
-        let direct = w.node_access()?;
-        let extents = (0..w.size()).map(|r| w.extent_of(r).unwrap_or((0, 1))).collect();
-        Some(Arc::new(FastWin { direct, extents }))
-    }
-
-    /// The byte offset of `len` bytes at displacement `disp` of `rank`'s window, if
-    /// they lie inside it.
-    #[inline]
-    fn offset(&self, rank: c_int, disp: MPI_Aint, len: usize) -> Option<(u32, u64)> {
-        let rank = u32::try_from(rank).ok()?;
-        let &(bytes, unit) = self.extents.get(rank as usize)?;
-        let off = usize::try_from(disp).ok()?.checked_mul(unit)?;
-        (off.checked_add(len)? <= bytes).then_some((rank, off as u64))
-    }
-}
+use crate::winobj::{FastWin, WINS};
 
 /// Window frees so far: a remembered lookup from an older generation is stale.
 static FREES: AtomicU64 = AtomicU64::new(0);

@@ -1,0 +1,207 @@
+//! Process topologies through the Rust API, with and without a dead process (R38), for
+//! tests/topo.rs.
+//!
+//! `rtrun -n N topo_fault MODE` (N even, ≥ 4); every survivor prints
+//! `topo_fault: ok rank R MODE` or `topo_fault: rank R MODE FAILED: why`:
+//! - `plain`: nobody dies. A Cartesian grid 2 × N/2 (periodic in dimension 0), its rows and
+//!   columns (`cart_sub`), a ring graph, distributed graphs adjacent and general: every
+//!   query checked against MPI's definitions, a message along every shift and edge;
+//! - `recognized`: the last rank dies first and the survivors recognize it (`validate`);
+//!   then every constructor still takes all N processes: the dead one is in the new
+//!   communicators as a recognized failure (cart, graph: it "contributes the same
+//!   values"; its row of `cart_sub` holds it), their barriers succeed among the
+//!   survivors, and in `dist_graph_create` it contributes no edge (its successor has no
+//!   source);
+//! - `unrecognized`: the last rank dies and is not recognized: `cart_create` and
+//!   `graph_create` err with `RankFailStop` at every survivor (uniform: nobody gets a
+//!   communicator), and succeed once `validate` recognized it.
+
+use std::time::{Duration, Instant};
+
+use runthrough::{Comm, DistGraph, Error, ErrorMode, Topology};
+
+type R<T> = Result<T, String>;
+
+fn e(what: &'static str) -> impl Fn(Error) -> String {
+    move |err| format!("{what}: {err}")
+}
+
+fn die() -> ! {
+    let _ = std::process::Command::new("kill").arg("-9").arg(std::process::id().to_string()).status();
+    std::thread::sleep(Duration::from_secs(10));
+    unreachable!("SIGKILL did not arrive");
+}
+
+fn ensure(cond: bool, why: impl FnOnce() -> String) -> R<()> {
+    if cond {
+        Ok(())
+    } else {
+        Err(why())
+    }
+}
+
+/// Waits (bounded) until this process knows world rank `rank` failed.
+fn until_failed(world: &Comm, rank: usize) -> R<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !world.group_failed().world_ranks().contains(&rank) {
+        ensure(Instant::now() < deadline, || format!("rank {rank}'s failure never became known"))?;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+/// The grid 2 × n/2, periodic in dimension 0, over `world`; checks its queries.
+fn grid(world: &Comm, dead: Option<usize>) -> R<Comm> {
+    let n = world.size();
+    let cart = world.cart_create(&[2, n / 2], &[true, false], true).map_err(e("cart_create"))?;
+    let cart = cart.ok_or("cart_create gave no communicator")?;
+    ensure(cart.size() == n && cart.rank() == world.rank(), || "cart keeps every rank in place".into())?;
+    let Some(Topology::Cart(c)) = cart.topology() else { return Err("no Cartesian topology".into()) };
+    let me = cart.rank();
+    let k = c.coords(me).map_err(e("coords"))?;
+    ensure(k == [me / (n / 2), me % (n / 2)], || format!("coords {k:?}"))?;
+    let (up, down) = c.shift(me, 0, 1).map_err(e("shift"))?;
+    let other = (me + n / 2) % n;
+    ensure(up == Some(other) && down == Some(other), || format!("periodic shift {up:?} {down:?}"))?;
+    let (left, right) = c.shift(me, 1, 1).map_err(e("shift"))?;
+    let col = me % (n / 2);
+    ensure(left == (col > 0).then(|| me - 1), || format!("left {left:?}"))?;
+    ensure(right == (col + 1 < n / 2).then(|| me + 1), || format!("right {right:?}"))?;
+    if let Some(d) = dead {
+        let failed = cart.group_failed().world_ranks();
+        ensure(failed == [d], || format!("the new grid's recognized failures {failed:?}, want [{d}]"))?;
+    }
+    cart.barrier().map_err(e("barrier on the grid"))?;
+    // The duplicate keeps the topology.
+    let dup = cart.dup().map_err(e("dup"))?;
+    ensure(dup.topology() == cart.topology(), || "dup lost the topology".into())?;
+    Ok(cart)
+}
+
+fn rows_and_columns(cart: &Comm, dead: Option<usize>) -> R<()> {
+    let n = cart.size();
+    let me = cart.rank();
+    let row = cart.cart_sub(&[false, true]).map_err(e("cart_sub row"))?;
+    let col = cart.cart_sub(&[true, false]).map_err(e("cart_sub column"))?;
+    ensure(row.size() == n / 2 && row.rank() == me % (n / 2), || format!("row {} {}", row.size(), row.rank()))?;
+    ensure(col.size() == 2 && col.rank() == me / (n / 2), || format!("column {} {}", col.size(), col.rank()))?;
+    let Some(Topology::Cart(rc)) = row.topology() else { return Err("row without a grid".into()) };
+    ensure(rc.dims() == [n / 2] && rc.periods() == [false], || format!("row grid {rc:?}"))?;
+    let members = row.group().world_ranks();
+    let want: Vec<usize> = (0..n / 2).map(|j| me / (n / 2) * (n / 2) + j).collect();
+    ensure(members == want, || format!("row members {members:?}, want {want:?}"))?;
+    if let Some(d) = dead.filter(|d| want.contains(d)) {
+        let failed = row.group_failed().world_ranks();
+        ensure(failed == [d], || format!("row's recognized failures {failed:?}"))?;
+    }
+    row.barrier().map_err(e("barrier on a row"))?;
+    col.barrier().map_err(e("barrier on a column"))?;
+    Ok(())
+}
+
+fn graphs(world: &Comm, dead: Option<usize>) -> R<()> {
+    let (n, me) = (world.size(), world.rank());
+    // A ring: node i's neighbours are i-1 and i+1.
+    let mut index = Vec::new();
+    let mut edges = Vec::new();
+    for i in 0..n {
+        edges.extend([(i + n - 1) % n, (i + 1) % n]);
+        index.push(edges.len());
+    }
+    let g = world.graph_create(&index, &edges, false).map_err(e("graph_create"))?.ok_or("graph gave none")?;
+    let Some(Topology::Graph(t)) = g.topology() else { return Err("no graph topology".into()) };
+    let nb = t.neighbors(me).map_err(e("neighbors"))?;
+    ensure(nb == [(me + n - 1) % n, (me + 1) % n], || format!("ring neighbours {nb:?}"))?;
+    g.barrier().map_err(e("barrier on the graph"))?;
+    // Adjacent: from the left, to the right.
+    let adj = DistGraph {
+        sources: vec![(me + n - 1) % n],
+        source_weights: None,
+        destinations: vec![(me + 1) % n],
+        destination_weights: None,
+    };
+    let a = world.dist_graph_create_adjacent(adj.clone(), false).map_err(e("dist_graph_create_adjacent"))?;
+    ensure(a.topology() == Some(&Topology::DistGraph(adj)), || "adjacent graph".into())?;
+    // General: every live member gives its edge to the right, weight 100 + itself.
+    let mine = [(me, (me + 1) % n, 100 + me as i32)];
+    let d = world.dist_graph_create(&mine, true, false).map_err(e("dist_graph_create"))?;
+    let Some(Topology::DistGraph(t)) = d.topology() else { return Err("no distributed graph".into()) };
+    let left = (me + n - 1) % n;
+    let (want_src, want_w) = if dead == Some(left) { (vec![], vec![]) } else { (vec![left], vec![100 + left as i32]) };
+    ensure(t.sources == want_src && t.source_weights.as_deref() == Some(&want_w[..]), || format!("sources {t:?}"))?;
+    ensure(t.destinations == [(me + 1) % n], || format!("destinations {t:?}"))?;
+    // A message along each live edge: to the right, from the left.
+    let right = (me + 1) % n;
+    if dead != Some(right) {
+        d.send(&[me as u64], right, 9).map_err(e("send along the edge"))?;
+    }
+    if dead != Some(left) {
+        let mut got = [0u64];
+        d.recv(&mut got, left, 9).map_err(e("recv along the edge"))?;
+        ensure(got[0] == left as u64, || format!("got {} from the left", got[0]))?;
+    }
+    Ok(())
+}
+
+fn run(world: &Comm, mode: &str) -> R<()> {
+    let n = world.size();
+    ensure(n >= 4 && n.is_multiple_of(2), || "an even number of ranks, at least 4".into())?;
+    let victim = n - 1;
+    match mode {
+        "plain" => {
+            let cart = grid(world, None)?;
+            rows_and_columns(&cart, None)?;
+            graphs(world, None)
+        }
+        "recognized" => {
+            // The victim dies first thing (a barrier before it could fail at a member
+            // whose last message from it was lost with it).
+            if world.rank() == victim {
+                die();
+            }
+            until_failed(world, victim)?;
+            let failed = world.validate().map_err(e("validate"))?.world_ranks();
+            ensure(failed == [victim], || format!("validate {failed:?}"))?;
+            let cart = grid(world, Some(victim))?;
+            rows_and_columns(&cart, Some(victim))?;
+            graphs(world, Some(victim))
+        }
+        "unrecognized" => {
+            if world.rank() == victim {
+                die();
+            }
+            until_failed(world, victim)?;
+            match world.cart_create(&[2, n / 2], &[false, false], false) {
+                Err(Error::RankFailStop { .. }) => {}
+                other => {
+                    return Err(format!("cart_create with an unrecognized failure: {:?}", other.map(|c| c.is_some())))
+                }
+            }
+            match world.graph_create(&vec![0; n], &[], false) {
+                Err(Error::RankFailStop { .. }) => {}
+                other => {
+                    return Err(format!("graph_create with an unrecognized failure: {:?}", other.map(|c| c.is_some())))
+                }
+            }
+            world.validate().map_err(e("validate"))?;
+            grid(world, Some(victim)).map(drop)
+        }
+        other => Err(format!("unknown mode {other:?}")),
+    }
+}
+
+fn main() -> Result<(), Error> {
+    let mode = std::env::args().nth(1).unwrap_or_default();
+    let rt = runthrough::init()?;
+    let world = rt.world();
+    world.set_error_mode(ErrorMode::ErrorsReturn);
+    let me = world.rank();
+    match run(&world, &mode) {
+        Ok(()) => println!("topo_fault: ok rank {me} {mode}"),
+        Err(why) => {
+            println!("topo_fault: rank {me} {mode} FAILED: {why}");
+            std::process::exit(1);
+        }
+    }
+    rt.finalize()
+}
