@@ -39,6 +39,47 @@ pub enum Topology {
     DistGraph(DistGraph),
 }
 
+/// A member's neighbourhood for MPI's neighbourhood collectives (MPI-4.1 8.6): the
+/// sources its receive blocks come from and the destinations its send blocks go to, in
+/// block order (`None`: `MPI_PROC_NULL`, past the edge of a non-periodic grid), and the
+/// order its sends are posted in (`send_order`, a permutation of the destinations'
+/// indices). Messages between two members meet in posting order, so a grid posts, in each
+/// dimension, the block for the neighbour above before the one for the neighbour below:
+/// where both are one process (a periodic dimension of 1 or 2), the block that member
+/// posts first for its neighbour below — this member — is the one it sent "up", which
+/// MPI puts in this member's block from below.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Neighborhood {
+    /// Where each receive block comes from.
+    pub sources: Vec<Option<usize>>,
+    /// Where each send block goes.
+    pub destinations: Vec<Option<usize>>,
+    /// The order the send blocks are posted in.
+    pub send_order: Vec<usize>,
+}
+
+impl Topology {
+    /// The neighbourhood of `rank` (see [`Neighborhood`]).
+    pub fn neighborhood(&self, rank: usize) -> Result<Neighborhood, Error> {
+        Ok(match self {
+            Topology::Cart(c) => {
+                let n = c.neighbors(rank)?;
+                let send_order = (0..c.ndims()).flat_map(|d| [2 * d + 1, 2 * d]).collect();
+                Neighborhood { sources: n.clone(), destinations: n, send_order }
+            }
+            Topology::Graph(g) => {
+                let n: Vec<Option<usize>> = g.neighbors(rank)?.iter().map(|&r| Some(r)).collect();
+                Neighborhood { send_order: (0..n.len()).collect(), sources: n.clone(), destinations: n }
+            }
+            Topology::DistGraph(g) => Neighborhood {
+                sources: g.sources.iter().map(|&r| Some(r)).collect(),
+                destinations: g.destinations.iter().map(|&r| Some(r)).collect(),
+                send_order: (0..g.destinations.len()).collect(),
+            },
+        })
+    }
+}
+
 /// A Cartesian grid: ranks in row-major order (the last dimension varies fastest).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cart {
@@ -318,6 +359,9 @@ mod tests {
         assert_eq!(c.shift(4, 0, -2).unwrap(), (None, None));
         assert_eq!(c.neighbors(4).unwrap(), vec![Some(0), Some(8), Some(7), Some(5)]);
         assert!(c.shift(4, 2, 1).is_err());
+        let nb = Topology::Cart(c.clone()).neighborhood(4).unwrap();
+        assert_eq!(nb.sources, nb.destinations);
+        assert_eq!(nb.send_order, vec![1, 0, 3, 2], "up before down in each dimension");
         let none = Cart::new(&[], &[]).unwrap();
         assert_eq!((none.size(), none.coords(0).unwrap()), (1, vec![]));
         assert_eq!(Cart::new(&[2, 0], &[false, false]).unwrap().size(), 0);

@@ -3,7 +3,9 @@
 //! no failure, then with a dead process the survivors recognized (it is in every new
 //! communicator as a recognized failure and contributes no distributed-graph edge) and
 //! with one they did not (creation errs at every survivor, then succeeds after
-//! `validate`), on shared memory and over libfabric tcp. The C interface's topologies are
+//! `validate`), and neighbourhood collectives on a grid — block by block, and with a
+//! neighbour dead (an error until the grid is validated, then its blocks untouched) — on
+//! shared memory and over libfabric tcp. The C interface's topologies are
 //! `tests/abi.rs`'s `topologies_pass_on_shared_memory_and_tcp`.
 
 mod common;
@@ -43,6 +45,12 @@ fn grids_graphs_and_distributed_graphs_answer_as_mpi_says() {
 fn a_recognized_dead_process_stays_in_new_topologies() {
     run(4, "recognized", &[]);
     run(6, "recognized", &FABRIC);
+}
+
+#[test]
+fn neighbourhood_collectives_err_on_an_unrecognized_failure_then_skip_it() {
+    run(4, "neighbor", &[]);
+    run(6, "neighbor", &FABRIC);
 }
 
 #[test]

@@ -13,6 +13,9 @@
  *            Graph_neighbors(_count), Graph_map
  *   dist     MPI_Dist_graph_create_adjacent (weighted and not) and MPI_Dist_graph_create
  *            (one rank gives every edge); Dist_graph_neighbors(_count)
+ *   ngh      MPI_Neighbor_alltoall and _allgather on a 2-D grid, a periodic ring of 2 (both
+ *            neighbours one process) and of 1 (itself), blocking, nonblocking and
+ *            persistent; _alltoallv, _alltoallw and _allgatherv on a distributed graph
  *   errors   queries of a topology the communicator has not (MPI_ERR_TOPOLOGY), a
  *            negative dimension (MPI_ERR_DIMS), one of 0 (no process: MPI_COMM_NULL),
  *            coordinates outside a non-periodic grid
@@ -313,6 +316,123 @@ static void dist(void)
     free(wts);
 }
 
+/* Checks the receive blocks of a neighbourhood alltoall on a grid: block 2d (from the
+ * neighbour below in dimension d) holds what that neighbour sent up (its block 2d+1),
+ * block 2d+1 what the neighbour above sent down (its block 2d), MPI_PROC_NULL blocks -1. */
+static void check_grid_alltoall(MPI_Comm g, int nd, const int *recv, const char *what)
+{
+    for (int d = 0; d < nd; d++) {
+        int below, above;
+        OK(MPI_Cart_shift(g, d, 1, &below, &above));
+        int wb = below == MPI_PROC_NULL ? -1 : below * 100 + 2 * d + 1;
+        int wa = above == MPI_PROC_NULL ? -1 : above * 100 + 2 * d;
+        CHECK(recv[2 * d] == wb && recv[2 * d + 1] == wa, "%s dim %d: %d %d want %d %d", what, d, recv[2 * d],
+              recv[2 * d + 1], wb, wa);
+    }
+}
+
+static void grid_exchange(MPI_Comm g, int nd, const char *what)
+{
+    int me, send[8], recv[8];
+    OK(MPI_Comm_rank(g, &me));
+    for (int k = 0; k < 2 * nd; k++) {
+        send[k] = me * 100 + k;
+        recv[k] = -1;
+    }
+    OK(MPI_Neighbor_alltoall(send, 1, MPI_INT, recv, 1, MPI_INT, g));
+    check_grid_alltoall(g, nd, recv, what);
+    /* Allgather: every block holds the neighbour's rank. */
+    int all[8];
+    for (int k = 0; k < 2 * nd; k++)
+        all[k] = -1;
+    OK(MPI_Neighbor_allgather(&me, 1, MPI_INT, all, 1, MPI_INT, g));
+    for (int d = 0; d < nd; d++) {
+        int below, above;
+        OK(MPI_Cart_shift(g, d, 1, &below, &above));
+        CHECK(all[2 * d] == (below == MPI_PROC_NULL ? -1 : below) && all[2 * d + 1] == (above == MPI_PROC_NULL ? -1 : above),
+              "%s allgather dim %d: %d %d", what, d, all[2 * d], all[2 * d + 1]);
+    }
+    /* The nonblocking and the persistent forms (started twice). */
+    MPI_Request r;
+    for (int k = 0; k < 2 * nd; k++)
+        recv[k] = -1;
+    OK(MPI_Ineighbor_alltoall(send, 1, MPI_INT, recv, 1, MPI_INT, g, &r));
+    OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    check_grid_alltoall(g, nd, recv, what);
+    OK(MPI_Neighbor_alltoall_init(send, 1, MPI_INT, recv, 1, MPI_INT, g, MPI_INFO_NULL, &r));
+    for (int round = 0; round < 2; round++) {
+        for (int k = 0; k < 2 * nd; k++)
+            recv[k] = -1;
+        OK(MPI_Start(&r));
+        OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        check_grid_alltoall(g, nd, recv, what);
+    }
+    OK(MPI_Request_free(&r));
+}
+
+static void ngh(void)
+{
+    group = "ngh";
+    int d[2] = {0, 0}, p[2] = {1, 0};
+    OK(MPI_Dims_create(size, 2, d));
+    MPI_Comm g;
+    OK(MPI_Cart_create(MPI_COMM_WORLD, 2, d, p, 0, &g));
+    grid_exchange(g, 2, "2-D grid");
+    OK(MPI_Comm_free(&g));
+    /* A periodic ring of 2 (both neighbours one process) and of 1 (itself). */
+    int two = 2, per = 1;
+    if (size >= 2) {
+        OK(MPI_Cart_create(MPI_COMM_WORLD, 1, &two, &per, 0, &g));
+        if (g != MPI_COMM_NULL) {
+            grid_exchange(g, 1, "ring of 2");
+            OK(MPI_Comm_free(&g));
+        }
+    }
+    int one = 1;
+    OK(MPI_Cart_create(MPI_COMM_SELF, 1, &one, &per, 0, &g));
+    grid_exchange(g, 1, "ring of 1");
+    OK(MPI_Comm_free(&g));
+    /* A distributed graph: each sends to rank+1 and rank+2, receives from rank-1 and
+     * rank-2, with rank-dependent counts (alltoallv): i+1 ints to the i-th destination. */
+    int src[2] = {(rank + size - 1) % size, (rank + size - 2) % size};
+    int dst[2] = {(rank + 1) % size, (rank + 2) % size};
+    MPI_Comm dg;
+    OK(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 2, src, MPI_UNWEIGHTED, 2, dst, MPI_UNWEIGHTED, MPI_INFO_NULL,
+                                      0, &dg));
+    int sc[2] = {1, 2}, sd[2] = {0, 4}, rc[2] = {1, 2}, rd[2] = {6, 0}, sb[8], rb[8];
+    for (int i = 0; i < 8; i++) {
+        sb[i] = rank * 10 + i;
+        rb[i] = -1;
+    }
+    OK(MPI_Neighbor_alltoallv(sb, sc, sd, MPI_INT, rb, rc, rd, MPI_INT, dg));
+    /* From rank-1 (its first destination): 1 int, its sb[0]; from rank-2 (its second): 2
+     * ints, its sb[4..6]. */
+    CHECK(rb[6] == src[0] * 10 && rb[0] == src[1] * 10 + 4 && rb[1] == src[1] * 10 + 5 && rb[2] == -1,
+          "alltoallv %d | %d %d | %d", rb[6], rb[0], rb[1], rb[2]);
+    /* Alltoallw: the same exchange with byte displacements, the second block as one
+     * MPI_2INT-sized contiguous type. */
+    MPI_Datatype pair;
+    OK(MPI_Type_contiguous(2, MPI_INT, &pair));
+    OK(MPI_Type_commit(&pair));
+    int wc[2] = {1, 1};
+    MPI_Aint wsd[2] = {0, 4 * sizeof(int)}, wrd[2] = {6 * sizeof(int), 0};
+    MPI_Datatype wt[2] = {MPI_INT, pair};
+    for (int i = 0; i < 8; i++)
+        rb[i] = -1;
+    OK(MPI_Neighbor_alltoallw(sb, wc, wsd, wt, rb, wc, wrd, wt, dg));
+    CHECK(rb[6] == src[0] * 10 && rb[0] == src[1] * 10 + 4 && rb[1] == src[1] * 10 + 5 && rb[2] == -1,
+          "alltoallw %d | %d %d | %d", rb[6], rb[0], rb[1], rb[2]);
+    OK(MPI_Type_free(&pair));
+    int gv[4] = {-1, -1, -1, -1}, gc[2] = {1, 1}, gd[2] = {3, 1};
+    OK(MPI_Neighbor_allgatherv(&rank, 1, MPI_INT, gv, gc, gd, MPI_INT, dg));
+    CHECK(gv[3] == src[0] && gv[1] == src[1] && gv[0] == -1 && gv[2] == -1, "allgatherv %d %d %d %d", gv[0], gv[1],
+          gv[2], gv[3]);
+    OK(MPI_Comm_free(&dg));
+    /* Without a topology: MPI_ERR_TOPOLOGY. */
+    CHECK(eclass(MPI_Neighbor_allgather(&rank, 1, MPI_INT, gv, 1, MPI_INT, MPI_COMM_WORLD)) == MPI_ERR_TOPOLOGY,
+          "a neighbourhood collective without a topology");
+}
+
 static void errors(void)
 {
     group = "errors";
@@ -361,7 +481,7 @@ int main(int argc, char **argv)
     struct {
         const char *name;
         void (*run)(void);
-    } parts[] = {{"dims", dims}, {"cart", cart}, {"sub", sub}, {"graph", graph}, {"dist", dist}, {"errors", errors}};
+    } parts[] = {{"dims", dims}, {"cart", cart}, {"sub", sub}, {"graph", graph}, {"dist", dist}, {"ngh", ngh}, {"errors", errors}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (strstr(parts[i].name, only))
             parts[i].run();

@@ -18,10 +18,12 @@ use crate::req::Active;
 use crate::types::{Handle, MPI_Aint, MPI_Count, SendPtr};
 
 mod held;
+mod neighbor;
 mod owned;
 
 use held::ordered_reduce;
 pub(crate) use held::Held;
+pub(crate) use neighbor::*;
 use owned::{prepare, start_prepared};
 
 type R = Result<(), c_int>;
@@ -186,13 +188,17 @@ pub(crate) enum Coll {
     ReduceScatterBlock,
     Scan,
     Exscan,
+    NeighborAllgather,
+    NeighborAllgatherv,
+    NeighborAlltoall,
+    NeighborAlltoallv,
 }
 
 /// Runs collective `k` with `a` on `c`.
 ///
 /// # Safety
 /// The buffers and arrays in `a` are the program's, valid for the call (MPI contract).
-pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args, held: &Held) -> R {
+pub(crate) unsafe fn run(c: &Arc<CommObj>, k: Coll, a: Args, held: &Held) -> R {
     if c.inter.is_some() && !matches!(k, Coll::Barrier) {
         // Intercommunicator collectives (MPI_ROOT, two groups) are not implemented; a
         // barrier over both groups is the barrier of the underlying communicator.
@@ -204,6 +210,10 @@ pub(crate) unsafe fn run(c: &CommObj, k: Coll, a: Args, held: &Held) -> R {
     let cm = &c.comm;
     let mut keep = Vec::new();
     match k {
+        Coll::NeighborAllgather | Coll::NeighborAllgatherv | Coll::NeighborAlltoall | Coll::NeighborAlltoallv => {
+            // SAFETY: forwarded (function contract).
+            unsafe { neighbor::run(c, k, &a, held) }
+        }
         Coll::Barrier => cm.barrier().map_err(code),
         Coll::Bcast => {
             root_ok(c, a.root)?;
@@ -516,7 +526,14 @@ unsafe fn blocking(comm: Handle, k: Coll, a: Args) -> c_int {
 /// # Safety
 /// The arrays of `a` that `k` uses at this rank hold `size` entries (MPI contract).
 unsafe fn snapshot(c: &CommObj, k: Coll, mut a: Args) -> (Args, Vec<Vec<i64>>) {
-    let n = c.size();
+    // A neighbourhood collective's arrays hold an entry a destination (send) or source
+    // (receive); the others' an entry a member.
+    let (ns, nr) = match neighbor::hood(c) {
+        Ok(h) if matches!(k, Coll::NeighborAllgatherv | Coll::NeighborAlltoallv) => {
+            (h.destinations.len(), h.sources.len())
+        }
+        _ => (c.size(), c.size()),
+    };
     let at_root = a.root >= 0 && a.root as usize == c.rank;
     let in_place = is_in_place(a.sbuf.0);
     let (s, r) = match k {
@@ -524,10 +541,12 @@ unsafe fn snapshot(c: &CommObj, k: Coll, mut a: Args) -> (Args, Vec<Vec<i64>>) {
         Coll::Allgatherv | Coll::ReduceScatter => (false, true),
         Coll::Scatterv => (at_root, false),
         Coll::Alltoallv => (!in_place, true),
+        Coll::NeighborAllgatherv => (false, true),
+        Coll::NeighborAlltoallv => (true, true),
         _ => (false, false),
     };
     let mut keep = Vec::new();
-    let mut take = |p: &mut SendPtr, wide: bool| {
+    let mut take = |p: &mut SendPtr, wide: bool, n: usize| {
         if p.0.is_null() {
             return;
         }
@@ -538,13 +557,13 @@ unsafe fn snapshot(c: &CommObj, k: Coll, mut a: Args) -> (Args, Vec<Vec<i64>>) {
     };
     let wide = a.wide;
     if s {
-        take(&mut a.scounts, wide);
-        take(&mut a.sdispls, wide);
+        take(&mut a.scounts, wide, ns);
+        take(&mut a.sdispls, wide, ns);
     }
     if r {
-        take(&mut a.rcounts, wide);
+        take(&mut a.rcounts, wide, nr);
         if !matches!(k, Coll::ReduceScatter) {
-            take(&mut a.rdispls, wide);
+            take(&mut a.rdispls, wide, nr);
         }
     }
     if s || r {
@@ -692,6 +711,19 @@ forms!(Scatterv, MPI_Scatterv, MPI_Iscatterv, MPI_Scatterv_init,
 forms!(Alltoallv, MPI_Alltoallv, MPI_Ialltoallv, MPI_Alltoallv_init,
     (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle),
     Args { sbuf: p(sendbuf), scounts: p(sendcounts), sdispls: p(sdispls), stype: sendtype, rbuf: p(recvbuf), rcounts: p(recvcounts), rdispls: p(rdispls), rtype: recvtype, ..Args::default() }, []);
+
+forms!(NeighborAllgather, MPI_Neighbor_allgather, MPI_Ineighbor_allgather, MPI_Neighbor_allgather_init,
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle),
+    Args { sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcount: recvcount.max(0) as usize, rtype: recvtype, ..Args::default() }, [sendtype, recvtype]);
+forms!(NeighborAllgatherv, MPI_Neighbor_allgatherv, MPI_Ineighbor_allgatherv, MPI_Neighbor_allgatherv_init,
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle),
+    Args { sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcounts: p(recvcounts), rdispls: p(displs), rtype: recvtype, ..Args::default() }, [sendtype, recvtype]);
+forms!(NeighborAlltoall, MPI_Neighbor_alltoall, MPI_Ineighbor_alltoall, MPI_Neighbor_alltoall_init,
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle),
+    Args { sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcount: recvcount.max(0) as usize, rtype: recvtype, ..Args::default() }, [sendtype, recvtype]);
+forms!(NeighborAlltoallv, MPI_Neighbor_alltoallv, MPI_Ineighbor_alltoallv, MPI_Neighbor_alltoallv_init,
+    (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle),
+    Args { sbuf: p(sendbuf), scounts: p(sendcounts), sdispls: p(sdispls), stype: sendtype, rbuf: p(recvbuf), rcounts: p(recvcounts), rdispls: p(rdispls), rtype: recvtype, ..Args::default() }, [sendtype, recvtype]);
 
 // The large-count forms: MPI_Count counts, MPI_Aint displacements.
 forms!(Bcast, MPI_Bcast_c, MPI_Ibcast_c, MPI_Bcast_init_c,
@@ -1092,3 +1124,15 @@ pub(crate) unsafe fn MPI_Alltoallw_init_c(
         )
     }
 }
+forms!(NeighborAllgather, MPI_Neighbor_allgather_c, MPI_Ineighbor_allgather_c, MPI_Neighbor_allgather_init_c,
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle),
+    Args { wide: true, sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcount: recvcount.max(0) as usize, rtype: recvtype, ..Args::default() }, [sendtype, recvtype]);
+forms!(NeighborAllgatherv, MPI_Neighbor_allgatherv_c, MPI_Ineighbor_allgatherv_c, MPI_Neighbor_allgatherv_init_c,
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle),
+    Args { wide: true, sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcounts: p(recvcounts), rdispls: p(displs), rtype: recvtype, ..Args::default() }, [sendtype, recvtype]);
+forms!(NeighborAlltoall, MPI_Neighbor_alltoall_c, MPI_Ineighbor_alltoall_c, MPI_Neighbor_alltoall_init_c,
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle),
+    Args { wide: true, sbuf: p(sendbuf), scount: sendcount.max(0) as usize, stype: sendtype, rbuf: p(recvbuf), rcount: recvcount.max(0) as usize, rtype: recvtype, ..Args::default() }, [sendtype, recvtype]);
+forms!(NeighborAlltoallv, MPI_Neighbor_alltoallv_c, MPI_Ineighbor_alltoallv_c, MPI_Neighbor_alltoallv_init_c,
+    (sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: Handle),
+    Args { wide: true, sbuf: p(sendbuf), scounts: p(sendcounts), sdispls: p(sdispls), stype: sendtype, rbuf: p(recvbuf), rcounts: p(recvcounts), rdispls: p(rdispls), rtype: recvtype, ..Args::default() }, [sendtype, recvtype]);

@@ -2843,92 +2843,92 @@ pub unsafe extern "C" fn PMPI_Imrecv_c(buf: *mut c_void, count: MPI_Count, datat
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_allgather", comm)
+    crate::guard::call("MPI_Ineighbor_allgather", || unsafe { crate::imp::MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_allgather", comm)
+    crate::guard::call("MPI_Ineighbor_allgather", || unsafe { crate::imp::MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_allgather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_allgather_c", comm)
+    crate::guard::call("MPI_Ineighbor_allgather_c", || unsafe { crate::imp::MPI_Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_allgather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_allgather_c", comm)
+    crate::guard::call("MPI_Ineighbor_allgather_c", || unsafe { crate::imp::MPI_Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_allgatherv", comm)
+    crate::guard::call("MPI_Ineighbor_allgatherv", || unsafe { crate::imp::MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_allgatherv", comm)
+    crate::guard::call("MPI_Ineighbor_allgatherv", || unsafe { crate::imp::MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_allgatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_allgatherv_c", comm)
+    crate::guard::call("MPI_Ineighbor_allgatherv_c", || unsafe { crate::imp::MPI_Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_allgatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_allgatherv_c", comm)
+    crate::guard::call("MPI_Ineighbor_allgatherv_c", || unsafe { crate::imp::MPI_Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_alltoall", comm)
+    crate::guard::call("MPI_Ineighbor_alltoall", || unsafe { crate::imp::MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_alltoall", comm)
+    crate::guard::call("MPI_Ineighbor_alltoall", || unsafe { crate::imp::MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoall_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_alltoall_c", comm)
+    crate::guard::call("MPI_Ineighbor_alltoall_c", || unsafe { crate::imp::MPI_Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoall_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_alltoall_c", comm)
+    crate::guard::call("MPI_Ineighbor_alltoall_c", || unsafe { crate::imp::MPI_Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_alltoallv", comm)
+    crate::guard::call("MPI_Ineighbor_alltoallv", || unsafe { crate::imp::MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_alltoallv", comm)
+    crate::guard::call("MPI_Ineighbor_alltoallv", || unsafe { crate::imp::MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_alltoallv_c", comm)
+    crate::guard::call("MPI_Ineighbor_alltoallv_c", || unsafe { crate::imp::MPI_Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_alltoallv_c", comm)
+    crate::guard::call("MPI_Ineighbor_alltoallv_c", || unsafe { crate::imp::MPI_Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_alltoallw", comm)
+    crate::guard::call("MPI_Ineighbor_alltoallw", || unsafe { crate::imp::MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_alltoallw", comm)
+    crate::guard::call("MPI_Ineighbor_alltoallw", || unsafe { crate::imp::MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_alltoallw_c", comm)
+    crate::guard::call("MPI_Ineighbor_alltoallw_c", || unsafe { crate::imp::MPI_Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Ineighbor_alltoallw_c", comm)
+    crate::guard::call("MPI_Ineighbor_alltoallw_c", || unsafe { crate::imp::MPI_Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) })
 }
 
 #[no_mangle]
@@ -3410,182 +3410,182 @@ pub unsafe extern "C" fn PMPI_Mrecv_c(buf: *mut c_void, count: MPI_Count, dataty
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_allgather", comm)
+    crate::guard::call("MPI_Neighbor_allgather", || unsafe { crate::imp::MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_allgather", comm)
+    crate::guard::call("MPI_Neighbor_allgather", || unsafe { crate::imp::MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_allgather_c", comm)
+    crate::guard::call("MPI_Neighbor_allgather_c", || unsafe { crate::imp::MPI_Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_allgather_c", comm)
+    crate::guard::call("MPI_Neighbor_allgather_c", || unsafe { crate::imp::MPI_Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_allgather_init", comm)
+    crate::guard::call("MPI_Neighbor_allgather_init", || unsafe { crate::imp::MPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_allgather_init", comm)
+    crate::guard::call("MPI_Neighbor_allgather_init", || unsafe { crate::imp::MPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgather_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_allgather_init_c", comm)
+    crate::guard::call("MPI_Neighbor_allgather_init_c", || unsafe { crate::imp::MPI_Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgather_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_allgather_init_c", comm)
+    crate::guard::call("MPI_Neighbor_allgather_init_c", || unsafe { crate::imp::MPI_Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_allgatherv", comm)
+    crate::guard::call("MPI_Neighbor_allgatherv", || unsafe { crate::imp::MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_allgatherv", comm)
+    crate::guard::call("MPI_Neighbor_allgatherv", || unsafe { crate::imp::MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_allgatherv_c", comm)
+    crate::guard::call("MPI_Neighbor_allgatherv_c", || unsafe { crate::imp::MPI_Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_allgatherv_c", comm)
+    crate::guard::call("MPI_Neighbor_allgatherv_c", || unsafe { crate::imp::MPI_Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_allgatherv_init", comm)
+    crate::guard::call("MPI_Neighbor_allgatherv_init", || unsafe { crate::imp::MPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_allgatherv_init", comm)
+    crate::guard::call("MPI_Neighbor_allgatherv_init", || unsafe { crate::imp::MPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_allgatherv_init_c", comm)
+    crate::guard::call("MPI_Neighbor_allgatherv_init_c", || unsafe { crate::imp::MPI_Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_allgatherv_init_c", comm)
+    crate::guard::call("MPI_Neighbor_allgatherv_init_c", || unsafe { crate::imp::MPI_Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoall", comm)
+    crate::guard::call("MPI_Neighbor_alltoall", || unsafe { crate::imp::MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoall", comm)
+    crate::guard::call("MPI_Neighbor_alltoall", || unsafe { crate::imp::MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoall_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoall_c", comm)
+    crate::guard::call("MPI_Neighbor_alltoall_c", || unsafe { crate::imp::MPI_Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoall_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoall_c", comm)
+    crate::guard::call("MPI_Neighbor_alltoall_c", || unsafe { crate::imp::MPI_Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoall_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoall_init", comm)
+    crate::guard::call("MPI_Neighbor_alltoall_init", || unsafe { crate::imp::MPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoall_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoall_init", comm)
+    crate::guard::call("MPI_Neighbor_alltoall_init", || unsafe { crate::imp::MPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoall_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoall_init_c", comm)
+    crate::guard::call("MPI_Neighbor_alltoall_init_c", || unsafe { crate::imp::MPI_Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoall_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: Handle, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoall_init_c", comm)
+    crate::guard::call("MPI_Neighbor_alltoall_init_c", || unsafe { crate::imp::MPI_Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoallv", comm)
+    crate::guard::call("MPI_Neighbor_alltoallv", || unsafe { crate::imp::MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoallv", comm)
+    crate::guard::call("MPI_Neighbor_alltoallv", || unsafe { crate::imp::MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoallv_c", comm)
+    crate::guard::call("MPI_Neighbor_alltoallv_c", || unsafe { crate::imp::MPI_Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoallv_c", comm)
+    crate::guard::call("MPI_Neighbor_alltoallv_c", || unsafe { crate::imp::MPI_Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoallv_init", comm)
+    crate::guard::call("MPI_Neighbor_alltoallv_init", || unsafe { crate::imp::MPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoallv_init", comm)
+    crate::guard::call("MPI_Neighbor_alltoallv_init", || unsafe { crate::imp::MPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoallv_init_c", comm)
+    crate::guard::call("MPI_Neighbor_alltoallv_init_c", || unsafe { crate::imp::MPI_Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoallv_init_c", comm)
+    crate::guard::call("MPI_Neighbor_alltoallv_init_c", || unsafe { crate::imp::MPI_Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoallw", comm)
+    crate::guard::call("MPI_Neighbor_alltoallw", || unsafe { crate::imp::MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoallw", comm)
+    crate::guard::call("MPI_Neighbor_alltoallw", || unsafe { crate::imp::MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoallw_c", comm)
+    crate::guard::call("MPI_Neighbor_alltoallw_c", || unsafe { crate::imp::MPI_Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoallw_c", comm)
+    crate::guard::call("MPI_Neighbor_alltoallw_c", || unsafe { crate::imp::MPI_Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoallw_init", comm)
+    crate::guard::call("MPI_Neighbor_alltoallw_init", || unsafe { crate::imp::MPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoallw_init", comm)
+    crate::guard::call("MPI_Neighbor_alltoallw_init", || unsafe { crate::imp::MPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoallw_init_c", comm)
+    crate::guard::call("MPI_Neighbor_alltoallw_init_c", || unsafe { crate::imp::MPI_Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const Handle, comm: Handle, info: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Neighbor_alltoallw_init_c", comm)
+    crate::guard::call("MPI_Neighbor_alltoallw_init_c", || unsafe { crate::imp::MPI_Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) })
 }
 
 #[no_mangle]

@@ -294,7 +294,7 @@ fn finish(h: Handle, mut r: Req) {
 }
 
 /// Spin-then-yield waiting between polls (ranks are oversubscribed).
-fn waiter() -> Waiter {
+pub(crate) fn waiter() -> Waiter {
     Waiter::new(200)
 }
 

@@ -14,7 +14,15 @@
 //!   source);
 //! - `unrecognized`: the last rank dies and is not recognized: `cart_create` and
 //!   `graph_create` err with `RankFailStop` at every survivor (uniform: nobody gets a
-//!   communicator), and succeed once `validate` recognized it.
+//!   communicator), and succeed once `validate` recognized it;
+//! - `neighbor`: the grid is made with everyone alive, then the last rank dies: the
+//!   survivors' neighbourhood collectives on it err with `RankFailStop` (no hang) until
+//!   they validate the grid, then exchange among themselves (the dead neighbour's blocks
+//!   keep what they held).
+//!
+//! In every mode the grid's `neighbor_alltoall` and `neighbor_allgather` are checked block
+//! by block (dimension 0 has 2 processes and wraps: both neighbours there are one process,
+//! and MPI's ordering says which block is which).
 
 use std::time::{Duration, Instant};
 
@@ -76,6 +84,30 @@ fn grid(world: &Comm, dead: Option<usize>) -> R<Comm> {
     let dup = cart.dup().map_err(e("dup"))?;
     ensure(dup.topology() == cart.topology(), || "dup lost the topology".into())?;
     Ok(cart)
+}
+
+/// The grid's neighbourhood collectives, block by block; `dead` sends nothing.
+fn exchange(cart: &Comm, dead: Option<usize>) -> R<()> {
+    let Some(Topology::Cart(c)) = cart.topology() else { return Err("no grid".into()) };
+    let me = cart.rank();
+    let send: Vec<i64> = (0..4).map(|k| (me * 100 + k) as i64).collect();
+    let mut recv = vec![-1i64; 4];
+    cart.neighbor_alltoall(&send, &mut recv).map_err(e("neighbor_alltoall"))?;
+    let mut all = vec![-1i64; 4];
+    cart.neighbor_allgather(&[me as i64], &mut all).map_err(e("neighbor_allgather"))?;
+    for d in 0..2 {
+        let (below, above) = c.shift(me, d, 1).map_err(e("shift"))?;
+        let live = |r: Option<usize>| r.filter(|&r| Some(r) != dead);
+        // From below: what it sent up (its block 2d+1); from above: what it sent down.
+        let want = [
+            live(below).map_or(-1, |b| (b * 100 + 2 * d + 1) as i64),
+            live(above).map_or(-1, |a| (a * 100 + 2 * d) as i64),
+        ];
+        ensure(recv[2 * d..2 * d + 2] == want, || format!("alltoall dim {d}: {:?} want {want:?}", &recv[2 * d..]))?;
+        let want = [live(below).map_or(-1, |b| b as i64), live(above).map_or(-1, |a| a as i64)];
+        ensure(all[2 * d..2 * d + 2] == want, || format!("allgather dim {d}: {:?} want {want:?}", &all[2 * d..]))?;
+    }
+    Ok(())
 }
 
 fn rows_and_columns(cart: &Comm, dead: Option<usize>) -> R<()> {
@@ -150,6 +182,7 @@ fn run(world: &Comm, mode: &str) -> R<()> {
     match mode {
         "plain" => {
             let cart = grid(world, None)?;
+            exchange(&cart, None)?;
             rows_and_columns(&cart, None)?;
             graphs(world, None)
         }
@@ -163,8 +196,24 @@ fn run(world: &Comm, mode: &str) -> R<()> {
             let failed = world.validate().map_err(e("validate"))?.world_ranks();
             ensure(failed == [victim], || format!("validate {failed:?}"))?;
             let cart = grid(world, Some(victim))?;
+            exchange(&cart, Some(victim))?;
             rows_and_columns(&cart, Some(victim))?;
             graphs(world, Some(victim))
+        }
+        "neighbor" => {
+            let cart = grid(world, None)?;
+            if world.rank() == victim {
+                die();
+            }
+            until_failed(world, victim)?;
+            let mut recv = vec![0i64; 4];
+            match cart.neighbor_alltoall(&[0i64; 4], &mut recv) {
+                Err(Error::RankFailStop { .. }) => {}
+                other => return Err(format!("neighbor_alltoall with an unrecognized failure: {other:?}")),
+            }
+            let failed = cart.validate().map_err(e("validate the grid"))?.world_ranks();
+            ensure(failed == [victim], || format!("the grid's validate {failed:?}"))?;
+            exchange(&cart, Some(victim))
         }
         "unrecognized" => {
             if world.rank() == victim {

@@ -127,6 +127,16 @@ pub enum Plan {
         /// Bytes of the vector.
         len: usize,
     },
+    /// A neighbourhood exchange (MPI-4.1 8.6): each block goes to or comes from the local
+    /// rank beside it, posted in the order given, so the k-th message between two members
+    /// meets the k-th receive; a neighbour that is not a participant (a recognized failure)
+    /// is skipped, and the caller copies the blocks a member exchanges with itself.
+    Neighbor {
+        /// What goes to each destination, in posting order.
+        sends: Vec<(u32, Range<usize>)>,
+        /// Where each source's block lands, in posting order.
+        recvs: Vec<(u32, Range<usize>)>,
+    },
 }
 
 impl Plan {
@@ -152,6 +162,7 @@ impl Plan {
             Plan::Gatherv { blocks, .. } | Plan::Scatterv { blocks, .. } | Plan::Allgatherv { blocks } => end(blocks),
             Plan::Alltoallv { sends, recvs } => end(sends).max(end(recvs)),
             Plan::ReduceScatter { len, blocks } => end(blocks).max(*len),
+            Plan::Neighbor { sends, recvs } => sends.iter().chain(recvs).map(|b| b.1.end).max().unwrap_or(0),
         }
     }
 
@@ -164,6 +175,7 @@ impl Plan {
             | Plan::Allgatherv { blocks }
             | Plan::ReduceScatter { blocks, .. } => bad(blocks),
             Plan::Alltoallv { sends, recvs } => bad(sends) || bad(recvs),
+            Plan::Neighbor { sends, recvs } => sends.iter().chain(recvs).any(|b| b.1.start > b.1.end),
             _ => false,
         }
     }
@@ -322,6 +334,13 @@ pub(crate) fn compile(plan: &Plan, alive: &[u32], me: usize, base: usize) -> Res
             (pairs(&mine, blocks), 0)
         }
         Plan::Alltoallv { sends, recvs } => (pairs(sends, recvs), 0),
+        Plan::Neighbor { sends, recvs } => {
+            let peer = |l: u32| alive.iter().position(|&x| x == l).filter(|&v| v != me);
+            let mut r = Round::default();
+            r.recvs.extend(recvs.iter().filter_map(|(l, b)| Some((peer(*l)?, Loc::User(b.clone())))));
+            r.sends.extend(sends.iter().filter_map(|(l, b)| Some((peer(*l)?, Loc::User(b.clone())))));
+            (if r.recvs.is_empty() && r.sends.is_empty() { Vec::new() } else { vec![r] }, 0)
+        }
         Plan::ReduceScatter { len, blocks } => {
             let (mut rounds, own) = reduce(n, me, 0, &Loc::User(0..*len), base);
             rounds.extend(linear(alive, me, 0, blocks, false));

@@ -40,7 +40,7 @@ fn nothing() -> Finish {
 }
 
 /// Consecutive blocks of `lens` bytes from byte `at` on.
-fn stack(lens: impl IntoIterator<Item = usize>, mut at: usize) -> Vec<Range<usize>> {
+pub(super) fn stack(lens: impl IntoIterator<Item = usize>, mut at: usize) -> Vec<Range<usize>> {
     lens.into_iter()
         .map(|l| {
             let r = at..at + l;
@@ -129,6 +129,10 @@ pub(crate) unsafe fn prepare(c: &CommObj, k: Coll, a: &Args, held: &Held) -> Res
     let in_place = is_in_place(a.sbuf.0);
     let mut arena = Vec::new();
     let (plan, op, finish) = match k {
+        Coll::NeighborAllgather | Coll::NeighborAllgatherv | Coll::NeighborAlltoall | Coll::NeighborAlltoallv => {
+            // SAFETY: forwarded (function contract).
+            return unsafe { super::neighbor::prepare(c, k, a, held) };
+        }
         Coll::Barrier => (Plan::Barrier, None, nothing()),
         Coll::Bcast => {
             root_ok(c, a.root)?;

@@ -83,6 +83,33 @@ fn every_plan_completes_over_any_participants() {
     }
 }
 
+/// A neighbourhood exchange (each member sends to the next two and receives from the
+/// previous two, the plan its own) completes over any participants, skipping the absent.
+#[test]
+fn a_neighbourhood_exchange_completes_over_any_participants() {
+    let size = 7u32;
+    for mask in 1u32..(1 << size) {
+        let alive: Vec<u32> = (0..size).filter(|r| mask & (1 << r) != 0).collect();
+        let build = |v: usize| {
+            let l = alive[v];
+            let plan = Plan::Neighbor {
+                sends: vec![((l + 1) % size, 0..4), ((l + 2) % size, 4..8)],
+                recvs: vec![((l + size - 1) % size, 8..12), ((l + size - 2) % size, 12..16)],
+            };
+            let rounds = compile(&plan, &alive, v, 64).expect("no root").0;
+            let peers = rounds.iter().flat_map(|r| r.sends.iter().chain(&r.recvs)).count();
+            let present = |x: u32| alive.contains(&x) && x != l;
+            let want = [(l + 1) % size, (l + 2) % size, (l + size - 1) % size, (l + size - 2) % size]
+                .into_iter()
+                .filter(|&x| present(x))
+                .count();
+            assert_eq!(peers, want, "member {l} over {alive:?}: absent neighbours and itself are skipped");
+            rounds
+        };
+        assert!(runs_to_completion(build, alive.len()), "neighbourhood over {alive:?}");
+    }
+}
+
 #[test]
 fn a_root_that_is_not_a_participant_is_a_failure() {
     let alive = [0u32, 2, 3];

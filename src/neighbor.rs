@@ -1,0 +1,107 @@
+//! Neighbourhood collectives (MPI-4.1 8.6) over a communicator's topology: each member
+//! exchanges blocks with its neighbours only (`Topology::neighborhood`), as one engine
+//! schedule ([`Plan::Neighbor`]): every receive posted, then every send, advanced by the
+//! engine's progress like any nonblocking collective (no thread of its own). A block to
+//! or from `None` (`MPI_PROC_NULL`) or a recognized failed neighbour moves nothing — that
+//! receive block keeps what it held; an unrecognized failure makes the collective err
+//! with `RankFailStop` (R17–R21, R38). Blocks a member exchanges with itself are copied.
+
+use runthrough_engine::Plan;
+
+use crate::comm::Comm;
+use crate::topo::Neighborhood;
+use crate::{Error, Pod};
+
+impl Comm {
+    /// This member's neighbourhood (an error without a topology).
+    fn neighborhood(&self) -> Result<Neighborhood, Error> {
+        let t = self.topology().ok_or(Error::InvalidArg("a neighbourhood collective needs a topology"))?;
+        t.neighborhood(self.rank())
+    }
+
+    /// `MPI_Neighbor_alltoall`: block `k` of `send` goes to destination `k`, block `k` of
+    /// `recv` comes from source `k` (blocks of `send.len() / outdegree` and
+    /// `recv.len() / indegree` elements).
+    pub fn neighbor_alltoall<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<(), Error> {
+        let r = self.neighborhood().and_then(|h| {
+            let (nin, nout) = (h.sources.len(), h.destinations.len());
+            let sb = send.len().checked_div(nout).unwrap_or(0);
+            let rb = recv.len().checked_div(nin).unwrap_or(0);
+            if sb * nout != send.len() || rb * nin != recv.len() || (nin > 0 && nout > 0 && sb != rb) {
+                return Err(Error::InvalidArg("neighbor_alltoall: blocks of unequal sizes"));
+            }
+            let sends = (0..nout).map(|k| k * sb..(k + 1) * sb).collect();
+            self.exchange(&h, bytemuck::cast_slice(send), sends, rb, recv)
+        });
+        self.check(r)
+    }
+
+    /// `MPI_Neighbor_allgather`: `send` goes to every destination, block `k` of `recv`
+    /// comes from source `k`.
+    pub fn neighbor_allgather<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<(), Error> {
+        let r = self.neighborhood().and_then(|h| {
+            if recv.len() != send.len() * h.sources.len() {
+                return Err(Error::InvalidArg("neighbor_allgather: recv holds one send block a source"));
+            }
+            let sends = vec![0..send.len(); h.destinations.len()];
+            self.exchange(&h, bytemuck::cast_slice(send), sends, send.len(), recv)
+        });
+        self.check(r)
+    }
+
+    /// Sends elements `sends[k]` of `data` to destination `k` and receives `rb` elements
+    /// a source into `recv`, as one schedule.
+    fn exchange<T: Pod>(
+        &self,
+        h: &Neighborhood,
+        data: &[u8],
+        sends: Vec<std::ops::Range<usize>>,
+        rb: usize,
+        recv: &mut [T],
+    ) -> Result<(), Error> {
+        let size = std::mem::size_of::<T>();
+        let me = self.rank();
+        let bytes = |r: &std::ops::Range<usize>| r.start * size..r.end * size;
+        let rbase = data.len();
+        let rblocks: Vec<_> =
+            (0..h.sources.len()).map(|k| rbase + k * rb * size..rbase + (k + 1) * rb * size).collect();
+        let mut arena = data.to_vec();
+        arena.resize(rbase + h.sources.len() * rb * size, 0);
+        // Blocks to and from itself: the k-th posted send to itself meets the k-th receive.
+        let to_me = h.send_order.iter().copied().filter(|&i| h.destinations[i] == Some(me));
+        let from_me = (0..h.sources.len()).filter(|&i| h.sources[i] == Some(me));
+        for (s, r) in to_me.zip(from_me) {
+            arena.copy_within(bytes(&sends[s]), rblocks[r].start);
+        }
+        let plan = Plan::Neighbor {
+            sends: h
+                .send_order
+                .iter()
+                .filter_map(|&i| h.destinations[i].filter(|&d| d != me).map(|d| (d as u32, bytes(&sends[i]))))
+                .collect(),
+            recvs: (0..h.sources.len())
+                .filter_map(|i| h.sources[i].filter(|&s| s != me).map(|s| (s as u32, rblocks[i].clone())))
+                .collect(),
+        };
+        let failed = self.group_failed().world_ranks();
+        let world = self.group().world_ranks();
+        let coll = self.start_owned(&plan, arena, None, None)?;
+        let mut w = self.waiter();
+        let (r, arena) = loop {
+            if let Some(done) = coll.test() {
+                break done;
+            }
+            w.snooze();
+        };
+        r?;
+        // Only the blocks that received: a real source, not a recognized failure.
+        let out: &mut [u8] = bytemuck::cast_slice_mut(recv);
+        for (k, s) in h.sources.iter().enumerate() {
+            if s.is_some_and(|s| s == me || !failed.contains(&world[s])) {
+                let b = rblocks[k].clone();
+                out[b.start - rbase..b.end - rbase].copy_from_slice(&arena[b]);
+            }
+        }
+        Ok(())
+    }
+}
