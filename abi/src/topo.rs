@@ -112,6 +112,31 @@ fn proc_or_null(r: Option<usize>) -> c_int {
     r.map_or(MPI_PROC_NULL, |r| r as c_int)
 }
 
+/// A topology constructor on `comm_old` writing `newcomm`: `f` reads the program's
+/// arguments (a class for bad ones) and creates the communicator through the facade;
+/// the result is registered (or `MPI_COMM_NULL`), errors go through `comm_old`.
+///
+/// # Safety
+/// `newcomm` is writable (checked non-null here).
+unsafe fn constructor(
+    comm_old: Handle,
+    newcomm: *mut Handle,
+    f: impl FnOnce(&Arc<CommObj>) -> Result<Result<Option<runthrough::Comm>, runthrough::Error>, c_int>,
+) -> c_int {
+    let c = match intra(comm_old) {
+        Ok(c) => c,
+        Err(e) => return raise_on(comm_old, e),
+    };
+    if newcomm.is_null() {
+        return raise_on(comm_old, MPI_ERR_ARG);
+    }
+    match f(&c) {
+        // SAFETY: checked non-null.
+        Ok(r) => unsafe { created(&c, comm_old, r, newcomm) },
+        Err(e) => raise_on(comm_old, e),
+    }
+}
+
 /// A new communicator of a constructor: registered, or `MPI_COMM_NULL`.
 ///
 /// # Safety
@@ -160,21 +185,13 @@ pub(crate) unsafe fn MPI_Cart_create(
     reorder: c_int,
     comm_cart: *mut Handle,
 ) -> c_int {
-    let c = match intra(comm_old) {
-        Ok(c) => c,
-        Err(e) => return raise_on(comm_old, e),
-    };
-    if comm_cart.is_null() {
-        return raise_on(comm_old, MPI_ERR_ARG);
+    // SAFETY: the program's arrays and output argument (function contract).
+    unsafe {
+        constructor(comm_old, comm_cart, |c| {
+            let (d, p) = grid(ndims, dims, periods)?;
+            Ok(c.comm.cart_create(&d, &p, reorder != 0))
+        })
     }
-    // SAFETY: the program's arrays (function contract).
-    let (d, p) = match unsafe { grid(ndims, dims, periods) } {
-        Ok(g) => g,
-        Err(e) => return raise_on(comm_old, e),
-    };
-    let r = c.comm.cart_create(&d, &p, reorder != 0);
-    // SAFETY: checked non-null.
-    unsafe { created(&c, comm_old, r, comm_cart) }
 }
 
 pub(crate) unsafe fn MPI_Cart_sub(comm: Handle, remain_dims: *const c_int, newcomm: *mut Handle) -> c_int {
@@ -315,21 +332,13 @@ pub(crate) unsafe fn MPI_Graph_create(
     reorder: c_int,
     comm_graph: *mut Handle,
 ) -> c_int {
-    let c = match intra(comm_old) {
-        Ok(c) => c,
-        Err(e) => return raise_on(comm_old, e),
-    };
-    if comm_graph.is_null() {
-        return raise_on(comm_old, MPI_ERR_ARG);
+    // SAFETY: the program's arrays and output argument (function contract).
+    unsafe {
+        constructor(comm_old, comm_graph, |c| {
+            let g = graph_args(nnodes, indx, edges)?;
+            Ok(c.comm.graph_create(g.index(), g.edges(), reorder != 0))
+        })
     }
-    // SAFETY: the program's arrays (function contract).
-    let g = match unsafe { graph_args(nnodes, indx, edges) } {
-        Ok(g) => g,
-        Err(e) => return raise_on(comm_old, e),
-    };
-    let r = c.comm.graph_create(g.index(), g.edges(), reorder != 0);
-    // SAFETY: checked non-null.
-    unsafe { created(&c, comm_old, r, comm_graph) }
 }
 
 pub(crate) unsafe fn MPI_Graphdims_get(comm: Handle, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
@@ -443,28 +452,19 @@ pub(crate) unsafe fn MPI_Dist_graph_create_adjacent(
     comm_dist_graph: *mut Handle,
 ) -> c_int {
     let _ = info;
-    let c = match intra(comm_old) {
-        Ok(c) => c,
-        Err(e) => return raise_on(comm_old, e),
-    };
-    if comm_dist_graph.is_null() {
-        return raise_on(comm_old, MPI_ERR_ARG);
-    }
-    // SAFETY: the program's arrays of indegree and outdegree entries (function contract).
-    let g = unsafe {
-        match (ranks(sources, indegree), ranks(destinations, outdegree)) {
-            (Ok(s), Ok(d)) => DistGraph {
+    // SAFETY: the program's arrays of indegree and outdegree entries and output argument
+    // (function contract).
+    unsafe {
+        constructor(comm_old, comm_dist_graph, |c| {
+            let g = DistGraph {
                 source_weights: weights(sourceweights, indegree),
                 destination_weights: weights(destweights, outdegree),
-                sources: s,
-                destinations: d,
-            },
-            _ => return raise_on(comm_old, MPI_ERR_ARG),
-        }
-    };
-    let r = c.comm.dist_graph_create_adjacent(g, reorder != 0).map(Some);
-    // SAFETY: checked non-null.
-    unsafe { created(&c, comm_old, r, comm_dist_graph) }
+                sources: ranks(sources, indegree)?,
+                destinations: ranks(destinations, outdegree)?,
+            };
+            Ok(c.comm.dist_graph_create_adjacent(g, reorder != 0).map(Some))
+        })
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -480,34 +480,25 @@ pub(crate) unsafe fn MPI_Dist_graph_create(
     comm_dist_graph: *mut Handle,
 ) -> c_int {
     let _ = info;
-    let c = match intra(comm_old) {
-        Ok(c) => c,
-        Err(e) => return raise_on(comm_old, e),
-    };
-    if comm_dist_graph.is_null() {
-        return raise_on(comm_old, MPI_ERR_ARG);
-    }
-    // SAFETY: the program's arrays: n sources and degrees, their sum of destinations and
-    // weights (function contract).
-    let edges = unsafe {
-        let (Ok(s), Ok(deg)) = (ranks(sources, n), ranks(degrees, n)) else { return raise_on(comm_old, MPI_ERR_ARG) };
-        let total: usize = deg.iter().sum();
-        let Ok(d) = ranks(destinations, total as c_int) else { return raise_on(comm_old, MPI_ERR_ARG) };
-        let w = self::weights(weights, total as c_int);
-        let mut edges = Vec::with_capacity(total);
-        let mut k = 0;
-        for (&src, &dg) in s.iter().zip(&deg) {
-            for _ in 0..dg {
-                let wt = w.as_ref().and_then(|w| w.get(k).copied()).unwrap_or(1);
-                edges.push((src, d[k], wt));
-                k += 1;
+    // SAFETY: the program's arrays — n sources and degrees, their sum of destinations and
+    // weights — and output argument (function contract).
+    unsafe {
+        constructor(comm_old, comm_dist_graph, |c| {
+            let (s, deg) = (ranks(sources, n)?, ranks(degrees, n)?);
+            let total: usize = deg.iter().sum();
+            let d = ranks(destinations, c_int::try_from(total).map_err(|_| MPI_ERR_ARG)?)?;
+            let w = self::weights(weights, total as c_int);
+            let mut edges = Vec::with_capacity(total);
+            let mut k = 0;
+            for (&src, &dg) in s.iter().zip(&deg) {
+                for _ in 0..dg {
+                    edges.push((src, d[k], w.as_ref().and_then(|w| w.get(k).copied()).unwrap_or(1)));
+                    k += 1;
+                }
             }
-        }
-        (edges, w.is_some())
-    };
-    let r = c.comm.dist_graph_create(&edges.0, edges.1, reorder != 0).map(Some);
-    // SAFETY: checked non-null.
-    unsafe { created(&c, comm_old, r, comm_dist_graph) }
+            Ok(c.comm.dist_graph_create(&edges, w.is_some(), reorder != 0).map(Some))
+        })
+    }
 }
 
 fn dist_of(t: Option<&Topology>) -> Result<&DistGraph, c_int> {

@@ -307,19 +307,20 @@ unsafe fn alltoallw(comm: Handle, w: WArgs, request: *mut Handle, persistent: bo
     }
 }
 
+/// [`WArgs`] of the program's arguments.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn MPI_Neighbor_alltoallw(
+fn wargs<C>(
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
+    sendcounts: *const C,
     sdispls: *const MPI_Aint,
     sendtypes: *const Handle,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
+    recvcounts: *const C,
     rdispls: *const MPI_Aint,
     recvtypes: *const Handle,
-    comm: Handle,
-) -> c_int {
-    let w = WArgs {
+    wide: bool,
+) -> WArgs {
+    WArgs {
         sbuf: SendPtr(sendbuf.cast_mut()),
         scounts: SendPtr(sendcounts.cast_mut().cast()),
         sdispls: SendPtr(sdispls.cast_mut().cast()),
@@ -328,163 +329,75 @@ pub(crate) unsafe fn MPI_Neighbor_alltoallw(
         rcounts: SendPtr(recvcounts.cast_mut().cast()),
         rdispls: SendPtr(rdispls.cast_mut().cast()),
         rtypes: recvtypes,
-        wide: false,
-    };
-    // SAFETY: forwarded program arguments.
-    unsafe { alltoallw(comm, w, std::ptr::null_mut(), false) }
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn MPI_Neighbor_alltoallw_c(
-    sendbuf: *const c_void,
-    sendcounts: *const MPI_Count,
-    sdispls: *const MPI_Aint,
-    sendtypes: *const Handle,
-    recvbuf: *mut c_void,
-    recvcounts: *const MPI_Count,
-    rdispls: *const MPI_Aint,
-    recvtypes: *const Handle,
-    comm: Handle,
-) -> c_int {
-    let w = WArgs {
-        sbuf: SendPtr(sendbuf.cast_mut()),
-        scounts: SendPtr(sendcounts.cast_mut().cast()),
-        sdispls: SendPtr(sdispls.cast_mut().cast()),
-        stypes: sendtypes,
-        rbuf: SendPtr(recvbuf),
-        rcounts: SendPtr(recvcounts.cast_mut().cast()),
-        rdispls: SendPtr(rdispls.cast_mut().cast()),
-        rtypes: recvtypes,
-        wide: true,
-    };
-    // SAFETY: forwarded program arguments.
-    unsafe { alltoallw(comm, w, std::ptr::null_mut(), false) }
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn MPI_Ineighbor_alltoallw(
-    sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const MPI_Aint,
-    sendtypes: *const Handle,
-    recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const MPI_Aint,
-    recvtypes: *const Handle,
-    comm: Handle,
-    request: *mut Handle,
-) -> c_int {
-    if request.is_null() {
-        return raise_on(comm, MPI_ERR_ARG);
+        wide,
     }
-    let w = WArgs {
-        sbuf: SendPtr(sendbuf.cast_mut()),
-        scounts: SendPtr(sendcounts.cast_mut().cast()),
-        sdispls: SendPtr(sdispls.cast_mut().cast()),
-        stypes: sendtypes,
-        rbuf: SendPtr(recvbuf),
-        rcounts: SendPtr(recvcounts.cast_mut().cast()),
-        rdispls: SendPtr(rdispls.cast_mut().cast()),
-        rtypes: recvtypes,
-        wide: false,
-    };
-    // SAFETY: forwarded program arguments.
-    unsafe { alltoallw(comm, w, request, false) }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn MPI_Ineighbor_alltoallw_c(
-    sendbuf: *const c_void,
-    sendcounts: *const MPI_Count,
-    sdispls: *const MPI_Aint,
-    sendtypes: *const Handle,
-    recvbuf: *mut c_void,
-    recvcounts: *const MPI_Count,
-    rdispls: *const MPI_Aint,
-    recvtypes: *const Handle,
-    comm: Handle,
-    request: *mut Handle,
-) -> c_int {
-    if request.is_null() {
-        return raise_on(comm, MPI_ERR_ARG);
-    }
-    let w = WArgs {
-        sbuf: SendPtr(sendbuf.cast_mut()),
-        scounts: SendPtr(sendcounts.cast_mut().cast()),
-        sdispls: SendPtr(sdispls.cast_mut().cast()),
-        stypes: sendtypes,
-        rbuf: SendPtr(recvbuf),
-        rcounts: SendPtr(recvcounts.cast_mut().cast()),
-        rdispls: SendPtr(rdispls.cast_mut().cast()),
-        rtypes: recvtypes,
-        wide: true,
+/// `MPI_Neighbor_alltoallw`'s blocking, nonblocking and persistent forms, with counts of
+/// type `$cnt` (`int`, or `MPI_Count` for the `_c` forms, `$wide`).
+macro_rules! forms {
+    ($cnt:ty, $block:ident, $nb:ident, $init:ident, $wide:expr) => {
+        #[allow(clippy::too_many_arguments)]
+        pub(crate) unsafe fn $block(
+            sendbuf: *const c_void,
+            sendcounts: *const $cnt,
+            sdispls: *const MPI_Aint,
+            sendtypes: *const Handle,
+            recvbuf: *mut c_void,
+            recvcounts: *const $cnt,
+            rdispls: *const MPI_Aint,
+            recvtypes: *const Handle,
+            comm: Handle,
+        ) -> c_int {
+            let w = wargs(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, $wide);
+            // SAFETY: forwarded program arguments.
+            unsafe { alltoallw(comm, w, std::ptr::null_mut(), false) }
+        }
+
+        #[allow(clippy::too_many_arguments)]
+        pub(crate) unsafe fn $nb(
+            sendbuf: *const c_void,
+            sendcounts: *const $cnt,
+            sdispls: *const MPI_Aint,
+            sendtypes: *const Handle,
+            recvbuf: *mut c_void,
+            recvcounts: *const $cnt,
+            rdispls: *const MPI_Aint,
+            recvtypes: *const Handle,
+            comm: Handle,
+            request: *mut Handle,
+        ) -> c_int {
+            if request.is_null() {
+                return raise_on(comm, MPI_ERR_ARG);
+            }
+            let w = wargs(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, $wide);
+            // SAFETY: forwarded program arguments.
+            unsafe { alltoallw(comm, w, request, false) }
+        }
+
+        #[allow(clippy::too_many_arguments)]
+        pub(crate) unsafe fn $init(
+            sendbuf: *const c_void,
+            sendcounts: *const $cnt,
+            sdispls: *const MPI_Aint,
+            sendtypes: *const Handle,
+            recvbuf: *mut c_void,
+            recvcounts: *const $cnt,
+            rdispls: *const MPI_Aint,
+            recvtypes: *const Handle,
+            comm: Handle,
+            _info: Handle,
+            request: *mut Handle,
+        ) -> c_int {
+            if request.is_null() {
+                return raise_on(comm, MPI_ERR_ARG);
+            }
+            let w = wargs(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, $wide);
+            // SAFETY: forwarded program arguments.
+            unsafe { alltoallw(comm, w, request, true) }
+        }
     };
-    // SAFETY: forwarded program arguments.
-    unsafe { alltoallw(comm, w, request, false) }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn MPI_Neighbor_alltoallw_init(
-    sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const MPI_Aint,
-    sendtypes: *const Handle,
-    recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const MPI_Aint,
-    recvtypes: *const Handle,
-    comm: Handle,
-    info: Handle,
-    request: *mut Handle,
-) -> c_int {
-    let _ = info;
-    if request.is_null() {
-        return raise_on(comm, MPI_ERR_ARG);
-    }
-    let w = WArgs {
-        sbuf: SendPtr(sendbuf.cast_mut()),
-        scounts: SendPtr(sendcounts.cast_mut().cast()),
-        sdispls: SendPtr(sdispls.cast_mut().cast()),
-        stypes: sendtypes,
-        rbuf: SendPtr(recvbuf),
-        rcounts: SendPtr(recvcounts.cast_mut().cast()),
-        rdispls: SendPtr(rdispls.cast_mut().cast()),
-        rtypes: recvtypes,
-        wide: false,
-    };
-    // SAFETY: forwarded program arguments.
-    unsafe { alltoallw(comm, w, request, true) }
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn MPI_Neighbor_alltoallw_init_c(
-    sendbuf: *const c_void,
-    sendcounts: *const MPI_Count,
-    sdispls: *const MPI_Aint,
-    sendtypes: *const Handle,
-    recvbuf: *mut c_void,
-    recvcounts: *const MPI_Count,
-    rdispls: *const MPI_Aint,
-    recvtypes: *const Handle,
-    comm: Handle,
-    info: Handle,
-    request: *mut Handle,
-) -> c_int {
-    let _ = info;
-    if request.is_null() {
-        return raise_on(comm, MPI_ERR_ARG);
-    }
-    let w = WArgs {
-        sbuf: SendPtr(sendbuf.cast_mut()),
-        scounts: SendPtr(sendcounts.cast_mut().cast()),
-        sdispls: SendPtr(sdispls.cast_mut().cast()),
-        stypes: sendtypes,
-        rbuf: SendPtr(recvbuf),
-        rcounts: SendPtr(recvcounts.cast_mut().cast()),
-        rdispls: SendPtr(rdispls.cast_mut().cast()),
-        rtypes: recvtypes,
-        wide: true,
-    };
-    // SAFETY: forwarded program arguments.
-    unsafe { alltoallw(comm, w, request, true) }
-}
+forms!(c_int, MPI_Neighbor_alltoallw, MPI_Ineighbor_alltoallw, MPI_Neighbor_alltoallw_init, false);
+forms!(MPI_Count, MPI_Neighbor_alltoallw_c, MPI_Ineighbor_alltoallw_c, MPI_Neighbor_alltoallw_init_c, true);
