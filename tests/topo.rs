@@ -4,8 +4,9 @@
 //! communicator as a recognized failure and contributes no distributed-graph edge) and
 //! with one they did not (creation errs at every survivor, then succeeds after
 //! `validate`), and neighbourhood collectives on a grid — block by block, and with a
-//! neighbour dead (an error until the grid is validated, then its blocks untouched) — on
-//! shared memory and over libfabric tcp. The C interface's topologies are
+//! neighbour dead (an error until the grid is validated, then its blocks untouched), and
+//! with a rank dying in the middle of a run of them — on shared memory and over libfabric
+//! tcp. The C interface's topologies are
 //! `tests/abi.rs`'s `topologies_pass_on_shared_memory_and_tcp`.
 
 mod common;
@@ -51,6 +52,16 @@ fn a_recognized_dead_process_stays_in_new_topologies() {
 fn neighbourhood_collectives_err_on_an_unrecognized_failure_then_skip_it() {
     run(4, "neighbor", &[]);
     run(6, "neighbor", &FABRIC);
+}
+
+/// A rank dies in the middle of a run of neighbourhood collectives: every survivor, its
+/// neighbours and the others alike, ends the run with `RankFailStop` (none hangs waiting
+/// for a live neighbour that stopped exchanging), validates and exchanges again.
+#[test]
+fn a_rank_dying_between_neighbourhood_collectives_stops_every_survivor() {
+    run(6, "neighbor_mid", &[]);
+    run(8, "neighbor_mid", &[]);
+    run(6, "neighbor_mid", &FABRIC);
 }
 
 #[test]

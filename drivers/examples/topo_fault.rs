@@ -20,6 +20,11 @@
 //!   they validate the grid, then exchange among themselves (the dead neighbour's blocks
 //!   keep what they held).
 //!
+//! - `neighbor_mid`: the last rank dies between two of a run of neighbourhood collectives
+//!   on the grid: every survivor — the dead rank's neighbours and the others, whose
+//!   neighbours stop exchanging — ends its run with `RankFailStop` in bounded time (no
+//!   hang), validates the grid and exchanges again.
+//!
 //! In every mode the grid's `neighbor_alltoall` and `neighbor_allgather` are checked block
 //! by block (dimension 0 has 2 processes and wraps: both neighbours there are one process,
 //! and MPI's ordering says which block is which).
@@ -234,6 +239,31 @@ fn run(world: &Comm, mode: &str) -> R<()> {
             }
             world.validate().map_err(e("validate"))?;
             grid(world, Some(victim)).map(drop)
+        }
+        "neighbor_mid" => {
+            let cart = grid(world, None)?;
+            let mut failed_at = None;
+            for i in 0..400 {
+                if world.rank() == victim && i == 150 {
+                    die();
+                }
+                let mut recv = vec![0i64; 4];
+                match cart.neighbor_alltoall(&[i as i64; 4], &mut recv) {
+                    Ok(()) => {}
+                    Err(Error::RankFailStop { .. }) => {
+                        failed_at = Some(i);
+                        break;
+                    }
+                    Err(other) => return Err(format!("exchange {i}: {other}")),
+                }
+            }
+            // The victim's last exchange (149) returned at the victim, but what it sent may
+            // not have left it before it died: a survivor may fail there, never earlier.
+            ensure(failed_at.is_some_and(|i| i >= 149), || format!("the run ended at {failed_at:?}"))?;
+            until_failed(world, victim)?;
+            let failed = cart.validate().map_err(e("validate the grid"))?.world_ranks();
+            ensure(failed == [victim], || format!("the grid's validate {failed:?}"))?;
+            exchange(&cart, Some(victim))
         }
         other => Err(format!("unknown mode {other:?}")),
     }
