@@ -49,6 +49,42 @@ impl Comm {
         self.check(r)
     }
 
+    /// `MPI_Neighbor_alltoallv`: elements `sdispls[k]..+scounts[k]` of `send` go to
+    /// destination `k`; what source `k` sends lands in `recv[rdispls[k]..][..rcounts[k]]`.
+    pub fn neighbor_alltoallv<T: Pod>(
+        &self,
+        send: &[T],
+        scounts: &[usize],
+        sdispls: &[usize],
+        recv: &mut [T],
+        rcounts: &[usize],
+        rdispls: &[usize],
+    ) -> Result<(), Error> {
+        let r = self.neighborhood().and_then(|h| {
+            let sends = ranges(scounts, sdispls, h.destinations.len(), send.len())?;
+            let recvs = ranges(rcounts, rdispls, h.sources.len(), recv.len())?;
+            self.exchange_v(&h, bytemuck::cast_slice(send), sends, recvs, recv)
+        });
+        self.check(r)
+    }
+
+    /// `MPI_Neighbor_allgatherv`: `send` goes to every destination; what source `k` sends
+    /// lands in `recv[displs[k]..][..counts[k]]`.
+    pub fn neighbor_allgatherv<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> Result<(), Error> {
+        let r = self.neighborhood().and_then(|h| {
+            let recvs = ranges(counts, displs, h.sources.len(), recv.len())?;
+            let sends = vec![0..send.len(); h.destinations.len()];
+            self.exchange_v(&h, bytemuck::cast_slice(send), sends, recvs, recv)
+        });
+        self.check(r)
+    }
+
     /// Sends elements `sends[k]` of `data` to destination `k` and receives `rb` elements
     /// a source into `recv`, as one schedule.
     fn exchange<T: Pod>(
@@ -59,14 +95,35 @@ impl Comm {
         rb: usize,
         recv: &mut [T],
     ) -> Result<(), Error> {
+        let recvs = (0..h.sources.len()).map(|k| k * rb..(k + 1) * rb).collect();
+        self.exchange_v(h, data, sends, recvs, recv)
+    }
+
+    /// Sends elements `sends[k]` of `data` to destination `k` and receives elements
+    /// `recvs[k]` of `recv` from source `k`, as one schedule (the receive blocks stacked
+    /// in the arena after the send data, copied out at the end).
+    fn exchange_v<T: Pod>(
+        &self,
+        h: &Neighborhood,
+        data: &[u8],
+        sends: Vec<std::ops::Range<usize>>,
+        recvs: Vec<std::ops::Range<usize>>,
+        recv: &mut [T],
+    ) -> Result<(), Error> {
         let size = std::mem::size_of::<T>();
         let me = self.rank();
         let bytes = |r: &std::ops::Range<usize>| r.start * size..r.end * size;
-        let rbase = data.len();
-        let rblocks: Vec<_> =
-            (0..h.sources.len()).map(|k| rbase + k * rb * size..rbase + (k + 1) * rb * size).collect();
+        let mut at = data.len();
+        let rblocks: Vec<_> = recvs
+            .iter()
+            .map(|r| {
+                let b = at..at + r.len() * size;
+                at = b.end;
+                b
+            })
+            .collect();
         let mut arena = data.to_vec();
-        arena.resize(rbase + h.sources.len() * rb * size, 0);
+        arena.resize(at, 0);
         // Blocks to and from itself: the k-th posted send to itself meets the k-th receive.
         let to_me = h.send_order.iter().copied().filter(|&i| h.destinations[i] == Some(me));
         let from_me = (0..h.sources.len()).filter(|&i| h.sources[i] == Some(me));
@@ -98,10 +155,25 @@ impl Comm {
         let out: &mut [u8] = bytemuck::cast_slice_mut(recv);
         for (k, s) in h.sources.iter().enumerate() {
             if s.is_some_and(|s| s == me || !failed.contains(&world[s])) {
-                let b = rblocks[k].clone();
-                out[b.start - rbase..b.end - rbase].copy_from_slice(&arena[b]);
+                out[bytes(&recvs[k])].copy_from_slice(&arena[rblocks[k].clone()]);
             }
         }
         Ok(())
     }
+}
+
+/// The element ranges of `n` blocks given by counts and displacements, each inside a
+/// buffer of `len` elements.
+fn ranges(counts: &[usize], displs: &[usize], n: usize, len: usize) -> Result<Vec<std::ops::Range<usize>>, Error> {
+    if counts.len() != n || displs.len() != n {
+        return Err(Error::InvalidArg("neighbourhood collective: one count and displacement a neighbour"));
+    }
+    counts
+        .iter()
+        .zip(displs)
+        .map(|(&c, &d)| {
+            let end = d.checked_add(c).filter(|&e| e <= len);
+            end.map(|e| d..e).ok_or(Error::InvalidArg("neighbourhood collective: a block past its buffer"))
+        })
+        .collect()
 }

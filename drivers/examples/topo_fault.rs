@@ -112,6 +112,22 @@ fn exchange(cart: &Comm, dead: Option<usize>) -> R<()> {
         let want = [live(below).map_or(-1, |b| b as i64), live(above).map_or(-1, |a| a as i64)];
         ensure(all[2 * d..2 * d + 2] == want, || format!("allgather dim {d}: {:?} want {want:?}", &all[2 * d..]))?;
     }
+    // The v forms, blocks laid out backwards in the send buffer: the same values arrive.
+    let mut sendv = vec![0i64; 8];
+    for k in 0..4 {
+        sendv[6 - 2 * k] = send[k];
+        sendv[7 - 2 * k] = send[k] + 50;
+    }
+    let mut recvv = vec![-1i64; 8];
+    cart.neighbor_alltoallv(&sendv, &[2; 4], &[6, 4, 2, 0], &mut recvv, &[2; 4], &[0, 2, 4, 6])
+        .map_err(e("neighbor_alltoallv"))?;
+    let firsts: Vec<i64> = (0..4).map(|k| recvv[2 * k]).collect();
+    let seconds_ok = (0..4).all(|k| recvv[2 * k + 1] == if recvv[2 * k] < 0 { -1 } else { recvv[2 * k] + 50 });
+    ensure(firsts == recv && seconds_ok, || format!("alltoallv {recvv:?}, alltoall gave {recv:?}"))?;
+    let mut allv = vec![-1i64; 4];
+    cart.neighbor_allgatherv(&[me as i64], &mut allv, &[1; 4], &[3, 2, 1, 0]).map_err(e("neighbor_allgatherv"))?;
+    allv.reverse();
+    ensure(allv == all, || format!("allgatherv {allv:?}, allgather gave {all:?}"))?;
     Ok(())
 }
 
