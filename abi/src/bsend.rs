@@ -29,7 +29,6 @@ use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
-use runthrough_engine::Waiter;
 
 use crate::comm::comm;
 use crate::commobj::CommObj;
@@ -243,7 +242,7 @@ unsafe fn buffered(
 /// were transmitted; with `detach`, then takes the buffer away and returns its address
 /// and size. `None`: no such buffer.
 fn drain(owner: &Owner, upto: Option<u64>, detach: bool) -> Option<(usize, usize)> {
-    let mut w = Waiter::new(200);
+    let mut w = crate::req::waiter();
     loop {
         {
             let mut b = BUFFERS.lock();

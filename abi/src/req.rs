@@ -293,9 +293,18 @@ fn finish(h: Handle, mut r: Req) {
     }
 }
 
-/// Spin-then-yield waiting between polls (ranks are oversubscribed).
+/// Polls a wait makes before it yields: the engine's `spin_polls` once the runtime
+/// started (4,000 with a core per rank, 16 when ranks outnumber cores, `RT_SPIN_POLLS`).
+static SPIN_POLLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(200);
+
+/// Sets the polls of [`waiter`] (at init, from the engine's configuration).
+pub(crate) fn set_spin_polls(n: u32) {
+    SPIN_POLLS.store(n, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Spin-then-yield waiting between polls.
 pub(crate) fn waiter() -> Waiter {
-    Waiter::new(200)
+    Waiter::new(SPIN_POLLS.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 unsafe fn store(status: *mut MPI_Status, st: MPI_Status) {

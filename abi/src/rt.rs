@@ -154,6 +154,9 @@ pub(crate) fn start_runtime(who: &str, warm_up: impl FnOnce(usize)) -> c_int {
     };
     let eh = crate::err::initial_errhandler();
     let world = rt.world();
+    // The waits of the C interface spin as the engine's own do (few polls when ranks
+    // outnumber cores, so a rank that waits soon hands its core to the one it waits for).
+    crate::req::set_spin_polls(world.engine().lock().config().spin_polls);
     let w = CommObj::new(world.clone(), eh, "MPI_COMM_WORLD");
     // MPI_COMM_SELF: this process alone, made locally (run-through chapter §17.5.2, R31:
     // ranks that failed during start-up are failed in the world, and init succeeds all the
