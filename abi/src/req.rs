@@ -293,18 +293,9 @@ fn finish(h: Handle, mut r: Req) {
     }
 }
 
-/// Polls a wait makes before it yields: the engine's `spin_polls` once the runtime
-/// started (4,000 with a core per rank, 16 when ranks outnumber cores, `RT_SPIN_POLLS`).
-static SPIN_POLLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(200);
-
-/// Sets the polls of [`waiter`] (at init, from the engine's configuration).
-pub(crate) fn set_spin_polls(n: u32) {
-    SPIN_POLLS.store(n, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Spin-then-yield waiting between polls.
+/// Spin-then-yield waiting between polls (the engine's spin, `rt::spin_polls`).
 pub(crate) fn waiter() -> Waiter {
-    Waiter::new(SPIN_POLLS.load(std::sync::atomic::Ordering::Relaxed))
+    Waiter::new(crate::rt::spin_polls())
 }
 
 unsafe fn store(status: *mut MPI_Status, st: MPI_Status) {

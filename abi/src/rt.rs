@@ -54,6 +54,16 @@ pub(crate) fn self_comm() -> Option<Arc<CommObj>> {
 /// The runtime's own state, apart from the world model's [`STATE`]: started once, by
 /// MPI_Init or by the first MPI_Session_init, and finalized once neither model uses it.
 static RT_STATE: AtomicU8 = AtomicU8::new(NOT_INIT);
+
+/// Polls a wait of the C interface makes before it yields: the engine's `spin_polls` once
+/// the runtime started (4,000 with a core per rank, 16 when ranks outnumber cores,
+/// `RT_SPIN_POLLS`).
+static SPIN_POLLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(200);
+
+/// [`SPIN_POLLS`]'s value.
+pub(crate) fn spin_polls() -> u32 {
+    SPIN_POLLS.load(Ordering::Relaxed)
+}
 /// Serialises starting and finalizing the runtime (MPI_Init and MPI_Session_init may race).
 static RT_LOCK: Mutex<()> = Mutex::new(());
 
@@ -156,7 +166,7 @@ pub(crate) fn start_runtime(who: &str, warm_up: impl FnOnce(usize)) -> c_int {
     let world = rt.world();
     // The waits of the C interface spin as the engine's own do (few polls when ranks
     // outnumber cores, so a rank that waits soon hands its core to the one it waits for).
-    crate::req::set_spin_polls(world.engine().lock().config().spin_polls);
+    SPIN_POLLS.store(world.engine().lock().config().spin_polls, Ordering::Relaxed);
     let w = CommObj::new(world.clone(), eh, "MPI_COMM_WORLD");
     // MPI_COMM_SELF: this process alone, made locally (run-through chapter §17.5.2, R31:
     // ranks that failed during start-up are failed in the world, and init succeeds all the
