@@ -6,13 +6,59 @@
 //! receive block keeps what it held; an unrecognized failure makes the collective err
 //! with `RankFailStop` (R17–R21, R38). Blocks a member exchanges with itself are copied.
 
+use std::ops::Range;
+
 use runthrough_engine::Plan;
 
 use crate::comm::Comm;
 use crate::topo::Neighborhood;
 use crate::{Error, Pod};
 
+impl Neighborhood {
+    /// The schedule of an exchange over this neighbourhood at member `me`: send block `k`
+    /// is bytes `sends[k]` of the arena, receive block `k` bytes `recvs[k]`. Blocks this
+    /// member exchanges with itself are copied in `arena` here (the k-th posted send to
+    /// itself meets its k-th receive; unequal lengths are `Truncate`); the others are the
+    /// returned plan's, in posting order. Shared by the Rust API and the C interface.
+    pub fn schedule(
+        &self,
+        me: usize,
+        sends: &[Range<usize>],
+        recvs: &[Range<usize>],
+        arena: &mut [u8],
+    ) -> Result<Plan, Error> {
+        let to_me = self.send_order.iter().copied().filter(|&i| self.destinations[i] == Some(me));
+        let from_me = (0..self.sources.len()).filter(|&i| self.sources[i] == Some(me));
+        for (s, r) in to_me.zip(from_me) {
+            let (s, r) = (sends[s].clone(), recvs[r].clone());
+            if s.len() != r.len() {
+                return Err(Error::Truncate { posted: r.len(), arrived: s.len() });
+            }
+            arena.copy_within(s, r.start);
+        }
+        let peer = |n: Option<usize>| n.filter(|&x| x != me).map(|x| x as u32);
+        Ok(Plan::Neighbor {
+            sends: self
+                .send_order
+                .iter()
+                .filter_map(|&i| Some((peer(self.destinations[i])?, sends[i].clone())))
+                .collect(),
+            recvs: (0..self.sources.len()).filter_map(|i| Some((peer(self.sources[i])?, recvs[i].clone()))).collect(),
+        })
+    }
+}
+
 impl Comm {
+    /// Which receive blocks of a neighbourhood collective on this communicator get data:
+    /// a source that is neither `None` (`MPI_PROC_NULL`) nor a recognized failure (the
+    /// schedule skips those; their blocks keep what they held).
+    pub fn neighbor_receives(&self, h: &Neighborhood) -> Vec<bool> {
+        let failed = self.group_failed().world_ranks();
+        let world = self.group().world_ranks();
+        let me = self.rank();
+        h.sources.iter().map(|s| s.is_some_and(|s| s == me || !failed.contains(&world[s]))).collect()
+    }
+
     /// This member's neighbourhood (an error without a topology).
     fn neighborhood(&self) -> Result<Neighborhood, Error> {
         let t = self.topology().ok_or(Error::InvalidArg("a neighbourhood collective needs a topology"))?;
@@ -111,8 +157,7 @@ impl Comm {
         recv: &mut [T],
     ) -> Result<(), Error> {
         let size = std::mem::size_of::<T>();
-        let me = self.rank();
-        let bytes = |r: &std::ops::Range<usize>| r.start * size..r.end * size;
+        let bytes = |r: &Range<usize>| r.start * size..r.end * size;
         let mut at = data.len();
         let rblocks: Vec<_> = recvs
             .iter()
@@ -124,24 +169,9 @@ impl Comm {
             .collect();
         let mut arena = data.to_vec();
         arena.resize(at, 0);
-        // Blocks to and from itself: the k-th posted send to itself meets the k-th receive.
-        let to_me = h.send_order.iter().copied().filter(|&i| h.destinations[i] == Some(me));
-        let from_me = (0..h.sources.len()).filter(|&i| h.sources[i] == Some(me));
-        for (s, r) in to_me.zip(from_me) {
-            arena.copy_within(bytes(&sends[s]), rblocks[r].start);
-        }
-        let plan = Plan::Neighbor {
-            sends: h
-                .send_order
-                .iter()
-                .filter_map(|&i| h.destinations[i].filter(|&d| d != me).map(|d| (d as u32, bytes(&sends[i]))))
-                .collect(),
-            recvs: (0..h.sources.len())
-                .filter_map(|i| h.sources[i].filter(|&s| s != me).map(|s| (s as u32, rblocks[i].clone())))
-                .collect(),
-        };
-        let failed = self.group_failed().world_ranks();
-        let world = self.group().world_ranks();
+        let sblocks: Vec<_> = sends.iter().map(bytes).collect();
+        let plan = h.schedule(self.rank(), &sblocks, &rblocks, &mut arena)?;
+        let filled = self.neighbor_receives(h);
         let coll = self.start_owned(&plan, arena, None, None)?;
         let mut w = self.waiter();
         let (r, arena) = loop {
@@ -153,10 +183,8 @@ impl Comm {
         r?;
         // Only the blocks that received: a real source, not a recognized failure.
         let out: &mut [u8] = bytemuck::cast_slice_mut(recv);
-        for (k, s) in h.sources.iter().enumerate() {
-            if s.is_some_and(|s| s == me || !failed.contains(&world[s])) {
-                out[bytes(&recvs[k])].copy_from_slice(&arena[rblocks[k].clone()]);
-            }
+        for k in (0..recvs.len()).filter(|&k| filled[k]) {
+            out[bytes(&recvs[k])].copy_from_slice(&arena[rblocks[k].clone()]);
         }
         Ok(())
     }

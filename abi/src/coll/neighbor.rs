@@ -16,7 +16,7 @@ use std::ffi::{c_int, c_void};
 use std::ops::Range;
 use std::sync::Arc;
 
-use runthrough::{Neighborhood, Plan};
+use runthrough::Neighborhood;
 
 use super::owned::{stack, start_prepared, Finish, Prepared};
 use super::{counts, Args, Coll, Held};
@@ -127,32 +127,8 @@ unsafe fn lay_out(c: &CommObj, h: &Neighborhood, b: Blocks) -> Result<Prepared, 
     };
     let rblocks = stack(recvs.iter().map(|r| r.0 * r.2.size), arena.len());
     arena.resize(rblocks.last().map_or(arena.len(), |b| b.end), 0);
-    let me = c.rank;
-    // Blocks to and from itself: the k-th posted send to itself meets the k-th receive.
-    let to_me = h.send_order.iter().copied().filter(|&i| h.destinations[i] == Some(me));
-    let from_me = (0..nin).filter(|&i| h.sources[i] == Some(me));
-    for (s, r) in to_me.zip(from_me) {
-        let (s, r) = (sblocks[s].clone(), rblocks[r].clone());
-        if s.len() != r.len() {
-            return Err(MPI_ERR_TRUNCATE);
-        }
-        arena.copy_within(s, r.start);
-    }
-    let plan = Plan::Neighbor {
-        sends: h
-            .send_order
-            .iter()
-            .filter_map(|&i| h.destinations[i].filter(|&d| d != me).map(|d| (d as u32, sblocks[i].clone())))
-            .collect(),
-        recvs: (0..nin)
-            .filter_map(|i| h.sources[i].filter(|&s| s != me).map(|s| (s as u32, rblocks[i].clone())))
-            .collect(),
-    };
-    // The receive blocks that get data: a source that is not MPI_PROC_NULL nor a
-    // recognized failure.
-    let failed = c.comm.group_failed().world_ranks();
-    let filled: Vec<bool> =
-        h.sources.iter().map(|s| s.is_some_and(|s| s == me || !failed.contains(&(c.world[s] as usize)))).collect();
+    let plan = h.schedule(c.rank, &sblocks, &rblocks, &mut arena).map_err(super::code)?;
+    let filled = c.comm.neighbor_receives(h);
     let finish: Finish = Box::new(move |arena: &[u8]| {
         let rbuf = rbuf;
         for (i, (b, (count, off, t))) in rblocks.iter().zip(&recvs).enumerate() {
