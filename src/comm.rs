@@ -54,6 +54,9 @@ type Entry = (i32, i32);
 #[derive(Debug)]
 pub(crate) struct Claim {
     ctx: u32,
+    /// How many context pairs from `ctx` the creation takes (an inter-communicator
+    /// takes three).
+    pairs: u32,
     claimed: bool,
     exchanged: Result<(), Error>,
     recognized: Vec<u32>,
@@ -150,6 +153,9 @@ pub(crate) struct CommInner {
     pub(crate) shm: Option<(Arc<runthrough_engine::coll::ShmColl>, usize)>,
     /// Its topology (`topo.rs`), set once when a topology constructor made it.
     pub(crate) topo: std::sync::OnceLock<Arc<crate::topo::Topology>>,
+    /// Inter-communicator creations begun with this as the local communicator (each
+    /// side numbers its own; `intercomm.rs`).
+    pub(crate) inter_attempts: std::sync::atomic::AtomicU32,
 }
 
 impl Drop for CommInner {
@@ -200,6 +206,7 @@ impl Comm {
                 agreements: std::sync::atomic::AtomicU32::new(0),
                 shm,
                 topo: std::sync::OnceLock::new(),
+                inter_attempts: std::sync::atomic::AtomicU32::new(0),
             }),
         }
     }
@@ -551,6 +558,16 @@ impl Comm {
     /// failure known before it gives an error everywhere). Returns each member's entry
     /// (`None` for recognised failed members) and the new context.
     fn create_exchange(&self, color: i32, key: i32) -> Result<(Vec<Option<Entry>>, u32), Error> {
+        self.create_exchange_pairs(color, key, 1)
+    }
+
+    /// [`Comm::create_exchange`] taking `pairs` context pairs from the new context on.
+    pub(crate) fn create_exchange_pairs(
+        &self,
+        color: i32,
+        key: i32,
+        pairs: u32,
+    ) -> Result<(Vec<Option<Entry>>, u32), Error> {
         let shared = &self.inner.shared;
         let n = self.size();
         loop {
@@ -567,7 +584,7 @@ impl Comm {
                 let mine = [color, key, proposal as i32];
                 c.allgather(bytemuck::cast_slice(&mine), bytemuck::cast_slice_mut(&mut all))
             });
-            let claim = self.exchange_claim(&all, proposal, exchanged);
+            let claim = self.exchange_claim(&all, proposal, exchanged, pairs);
             let decision = self.agreement(claim.flag());
             match self.exchange_verdict(&all, claim, decision) {
                 Verdict::Retry => continue,
@@ -580,12 +597,18 @@ impl Comm {
     /// After the exchange of a creation (`all`: three words a member, `i32::MIN` where
     /// none came): the context chosen (the largest proposal) and whether it could be
     /// taken here.
-    pub(crate) fn exchange_claim(&self, all: &[i32], proposal: u32, exchanged: Result<(), Error>) -> Claim {
+    pub(crate) fn exchange_claim(
+        &self,
+        all: &[i32],
+        proposal: u32,
+        exchanged: Result<(), Error>,
+        pairs: u32,
+    ) -> Claim {
         let shared = &self.inner.shared;
         let ctx = all.chunks(3).filter(|e| e[2] != i32::MIN).map(|e| e[2] as u32).max().unwrap_or(proposal);
-        let claimed = exchanged.is_ok() && shared.ctx_claim(ctx);
+        let claimed = exchanged.is_ok() && shared.ctx_claim_pairs(ctx, pairs);
         let recognized = shared.engine.lock().recognized(self.inner.ctx);
-        Claim { ctx, claimed, exchanged, recognized }
+        Claim { ctx, pairs, claimed, exchanged, recognized }
     }
 
     /// The creation's outcome once its agreement decided (or failed): a new context and
@@ -598,12 +621,12 @@ impl Comm {
         decision: Result<runthrough_ft::Decision, Error>,
     ) -> Verdict {
         let shared = &self.inner.shared;
-        let Claim { ctx, claimed, exchanged, recognized } = claim;
+        let Claim { ctx, pairs, claimed, exchanged, recognized } = claim;
         let decision = match decision {
             Ok(d) => d,
             Err(e) => {
                 if claimed {
-                    shared.ctx_release(ctx);
+                    shared.ctx_release_pairs(ctx, pairs);
                 }
                 return Verdict::Fail(e);
             }
@@ -616,7 +639,7 @@ impl Comm {
         let ok = new_failure.is_none()
             && decision.flag & (Claim::EXCHANGED | Claim::CLAIMED) == Claim::EXCHANGED | Claim::CLAIMED;
         if !ok && claimed {
-            shared.ctx_release(ctx);
+            shared.ctx_release_pairs(ctx, pairs);
         }
         if let Some(rank) = new_failure {
             return Verdict::Fail(Error::RankFailStop { rank: rank as u32 });
@@ -662,12 +685,32 @@ impl Comm {
 
     /// Enters one fault-tolerant agreement over the live members; returns its instance.
     pub(crate) fn agreement_start(&self, flag: u32) -> Result<u64, Error> {
+        self.agreement_start_input(runthrough_ft::Input::flag(flag))
+    }
+
+    /// [`Comm::agreement_start`] with a whole input (a flag and a word whose maximum is
+    /// decided); always the message-passing agreement, never the node's registers.
+    pub(crate) fn agreement_start_input(&self, input: runthrough_ft::Input) -> Result<u64, Error> {
         let seq = self.inner.agreements.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.inner.shared.engine.lock().agree_start(self.inner.ctx, &self.inner.group, seq, flag)
+        self.inner.shared.engine.lock().agree_start_input(self.inner.ctx, &self.inner.group, seq, input)
+    }
+
+    /// Makes the members at `local` (ranks here) recognised failures, as a validate that
+    /// decided them would (a new communicator inheriting its parents' recognised failures).
+    pub(crate) fn recognize(&self, local: &[u32]) {
+        if !local.is_empty() {
+            self.inner.shared.engine.lock().validate_commit(self.inner.ctx, local);
+        }
+    }
+
+    /// The members recognised failed here, as world ranks.
+    pub(crate) fn recognized_world(&self) -> Vec<u32> {
+        let rec = self.inner.shared.engine.lock().recognized(self.inner.ctx);
+        rec.iter().filter_map(|&l| self.inner.group.get(l as usize).map(|r| r.0)).collect()
     }
 
     /// Runs one fault-tolerant agreement over the live members; returns the decision.
-    fn agreement(&self, flag: u32) -> Result<runthrough_ft::Decision, Error> {
+    pub(crate) fn agreement(&self, flag: u32) -> Result<runthrough_ft::Decision, Error> {
         let shared = &self.inner.shared;
         // R27: a propagated error not yet delivered here is this call's outcome.
         if let Some(list) = shared.engine.lock().take_armed(self.inner.ctx) {
@@ -781,15 +824,9 @@ impl Comm {
     /// its next free context to the agreement's AND, so the decision is the bitwise OR
     /// of the proposals, which is at least each of them.
     pub fn shrink(&self) -> Result<Comm, Error> {
-        let r = self.not_corrupted().and_then(|()| {
+        let r = self.agreement_shrink(1).and_then(|(ctx, failed)| {
             let shared = &self.inner.shared;
-            let proposal = shared.ctx_proposal();
-            let d = self.agreement(!proposal)?;
-            let ctx = !d.flag;
-            if !shared.ctx_claim(ctx) {
-                tracing::warn!(ctx, "shrink: context also taken by a concurrent creation");
-            }
-            let group: Arc<[Rank]> = self.inner.group.iter().copied().filter(|r| !d.failed.contains(&r.0)).collect();
+            let group: Arc<[Rank]> = self.inner.group.iter().copied().filter(|r| !failed.contains(&r.0)).collect();
             let me = group
                 .iter()
                 .position(|r| *r == self.my_world_rank())
@@ -797,6 +834,20 @@ impl Comm {
             Ok(Comm::new(shared.clone(), ContextId(ctx), group, me as u32, self.error_mode()))
         });
         self.check(r)
+    }
+
+    /// The agreement of a shrink: the new context (taking `pairs` pairs from it) and the
+    /// failed members (world ranks), the same at every member that returns.
+    pub(crate) fn agreement_shrink(&self, pairs: u32) -> Result<(u32, Vec<u32>), Error> {
+        self.not_corrupted()?;
+        let shared = &self.inner.shared;
+        let proposal = shared.ctx_proposal();
+        let d = self.agreement(!proposal)?;
+        let ctx = !d.flag;
+        if !shared.ctx_claim_pairs(ctx, pairs) {
+            tracing::warn!(ctx, "shrink: context also taken by a concurrent creation");
+        }
+        Ok((ctx, d.failed))
     }
 
     /// Signals `code` to every member (R27, Engwer et al.'s `signal_error`): every other

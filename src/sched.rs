@@ -207,7 +207,7 @@ impl Comm {
                     let (outcome, arena) = coll.test()?;
                     let all: Vec<i32> =
                         arena.chunks_exact(4).map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect();
-                    let claim = self.exchange_claim(&all, *proposal, outcome);
+                    let claim = self.exchange_claim(&all, *proposal, outcome, 1);
                     match self.agreement_start(claim.flag()) {
                         Ok(i) => r.step = DupStep::Agree { all, claim, instance: Some(i) },
                         Err(e) => {

@@ -73,6 +73,23 @@ impl Shared {
         self.claimed.lock().remove(&ctx);
     }
 
+    /// [`Shared::ctx_claim`] of the `pairs` contexts `ctx, ctx + 2, …`: all of them or
+    /// none (those taken are given back).
+    pub(crate) fn ctx_claim_pairs(&self, ctx: u32, pairs: u32) -> bool {
+        let all: Vec<u32> = (0..pairs).map(|i| ctx + 2 * i).collect();
+        let taken: Vec<u32> = all.iter().copied().filter(|&c| self.ctx_claim(c)).collect();
+        if taken.len() == all.len() {
+            return true;
+        }
+        taken.into_iter().for_each(|c| self.ctx_release(c));
+        false
+    }
+
+    /// Gives back what [`Shared::ctx_claim_pairs`] took.
+    pub(crate) fn ctx_release_pairs(&self, ctx: u32, pairs: u32) {
+        (0..pairs).for_each(|i| self.ctx_release(ctx + 2 * i));
+    }
+
     pub(crate) fn fatal_scope(&self) -> FatalScope {
         if self.job_fatal.load(Ordering::Relaxed) {
             FatalScope::Job
