@@ -156,6 +156,8 @@ pub(crate) struct CommInner {
     /// Inter-communicator creations begun with this as the local communicator (each
     /// side numbers its own; `intercomm.rs`).
     pub(crate) inter_attempts: std::sync::atomic::AtomicU32,
+    /// `create_group` calls so far by (context, tag, members) hash.
+    group_creations: Mutex<std::collections::HashMap<u64, u32>>,
 }
 
 impl Drop for CommInner {
@@ -207,6 +209,7 @@ impl Comm {
                 shm,
                 topo: std::sync::OnceLock::new(),
                 inter_attempts: std::sync::atomic::AtomicU32::new(0),
+                group_creations: Mutex::default(),
             }),
         }
     }
@@ -530,6 +533,17 @@ impl Comm {
             for b in words.flat_map(u32::to_le_bytes) {
                 h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
             }
+            // The same group and tag again later (legal once the first ended) must not
+            // meet the first one's scratch context: every member counts them alike.
+            let again = {
+                let mut seen = self.inner.group_creations.lock();
+                let n = seen.entry(h).or_insert(0);
+                *n += 1;
+                *n - 1
+            };
+            for b in again.to_le_bytes() {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
             let scratch_ctx = 0x8000_0000 | ((h ^ (h >> 32)) as u32 & 0x7fff_fffe);
             let scratch = Comm::new(
                 self.inner.shared.clone(),
@@ -597,13 +611,7 @@ impl Comm {
     /// After the exchange of a creation (`all`: three words a member, `i32::MIN` where
     /// none came): the context chosen (the largest proposal) and whether it could be
     /// taken here.
-    pub(crate) fn exchange_claim(
-        &self,
-        all: &[i32],
-        proposal: u32,
-        exchanged: Result<(), Error>,
-        pairs: u32,
-    ) -> Claim {
+    pub(crate) fn exchange_claim(&self, all: &[i32], proposal: u32, exchanged: Result<(), Error>, pairs: u32) -> Claim {
         let shared = &self.inner.shared;
         let ctx = all.chunks(3).filter(|e| e[2] != i32::MIN).map(|e| e[2] as u32).max().unwrap_or(proposal);
         let claimed = exchanged.is_ok() && shared.ctx_claim_pairs(ctx, pairs);

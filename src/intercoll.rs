@@ -40,7 +40,14 @@ fn blocks(n: usize, blk: usize, at: usize) -> impl Iterator<Item = Range<usize>>
 
 /// Element ranges by counts and displacements (in elements of `size` bytes) as byte
 /// ranges from `at`, each inside `len` elements.
-fn ranged(counts: &[usize], displs: &[usize], n: usize, size: usize, len: usize, at: usize) -> Result<Vec<Range<usize>>, Error> {
+fn ranged(
+    counts: &[usize],
+    displs: &[usize],
+    n: usize,
+    size: usize,
+    len: usize,
+    at: usize,
+) -> Result<Vec<Range<usize>>, Error> {
     if counts.len() < n || displs.len() < n {
         return Err(Error::InvalidArg("inter-communicator collective: one count and displacement a remote member"));
     }
@@ -77,7 +84,12 @@ impl InterComm {
     }
 
     /// Runs an exchange to the end; the arena back.
-    fn exchange(&self, sends: Vec<(usize, Range<usize>)>, recvs: Vec<(usize, Range<usize>)>, arena: Vec<u8>) -> Result<Vec<u8>, Error> {
+    fn exchange(
+        &self,
+        sends: Vec<(usize, Range<usize>)>,
+        recvs: Vec<(usize, Range<usize>)>,
+        arena: Vec<u8>,
+    ) -> Result<Vec<u8>, Error> {
         let r = (|| {
             let plan = self.plan(sends, recvs)?;
             let coll = self.start_plan(&plan, arena)?;
@@ -214,7 +226,13 @@ impl InterComm {
     }
 
     /// `MPI_Allgatherv`: remote member `j`'s `send` into `recv[displs[j]..][..counts[j]]`.
-    pub fn allgatherv<T: Pod>(&self, send: &[T], recv: &mut [T], counts: &[usize], displs: &[usize]) -> Result<(), Error> {
+    pub fn allgatherv<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> Result<(), Error> {
         let size = std::mem::size_of::<T>();
         let n = self.remote_size();
         let data: &[u8] = bytemuck::cast_slice(send);
@@ -258,7 +276,8 @@ impl InterComm {
         let out: &mut [u8] = bytemuck::cast_slice_mut(recv);
         let mut arena = data.to_vec();
         arena.extend_from_slice(out);
-        let arena = self.exchange(sends.into_iter().enumerate().collect(), recvs.into_iter().enumerate().collect(), arena)?;
+        let arena =
+            self.exchange(sends.into_iter().enumerate().collect(), recvs.into_iter().enumerate().collect(), arena)?;
         out.copy_from_slice(&arena[at..]);
         Ok(())
     }

@@ -175,8 +175,11 @@ impl Comm {
         let rec_local = shared.engine.lock().recognized(self.inner.ctx);
         local.recognize(&rec_local);
         let (nl, nh) = (low.len(), high.len());
-        let (locals, remotes): (Vec<usize>, Vec<usize>) =
-            if low_first { ((0..nl).collect(), (nl..nl + nh).collect()) } else { ((nl..nl + nh).collect(), (0..nl).collect()) };
+        let (locals, remotes): (Vec<usize>, Vec<usize>) = if low_first {
+            ((0..nl).collect(), (nl..nl + nh).collect())
+        } else {
+            ((nl..nl + nh).collect(), (0..nl).collect())
+        };
         Ok(InterComm { bridge, inner, local, locals: locals.into(), remotes: remotes.into() })
     }
 }
@@ -489,11 +492,15 @@ impl InterComm {
         let lme = loc.iter().position(|&i| i == b.rank()).unwrap_or(0) as u32;
         let side_ctx = if local_low { ctx + 4 } else { ctx + 6 };
         let local = Comm::new(shared.clone(), ContextId(side_ctx), lgroup, lme, b.error_mode());
-        let lrec: Vec<u32> = loc.iter().enumerate().filter(|(_, i)| rec.contains(&(**i as u32))).map(|(n, _)| n as u32).collect();
+        let lrec: Vec<u32> =
+            loc.iter().enumerate().filter(|(_, i)| rec.contains(&(**i as u32))).map(|(n, _)| n as u32).collect();
         local.recognize(&lrec);
         let (nl, nh) = (low.len(), high.len());
-        let (locals, remotes): (Vec<usize>, Vec<usize>) =
-            if local_low { ((0..nl).collect(), (nl..nl + nh).collect()) } else { ((nl..nl + nh).collect(), (0..nl).collect()) };
+        let (locals, remotes): (Vec<usize>, Vec<usize>) = if local_low {
+            ((0..nl).collect(), (nl..nl + nh).collect())
+        } else {
+            ((nl..nl + nh).collect(), (0..nl).collect())
+        };
         InterComm { bridge, inner, local, locals: locals.into(), remotes: remotes.into() }
     }
 
@@ -502,13 +509,19 @@ impl InterComm {
     /// and the collectives work again. Returns the failed group.
     pub fn validate(&self) -> Result<Group, Error> {
         let failed = self.bridge.validate()?;
+        self.validated(&failed);
+        Ok(failed)
+    }
+
+    /// Applies a validate of the bridge that decided `failed` (a nonblocking one, run
+    /// on [`InterComm::bridge`]) to the inner bridge and the local communicator.
+    pub fn validated(&self, failed: &Group) {
         let f: Vec<u32> = failed.world_ranks().into_iter().map(|w| w as u32).collect();
         let pick = |c: &Comm| -> Vec<u32> {
             c.members().iter().enumerate().filter(|(_, r)| f.contains(&r.0)).map(|(i, _)| i as u32).collect()
         };
         self.inner.recognize(&pick(&self.inner));
         self.local.recognize(&pick(&self.local));
-        Ok(failed)
     }
 
     /// Agrees on the AND of `flag` over the live members of both groups.

@@ -18,6 +18,7 @@ use crate::req::Active;
 use crate::types::{Handle, MPI_Aint, MPI_Count, SendPtr};
 
 mod held;
+mod inter;
 mod neighbor;
 mod owned;
 
@@ -199,11 +200,9 @@ pub(crate) enum Coll {
 /// # Safety
 /// The buffers and arrays in `a` are the program's, valid for the call (MPI contract).
 pub(crate) unsafe fn run(c: &Arc<CommObj>, k: Coll, a: Args, held: &Held) -> R {
-    if c.inter.is_some() && !matches!(k, Coll::Barrier) {
-        // Intercommunicator collectives (MPI_ROOT, two groups) are not implemented; a
-        // barrier over both groups is the barrier of the underlying communicator.
-        crate::err::set_detail(format!("{k:?} on an intercommunicator is not supported"));
-        return Err(MPI_ERR_UNSUPPORTED_OPERATION);
+    if let Some(i) = &c.inter {
+        // SAFETY: forwarded (function contract).
+        return unsafe { inter::run(c, &i.ic, k, &a, held) };
     }
     let n = c.size();
     let me = c.rank;
@@ -584,9 +583,11 @@ unsafe fn start(
     held: &Held,
     at: Option<runthrough::Reserved>,
 ) -> Result<Active, c_int> {
-    if c.inter.is_some() && !matches!(k, Coll::Barrier) {
-        crate::err::set_detail(format!("{k:?} on an intercommunicator is not supported"));
-        return Err(MPI_ERR_UNSUPPORTED_OPERATION);
+    if let Some(i) = &c.inter {
+        // Run at the start, complete at once (`inter.rs`).
+        // SAFETY: forwarded (function contract).
+        let rc = unsafe { inter::run(c, &i.ic, k, a, held) }.err().unwrap_or(MPI_SUCCESS);
+        return Ok(Active::Polled(Box::new(move || Some((crate::types::MPI_Status::empty(), rc)))));
     }
     // SAFETY: forwarded (function contract).
     let prepared = unsafe { prepare(c, k, a, held) }?;
@@ -802,7 +803,8 @@ unsafe fn alltoallw_args(
     rtypes: *const Handle,
     wide: bool,
 ) -> Result<Alltoallw, c_int> {
-    let n = c.size();
+    // One entry a peer: a remote member on an intercommunicator.
+    let n = c.inter.as_ref().map_or(c.size(), |i| i.remote.len());
     let in_place = is_in_place(sbuf);
     // SAFETY: n entries each (function contract).
     let (rc, rd) = unsafe { (counts(rcounts, n, wide), counts(rdispls, n, wide)) };
@@ -834,7 +836,7 @@ unsafe fn alltoallw_args(
 /// # Safety
 /// The program's buffers, valid until it completes (MPI contract).
 unsafe fn alltoallw_run(c: &CommObj, w: &Alltoallw) -> Result<(), c_int> {
-    let n = c.size();
+    let n = w.sc.len();
     let (mut send, mut bsc, mut bsd) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..n {
         bsd.push(send.len());
@@ -850,7 +852,11 @@ unsafe fn alltoallw_run(c: &CommObj, w: &Alltoallw) -> Result<(), c_int> {
         off += b;
     }
     let mut area = vec![0u8; off];
-    c.comm.alltoallv(&send, &bsc, &bsd, &mut area, &brc, &brd).map_err(code)?;
+    match &c.inter {
+        Some(i) => i.ic.alltoallv(&send, &bsc, &bsd, &mut area, &brc, &brd),
+        None => c.comm.alltoallv(&send, &bsc, &bsd, &mut area, &brc, &brd),
+    }
+    .map_err(code)?;
     for i in 0..n {
         // SAFETY: the program's receive buffer, block i.
         unsafe {
@@ -893,8 +899,8 @@ unsafe fn alltoallw(
     request: *mut Handle,
 ) -> c_int {
     let c = comm!(comm);
-    if c.inter.is_some() {
-        return raise_on(comm, MPI_ERR_UNSUPPORTED_OPERATION);
+    if c.inter.is_some() && is_in_place(sbuf) {
+        return raise_on(comm, MPI_ERR_ARG);
     }
     // SAFETY: forwarded (function contract).
     let w = match unsafe { alltoallw_args(&c, sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, wide) } {
@@ -902,6 +908,12 @@ unsafe fn alltoallw(
         Err(e) => return raise_on(comm, e),
     };
     let start = move |c: &Arc<CommObj>, w: &Alltoallw, at: Option<runthrough::Reserved>| {
+        if c.inter.is_some() {
+            // Run at the start, complete at once (as `inter.rs`'s collectives).
+            // SAFETY: the program keeps the buffers valid until the request completes.
+            let rc = unsafe { alltoallw_run(c, w) }.err().unwrap_or(MPI_SUCCESS);
+            return Ok(Active::Polled(Box::new(move || Some((crate::types::MPI_Status::empty(), rc)))));
+        }
         let sends = (0..w.sc.len()).map(|i| (w.sbuf.0, w.sc[i], w.sd[i] as isize, w.st[i].clone())).collect();
         let recvs = (0..w.rc.len()).map(|i| (w.rc[i], w.rd[i] as isize, w.rt[i].clone())).collect();
         // SAFETY: the program keeps the buffers valid until the request completes.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use runthrough::Comm;
 
-use crate::commobj::{CommObj, Inter, COMMS};
+use crate::commobj::{CommObj, COMMS};
 use crate::consts::*;
 use crate::raise::raise_on;
 use crate::types::Handle;
@@ -28,11 +28,12 @@ pub(crate) use comm;
 /// copying its attributes as their copy callbacks say) and returns its handle; a failing
 /// copy callback's code, the new communicator freed.
 pub(crate) fn register_child(parent: &Arc<CommObj>, parent_h: Handle, c: Comm) -> Result<Handle, c_int> {
-    let eh = *parent.errhandler.lock();
-    let obj = match &parent.inter {
-        Some(i) => CommObj::new_inter(c, eh, i.clone()),
-        None => CommObj::new(c, eh, ""),
-    };
+    let obj = CommObj::new(c, *parent.errhandler.lock(), "");
+    register_child_obj(parent, parent_h, obj)
+}
+
+/// [`register_child`] of a communicator object made already (an inter-communicator's).
+fn register_child_obj(parent: &Arc<CommObj>, parent_h: Handle, obj: Arc<CommObj>) -> Result<Handle, c_int> {
     let h = COMMS.insert(obj.clone());
     if let Err(e) = copy_attrs(parent, parent_h, &obj, h) {
         COMMS.remove(h);
@@ -88,9 +89,14 @@ pub(crate) unsafe fn MPI_Comm_test_inter(comm: Handle, flag: *mut c_int) -> c_in
 
 pub(crate) unsafe fn MPI_Comm_dup(comm: Handle, newcomm: *mut Handle) -> c_int {
     let c = comm!(comm);
-    match c.comm.dup() {
+    let eh = *c.errhandler.lock();
+    let dup = match &c.inter {
+        Some(i) => i.ic.dup().map(|d| CommObj::new_inter(d, eh)),
+        None => c.comm.dup().map(|d| CommObj::new(d, eh, "")),
+    };
+    match dup {
         Ok(d) => {
-            let h = register_child(&c, comm, d);
+            let h = register_child_obj(&c, comm, d);
             // SAFETY: output argument.
             unsafe { *newcomm = *h.as_ref().unwrap_or(&MPI_COMM_NULL) };
             // A copy callback's error fails the dup (MPI-4.1 7.7.2).
@@ -114,6 +120,18 @@ pub(crate) unsafe fn MPI_Comm_idup(comm: Handle, newcomm: *mut Handle, request: 
     let c = comm!(comm);
     if newcomm.is_null() || request.is_null() {
         return raise_on(comm, MPI_ERR_ARG);
+    }
+    if c.inter.is_some() {
+        // An inter-communicator's duplicate is made at once (its creation is not one
+        // engine schedule); the request is complete.
+        // SAFETY: forwarded arguments.
+        let rc = unsafe { MPI_Comm_dup(comm, newcomm) };
+        if rc == MPI_SUCCESS {
+            let done = move || Some((crate::types::MPI_Status::empty(), MPI_SUCCESS));
+            // SAFETY: output argument.
+            unsafe { *request = crate::req::new_active(comm, crate::req::Active::Polled(Box::new(done))) };
+        }
+        return rc;
     }
     // SAFETY: output argument.
     unsafe { *newcomm = MPI_COMM_NULL };
@@ -149,35 +167,31 @@ pub(crate) unsafe fn MPI_Comm_split(comm: Handle, color: c_int, key: c_int, newc
         return raise_on(comm, MPI_ERR_ARG);
     }
     let color = if color == MPI_UNDEFINED { None } else { Some(color as u32) };
-    match (c.comm.split(color, key), c.inter.as_ref()) {
-        (Ok(Some(s)), Some(i)) => {
-            // An intercommunicator splits into intercommunicators (MPI-4.1 7.4.2): the
-            // members of one color on each side, each side ordered by key (the split of
-            // the underlying communicator orders all of them so); none on the other
-            // side gives MPI_COMM_NULL.
-            let members: Vec<u32> = s.group().world_ranks().into_iter().map(|r| r as u32).collect();
-            let local: Vec<u32> = members.iter().copied().filter(|w| i.local.contains(w)).collect();
-            let remote: Vec<u32> = members.iter().copied().filter(|w| i.remote.contains(w)).collect();
-            let h = if remote.is_empty() {
-                MPI_COMM_NULL
-            } else {
-                COMMS.insert(CommObj::new_inter(s, *c.errhandler.lock(), Inter { local, remote }))
-            };
-            // SAFETY: output argument.
-            unsafe { *newcomm = h };
-            MPI_SUCCESS
-        }
-        (Ok(Some(s)), None) => {
+    if let Some(i) = &c.inter {
+        // An intercommunicator splits into intercommunicators (MPI-4.1 7.4.2): none of
+        // the color on the other side gives MPI_COMM_NULL.
+        return match i.ic.split(color, key) {
+            Ok(s) => {
+                let h = s.map_or(MPI_COMM_NULL, |s| COMMS.insert(CommObj::new_inter(s, *c.errhandler.lock())));
+                // SAFETY: output argument.
+                unsafe { *newcomm = h };
+                MPI_SUCCESS
+            }
+            Err(e) => crate::raise::raise_error(comm, &e),
+        };
+    }
+    match c.comm.split(color, key) {
+        Ok(Some(s)) => {
             // SAFETY: output argument.
             unsafe { *newcomm = register_plain(&c, s) };
             MPI_SUCCESS
         }
-        (Ok(None), _) => {
+        Ok(None) => {
             // SAFETY: output argument.
             unsafe { *newcomm = MPI_COMM_NULL };
             MPI_SUCCESS
         }
-        (Err(e), _) => crate::raise::raise_error(comm, &e),
+        Err(e) => crate::raise::raise_error(comm, &e),
     }
 }
 
@@ -257,46 +271,25 @@ pub(crate) unsafe fn MPI_Comm_create_group(comm: Handle, group: Handle, tag: c_i
     }
 }
 
-/// The intracommunicator of both groups (MPI-4.1 7.6.2): the group whose members passed
-/// `high` false first, each in its own order; where both sides passed the same value, the
-/// group holding the lowest world rank first. Collective over the underlying
-/// communicator: one allgather of the `high` values, then a split that orders everyone.
+/// The intracommunicator of both groups (MPI-4.1 7.6.2): the facade's merge.
 pub(crate) unsafe fn MPI_Intercomm_merge(intercomm: Handle, high: c_int, newintracomm: *mut Handle) -> c_int {
     let c = comm!(intercomm);
-    let Some(i) = c.inter.clone() else {
+    let Some(i) = c.inter.as_ref() else {
         return raise_on(intercomm, MPI_ERR_COMM);
     };
-    let mut highs = vec![0i32; c.world.len()];
-    if let Err(e) = c.comm.allgather(&[i32::from(high != 0)], &mut highs) {
-        return crate::raise::raise_error(intercomm, &e);
-    }
-    let high_of = |g: &[u32]| g.first().and_then(|w| c.world.iter().position(|x| x == w)).map_or(0, |p| highs[p]);
-    let (mine, theirs) = (high_of(&i.local), high_of(&i.remote));
-    let min = |g: &[u32]| g.iter().copied().min().unwrap_or(u32::MAX);
-    let local_first = if mine != theirs { mine < theirs } else { min(&i.local) < min(&i.remote) };
-    let order: Vec<u32> = if local_first {
-        i.local.iter().chain(&i.remote).copied().collect()
-    } else {
-        i.remote.iter().chain(&i.local).copied().collect()
-    };
-    let me = c.world[c.rank];
-    let key = order.iter().position(|&w| w == me).unwrap_or(0) as i32;
-    match c.comm.split(Some(0), key) {
-        Ok(Some(m)) => {
-            let obj = CommObj::new(m, *c.errhandler.lock(), "");
+    match i.ic.merge(high != 0) {
+        Ok(m) => {
             // SAFETY: output argument.
-            unsafe { *newintracomm = COMMS.insert(obj) };
+            unsafe { *newintracomm = register_plain(&c, m) };
             MPI_SUCCESS
         }
-        Ok(None) => raise_on(intercomm, MPI_ERR_INTERN),
         Err(e) => crate::raise::raise_error(intercomm, &e),
     }
 }
 
-/// MPI_Intercomm_create where the two groups together are exactly `peer_comm`'s members
-/// (the common case, e.g. the halves of MPI_COMM_WORLD): the leaders swap their groups
-/// over `peer_comm`, each group learns the other's from its leader, and the
-/// intercommunicator runs on a duplicate of `peer_comm`. Other layouts are unsupported.
+/// MPI_Intercomm_create from any two disjoint groups, leaders and peer communicator:
+/// the facade's `Comm::intercomm_create` (uniform under failures, R39). `peer_comm` and
+/// `remote_leader` matter at the local leader only.
 pub(crate) unsafe fn MPI_Intercomm_create(
     local_comm: Handle,
     local_leader: c_int,
@@ -306,53 +299,29 @@ pub(crate) unsafe fn MPI_Intercomm_create(
     newintercomm: *mut Handle,
 ) -> c_int {
     let lc = comm!(local_comm);
-    if lc.inter.is_some() || local_leader < 0 || local_leader as usize >= lc.size() {
-        return raise_on(local_comm, MPI_ERR_ARG);
+    if lc.inter.is_some() {
+        return raise_on(local_comm, MPI_ERR_COMM);
     }
-    let local = lc.world.clone();
-    let mut remote_len = [0u32; 1];
-    let mut remote: Vec<u32> = Vec::new();
-    let mut peer: Option<Arc<CommObj>> = None;
-    if lc.rank == local_leader as usize {
+    if local_leader < 0 || local_leader as usize >= lc.size() {
+        return raise_on(local_comm, MPI_ERR_RANK);
+    }
+    let peer = if lc.rank == local_leader as usize {
         let pc = comm!(peer_comm);
+        if pc.inter.is_some() {
+            return raise_on(local_comm, MPI_ERR_COMM);
+        }
         if remote_leader < 0 || remote_leader as usize >= pc.size() {
             return raise_on(local_comm, MPI_ERR_RANK);
         }
-        let rl = remote_leader as usize;
-        if let Err(e) = pc.comm.sendrecv(&[local.len() as u32], rl, tag, &mut remote_len, rl, tag) {
-            return crate::raise::raise_error(local_comm, &e);
-        }
-        remote = vec![0u32; remote_len[0] as usize];
-        if let Err(e) = pc.comm.sendrecv(&local, rl, tag, &mut remote, rl, tag) {
-            return crate::raise::raise_error(local_comm, &e);
-        }
-        peer = Some(pc);
-    }
-    if let Err(e) = lc.comm.bcast(&mut remote_len, local_leader as usize) {
-        return crate::raise::raise_error(local_comm, &e);
-    }
-    remote.resize(remote_len[0] as usize, 0);
-    if let Err(e) = lc.comm.bcast(&mut remote, local_leader as usize) {
-        return crate::raise::raise_error(local_comm, &e);
-    }
-    // Every process needs the peer communicator for the duplicate (it is a member).
-    let pc = match peer {
-        Some(p) => p,
-        None => comm!(peer_comm),
+        Some(pc)
+    } else {
+        None
     };
-    let mut all: Vec<u32> = local.iter().chain(remote.iter()).copied().collect();
-    all.sort_unstable();
-    let mut members = pc.world.clone();
-    members.sort_unstable();
-    if all != members {
-        crate::err::set_detail("MPI_Intercomm_create: only groups that together make up the peer communicator".into());
-        return raise_on(local_comm, MPI_ERR_UNSUPPORTED_OPERATION);
-    }
-    match pc.comm.dup() {
-        Ok(d) => {
-            let obj = CommObj::new_inter(d, *lc.errhandler.lock(), Inter { local, remote });
+    let peer_comm = peer.as_ref().map(|p| &p.comm);
+    match lc.comm.intercomm_create(local_leader as usize, peer_comm, remote_leader.max(0) as usize, tag) {
+        Ok(ic) => {
             // SAFETY: output argument.
-            unsafe { *newintercomm = COMMS.insert(obj) };
+            unsafe { *newintercomm = COMMS.insert(CommObj::new_inter(ic, *lc.errhandler.lock())) };
             MPI_SUCCESS
         }
         Err(e) => crate::raise::raise_error(local_comm, &e),
@@ -389,6 +358,20 @@ pub(crate) unsafe fn MPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut 
         Some(g) => g,
         None => return raise_on(comm, MPI_ERR_GROUP),
     };
+    if let Some(i) = &c.inter {
+        // On an intercommunicator (MPI-4.1 7.4.2): `group` is a subgroup of the local
+        // group; each side's members of its own `group` make the new intercommunicator,
+        // in the group's order (a split by membership); none on either side gives
+        // MPI_COMM_NULL.
+        if g.ranks.iter().any(|w| !i.local.contains(w)) {
+            return raise_on(comm, MPI_ERR_GROUP);
+        }
+        let me = i.local[c.user_rank()];
+        let pos = g.ranks.iter().position(|&w| w == me);
+        let color = if pos.is_some() { 0 } else { MPI_UNDEFINED };
+        // SAFETY: forwarded arguments.
+        return unsafe { MPI_Comm_split(comm, color, pos.unwrap_or(0) as c_int, newcomm) };
+    }
     // The group's members as ranks of `comm`.
     let mut local = Vec::with_capacity(g.ranks.len());
     for w in &g.ranks {

@@ -30,11 +30,13 @@ pub(crate) struct CommObj {
     pub(crate) inter: Option<Inter>,
 }
 
-/// The two groups of an intercommunicator.
+/// The two groups of an intercommunicator (world ranks) and the facade's
+/// inter-communicator, whose calls (creation, merge, collectives) these translate.
 #[derive(Debug, Clone)]
 pub(crate) struct Inter {
     pub(crate) local: Vec<u32>,
     pub(crate) remote: Vec<u32>,
+    pub(crate) ic: runthrough::InterComm,
 }
 
 impl CommObj {
@@ -107,9 +109,12 @@ impl CommObj {
         })
     }
 
-    /// As [`CommObj::new`], for an intercommunicator over `comm`.
-    pub(crate) fn new_inter(comm: Comm, errhandler: Handle, inter: Inter) -> Arc<Self> {
-        let mut c = Arc::into_inner(CommObj::new(comm, errhandler, "")).expect("a fresh communicator");
+    /// As [`CommObj::new`], for inter-communicator `ic` (over its bridge).
+    pub(crate) fn new_inter(ic: runthrough::InterComm, errhandler: Handle) -> Arc<Self> {
+        ic.set_error_mode(runthrough::ErrorMode::ErrorsReturn);
+        let world = |g: runthrough::Group| g.world_ranks().into_iter().map(|r| r as u32).collect();
+        let inter = Inter { local: world(ic.group()), remote: world(ic.remote_group()), ic: ic.clone() };
+        let mut c = Arc::into_inner(CommObj::new(ic.bridge().clone(), errhandler, "")).expect("a fresh communicator");
         c.inter = Some(inter);
         Arc::new(c)
     }

@@ -3086,11 +3086,11 @@ pub unsafe extern "C" fn PMPI_Intercomm_create(local_comm: Handle, local_leader:
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Intercomm_create_from_groups(local_group: Handle, local_leader: c_int, remote_group: Handle, remote_leader: c_int, stringtag: *const c_char, info: Handle, errhandler: Handle, newintercomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Intercomm_create_from_groups", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Intercomm_create_from_groups", || unsafe { crate::imp::MPI_Intercomm_create_from_groups(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Intercomm_create_from_groups(local_group: Handle, local_leader: c_int, remote_group: Handle, remote_leader: c_int, stringtag: *const c_char, info: Handle, errhandler: Handle, newintercomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Intercomm_create_from_groups", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Intercomm_create_from_groups", || unsafe { crate::imp::MPI_Intercomm_create_from_groups(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm) })
 }
 
 #[no_mangle]

@@ -19,7 +19,10 @@ fn group_of(g: &runthrough::Group) -> Handle {
 
 pub(crate) unsafe fn MPIX_Comm_revoke(comm: Handle) -> c_int {
     let c = comm!(comm);
-    c.comm.revoke();
+    match &c.inter {
+        Some(i) => i.ic.revoke(),
+        None => c.comm.revoke(),
+    }
     MPI_SUCCESS
 }
 
@@ -32,18 +35,16 @@ pub(crate) unsafe fn MPIX_Comm_is_revoked(comm: Handle, flag: *mut c_int) -> c_i
 
 pub(crate) unsafe fn MPIX_Comm_shrink(comm: Handle, newcomm: *mut Handle) -> c_int {
     let c = comm!(comm);
-    match c.comm.shrink() {
-        Ok(s) => {
-            let h = match &c.inter {
-                // An intercommunicator shrinks both its groups to the survivors.
-                Some(i) => {
-                    let alive: Vec<u32> = s.group().world_ranks().into_iter().map(|r| r as u32).collect();
-                    let keep = |g: &[u32]| g.iter().copied().filter(|w| alive.contains(w)).collect::<Vec<u32>>();
-                    let inter = crate::commobj::Inter { local: keep(&i.local), remote: keep(&i.remote) };
-                    crate::commobj::COMMS.insert(crate::commobj::CommObj::new_inter(s, *c.errhandler.lock(), inter))
-                }
-                None => crate::comm::register_plain(&c, s),
-            };
+    let shrunk = match &c.inter {
+        // An intercommunicator shrinks both its groups to the survivors.
+        Some(i) => {
+            i.ic.shrink()
+                .map(|s| crate::commobj::COMMS.insert(crate::commobj::CommObj::new_inter(s, *c.errhandler.lock())))
+        }
+        None => c.comm.shrink().map(|s| crate::comm::register_plain(&c, s)),
+    };
+    match shrunk {
+        Ok(h) => {
             // SAFETY: output argument.
             unsafe { *newcomm = h };
             MPI_SUCCESS
@@ -147,6 +148,9 @@ pub(crate) unsafe fn MPIX_Comm_validate(comm: Handle, failed: *mut Handle) -> c_
     c.comm.settle_owned();
     match c.comm.validate() {
         Ok(g) => {
+            if let Some(i) = &c.inter {
+                i.ic.validated(&g);
+            }
             // SAFETY: output argument.
             unsafe { *failed = group_of(&g) };
             MPI_SUCCESS
@@ -166,6 +170,9 @@ pub(crate) unsafe fn MPIX_Icomm_validate(comm: Handle, failed: *mut Handle, requ
         let out = out;
         let err = match c.comm.poll_ticket(&mut ticket)? {
             Decided::Validate(g) => {
+                if let Some(i) = &c.inter {
+                    i.ic.validated(&g);
+                }
                 // SAFETY: the program keeps `failed` valid until the request completes.
                 unsafe { *out.0.cast::<Handle>() = group_of(&g) };
                 MPI_SUCCESS

@@ -372,3 +372,57 @@ pub(crate) unsafe fn MPI_Comm_create_from_group(
         }
     }
 }
+
+/// MPI_Intercomm_create_from_groups (MPI-4.1 7.6.2): the local group's communicator as
+/// [`MPI_Comm_create_from_group`] makes it, then the facade's `intercomm_create` over the
+/// world as peer (every process of the job is in it), the string tag hashed into the
+/// leaders' tag.
+pub(crate) unsafe fn MPI_Intercomm_create_from_groups(
+    local_group: Handle,
+    local_leader: c_int,
+    remote_group: Handle,
+    remote_leader: c_int,
+    stringtag: *const c_char,
+    info: Handle,
+    errhandler: Handle,
+    newintercomm: *mut Handle,
+) -> c_int {
+    let eh = handler_or_initial(errhandler);
+    let fail = |code| raise_with(eh, MPI_COMM_NULL, code, None);
+    if newintercomm.is_null() {
+        return fail(MPI_ERR_ARG);
+    }
+    let (Some(lg), Some(rg)) = (crate::group::lookup(local_group), crate::group::lookup(remote_group)) else {
+        return fail(MPI_ERR_GROUP);
+    };
+    if local_leader < 0 || local_leader as usize >= lg.ranks.len() || remote_leader < 0 {
+        return fail(MPI_ERR_RANK);
+    }
+    let Some(&remote_world) = rg.ranks.get(remote_leader as usize) else { return fail(MPI_ERR_RANK) };
+    let Some(w) = crate::rt::runtime_world() else { return fail(MPI_ERR_OTHER) };
+    let mut local_h = MPI_COMM_NULL;
+    // SAFETY: forwarded arguments; `local_h` is ours.
+    let rc = unsafe { MPI_Comm_create_from_group(local_group, stringtag, info, errhandler, &mut local_h) };
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    let Some(local) = crate::commobj::COMMS.get(local_h) else { return fail(MPI_ERR_INTERN) };
+    crate::commobj::COMMS.remove(local_h);
+    // SAFETY: C string (checked by the creation above).
+    let tag = unsafe { c_string(stringtag) }
+        .map_or(0, |t| t.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193)))
+        as i32
+        & runthrough::TAG_UB;
+    let Some(peer_rank) = w.world.iter().position(|&x| x == remote_world) else { return fail(MPI_ERR_RANK) };
+    match local.comm.intercomm_create(local_leader as usize, Some(&w.comm), peer_rank, tag) {
+        Ok(ic) => {
+            // SAFETY: output argument.
+            unsafe { *newintercomm = crate::commobj::COMMS.insert(CommObj::new_inter(ic, eh)) };
+            MPI_SUCCESS
+        }
+        Err(e) => {
+            crate::err::set_detail(e.to_string());
+            fail(crate::err::code_of(&e))
+        }
+    }
+}

@@ -115,7 +115,15 @@ fn check_colls(world: &Comm, ic: &InterComm, dead: Option<usize>) -> R<()> {
         }
     }
     // gather and scatter rooted at A's rank 0.
-    let role = if in_a { if ic.rank() == 0 { InterRoot::Root } else { InterRoot::Null } } else { InterRoot::Remote(0) };
+    let role = if in_a {
+        if ic.rank() == 0 {
+            InterRoot::Root
+        } else {
+            InterRoot::Null
+        }
+    } else {
+        InterRoot::Remote(0)
+    };
     let mut got = vec![u64::MAX; if role == InterRoot::Root { 2 * k } else { 0 }];
     ic.gather(&[me, me * 10], &mut got, role).map_err(e("gather"))?;
     if role == InterRoot::Root {
@@ -162,7 +170,13 @@ fn check_colls(world: &Comm, ic: &InterComm, dead: Option<usize>) -> R<()> {
     ic.allreduce_with(&[me], &mut f, &first).map_err(e("allreduce first"))?;
     let want_first = *other.iter().find(|w| live(w)).unwrap() as u64;
     ensure(f == [want_first], || format!("non-commutative allreduce {f:?}, want {want_first}"))?;
-    let role = if in_a { InterRoot::Remote(0) } else if ic.rank() == 0 { InterRoot::Root } else { InterRoot::Null };
+    let role = if in_a {
+        InterRoot::Remote(0)
+    } else if ic.rank() == 0 {
+        InterRoot::Root
+    } else {
+        InterRoot::Null
+    };
     let mut red = [0u64];
     ic.reduce_with(&[me + 1], &mut red, role, &add).map_err(e("reduce"))?;
     if role == InterRoot::Root {
@@ -282,9 +296,13 @@ fn kill_loop(world: &Comm, victim: usize, merge: bool) -> R<String> {
     let mut first_fail = None;
     for i in 0.. {
         ensure(Instant::now() < deadline, || "no creation failed in 60 s".into())?;
-        let r = create(world, &local)
-            .map_err(|e| ("create", e))
-            .and_then(|ic| if merge { ic.merge(false).map(drop).map_err(|e| ("merge", e)) } else { Ok(()) });
+        let r = create(world, &local).map_err(|e| ("create", e)).and_then(|ic| {
+            if merge {
+                ic.merge(false).map(drop).map_err(|e| ("merge", e))
+            } else {
+                Ok(())
+            }
+        });
         if let Err((what, err)) = r {
             ensure(matches!(err, Error::RankFailStop { .. }), || format!("iteration {i}: {what}: {err}"))?;
             first_fail = Some((i, what));
