@@ -27,14 +27,7 @@ use runthrough::{Comm, Error, ErrorMode, InterComm, InterRoot};
 
 type R<T> = Result<T, String>;
 
-fn stage(s: &str) {
-    if std::env::var("IC_DEBUG").is_ok() {
-        eprintln!("stage {s}");
-    }
-}
-
 fn e(what: &'static str) -> impl Fn(Error) -> String {
-    stage(what);
     move |err| format!("{what}: {err}")
 }
 
@@ -54,12 +47,12 @@ fn die() -> ! {
 
 /// The world ranks of the group of `w` (A: divisible by 3).
 fn side(n: usize, in_a: bool) -> Vec<usize> {
-    (0..n).filter(|r| (r % 3 == 0) == in_a).collect()
+    (0..n).filter(|r| r.is_multiple_of(3) == in_a).collect()
 }
 
 /// This rank's group communicator (split of the world).
 fn halves(world: &Comm) -> R<Comm> {
-    let in_a = world.rank() % 3 == 0;
+    let in_a = world.rank().is_multiple_of(3);
     let c = world.split(Some(u32::from(in_a)), 0).map_err(e("split"))?;
     c.ok_or_else(|| "split gave no communicator".into())
 }
@@ -70,7 +63,7 @@ fn create(world: &Comm, local: &Comm) -> Result<InterComm, Error> {
 
 /// As [`create`], each group led by its local rank `lead`.
 fn create_led(world: &Comm, local: &Comm, lead: usize) -> Result<InterComm, Error> {
-    let in_a = world.rank() % 3 == 0;
+    let in_a = world.rank().is_multiple_of(3);
     let other = side(world.size(), !in_a);
     local.intercomm_create(lead, (local.rank() == lead).then_some(world), other[lead], 7)
 }
@@ -78,7 +71,7 @@ fn create_led(world: &Comm, local: &Comm, lead: usize) -> Result<InterComm, Erro
 /// Checks the groups and ranks of `ic` (no member dead).
 fn check_shape(world: &Comm, ic: &InterComm) -> R<()> {
     let n = world.size();
-    let in_a = world.rank() % 3 == 0;
+    let in_a = world.rank().is_multiple_of(3);
     let (mine, other) = (side(n, in_a), side(n, !in_a));
     ensure(ic.size() == mine.len() && ic.remote_size() == other.len(), || "sizes".into())?;
     ensure(mine[ic.rank()] == world.rank(), || format!("local rank {}", ic.rank()))?;
@@ -90,7 +83,7 @@ fn check_shape(world: &Comm, ic: &InterComm) -> R<()> {
 fn check_colls(world: &Comm, ic: &InterComm, dead: Option<usize>) -> R<()> {
     let n = world.size();
     let me = world.rank() as u64;
-    let in_a = world.rank() % 3 == 0;
+    let in_a = world.rank().is_multiple_of(3);
     let (mine, other) = (side(n, in_a), side(n, !in_a));
     let (m, k) = (mine.len(), other.len());
     let live = |w: &usize| Some(*w) != dead;
@@ -197,7 +190,7 @@ fn check_colls(world: &Comm, ic: &InterComm, dead: Option<usize>) -> R<()> {
 
 fn check_merge(world: &Comm, ic: &InterComm, dead: Option<usize>) -> R<()> {
     let n = world.size();
-    let in_a = world.rank() % 3 == 0;
+    let in_a = world.rank().is_multiple_of(3);
     for a_high in [true, false] {
         let merged = ic.merge(in_a == a_high).map_err(e("merge"))?;
         let (first, second) = if a_high { (side(n, false), side(n, true)) } else { (side(n, true), side(n, false)) };
@@ -220,7 +213,7 @@ fn plain(world: &Comm) -> R<String> {
     for j in 0..ic.remote_size() {
         ic.send(&[world.rank() as u64, j as u64], j, 3).map_err(e("send"))?;
     }
-    let other = side(world.size(), world.rank() % 3 != 0);
+    let other = side(world.size(), !world.rank().is_multiple_of(3));
     for _ in 0..ic.remote_size() {
         let mut b = [0u64; 2];
         let st = ic.recv(&mut b, runthrough::ANY_SOURCE, 3).map_err(e("recv"))?;
@@ -268,7 +261,7 @@ fn with_dead(world: &Comm, recognize: bool) -> R<String> {
     local.validate().map_err(e("validate local"))?;
     world.validate().map_err(e("validate world"))?;
     let ic = create(world, &local).map_err(e("intercomm_create"))?;
-    let in_a = world.rank() % 3 == 0;
+    let in_a = world.rank().is_multiple_of(3);
     ensure(ic.remote_size() == side(n, !in_a).len(), || "remote_size counts the dead".into())?;
     ensure(ic.group_failed().world_ranks() == [dead], || format!("failed {:?}", ic.group_failed().world_ranks()))?;
     check_colls(world, &ic, Some(dead))?;
@@ -341,7 +334,7 @@ fn coll_mid(world: &Comm) -> R<String> {
     }
     until_failed(world, dead)?;
     ic.validate().map_err(e("validate"))?;
-    let in_a = world.rank() % 3 == 0;
+    let in_a = world.rank().is_multiple_of(3);
     let live = side(n, !in_a).iter().filter(|&&w| w != dead).count() as u64;
     ic.allreduce_with(&[1], &mut out, &add).map_err(e("allreduce after validate"))?;
     ensure(out[0] == live, || format!("allreduce after validate {out:?}, want {live}"))?;
