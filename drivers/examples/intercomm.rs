@@ -25,24 +25,10 @@ use std::time::{Duration, Instant};
 
 use runthrough::{Comm, Error, ErrorMode, InterComm, InterRoot};
 
-type R<T> = Result<T, String>;
+use runthrough_drivers::{die, ensure, until_failed, R};
 
 fn e(what: &'static str) -> impl Fn(Error) -> String {
     move |err| format!("{what}: {err}")
-}
-
-fn ensure(cond: bool, why: impl FnOnce() -> String) -> R<()> {
-    if cond {
-        Ok(())
-    } else {
-        Err(why())
-    }
-}
-
-fn die() -> ! {
-    let _ = std::process::Command::new("kill").arg("-9").arg(std::process::id().to_string()).status();
-    std::thread::sleep(Duration::from_secs(10));
-    unreachable!("SIGKILL did not arrive");
 }
 
 /// The world ranks of the group of `w` (A: divisible by 3).
@@ -232,16 +218,6 @@ fn plain(world: &Comm) -> R<String> {
     }
     ensure(ic.validate().map_err(e("validate"))?.size() == 0, || "validate found failures".into())?;
     Ok(String::new())
-}
-
-/// Waits (bounded) until this process knows world rank `rank` failed.
-fn until_failed(world: &Comm, rank: usize) -> R<()> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !world.group_failed().world_ranks().contains(&rank) {
-        ensure(Instant::now() < deadline, || format!("rank {rank}'s failure never became known"))?;
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    Ok(())
 }
 
 fn with_dead(world: &Comm, recognize: bool) -> R<String> {

@@ -28,39 +28,12 @@
 //! In every mode the grid's `neighbor_alltoall` and `neighbor_allgather` are checked block
 //! by block (dimension 0 has 2 processes and wraps: both neighbours there are one process,
 //! and MPI's ordering says which block is which).
-
-use std::time::{Duration, Instant};
-
 use runthrough::{Comm, DistGraph, Error, ErrorMode, Topology};
 
-type R<T> = Result<T, String>;
+use runthrough_drivers::{die, ensure, until_failed, R};
 
 fn e(what: &'static str) -> impl Fn(Error) -> String {
     move |err| format!("{what}: {err}")
-}
-
-fn die() -> ! {
-    let _ = std::process::Command::new("kill").arg("-9").arg(std::process::id().to_string()).status();
-    std::thread::sleep(Duration::from_secs(10));
-    unreachable!("SIGKILL did not arrive");
-}
-
-fn ensure(cond: bool, why: impl FnOnce() -> String) -> R<()> {
-    if cond {
-        Ok(())
-    } else {
-        Err(why())
-    }
-}
-
-/// Waits (bounded) until this process knows world rank `rank` failed.
-fn until_failed(world: &Comm, rank: usize) -> R<()> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !world.group_failed().world_ranks().contains(&rank) {
-        ensure(Instant::now() < deadline, || format!("rank {rank}'s failure never became known"))?;
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    Ok(())
 }
 
 /// The grid 2 × n/2, periodic in dimension 0, over `world`; checks its queries.
