@@ -83,6 +83,31 @@ impl InterComm {
         self.inner.start_owned(plan, arena, None, None)
     }
 
+    /// [`InterComm::start_plan`] at a tag taken before by
+    /// [`InterComm::reserve_collective`] (a persistent collective's start), or at the
+    /// next one. Its outcome goes through [`InterComm::settle`].
+    pub fn start_plan_at(
+        &self,
+        plan: &Plan,
+        arena: Vec<u8>,
+        at: Option<crate::Reserved>,
+    ) -> Result<crate::OwnedColl, Error> {
+        self.inner.start_owned(plan, arena, None, at)
+    }
+
+    /// Takes the next collective tag of the inner bridge for a collective started later,
+    /// maybe many times (persistent collectives match in initialisation order).
+    pub fn reserve_collective(&self) -> Result<crate::Reserved, Error> {
+        self.settle(self.inner.reserve_collective())
+    }
+
+    /// A collective's outcome as this inter-communicator reports it: a failed bridge
+    /// member named by its remote rank, and the communicator's state (revoked, failures)
+    /// applied.
+    pub fn settle<T>(&self, r: Result<T, Error>) -> Result<T, Error> {
+        self.bridge.check(self.remote_error(r))
+    }
+
     /// Runs an exchange to the end; the arena back.
     fn exchange(
         &self,
@@ -102,7 +127,7 @@ impl InterComm {
             };
             r.map(|()| arena)
         })();
-        self.bridge.check(self.remote_error(r))
+        self.settle(r)
     }
 
     /// An error naming a bridge rank, with the remote rank instead where it is one.

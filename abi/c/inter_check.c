@@ -7,7 +7,9 @@
  * MPI_COMM_WORLD as peer. Checked: MPI_Comm_test_inter, sizes, ranks, the remote group,
  * a message to every remote member; MPI_Barrier, MPI_Bcast both ways (MPI_ROOT,
  * MPI_PROC_NULL), MPI_Gather(v), MPI_Scatter(v), MPI_Allgather(v), MPI_Alltoall(v),
- * MPI_Reduce, MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Ibcast and MPI_Iallreduce;
+ * MPI_Reduce, MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Ibcast and MPI_Iallreduce
+ * (an ibarrier after which rank 0 of A sends rank 0 of B the message it waits for
+ * before joining: nonblocking collectives must not wait for the other group), MPI_Allreduce_init started twice;
  * MPI_Intercomm_merge with both high orders; MPI_Comm_dup, MPI_Comm_split and
  * MPI_Comm_create of the intercommunicator; MPI_Comm_free of all. On MPICH 5.0.2 run it
  * with INTER_NO_SPLIT=1 (its intercommunicator split hangs at 4 ranks and more).
@@ -150,6 +152,30 @@ static void check_colls(MPI_Comm ic, int mine_a, const int *other, int k, int m)
     OK(MPI_Iallreduce(v, out, 2, MPI_LONG, MPI_SUM, ic, &req));
     OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
     CHECK(out[0] == sum && out[1] == k, "iallreduce %ld %ld", out[0], out[1]);
+    /* A nonblocking collective does not wait for the other group: A's rank 0 starts an
+     * ibarrier, then sends B's rank 0 the message that rank waits for before it joins. */
+    int token = -1;
+    if (!mine_a && me == 0) {
+        OK(MPI_Recv(&token, 1, MPI_INT, 0, 31, ic, MPI_STATUS_IGNORE));
+        CHECK(token == 5, "token %d before the ibarrier", token);
+    }
+    OK(MPI_Ibarrier(ic, &req));
+    if (mine_a && me == 0) {
+        token = 5;
+        OK(MPI_Send(&token, 1, MPI_INT, 0, 31, ic));
+    }
+    OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    /* Persistent: started twice, matched by initialisation order. */
+    long pin[2] = {w + 1, 1}, pout[2];
+    OK(MPI_Allreduce_init(pin, pout, 2, MPI_LONG, MPI_SUM, ic, MPI_INFO_NULL, &req));
+    for (int round = 0; round < 2; round++) {
+        pout[0] = pout[1] = 0;
+        pin[1] = round + 1;
+        OK(MPI_Start(&req));
+        OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        CHECK(pout[0] == sum && pout[1] == (long)k * (round + 1), "persistent allreduce %d: %ld %ld", round, pout[0], pout[1]);
+    }
+    OK(MPI_Request_free(&req));
     free(got);
 }
 

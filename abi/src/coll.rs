@@ -584,10 +584,8 @@ unsafe fn start(
     at: Option<runthrough::Reserved>,
 ) -> Result<Active, c_int> {
     if let Some(i) = &c.inter {
-        // Run at the start, complete at once (`inter.rs`).
         // SAFETY: forwarded (function contract).
-        let rc = unsafe { inter::run(c, &i.ic, k, a, held) }.err().unwrap_or(MPI_SUCCESS);
-        return Ok(Active::Polled(Box::new(move || Some((crate::types::MPI_Status::empty(), rc)))));
+        return unsafe { inter::start(c, &i.ic, k, a, held, at) };
     }
     // SAFETY: forwarded (function contract).
     let prepared = unsafe { prepare(c, k, a, held) }?;
@@ -618,7 +616,11 @@ unsafe fn persistent(comm: Handle, k: Coll, a: Args, request: *mut Handle) -> c_
     // MPI-4.1 6.13: persistent collectives match in the order of their initialisation
     // calls, whatever order they are started in: the tag is taken now, at every member
     // at the same point of its collectives.
-    let at = match c.comm.reserve_collective() {
+    let reserved = match &c.inter {
+        Some(i) => i.ic.reserve_collective(),
+        None => c.comm.reserve_collective(),
+    };
+    let at = match reserved {
         Ok(t) => t,
         Err(e) => return raise_on(comm, code(e)),
     };
@@ -908,11 +910,9 @@ unsafe fn alltoallw(
         Err(e) => return raise_on(comm, e),
     };
     let start = move |c: &Arc<CommObj>, w: &Alltoallw, at: Option<runthrough::Reserved>| {
-        if c.inter.is_some() {
-            // Run at the start, complete at once (as `inter.rs`'s collectives).
+        if let Some(i) = &c.inter {
             // SAFETY: the program keeps the buffers valid until the request completes.
-            let rc = unsafe { alltoallw_run(c, w) }.err().unwrap_or(MPI_SUCCESS);
-            return Ok(Active::Polled(Box::new(move || Some((crate::types::MPI_Status::empty(), rc)))));
+            return unsafe { inter::start_alltoallw(&i.ic, w, at) };
         }
         let sends = (0..w.sc.len()).map(|i| (w.sbuf.0, w.sc[i], w.sd[i] as isize, w.st[i].clone())).collect();
         let recvs = (0..w.rc.len()).map(|i| (w.rc[i], w.rd[i] as isize, w.rt[i].clone())).collect();
@@ -930,7 +930,11 @@ unsafe fn alltoallw(
         }
         Form::Nonblocking => start(&c, &w, None),
         Form::Persistent => {
-            let at = match c.comm.reserve_collective() {
+            let reserved = match &c.inter {
+                Some(i) => i.ic.reserve_collective(),
+                None => c.comm.reserve_collective(),
+            };
+            let at = match reserved {
                 Ok(t) => t,
                 Err(e) => return raise_on(comm, code(e)),
             };

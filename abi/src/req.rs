@@ -139,11 +139,17 @@ pub(crate) struct Req {
 unsafe impl Send for Req {}
 
 /// The request table: requests are taken out while they are completed, so no lock is
-/// held while waiting.
-/// Requests by index, and the free indices.
-type Slab = (Vec<Option<Req>>, Vec<usize>);
+/// held while waiting. Each lives in a box of its own, so taking it out and putting it
+/// back moves a pointer, not the request (tests poll a request many times); the boxes of
+/// finished requests are kept for the next ones, so starting a request allocates nothing
+/// once the table has grown.
+/// Requests by index, the free indices, and the spare boxes.
+type Slab = (Vec<Option<Box<Req>>>, Vec<usize>, Vec<Box<Req>>);
 
-static REQS: Mutex<Slab> = Mutex::new((Vec::new(), Vec::new()));
+static REQS: Mutex<Slab> = Mutex::new((Vec::new(), Vec::new(), Vec::new()));
+
+/// At most this many spare boxes are kept.
+const SPARE_BOXES: usize = 256;
 
 const KIND: usize = crate::handles::Kind::Request as usize;
 
@@ -158,7 +164,14 @@ fn index_of(h: Handle) -> Option<usize> {
 /// Stores a request and returns its handle.
 pub(crate) fn insert(r: Req) -> Handle {
     let mut g = REQS.lock();
-    let b = r;
+    let b = match g.2.pop() {
+        Some(mut b) => {
+            // A spare box holds a finished request (nothing active, nothing to start).
+            *b = r;
+            b
+        }
+        None => Box::new(r),
+    };
     let i = match g.1.pop() {
         Some(i) => {
             g.0[i] = Some(b);
@@ -182,12 +195,12 @@ pub(crate) fn completed(comm: Handle, status: MPI_Status, err: c_int) -> Handle 
     new_active(comm, Active::Done { status, err })
 }
 
-fn take(h: Handle) -> Option<Req> {
+fn take(h: Handle) -> Option<Box<Req>> {
     let i = index_of(h)?;
     REQS.lock().0.get_mut(i)?.take()
 }
 
-fn put_back(h: Handle, r: Req) {
+fn put_back(h: Handle, r: Box<Req>) {
     if let Some(i) = index_of(h) {
         if let Some(s) = REQS.lock().0.get_mut(i) {
             *s = Some(r);
@@ -204,6 +217,22 @@ pub(crate) fn release(h: Handle) {
             *s = None;
             g.1.push(i);
         }
+    }
+}
+
+/// Frees the slot of request `h`, taken out as `r`, and keeps `r`'s box for a later
+/// request. What `r` held is dropped first, outside the table's lock.
+fn retire(h: Handle, mut r: Box<Req>) {
+    r.active = None;
+    r.persistent = None;
+    let Some(i) = index_of(h) else { return };
+    let mut g = REQS.lock();
+    if let Some(s) = g.0.get_mut(i) {
+        *s = None;
+        g.1.push(i);
+    }
+    if g.2.len() < SPARE_BOXES {
+        g.2.push(r);
     }
 }
 
@@ -283,13 +312,13 @@ fn poll(a: &mut Active, cancelled: bool) -> Option<Outcome> {
 
 /// Finishes request `h` (taken out as `r`) after its operation completed: frees it, or
 /// marks a persistent one inactive.
-fn finish(h: Handle, mut r: Req) {
+fn finish(h: Handle, mut r: Box<Req>) {
     r.active = None;
     r.cancelled = false;
     if r.persistent.is_some() && !r.freed {
         put_back(h, r);
     } else {
-        release(h);
+        retire(h, r);
     }
 }
 
@@ -436,7 +465,15 @@ pub(crate) unsafe fn MPI_Waitall(
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
     let n = count.max(0) as usize;
-    let mut done = vec![false; n];
+    // Which requests are done: on the stack for the usual few (no allocation).
+    let mut small = [false; 64];
+    let mut large = Vec::new();
+    let done: &mut [bool] = if n <= small.len() {
+        &mut small[..n]
+    } else {
+        large.resize(n, false);
+        &mut large
+    };
     let mut left = n;
     let mut first_err = None;
     let mut w = waiter();

@@ -63,6 +63,20 @@ impl RawBuf {
     }
 }
 
+impl RawBuf {
+    /// Copies these bytes into `dst`, as many as fit; how many. A message a process sends
+    /// itself goes this way (one copy); the two views may even overlap (an erroneous
+    /// program's), which moves the bytes as `memmove` does rather than breaking aliasing.
+    pub(crate) fn copy_to(&self, dst: &mut RawBufMut) -> usize {
+        let n = self.len.min(dst.len);
+        // SAFETY: module invariant: both buffers are alive while their pending requests
+        // are, `self` readable for `self.len` bytes and `dst` writable for `dst.len`;
+        // `ptr::copy` allows overlap, and no reference to either range is alive here.
+        unsafe { std::ptr::copy(self.ptr, dst.ptr, n) };
+        n
+    }
+}
+
 impl RawBufMut {
     /// Views `s` for writing.
     ///

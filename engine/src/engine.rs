@@ -182,6 +182,8 @@ pub struct Stats {
     pub pulled: u64,
     /// Rendezvous streamed after a CTS.
     pub streamed: u64,
+    /// Rendezvous a process sent itself, done as one copy between its two buffers.
+    pub copied_to_self: u64,
     /// One-sided puts and gets done as single copies between two processes (CMA).
     pub rma_copied: u64,
 }

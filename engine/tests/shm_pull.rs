@@ -196,3 +196,47 @@ fn the_lower_rank_decides_the_protocol_for_both_directions() {
     let expected: Vec<u64> = (1..=MESSAGES as u64).map(|i| if pulls { i } else { 0 }).collect();
     assert_eq!(upper, expected, "engine 0 chose {}", if pulls { "CMA" } else { "streaming" });
 }
+
+/// A long message a process sends itself is one copy from the send buffer to the
+/// receive buffer (no CMA, no stream through its own ring), whatever the protocol
+/// settings: received in another order than sent, whole, and truncated with an error when
+/// the receive is shorter.
+#[test]
+fn a_long_message_to_itself_is_one_copy() {
+    let e = pair(config(usize::MAX, false), "self");
+    let to_self = |tag: i32| SendTarget { ctx: CTX, src: 0, dest: 0, peer: Rank(0), tag: Tag(tag) };
+    let msgs: Vec<Vec<u8>> = (0..3).map(message).collect();
+    let mut bufs = vec![vec![0u8; LEN]; 3];
+    let mut short = vec![0u8; LEN / 2];
+    let long = message(9);
+    scope(|s| {
+        // Receives posted in reverse order of the sends: each matches its own tag.
+        let mut recvs: Vec<_> = bufs
+            .iter_mut()
+            .enumerate()
+            .rev()
+            .map(|(i, b)| {
+                irecv(s, &e[0], Pattern { ctx: CTX, src: Some(0), tag: Some(Tag(i as i32)) }, Some(Rank(0)), b)
+            })
+            .collect();
+        let sends: Vec<_> = msgs.iter().enumerate().map(|(i, m)| isend(s, &e[0], to_self(i as i32), m)).collect();
+        for r in recvs.drain(..) {
+            assert_eq!(r.wait().unwrap().len, LEN);
+        }
+        for r in sends {
+            r.wait().unwrap();
+        }
+        let r = irecv(s, &e[0], Pattern { ctx: CTX, src: Some(0), tag: Some(Tag(9)) }, Some(Rank(0)), &mut short);
+        let snd = isend(s, &e[0], to_self(9), &long);
+        assert!(
+            matches!(r.wait(), Err(runthrough_engine::Error::Truncate { posted, arrived }) if posted == LEN / 2 && arrived == LEN)
+        );
+        snd.wait().unwrap();
+    });
+    for (i, b) in bufs.iter().enumerate() {
+        assert!(*b == msgs[i], "message {i} to itself arrived altered");
+    }
+    assert!(short[..] == long[..LEN / 2], "the truncated message's first part");
+    let st = e[0].lock().stats();
+    assert_eq!((st.copied_to_self, st.streamed, st.pulled), (4, 0, 0), "{st:?}");
+}

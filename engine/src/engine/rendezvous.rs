@@ -328,9 +328,27 @@ impl State {
             self.set_outcome(rreq, Err(Error::RankFailStop { rank: src }));
             return 0;
         }
+        // A message this process sent itself: one copy from the send's buffer, here.
+        let own = match self.reqs.get(sreq) {
+            Some(Request { kind: Kind::Send { buf, .. }, .. }) if peer == self.me && buf.len() as u64 == len => {
+                Some(*buf)
+            }
+            _ => None,
+        };
         let Some(Request { kind: Kind::Recv { buf, phase, .. }, outcome, .. }) = self.reqs.get_mut(rreq) else {
             return 0;
         };
+        if let Some(from) = own {
+            let n = from.copy_to(buf);
+            *outcome = Some(if len as usize > n {
+                Err(Error::Truncate { posted: n, arrived: len as usize })
+            } else {
+                Ok(Status { source: src as usize, tag, len: n })
+            });
+            self.stats.copied_to_self += 1;
+            self.queue(peer, Outgoing::Ctrl(Header::Fin { sreq }));
+            return n as u64;
+        }
         if len == 0 {
             // An empty rendezvous (a synchronous-mode send of nothing): matched is done.
             *outcome = Some(Ok(Status { source: src as usize, tag, len: 0 }));
