@@ -27,24 +27,41 @@ impl Neighborhood {
         recvs: &[Range<usize>],
         arena: &mut [u8],
     ) -> Result<Plan, Error> {
+        let (plan, own) = self.exchange_plan(me, sends, recvs)?;
+        for (s, r) in own {
+            arena.copy_within(sends[s].clone(), recvs[r].start);
+        }
+        Ok(plan)
+    }
+
+    /// [`Neighborhood::schedule`] without an arena: the plan (send ranges in one area,
+    /// receive ranges in another, as `Engine::start_exchange` takes them), and the
+    /// blocks this member exchanges with itself, as (send block, receive block) pairs of
+    /// equal lengths for the caller to copy.
+    pub fn exchange_plan(
+        &self,
+        me: usize,
+        sends: &[Range<usize>],
+        recvs: &[Range<usize>],
+    ) -> Result<(Plan, Vec<(usize, usize)>), Error> {
         let to_me = self.send_order.iter().copied().filter(|&i| self.destinations[i] == Some(me));
         let from_me = (0..self.sources.len()).filter(|&i| self.sources[i] == Some(me));
-        for (s, r) in to_me.zip(from_me) {
-            let (s, r) = (sends[s].clone(), recvs[r].clone());
-            if s.len() != r.len() {
-                return Err(Error::Truncate { posted: r.len(), arrived: s.len() });
+        let own: Vec<(usize, usize)> = to_me.zip(from_me).collect();
+        for &(s, r) in &own {
+            if sends[s].len() != recvs[r].len() {
+                return Err(Error::Truncate { posted: recvs[r].len(), arrived: sends[s].len() });
             }
-            arena.copy_within(s, r.start);
         }
         let peer = |n: Option<usize>| n.filter(|&x| x != me).map(|x| x as u32);
-        Ok(Plan::Neighbor {
+        let plan = Plan::Neighbor {
             sends: self
                 .send_order
                 .iter()
                 .filter_map(|&i| Some((peer(self.destinations[i])?, sends[i].clone())))
                 .collect(),
             recvs: (0..self.sources.len()).filter_map(|i| Some((peer(self.sources[i])?, recvs[i].clone()))).collect(),
-        })
+        };
+        Ok((plan, own))
     }
 }
 

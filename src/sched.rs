@@ -126,6 +126,23 @@ impl Comm {
         self.check(r).map(|out| OwnedColl { out, shared: self.inner.shared.clone() })
     }
 
+    /// [`Comm::start_owned`] for a schedule `start` begins itself on the engine, given
+    /// this communicator as the engine sees it and the tag to use (reserved, or `None`
+    /// for the next): how a C interface starts an exchange straight between the
+    /// program's buffers (`Engine::start_exchange`, an `unsafe` call that is the
+    /// caller's to justify).
+    ///
+    /// # Errors
+    /// `start`'s, and this communicator's state as for every collective.
+    pub fn start_owned_by(
+        &self,
+        at: Option<Reserved>,
+        start: impl FnOnce(&mut runthrough_engine::Engine, &Over, Option<Tag>) -> Result<Arc<Scheduled>, Error>,
+    ) -> Result<OwnedColl, Error> {
+        let r = start(&mut self.inner.shared.engine.lock(), &self.over(), at.map(|t| t.0));
+        self.check(r).map(|out| OwnedColl { out, shared: self.inner.shared.clone() })
+    }
+
     /// Waits, progressing the engine, until no collective the engine owns on this
     /// communicator runs (before it is freed or validated: their messages must not
     /// meet a later communicator's, nor cross the validate's cut).

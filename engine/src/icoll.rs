@@ -200,7 +200,8 @@ impl<'a> ICollRequest<'a> {
 
     /// The two areas the schedule's ranges point into.
     fn bufs(&self) -> Bufs {
-        Bufs { user: if self.acc_own { self.own_ptr } else { self.user }, own: self.own_ptr }
+        let user = if self.acc_own { self.own_ptr } else { self.user };
+        Bufs { user, own: self.own_ptr, src: user }
     }
 
     /// Advances the schedule as far as completed rounds allow. Returns whether done.

@@ -36,12 +36,15 @@ use crate::types::{ContextId, Rank, ReqId, SendTarget, Tag};
 /// number of elements): `acc = incoming op acc`.
 pub type Combine<'f> = &'f dyn Fn(&mut [u8], &[u8]);
 
-/// A byte range of the first area (the caller's buffer, or an owned schedule's arena)
-/// or of the scratch area.
+/// A byte range of the first area (the caller's buffer, or an owned schedule's arena),
+/// of the scratch area, or of the send area (a neighbourhood exchange's sends: the
+/// first area too, unless a schedule runs over the program's own send and receive
+/// buffers, [`crate::Engine::start_exchange`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Loc {
     User(Range<usize>),
     Own(Range<usize>),
+    Src(Range<usize>),
 }
 
 /// One round: everything in it is posted at once; reductions run when it completes.
@@ -252,7 +255,7 @@ pub(crate) fn bcast(n: usize, me: usize, vroot: usize, len: usize) -> (Vec<Round
 /// order, then the result goes to the parent. Returns the rounds and the scratch length.
 pub(crate) fn reduce(n: usize, me: usize, vroot: usize, acc: &Loc, base: usize) -> (Vec<Round>, usize) {
     let len = match acc {
-        Loc::User(r) | Loc::Own(r) => r.len(),
+        Loc::User(r) | Loc::Own(r) | Loc::Src(r) => r.len(),
     };
     let (parent, children) = bcast_tree(n, me, vroot);
     let mut gather = Round::default();
@@ -338,7 +341,7 @@ pub(crate) fn compile(plan: &Plan, alive: &[u32], me: usize, base: usize) -> Res
             let peer = |l: u32| alive.iter().position(|&x| x == l).filter(|&v| v != me);
             let mut r = Round::default();
             r.recvs.extend(recvs.iter().filter_map(|(l, b)| Some((peer(*l)?, Loc::User(b.clone())))));
-            r.sends.extend(sends.iter().filter_map(|(l, b)| Some((peer(*l)?, Loc::User(b.clone())))));
+            r.sends.extend(sends.iter().filter_map(|(l, b)| Some((peer(*l)?, Loc::Src(b.clone())))));
             (if r.recvs.is_empty() && r.sends.is_empty() { Vec::new() } else { vec![r] }, 0)
         }
         Plan::ReduceScatter { len, blocks } => {
@@ -402,11 +405,13 @@ pub(crate) trait Ops {
     fn release(&mut self, req: ReqId) -> bool;
 }
 
-/// The two areas a runner's ranges point into: `Loc::User` and `Loc::Own`.
+/// The areas a runner's ranges point into: `Loc::User`, `Loc::Own` and `Loc::Src`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Bufs {
     pub(crate) user: *mut u8,
     pub(crate) own: *mut u8,
+    /// Read only (sends).
+    pub(crate) src: *const u8,
 }
 
 impl Bufs {
@@ -417,8 +422,9 @@ impl Bufs {
     /// slice lives.
     unsafe fn bytes<'x>(self, loc: &Loc) -> &'x [u8] {
         let (base, range) = match loc {
-            Loc::User(r) => (self.user, r.clone()),
-            Loc::Own(r) => (self.own, r.clone()),
+            Loc::User(r) => (self.user.cast_const(), r.clone()),
+            Loc::Own(r) => (self.own.cast_const(), r.clone()),
+            Loc::Src(r) => (self.src, r.clone()),
         };
         if range.is_empty() {
             return &[];
@@ -435,6 +441,8 @@ impl Bufs {
         let (base, range) = match loc {
             Loc::User(r) => (self.user, r.clone()),
             Loc::Own(r) => (self.own, r.clone()),
+            // Nothing is written into the send area.
+            Loc::Src(_) => return &mut [],
         };
         if range.is_empty() {
             return &mut [];

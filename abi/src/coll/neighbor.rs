@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use runthrough::Neighborhood;
 
-use super::owned::{stack, start_prepared, Finish, Prepared};
+use super::owned::{stack, start_prepared, Direct, Finish, Prepared};
 use super::{counts, Args, Coll, Held};
 use crate::commobj::CommObj;
 use crate::consts::*;
@@ -107,11 +107,15 @@ struct Blocks {
 /// The program's buffers hold the blocks (MPI contract) and stay valid until the request
 /// completes.
 unsafe fn lay_out(c: &CommObj, h: &Neighborhood, b: Blocks) -> Result<Prepared, c_int> {
-    let Blocks { sbuf, rbuf, sends, recvs, gather } = b;
     let (nin, nout) = (h.sources.len(), h.destinations.len());
-    if sends.len() != nout || recvs.len() != nin {
+    if b.sends.len() != nout || b.recvs.len() != nin {
         return Err(MPI_ERR_ARG);
     }
+    // SAFETY: forwarded (function contract).
+    if let Some(p) = unsafe { direct(c, h, &b) }? {
+        return Ok(p);
+    }
+    let Blocks { sbuf, rbuf, sends, recvs, gather } = b;
     let mut arena = Vec::new();
     let sblocks: Vec<Range<usize>> = if let (true, Some((count, _, t))) = (gather, sends.first()) {
         // One block, sent to every destination.
@@ -139,7 +143,79 @@ unsafe fn lay_out(c: &CommObj, h: &Neighborhood, b: Blocks) -> Result<Prepared, 
             }
         }
     });
-    Ok(Prepared { plan, arena, op: None, finish })
+    Ok(Prepared { plan, arena, op: None, finish, direct: None })
+}
+
+/// The byte range of each block `(count, offset, type)` relative to the lowest, and
+/// the address of that lowest byte: the blocks as one area of the program's buffer at
+/// `buf`. `None` unless every type is contiguous.
+fn area(buf: SendPtr, blocks: &[(usize, isize, Arc<Dtype>)]) -> Option<(SendPtr, usize, Vec<Range<usize>>)> {
+    if !blocks.iter().all(|b| b.2.contiguous()) {
+        return None;
+    }
+    let low = blocks.iter().map(|b| b.1).min().unwrap_or(0);
+    let ranges: Vec<Range<usize>> =
+        blocks.iter().map(|(n, off, t)| (off - low) as usize..(off - low) as usize + n * t.size).collect();
+    let len = ranges.iter().map(|r| r.end).max().unwrap_or(0);
+    Some((SendPtr(buf.0.cast::<u8>().wrapping_offset(low).cast()), len, ranges))
+}
+
+/// Whether a receive block (ranges `recv` from address `ra`) overlaps another
+/// receive block or a send block (ranges `send` from `sa`); send blocks may overlap
+/// each other (an allgather sends one block to everyone). Empty blocks overlap nothing.
+fn clash(ra: usize, recv: &[Range<usize>], sa: usize, send: &[Range<usize>]) -> bool {
+    let abs = |p: usize, v: &[Range<usize>], is_recv: bool| {
+        v.iter().filter(|r| !r.is_empty()).map(move |r| (p + r.start, p + r.end, is_recv)).collect::<Vec<_>>()
+    };
+    let mut all = abs(ra, recv, true);
+    all.extend(abs(sa, send, false));
+    all.sort_unstable();
+    // Sorted by start: a block overlaps an earlier one exactly when it starts before the
+    // furthest end seen so far of that kind.
+    let (mut recv_end, mut send_end) = (0, 0);
+    for (start, end, is_recv) in all {
+        if start < recv_end || is_recv && start < send_end {
+            return true;
+        }
+        if is_recv {
+            recv_end = recv_end.max(end);
+        } else {
+            send_end = send_end.max(end);
+        }
+    }
+    false
+}
+
+/// The exchange of `b` straight between the program's buffers (a block moves once, by
+/// the transport; a block to itself is one copy, done here), where every block's type
+/// is contiguous and no receive block overlaps another or a send block; `None` where
+/// the arena must be used.
+///
+/// # Safety
+/// As [`lay_out`].
+unsafe fn direct(c: &CommObj, h: &Neighborhood, b: &Blocks) -> Result<Option<Prepared>, c_int> {
+    let sends = if b.gather { &b.sends[..b.sends.len().min(1)] } else { &b.sends[..] };
+    let (Some((sp, slen, sr)), Some((rp, rlen, rr))) = (area(b.sbuf, sends), area(b.rbuf, &b.recvs)) else {
+        return Ok(None);
+    };
+    let sr: Vec<Range<usize>> = if b.gather { vec![sr.first().cloned().unwrap_or(0..0); b.sends.len()] } else { sr };
+    let (sa, ra) = (sp.0 as usize, rp.0 as usize);
+    if clash(ra, &rr, sa, &sr) {
+        return Ok(None);
+    }
+    let (plan, own) = h.exchange_plan(c.rank, &sr, &rr).map_err(super::code)?;
+    for (s, r) in own {
+        let n = sr[s].len();
+        if n > 0 {
+            // SAFETY: the program's buffers hold both blocks (MPI contract), which do not
+            // overlap (checked above).
+            unsafe {
+                std::ptr::copy_nonoverlapping(sp.0.cast::<u8>().add(sr[s].start), rp.0.cast::<u8>().add(rr[r].start), n)
+            };
+        }
+    }
+    let direct = Some(Direct { send: (sp, slen), recv: (rp, rlen) });
+    Ok(Some(Prepared { plan, arena: Vec::new(), op: None, finish: Box::new(|_| {}), direct }))
 }
 
 /// The blocking forms: the schedule started here and waited for (the waits of the
@@ -377,3 +453,23 @@ macro_rules! forms {
 
 forms!(c_int, MPI_Neighbor_alltoallw, MPI_Ineighbor_alltoallw, MPI_Neighbor_alltoallw_init, false);
 forms!(MPI_Count, MPI_Neighbor_alltoallw_c, MPI_Ineighbor_alltoallw_c, MPI_Neighbor_alltoallw_init_c, true);
+
+#[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
+mod tests {
+    use super::clash;
+
+    #[test]
+    fn receive_blocks_may_not_overlap_anything_send_blocks_may_overlap_each_other() {
+        // Disjoint receive blocks, send blocks elsewhere, repeated.
+        assert!(!clash(1000, &[0..8, 8..16], 0, &[0..8, 0..8, 4..12]));
+        // Two receive blocks overlap.
+        assert!(clash(1000, &[0..8, 7..16], 0, &[0..8]));
+        // A receive block inside a long send block that a short one follows.
+        assert!(clash(50, &[0..10], 0, &[0..100, 10..20]));
+        // A send block starting inside a receive block.
+        assert!(clash(0, &[0..10], 5, &[0..1]));
+        // Empty blocks overlap nothing.
+        assert!(!clash(0, &[0..0, 0..8], 0, &[4..4]));
+    }
+}

@@ -33,6 +33,19 @@ pub(crate) struct Prepared {
     pub(crate) arena: Vec<u8>,
     pub(crate) op: Option<SendCombine>,
     pub(crate) finish: Finish,
+    /// A neighbourhood exchange run straight between the program's buffers instead of
+    /// the arena (`neighbor.rs`).
+    pub(crate) direct: Option<Direct>,
+}
+
+/// The program's send area and receive area of an exchange that runs between them: the
+/// address and length of each. The receive blocks do not overlap each other nor the send
+/// blocks (checked by whoever makes one), and both areas stay valid until the request
+/// completes (MPI contract).
+#[derive(Clone, Copy)]
+pub(crate) struct Direct {
+    pub(crate) send: (SendPtr, usize),
+    pub(crate) recv: (SendPtr, usize),
 }
 
 fn nothing() -> Finish {
@@ -99,8 +112,19 @@ unsafe fn pack(p: *const c_void, count: usize, t: &Dtype, out: &mut Vec<u8>) {
 /// Starts `p` on `c` (at a reserved tag, for a persistent collective): the request's
 /// activity, polled to its end by the waits and tests, which unpack the arena.
 pub(crate) fn start_prepared(c: &Arc<CommObj>, p: Prepared, at: Option<runthrough::Reserved>) -> Result<Active, c_int> {
-    let Prepared { plan, arena, op, finish } = p;
-    let coll = c.comm.start_owned(&plan, arena, op, at).map_err(code)?;
+    let Prepared { plan, arena, op, finish, direct } = p;
+    let coll = match direct {
+        Some(d) => c.comm.start_owned_by(at, |e, over, tag| {
+            let (send, recv) =
+                ((d.send.0 .0.cast_const().cast::<u8>(), d.send.1), (d.recv.0 .0.cast::<u8>(), d.recv.1));
+            // SAFETY: the program's buffers, valid until the request completes (MPI
+            // contract); its receive blocks overlap neither each other nor the send
+            // blocks (`Direct`'s maker checked).
+            unsafe { e.start_exchange(over, &plan, send, recv, tag) }
+        }),
+        None => c.comm.start_owned(&plan, arena, op, at),
+    }
+    .map_err(code)?;
     let c = c.clone();
     let mut finish = Some(finish);
     Ok(Active::Polled(Box::new(move || {
@@ -307,7 +331,7 @@ pub(crate) unsafe fn prepare(c: &CommObj, k: Coll, a: &Args, held: &Held) -> Res
             return Ok(unsafe { alltoall(me, sends, recvs, a.rbuf) });
         }
     };
-    Ok(Prepared { plan, arena, op, finish })
+    Ok(Prepared { plan, arena, op, finish, direct: None })
 }
 
 /// Whether this member is the first participant of an exclusive scan (its receive
@@ -342,7 +366,7 @@ fn ordered(c: &CommObj, mine: Vec<u8>, comb: crate::op::Combine, keep: Option<Ke
         // SAFETY: the program's receive buffer, valid until the request completes.
         unsafe { crate::dtype::unpack_from(out, buf.0.cast(), count, &t) };
     });
-    Prepared { plan: Plan::Allgatherv { blocks }, arena, op: None, finish }
+    Prepared { plan: Plan::Allgatherv { blocks }, arena, op: None, finish, direct: None }
 }
 
 /// An alltoall of any kind: `sends[i]` = (base, count, byte offset, type) of the block
@@ -378,5 +402,5 @@ pub(crate) unsafe fn alltoall(
             }
         }
     });
-    Prepared { plan: Plan::Alltoallv { sends: sblocks, recvs: rblocks }, arena, op: None, finish }
+    Prepared { plan: Plan::Alltoallv { sends: sblocks, recvs: rblocks }, arena, op: None, finish, direct: None }
 }

@@ -65,12 +65,30 @@ pub(super) struct Owned {
     arena: Vec<u8>,
     op: Option<SendCombine>,
     out: Arc<Scheduled>,
+    /// The program's send and receive areas, for an exchange over them
+    /// ([`Engine::start_exchange`]) instead of the arena.
+    ext: Option<Areas>,
 }
+
+/// The program's send area (read) and receive area (written) of an exchange.
+#[derive(Clone, Copy)]
+struct Areas {
+    send: *const u8,
+    recv: *mut u8,
+}
+
+// SAFETY: plain addresses of the program's buffers, used only by the engine (behind its
+// lock) while the schedule runs; the caller of `start_exchange` keeps them alive and
+// untouched until the schedule ended, whichever thread progresses it.
+unsafe impl Send for Areas {}
 
 impl Owned {
     fn bufs(&mut self) -> Bufs {
+        if let Some(a) = self.ext {
+            return Bufs { user: a.recv, own: a.recv, src: a.send };
+        }
         let p = self.arena.as_mut_ptr();
-        Bufs { user: p, own: p }
+        Bufs { user: p, own: p, src: p }
     }
 }
 
@@ -142,11 +160,61 @@ impl Engine {
         };
         arena.resize(own.max(base), 0);
         let out = Arc::new(Scheduled::default());
-        let mut s = Owned { run, arena, op, out: out.clone() };
+        let mut s = Owned { run, arena, op, out: out.clone(), ext: None };
         let bufs = s.bufs();
         // SAFETY: every range of the plan lies inside the arena (checked above), the
         // scratch after `base` was added before this first post, and the arena is never
         // resized nor dropped while the runner has operations posted (module doc).
+        unsafe { s.run.post_next(self, bufs) };
+        if !self.advance_one(&mut s) {
+            self.st.sched.list.push(s);
+        }
+        Ok(out)
+    }
+
+    /// Starts neighbourhood exchange `plan` ([`Plan::Neighbor`]) on communicator `on`
+    /// straight between the program's buffers: its send ranges are bytes of `send`, its
+    /// receive ranges bytes of `recv` (no arena, no copy in or out: a block moves once,
+    /// by the transport). Otherwise as [`Engine::start_schedule`]; the arena given back
+    /// is empty.
+    ///
+    /// # Safety
+    /// `send` is readable for `send_len` bytes and `recv` writable for `recv_len` bytes;
+    /// both stay alive, and nothing writes `send` or touches `recv`, until the returned
+    /// [`Scheduled`] is done (a C program's contract for a nonblocking collective's
+    /// buffers). The receive ranges do not overlap each other or the send ranges.
+    ///
+    /// # Errors
+    /// As [`Engine::start_schedule`]; `InvalidArg` for another plan or a range outside
+    /// its area.
+    pub unsafe fn start_exchange(
+        &mut self,
+        on: &Over,
+        plan: &Plan,
+        send: (*const u8, usize),
+        recv: (*mut u8, usize),
+        tag: Option<Tag>,
+    ) -> Result<Arc<Scheduled>, Error> {
+        let Plan::Neighbor { sends, recvs } = plan else {
+            return Err(Error::InvalidArg("only a neighbourhood exchange runs over the program's buffers"));
+        };
+        let inside =
+            |b: &[(u32, std::ops::Range<usize>)], len: usize| b.iter().all(|(_, r)| r.start <= r.end && r.end <= len);
+        if !inside(sends, send.1) || !inside(recvs, recv.1) {
+            return Err(Error::InvalidArg("a collective's layout lies outside its buffer"));
+        }
+        let (begun, _) = Runner::begin(self, on.ctx, on.group.clone(), on.me, plan, tag, 0);
+        let run = match begun {
+            Begun::Run(r) => r,
+            Begun::Refused(e) => return Err(e),
+        };
+        let out = Arc::new(Scheduled::default());
+        let ext = Some(Areas { send: send.0, recv: recv.0 });
+        let mut s = Owned { run, arena: Vec::new(), op: None, out: out.clone(), ext };
+        let bufs = s.bufs();
+        // SAFETY: every range lies inside its area (checked above), which the caller
+        // keeps alive and to the schedule until it ended (function contract); a
+        // neighbourhood exchange uses no scratch.
         unsafe { s.run.post_next(self, bufs) };
         if !self.advance_one(&mut s) {
             self.st.sched.list.push(s);
@@ -177,7 +245,8 @@ impl Engine {
     /// ended.
     fn advance_one(&mut self, s: &mut Owned) -> bool {
         let bufs = s.bufs();
-        // SAFETY: as in `start_schedule`: the arena outlives everything posted.
+        // SAFETY: as in `start_schedule`: the arena (or the program's areas, as in
+        // `start_exchange`) outlives everything posted.
         let done = unsafe { s.run.advance(self, bufs, s.op.as_deref().map(|f| f as Combine<'_>)) };
         if done {
             let outcome = s.run.outcome.take().unwrap_or(Ok(()));
