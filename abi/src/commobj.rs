@@ -28,6 +28,9 @@ pub(crate) struct CommObj {
     /// an intracommunicator over both (`comm`, `world`, `rank` above), through which its
     /// point-to-point ranks are translated.
     pub(crate) inter: Option<Inter>,
+    /// This member's neighbourhood in the communicator's topology, computed at the first
+    /// neighbourhood collective (a topology never changes): `None` without a topology.
+    pub(crate) hood: std::sync::OnceLock<Option<runthrough::Neighborhood>>,
 }
 
 /// The two groups of an intercommunicator (world ranks) and the facade's
@@ -106,6 +109,7 @@ impl CommObj {
             name: Mutex::new(name.to_string()),
             acked: Mutex::new(Vec::new()),
             inter: None,
+            hood: std::sync::OnceLock::new(),
         })
     }
 

@@ -27,9 +27,9 @@ use crate::raise::raise_on;
 use crate::types::{Handle, MPI_Aint, MPI_Count, SendPtr};
 
 /// The neighbourhood of this member of `c`; `MPI_ERR_TOPOLOGY` without a topology.
-pub(super) fn hood(c: &CommObj) -> Result<Neighborhood, c_int> {
-    let t = c.comm.topology().ok_or(MPI_ERR_TOPOLOGY)?;
-    t.neighborhood(c.rank).map_err(|_| MPI_ERR_TOPOLOGY)
+pub(super) fn hood(c: &CommObj) -> Result<&Neighborhood, c_int> {
+    let h = c.hood.get_or_init(|| c.comm.topology().and_then(|t| t.neighborhood(c.rank).ok()));
+    h.as_ref().ok_or(MPI_ERR_TOPOLOGY)
 }
 
 /// Counts and byte offsets of `n` blocks: `count` elements each, one after the other
@@ -87,7 +87,7 @@ pub(super) unsafe fn prepare(c: &CommObj, k: Coll, a: &Args, held: &Held) -> Res
     let sends = sends.into_iter().map(|(c, o)| (c, o, st.clone())).collect();
     let recvs = recvs.into_iter().map(|(c, o)| (c, o, rt.clone())).collect();
     // SAFETY: forwarded (function contract).
-    unsafe { lay_out(c, &h, Blocks { sbuf: a.sbuf, rbuf: a.rbuf, sends, recvs, gather }) }
+    unsafe { lay_out(c, h, Blocks { sbuf: a.sbuf, rbuf: a.rbuf, sends, recvs, gather }) }
 }
 
 /// A neighbourhood collective's blocks: count, byte offset and datatype of each, in the
@@ -294,7 +294,7 @@ unsafe fn prepare_w(c: &CommObj, w: &WArgs) -> Result<Prepared, c_int> {
         )
     };
     // SAFETY: forwarded (function contract).
-    unsafe { lay_out(c, &h, Blocks { sbuf: w.sbuf, rbuf: w.rbuf, sends, recvs, gather: false }) }
+    unsafe { lay_out(c, h, Blocks { sbuf: w.sbuf, rbuf: w.rbuf, sends, recvs, gather: false }) }
 }
 
 /// `MPI_Neighbor_alltoallw` in any form (`request` null: blocking; `persistent`: an
@@ -310,7 +310,7 @@ unsafe fn alltoallw(comm: Handle, w: WArgs, request: *mut Handle, persistent: bo
     if persistent {
         // The arrays are read at each start: keep copies (the program may free them).
         let h = match hood(&c) {
-            Ok(h) => h,
+            Ok(h) => h.clone(),
             Err(e) => return raise_on(comm, e),
         };
         // SAFETY: the program's arrays, read now (function contract).
