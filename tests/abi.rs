@@ -478,6 +478,30 @@ fn a_window_survives_a_killed_member_through_the_abi() {
     }
 }
 
+/// `abi/c/ngh_kill.c`: halo exchanges by `MPI_(I)neighbor_alltoall` on a periodic grid
+/// (contiguous blocks: straight between the program's buffers) while the last rank
+/// SIGKILLs itself: every survivor's exchange fails with `MPIX_ERR_PROC_FAILED` within
+/// 30 s, and again while the failure is unrecognized; `MPIX_Comm_validate` gives the dead
+/// rank alone; then exchanges, blocking and not, leave the dead neighbour's block
+/// untouched and deliver every other — on shared memory at 3 and 5 ranks and over
+/// libfabric's tcp provider at 4.
+#[test]
+fn halo_exchanges_survive_a_killed_neighbour_through_the_abi() {
+    let prog = abi_program("abi/c/ngh_kill.c");
+    let runs: [(u32, &[&str]); 3] = [(3, &[]), (5, &[]), (4, &["--transport", "fabric", "--provider", "tcp"])];
+    for (n, extra) in runs {
+        let ns = n.to_string();
+        let mut args = vec!["-n", &ns];
+        args.extend_from_slice(extra);
+        args.push(prog.to_str().unwrap());
+        let out = ok_failed(&run_abi(&args, Duration::from_secs(120)), &[n - 1]);
+        for r in 0..n - 1 {
+            assert!(out.contains(&format!("ngh_kill: rank {r} ok (")), "n={n} {extra:?} rank {r}:\n{out}");
+        }
+        assert!(!out.contains("FAILED"), "{out}");
+    }
+}
+
 /// `abi/c/inter_check.c`: intercommunicators through the ABI — made from two
 /// non-contiguous groups of unequal sizes led by their local rank 1 over
 /// `MPI_COMM_WORLD`; sizes, the remote group, a message to every remote member, every
