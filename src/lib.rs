@@ -97,6 +97,7 @@ pub mod group;
 mod intercoll;
 mod intercomm;
 mod neighbor;
+pub use neighbor::{NeighborKind, NeighborRequest, PersistentNeighbor};
 mod peer_entry;
 pub mod raw;
 pub mod request;

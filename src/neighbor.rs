@@ -87,13 +87,7 @@ impl Comm {
     /// `recv.len() / indegree` elements).
     pub fn neighbor_alltoall<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<(), Error> {
         let r = self.neighborhood().and_then(|h| {
-            let (nin, nout) = (h.sources.len(), h.destinations.len());
-            let sb = send.len().checked_div(nout).unwrap_or(0);
-            let rb = recv.len().checked_div(nin).unwrap_or(0);
-            if sb * nout != send.len() || rb * nin != recv.len() || (nin > 0 && nout > 0 && sb != rb) {
-                return Err(Error::InvalidArg("neighbor_alltoall: blocks of unequal sizes"));
-            }
-            let sends = (0..nout).map(|k| k * sb..(k + 1) * sb).collect();
+            let (sends, rb) = Self::alltoall_blocks(&h, send.len(), recv.len())?;
             self.exchange(&h, bytemuck::cast_slice(send), sends, rb, recv)
         });
         self.check(r)
@@ -173,37 +167,198 @@ impl Comm {
         recvs: Vec<std::ops::Range<usize>>,
         recv: &mut [T],
     ) -> Result<(), Error> {
-        let size = std::mem::size_of::<T>();
-        let bytes = |r: &Range<usize>| r.start * size..r.end * size;
-        let mut at = data.len();
-        let rblocks: Vec<_> = recvs
-            .iter()
-            .map(|r| {
-                let b = at..at + r.len() * size;
-                at = b.end;
-                b
-            })
-            .collect();
-        let mut arena = data.to_vec();
-        arena.resize(at, 0);
-        let sblocks: Vec<_> = sends.iter().map(bytes).collect();
-        let plan = h.schedule(self.rank(), &sblocks, &rblocks, &mut arena)?;
-        let filled = self.neighbor_receives(h);
-        let coll = self.start_owned(&plan, arena, None, None)?;
+        let started = self.start_exchange::<T>(h, data, sends, recvs, None)?;
         let mut w = self.waiter();
         let (r, arena) = loop {
-            if let Some(done) = coll.test() {
+            if let Some(done) = started.coll.test() {
                 break done;
             }
             w.snooze();
         };
         r?;
-        // Only the blocks that received: a real source, not a recognized failure.
-        let out: &mut [u8] = bytemuck::cast_slice_mut(recv);
-        for k in (0..recvs.len()).filter(|&k| filled[k]) {
-            out[bytes(&recvs[k])].copy_from_slice(&arena[rblocks[k].clone()]);
-        }
+        started.copy_out(&arena, recv);
         Ok(())
+    }
+
+    /// Starts the exchange of [`Comm::exchange_v`] (at a reserved tag, or the next).
+    fn start_exchange<T: Pod>(
+        &self,
+        h: &Neighborhood,
+        data: &[u8],
+        sends: Vec<std::ops::Range<usize>>,
+        recvs: Vec<std::ops::Range<usize>>,
+        at: Option<crate::Reserved>,
+    ) -> Result<Started, Error> {
+        let size = std::mem::size_of::<T>();
+        let bytes = |r: &Range<usize>| r.start * size..r.end * size;
+        let mut end = data.len();
+        let rblocks: Vec<_> = recvs
+            .iter()
+            .map(|r| {
+                let b = end..end + r.len() * size;
+                end = b.end;
+                b
+            })
+            .collect();
+        let mut arena = data.to_vec();
+        arena.resize(end, 0);
+        let sblocks: Vec<_> = sends.iter().map(bytes).collect();
+        let plan = h.schedule(self.rank(), &sblocks, &rblocks, &mut arena)?;
+        let filled = self.neighbor_receives(h);
+        let coll = self.start_owned(&plan, arena, None, at)?;
+        Ok(Started { coll, recvs: recvs.iter().map(bytes).collect(), rblocks, filled })
+    }
+
+    /// The blocks of `MPI_Neighbor_alltoall` over `h`: `send` and `recv` lengths in
+    /// equal blocks, one a destination and one a source.
+    fn alltoall_blocks(h: &Neighborhood, send: usize, recv: usize) -> Result<(Vec<Range<usize>>, usize), Error> {
+        let (nin, nout) = (h.sources.len(), h.destinations.len());
+        let sb = send.checked_div(nout).unwrap_or(0);
+        let rb = recv.checked_div(nin).unwrap_or(0);
+        if sb * nout != send || rb * nin != recv || (nin > 0 && nout > 0 && sb != rb) {
+            return Err(Error::InvalidArg("neighbor_alltoall: blocks of unequal sizes"));
+        }
+        Ok(((0..nout).map(|k| k * sb..(k + 1) * sb).collect(), rb))
+    }
+
+    /// Starts `MPI_Ineighbor_alltoall` (the nonblocking [`Comm::neighbor_alltoall`]):
+    /// `send` is copied at the call, `recv` is owned by the request until
+    /// [`NeighborRequest::wait`] gives it back filled (blocks from `MPI_PROC_NULL` or a
+    /// recognized failed source keep what they held). The engine advances it without the
+    /// caller; a leaked request leaks its buffers, nothing else.
+    pub fn ineighbor_alltoall<T: Pod>(&self, send: &[T], recv: Vec<T>) -> Result<NeighborRequest<'_, T>, Error> {
+        self.istart_neighbor(NeighborKind::Alltoall, send, recv, None)
+    }
+
+    /// Starts `MPI_Ineighbor_allgather` (the nonblocking [`Comm::neighbor_allgather`]), as
+    /// [`Comm::ineighbor_alltoall`].
+    pub fn ineighbor_allgather<T: Pod>(&self, send: &[T], recv: Vec<T>) -> Result<NeighborRequest<'_, T>, Error> {
+        self.istart_neighbor(NeighborKind::Allgather, send, recv, None)
+    }
+
+    /// `MPI_Neighbor_alltoall_init` / `MPI_Neighbor_allgather_init`: a persistent
+    /// neighbourhood collective, its tag taken now (persistent collectives match in
+    /// initialisation order), started by [`PersistentNeighbor::start`] as often as wanted.
+    pub fn neighbor_init(&self, kind: NeighborKind) -> Result<PersistentNeighbor<'_>, Error> {
+        self.check(self.neighborhood())?;
+        let at = self.reserve_collective()?;
+        Ok(PersistentNeighbor { comm: self, kind, at })
+    }
+
+    fn istart_neighbor<T: Pod>(
+        &self,
+        kind: NeighborKind,
+        send: &[T],
+        recv: Vec<T>,
+        at: Option<crate::Reserved>,
+    ) -> Result<NeighborRequest<'_, T>, Error> {
+        let r = self.neighborhood().and_then(|h| {
+            let (sends, recvs) = match kind {
+                NeighborKind::Alltoall => {
+                    let (sends, rb) = Self::alltoall_blocks(&h, send.len(), recv.len())?;
+                    (sends, (0..h.sources.len()).map(|k| k * rb..(k + 1) * rb).collect())
+                }
+                NeighborKind::Allgather => {
+                    if recv.len() != send.len() * h.sources.len() {
+                        return Err(Error::InvalidArg("neighbor_allgather: recv holds one send block a source"));
+                    }
+                    let n = send.len();
+                    (vec![0..n; h.destinations.len()], (0..h.sources.len()).map(|k| k * n..(k + 1) * n).collect())
+                }
+            };
+            self.start_exchange::<T>(&h, bytemuck::cast_slice(send), sends, recvs, at)
+        });
+        let started = self.check(r)?;
+        Ok(NeighborRequest { comm: self, started, recv, done: None })
+    }
+}
+
+/// Which neighbourhood collective a persistent request runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NeighborKind {
+    /// `MPI_Neighbor_alltoall`: one block a destination, one a source.
+    Alltoall,
+    /// `MPI_Neighbor_allgather`: the same block to every destination.
+    Allgather,
+}
+
+/// A persistent neighbourhood collective ([`Comm::neighbor_init`]).
+#[derive(Debug)]
+pub struct PersistentNeighbor<'c> {
+    comm: &'c Comm,
+    kind: NeighborKind,
+    at: crate::Reserved,
+}
+
+impl<'c> PersistentNeighbor<'c> {
+    /// Starts it (`MPI_Start`) with `send` (copied now) and `recv` (owned by the request
+    /// until it is waited for); one start at a time, as MPI asks, is the caller's to keep.
+    pub fn start<T: Pod>(&self, send: &[T], recv: Vec<T>) -> Result<NeighborRequest<'c, T>, Error> {
+        self.comm.istart_neighbor(self.kind, send, recv, Some(self.at))
+    }
+}
+
+/// A started exchange: its schedule and where its receive blocks go.
+#[derive(Debug)]
+struct Started {
+    coll: crate::OwnedColl,
+    /// Byte ranges of the receive blocks in the program's buffer, and in the arena.
+    recvs: Vec<Range<usize>>,
+    rblocks: Vec<Range<usize>>,
+    /// Which receive blocks get data (not `MPI_PROC_NULL`, not a recognized failure).
+    filled: Vec<bool>,
+}
+
+impl Started {
+    /// Copies the blocks that received from the ended schedule's `arena` into `recv`.
+    fn copy_out<T: Pod>(&self, arena: &[u8], recv: &mut [T]) {
+        let out: &mut [u8] = bytemuck::cast_slice_mut(recv);
+        for k in (0..self.recvs.len()).filter(|&k| self.filled[k]) {
+            out[self.recvs[k].clone()].copy_from_slice(&arena[self.rblocks[k].clone()]);
+        }
+    }
+}
+
+/// A nonblocking neighbourhood collective ([`Comm::ineighbor_alltoall`],
+/// [`PersistentNeighbor::start`]) that owns its receive buffer until it completes.
+#[derive(Debug)]
+#[must_use = "a neighbourhood collective's receive buffer comes back from `wait`"]
+pub struct NeighborRequest<'c, T: Pod> {
+    comm: &'c Comm,
+    started: Started,
+    recv: Vec<T>,
+    /// The outcome and arena, once taken from the schedule.
+    done: Option<(Result<(), Error>, Vec<u8>)>,
+}
+
+impl<T: Pod> NeighborRequest<'_, T> {
+    /// Whether it ended (progressing the engine once); `wait` then returns at once.
+    pub fn test(&mut self) -> bool {
+        if self.done.is_none() {
+            self.done = self.started.coll.test();
+        }
+        self.done.is_some()
+    }
+
+    /// Waits for the end; the receive buffer, filled, or the collective's error (through
+    /// the communicator's error mode).
+    pub fn wait(self) -> Result<Vec<T>, Error> {
+        let NeighborRequest { comm, started, mut recv, done } = self;
+        let (r, arena) = match done {
+            Some(d) => d,
+            None => {
+                let mut w = comm.waiter();
+                loop {
+                    if let Some(d) = started.coll.test() {
+                        break d;
+                    }
+                    w.snooze();
+                }
+            }
+        };
+        comm.check(r)?;
+        started.copy_out(&arena, &mut recv);
+        Ok(recv)
     }
 }
 

@@ -28,7 +28,7 @@
 //! In every mode the grid's `neighbor_alltoall` and `neighbor_allgather` are checked block
 //! by block (dimension 0 has 2 processes and wraps: both neighbours there are one process,
 //! and MPI's ordering says which block is which).
-use runthrough::{Comm, DistGraph, Error, ErrorMode, Topology};
+use runthrough::{Comm, DistGraph, Error, ErrorMode, NeighborKind, Topology};
 
 use runthrough_drivers::{die, ensure, until_failed, R};
 
@@ -101,6 +101,21 @@ fn exchange(cart: &Comm, dead: Option<usize>) -> R<()> {
     cart.neighbor_allgatherv(&[me as i64], &mut allv, &[1; 4], &[3, 2, 1, 0]).map_err(e("neighbor_allgatherv"))?;
     allv.reverse();
     ensure(allv == all, || format!("allgatherv {allv:?}, allgather gave {all:?}"))?;
+    // Nonblocking: both started before either is waited for, then a blocking
+    // collective in between; persistent: started twice. The same blocks arrive.
+    let mut a = cart.ineighbor_alltoall(&send, vec![-1i64; 4]).map_err(e("ineighbor_alltoall"))?;
+    let g = cart.ineighbor_allgather(&[me as i64], vec![-1i64; 4]).map_err(e("ineighbor_allgather"))?;
+    while !a.test() {}
+    let got = a.wait().map_err(e("ineighbor_alltoall wait"))?;
+    ensure(got == recv, || format!("ineighbor_alltoall {got:?}, neighbor_alltoall gave {recv:?}"))?;
+    cart.barrier().map_err(e("barrier between nonblocking neighbourhood collectives"))?;
+    let got = g.wait().map_err(e("ineighbor_allgather wait"))?;
+    ensure(got == all, || format!("ineighbor_allgather {got:?}, neighbor_allgather gave {all:?}"))?;
+    let p = cart.neighbor_init(NeighborKind::Alltoall).map_err(e("neighbor_init"))?;
+    for _ in 0..2 {
+        let got = p.start(&send, vec![-1i64; 4]).and_then(|r| r.wait()).map_err(e("persistent neighbor_alltoall"))?;
+        ensure(got == recv, || format!("persistent neighbor_alltoall {got:?}, neighbor_alltoall gave {recv:?}"))?;
+    }
     Ok(())
 }
 
