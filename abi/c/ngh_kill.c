@@ -20,30 +20,12 @@
 #include <stdio.h>
 #include <string.h>
 
-static int rank, size, checks, failures;
-
-#define CHECK(cond, ...)                                                                    \
-    do {                                                                                    \
-        checks++;                                                                           \
-        if (!(cond)) {                                                                      \
-            failures++;                                                                     \
-            printf("ngh_kill: rank %d FAILED line %d: ", rank, __LINE__);                  \
-            printf(__VA_ARGS__);                                                            \
-            printf("\n");                                                                   \
-        }                                                                                   \
-    } while (0)
+#define CHECK_PROG "ngh_kill"
+#include "check.h"
 
 #define F 1024
 
 static int sendbuf[2 * F], recvbuf[2 * F];
-
-static int eclass(int rc)
-{
-    int c = rc;
-    if (rc != MPI_SUCCESS)
-        MPI_Error_class(rc, &c);
-    return c;
-}
 
 /* One exchange of step `step`, blocking or not; the receive blocks start as -1. */
 static int exchange(MPI_Comm grid, int step, int nonblocking)
@@ -121,8 +103,7 @@ int main(int argc, char **argv)
     MPI_Group_free(&failed);
     MPI_Group_free(&world_group);
     MPI_Comm_free(&grid);
-    if (failures == 0)
-        printf("ngh_kill: rank %d ok (%d checks)\n", rank, checks);
+    int status = check_report();
     MPI_Finalize();
-    return failures != 0;
+    return status;
 }

@@ -20,28 +20,10 @@
 #include <stdio.h>
 #include <string.h>
 
-static int rank, size, checks, failures;
-
-#define CHECK(cond, ...)                                                                    \
-    do {                                                                                    \
-        checks++;                                                                           \
-        if (!(cond)) {                                                                      \
-            failures++;                                                                     \
-            printf("win_kill: rank %d FAILED line %d: ", rank, __LINE__);                  \
-            printf(__VA_ARGS__);                                                            \
-            printf("\n");                                                                   \
-        }                                                                                   \
-    } while (0)
+#define CHECK_PROG "win_kill"
+#include "check.h"
 
 #define N 8
-
-static int eclass(int rc)
-{
-    int c = rc;
-    if (rc != MPI_SUCCESS)
-        MPI_Error_class(rc, &c);
-    return c;
-}
 
 int main(int argc, char **argv)
 {
@@ -125,9 +107,8 @@ int main(int argc, char **argv)
         CHECK(mem[2] == -1 + live, "rank 0's element 2: %d want %d", mem[2], live - 1);
     rc = MPI_Win_free(&win);
     CHECK(rc == MPI_SUCCESS && win == MPI_WIN_NULL, "free: class %d", eclass(rc));
-    if (failures == 0)
-        printf("win_kill: rank %d ok (%d checks)\n", rank, checks);
+    int status = check_report();
     fflush(stdout);
     MPI_Finalize();
-    return failures ? 1 : 0;
+    return status;
 }
