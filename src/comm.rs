@@ -48,7 +48,7 @@ impl fmt::Debug for ErrorMode {
 }
 
 /// A member's (color, key) in a communicator creation.
-type Entry = (i32, i32);
+pub(crate) type Entry = (i32, i32);
 
 /// What a member knows after the exchange of a creation ([`Comm::exchange_claim`]).
 #[derive(Debug)]

@@ -62,6 +62,12 @@ pub struct InterComm {
     pub(crate) remotes: Arc<[usize]>,
 }
 
+/// A nonblocking inter-communicator duplicate ([`InterComm::idup`]; advanced by
+/// [`InterComm::test_dup`]).
+#[derive(Debug)]
+#[must_use = "a dup request does nothing unless tested"]
+pub struct InterDupRequest(crate::DupRequest);
+
 /// What a side's leader learned from the other's in step 1.
 #[derive(Debug, Clone)]
 struct Hand {
@@ -436,7 +442,31 @@ impl InterComm {
     /// A new inter-communicator of the same groups (MPI_Comm_dup); uniform like
     /// [`Comm::dup`].
     pub fn dup(&self) -> Result<InterComm, Error> {
-        self.split_inner(Some(0), self.rank() as i32).map(|o| o.expect("every member keeps color 0"))
+        self.split_inner(Some(0), self.rank() as i32)?.ok_or(Self::no_remote())
+    }
+
+    /// Starts a nonblocking duplicate (MPI_Comm_idup): the exchange runs in the engine,
+    /// [`InterComm::test_dup`] advances it and gives the duplicate. Every member of both
+    /// groups calls it; uniform like [`InterComm::dup`].
+    pub fn idup(&self) -> Result<InterDupRequest, Error> {
+        self.bridge.check(self.bridge.idup_pairs(PAIRS)).map(InterDupRequest)
+    }
+
+    /// Advances `r`; the duplicate (or the error) once it ended, then `None`.
+    pub fn test_dup(&self, r: &mut InterDupRequest) -> Option<Result<InterComm, Error>> {
+        let out = self.bridge.test_dup_entries(&mut r.0)?.and_then(|(entries, ctx)| {
+            let (loc, rem) = self.sides(&entries, 0);
+            if rem.is_empty() {
+                return Err(Self::no_remote());
+            }
+            Ok(self.rebuild(ctx, &loc, &rem))
+        });
+        Some(self.bridge.check(out))
+    }
+
+    /// The error of a duplicate with no live remote member left (every one failed).
+    fn no_remote() -> Error {
+        Error::RankFailStop { rank: 0 }
     }
 
     /// Splits both groups by `color` (MPI_Comm_split on an inter-communicator): each
@@ -451,23 +481,28 @@ impl InterComm {
         let b = &self.bridge;
         let c = color.map_or(-1, |c| (c & 0x7fff_ffff) as i32);
         let r = b.create_exchange_pairs(c, key, PAIRS).map(|(entries, ctx)| {
-            let mine = color?;
-            let pick = |side: &[usize]| {
-                let mut m: Vec<(i32, usize)> = side
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(r, &i)| entries[i].filter(|e| e.0 == (mine & 0x7fff_ffff) as i32).map(|e| (e.1, r)))
-                    .collect();
-                m.sort_unstable();
-                m.into_iter().map(|(_, r)| side[r]).collect::<Vec<usize>>()
-            };
-            let (loc, rem) = (pick(&self.locals), pick(&self.remotes));
+            let (loc, rem) = self.sides(&entries, color?);
             if rem.is_empty() {
                 return None;
             }
             Some(self.rebuild(ctx, &loc, &rem))
         });
         b.check(r)
+    }
+
+    /// The bridge members of each side whose exchanged entry has `color`, ordered by key
+    /// then rank (recognised failures, which sent no entry, are left out).
+    fn sides(&self, entries: &[Option<crate::comm::Entry>], color: u32) -> (Vec<usize>, Vec<usize>) {
+        let pick = |side: &[usize]| {
+            let mut m: Vec<(i32, usize)> = side
+                .iter()
+                .enumerate()
+                .filter_map(|(r, &i)| entries[i].filter(|e| e.0 == (color & 0x7fff_ffff) as i32).map(|e| (e.1, r)))
+                .collect();
+            m.sort_unstable();
+            m.into_iter().map(|(_, r)| side[r]).collect::<Vec<usize>>()
+        };
+        (pick(&self.locals), pick(&self.remotes))
     }
 
     /// The inter-communicator of bridge members `loc` (local, in order) and `rem` on the

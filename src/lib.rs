@@ -115,7 +115,7 @@ pub use comm::{AgreeRequest, Comm, ErrorMode, Source, TagSel, ValidateRequest, A
 pub use config::Config;
 pub use group::{Group, GroupOrder};
 pub use intercoll::InterRoot;
-pub use intercomm::InterComm;
+pub use intercomm::{InterComm, InterDupRequest};
 pub use request::{wait_all, wait_any, OwnedRequest, Request};
 pub use runthrough_engine::handle::{scope, RequestScope};
 pub use runthrough_engine::rma::AccOp;

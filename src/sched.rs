@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use runthrough_engine::{Over, Plan, Scheduled, SendCombine, Tag};
 
-use crate::comm::{Claim, Comm, Verdict};
+use crate::comm::{Claim, Comm, Entry, Verdict};
 use crate::shared::Shared;
 use crate::{Error, Group};
 
@@ -71,11 +71,17 @@ pub enum Decided {
     Validate(Group),
 }
 
+/// What a creation's exchange and agreement gave: every member's entry (`None`: none
+/// came) and the context chosen.
+pub(crate) type Created = (Vec<Option<Entry>>, u32);
+
 /// A nonblocking dup ([`Comm::idup`]; advanced by [`Comm::test_dup`]).
 #[derive(Debug)]
 #[must_use = "a dup request does nothing unless tested"]
 pub struct DupRequest {
     step: DupStep,
+    /// Context pairs the new communicator takes (1; an inter-communicator's 4).
+    pairs: u32,
 }
 
 #[derive(Debug)]
@@ -198,8 +204,14 @@ impl Comm {
     /// # Errors
     /// Those of starting a collective here.
     pub fn idup(&self) -> Result<DupRequest, Error> {
+        self.idup_pairs(1)
+    }
+
+    /// [`Comm::idup`] for a communicator that takes `pairs` context pairs (an
+    /// inter-communicator's duplicate over its bridge).
+    pub(crate) fn idup_pairs(&self, pairs: u32) -> Result<DupRequest, Error> {
         let step = self.dup_exchange()?;
-        Ok(DupRequest { step })
+        Ok(DupRequest { step, pairs })
     }
 
     fn dup_exchange(&self) -> Result<DupStep, Error> {
@@ -217,6 +229,12 @@ impl Comm {
 
     /// Advances `r`; the new communicator (or the error) once it ended, then `None`.
     pub fn test_dup(&self, r: &mut DupRequest) -> Option<Result<Comm, Error>> {
+        self.test_dup_entries(r).map(|o| o.map(|(_, ctx)| self.dup_on(ctx)))
+    }
+
+    /// [`Comm::test_dup`]'s outcome before a communicator is made of it: every member's
+    /// exchanged entry (`None`: none came; a dup's is (0, rank)) and the context chosen.
+    pub(crate) fn test_dup_entries(&self, r: &mut DupRequest) -> Option<Result<Created, Error>> {
         loop {
             match &mut r.step {
                 DupStep::Ended => return None,
@@ -224,7 +242,7 @@ impl Comm {
                     let (outcome, arena) = coll.test()?;
                     let all: Vec<i32> =
                         arena.chunks_exact(4).map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect();
-                    let claim = self.exchange_claim(&all, *proposal, outcome, 1);
+                    let claim = self.exchange_claim(&all, *proposal, outcome, r.pairs);
                     match self.agreement_start(claim.flag()) {
                         Ok(i) => r.step = DupStep::Agree { all, claim, instance: Some(i) },
                         Err(e) => {
@@ -248,7 +266,7 @@ impl Comm {
     }
 
     /// The outcome of a dup's verdict: `None` when it starts over (with a new exchange).
-    fn dup_verdict(&self, r: &mut DupRequest, v: Verdict) -> Option<Result<Comm, Error>> {
+    fn dup_verdict(&self, r: &mut DupRequest, v: Verdict) -> Option<Result<Created, Error>> {
         r.step = DupStep::Ended;
         match v {
             Verdict::Retry => match self.dup_exchange() {
@@ -259,7 +277,7 @@ impl Comm {
                 Err(e) => Some(Err(self.check_error(e))),
             },
             Verdict::Fail(e) => Some(Err(self.check_error(e))),
-            Verdict::Done(_, ctx) => Some(Ok(self.dup_on(ctx))),
+            Verdict::Done(entries, ctx) => Some(Ok((entries, ctx))),
         }
     }
 }

@@ -10,7 +10,8 @@
  * MPI_Reduce, MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Ibcast and MPI_Iallreduce
  * (an ibarrier after which rank 0 of A sends rank 0 of B the message it waits for
  * before joining: nonblocking collectives must not wait for the other group), MPI_Allreduce_init started twice;
- * MPI_Intercomm_merge with both high orders; MPI_Comm_dup, MPI_Comm_split and
+ * MPI_Intercomm_merge with both high orders; MPI_Comm_dup, MPI_Comm_idup (started
+ * before a message the other group waits for), MPI_Comm_split and
  * MPI_Comm_create of the intercommunicator; MPI_Comm_free of all. On MPICH 5.0.2 run it
  * with INTER_NO_SPLIT=1 (its intercommunicator split hangs at 4 ranks and more).
  * Every rank prints "inter_check: rank R ok (N checks)" or one
@@ -245,6 +246,25 @@ int main(int argc, char **argv) {
     MPI_Comm_remote_size(d, &rs);
     CHECK(rs == k, "dup remote size %d", rs);
     check_colls(d, a, other, k, m);
+    /* A nonblocking dup does not wait for the other group either: A's rank 0 starts it,
+     * then sends B's rank 0 the message that rank waits for before it starts its own. */
+    MPI_Comm di;
+    MPI_Request dreq;
+    int dtoken = -1;
+    if (!a && me == 0) OK(MPI_Recv(&dtoken, 1, MPI_INT, 0, 32, ic, MPI_STATUS_IGNORE));
+    OK(MPI_Comm_idup(ic, &di, &dreq));
+    if (a && me == 0) {
+        dtoken = 6;
+        OK(MPI_Send(&dtoken, 1, MPI_INT, 0, 32, ic));
+    }
+    OK(MPI_Wait(&dreq, MPI_STATUS_IGNORE));
+    if (!a && me == 0) CHECK(dtoken == 6, "token %d before the idup", dtoken);
+    int ditest = 0;
+    MPI_Comm_test_inter(di, &ditest);
+    MPI_Comm_remote_size(di, &rs);
+    CHECK(ditest && rs == k, "idup: inter %d remote size %d", ditest, rs);
+    OK(MPI_Barrier(di));
+    MPI_Comm_free(&di);
     /* MPICH 5.0.2 gives MPI_COMM_NULL to one color and hangs in the other's barrier at 4
      * ranks and more: INTER_NO_SPLIT=1 leaves this part out there. */
     if (!getenv("INTER_NO_SPLIT")) OK(MPI_Comm_split(ic, me % 2, 100 - me, &sp));

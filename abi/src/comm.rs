@@ -121,21 +121,34 @@ pub(crate) unsafe fn MPI_Comm_idup(comm: Handle, newcomm: *mut Handle, request: 
     if newcomm.is_null() || request.is_null() {
         return raise_on(comm, MPI_ERR_ARG);
     }
-    if c.inter.is_some() {
-        // An inter-communicator's duplicate is made at once (its creation is not one
-        // engine schedule); the request is complete.
-        // SAFETY: forwarded arguments.
-        let rc = unsafe { MPI_Comm_dup(comm, newcomm) };
-        if rc == MPI_SUCCESS {
-            let done = move || Some((crate::types::MPI_Status::empty(), MPI_SUCCESS));
-            // SAFETY: output argument.
-            unsafe { *request = crate::req::new_active(comm, crate::req::Active::Polled(Box::new(done))) };
-        }
-        return rc;
-    }
     // SAFETY: output argument.
     unsafe { *newcomm = MPI_COMM_NULL };
     let out = crate::types::SendPtr(newcomm.cast());
+    if let Some(i) = &c.inter {
+        // The same, over the inter-communicator's bridge.
+        let ic = i.ic.clone();
+        let mut dup = match ic.idup() {
+            Ok(d) => d,
+            Err(e) => return raise_on(comm, crate::err::code_of(&e)),
+        };
+        let poll = move || {
+            let out = out;
+            let made = ic.test_dup(&mut dup)?.map(|d| CommObj::new_inter(d, *c.errhandler.lock()));
+            let err = match made.map_err(|e| crate::err::code_of(&e)).and_then(|d| register_child_obj(&c, comm, d)) {
+                Ok(h) => {
+                    // SAFETY: the program keeps `newcomm` valid until the request
+                    // completes (the nonblocking-call contract).
+                    unsafe { *out.0.cast::<Handle>() = h };
+                    MPI_SUCCESS
+                }
+                Err(e) => e,
+            };
+            Some((crate::types::MPI_Status::empty(), err))
+        };
+        // SAFETY: output argument.
+        unsafe { *request = crate::req::new_active(comm, crate::req::Active::Polled(Box::new(poll))) };
+        return MPI_SUCCESS;
+    }
     let mut dup = match c.comm.idup() {
         Ok(d) => d,
         Err(e) => return raise_on(comm, crate::err::code_of(&e)),

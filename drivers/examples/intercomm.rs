@@ -210,6 +210,16 @@ fn plain(world: &Comm) -> R<String> {
     let d = ic.dup().map_err(e("dup"))?;
     check_shape(world, &d)?;
     check_colls(world, &d, None)?;
+    // The nonblocking dup gives the same shape.
+    let mut r = ic.idup().map_err(e("idup"))?;
+    let di = loop {
+        if let Some(out) = ic.test_dup(&mut r) {
+            break out.map_err(e("idup test"))?;
+        }
+        std::thread::yield_now();
+    };
+    check_shape(world, &di)?;
+    di.barrier().map_err(e("idup barrier"))?;
     // split by local rank parity: a color with no remote member gives None.
     let s = ic.split(Some((ic.rank() % 2) as u32), 0).map_err(e("split"))?;
     if let Some(s) = &s {
