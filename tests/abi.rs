@@ -460,22 +460,34 @@ fn topologies_pass_on_shared_memory_and_tcp() {
     }
 }
 
+/// Runs C check program `src` (`abi/c/NAME.c`, printing "NAME: rank R ok (" per rank that
+/// passed) once per `(ranks, extra rtrun arguments)`; with `last_dies` the last rank
+/// SIGKILLs itself and must be reported failed. Every other rank's ok line is required,
+/// and no FAILED line anywhere.
+fn c_checks_pass(src: &str, runs: &[(u32, &[&str])], last_dies: bool, limit: Duration) {
+    let prog = abi_program(src);
+    let name = std::path::Path::new(src).file_stem().and_then(|s| s.to_str()).expect("source name");
+    for &(n, extra) in runs {
+        let ns = n.to_string();
+        let mut args = vec!["-n", &ns];
+        args.extend_from_slice(extra);
+        args.push(prog.to_str().unwrap());
+        let o = run_abi(&args, limit);
+        let (out, live) = if last_dies { (ok_failed(&o, &[n - 1]), n - 1) } else { (ok(&o), n) };
+        for r in 0..live {
+            assert!(out.contains(&format!("{name}: rank {r} ok (")), "n={n} {extra:?} rank {r}:\n{out}");
+        }
+        assert!(!out.contains("FAILED"), "{out}");
+    }
+}
+
 /// `abi/c/win_kill.c`: a window member SIGKILLs itself; every survivor's lock, put, flush
 /// and get on it fail with `MPIX_ERR_PROC_FAILED` through the window's handler, it is in
 /// `MPIX_Win_get_failed`, the fence fails until `MPIX_Win_validate` recognizes it, then
 /// fence, put, locks and accumulate work among the survivors and the window is freed.
 #[test]
 fn a_window_survives_a_killed_member_through_the_abi() {
-    let prog = abi_program("abi/c/win_kill.c");
-    for n in [2u32, 4] {
-        let ns = n.to_string();
-        let o = run_abi(&["-n", &ns, prog.to_str().unwrap()], Duration::from_secs(90));
-        let out = ok_failed(&o, &[n - 1]);
-        for r in 0..n - 1 {
-            assert!(out.contains(&format!("win_kill: rank {r} ok (")), "n={n} rank {r}:\n{out}");
-        }
-        assert!(!out.contains("FAILED"), "{out}");
-    }
+    c_checks_pass("abi/c/win_kill.c", &[(2, &[]), (4, &[])], true, Duration::from_secs(90));
 }
 
 /// `abi/c/ngh_kill.c`: halo exchanges by `MPI_(I)neighbor_alltoall` on a periodic grid
@@ -487,19 +499,8 @@ fn a_window_survives_a_killed_member_through_the_abi() {
 /// libfabric's tcp provider at 4.
 #[test]
 fn halo_exchanges_survive_a_killed_neighbour_through_the_abi() {
-    let prog = abi_program("abi/c/ngh_kill.c");
-    let runs: [(u32, &[&str]); 3] = [(3, &[]), (5, &[]), (4, &["--transport", "fabric", "--provider", "tcp"])];
-    for (n, extra) in runs {
-        let ns = n.to_string();
-        let mut args = vec!["-n", &ns];
-        args.extend_from_slice(extra);
-        args.push(prog.to_str().unwrap());
-        let out = ok_failed(&run_abi(&args, Duration::from_secs(120)), &[n - 1]);
-        for r in 0..n - 1 {
-            assert!(out.contains(&format!("ngh_kill: rank {r} ok (")), "n={n} {extra:?} rank {r}:\n{out}");
-        }
-        assert!(!out.contains("FAILED"), "{out}");
-    }
+    let tcp: &[&str] = &["--transport", "fabric", "--provider", "tcp"];
+    c_checks_pass("abi/c/ngh_kill.c", &[(3, &[]), (5, &[]), (4, tcp)], true, Duration::from_secs(120));
 }
 
 /// `abi/c/inter_check.c`: intercommunicators through the ABI — made from two
@@ -511,18 +512,6 @@ fn halo_exchanges_survive_a_killed_neighbour_through_the_abi() {
 /// passes on MPICH 5.0.2's `libmpi_abi.so.1` (there without the split part).
 #[test]
 fn intercommunicators_pass_on_shared_memory_and_tcp() {
-    let prog = abi_program("abi/c/inter_check.c");
-    let runs: [(u32, &[&str]); 4] =
-        [(2, &[]), (5, &[]), (7, &[]), (4, &["--transport", "fabric", "--provider", "tcp"])];
-    for (n, extra) in runs {
-        let ns = n.to_string();
-        let mut args = vec!["-n", &ns];
-        args.extend_from_slice(extra);
-        args.push(prog.to_str().unwrap());
-        let out = ok(&run_abi(&args, Duration::from_secs(120)));
-        for r in 0..n {
-            assert!(out.contains(&format!("inter_check: rank {r} ok (")), "n={n} {extra:?} rank {r}:\n{out}");
-        }
-        assert!(!out.contains("FAILED"), "{out}");
-    }
+    let tcp: &[&str] = &["--transport", "fabric", "--provider", "tcp"];
+    c_checks_pass("abi/c/inter_check.c", &[(2, &[]), (5, &[]), (7, &[]), (4, tcp)], false, Duration::from_secs(120));
 }

@@ -22,18 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, size, checks, failures;
-
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        checks++;                                                               \
-        if (!(cond)) {                                                          \
-            failures++;                                                         \
-            printf("inter_check: rank %d FAILED line %d: ", rank, __LINE__);    \
-            printf(__VA_ARGS__);                                                \
-            printf("\n");                                                       \
-        }                                                                       \
-    } while (0)
+#define CHECK_PROG "inter_check"
+#include "check.h"
 
 #define OK(call) CHECK((call) == MPI_SUCCESS, "%s", #call)
 
@@ -302,7 +292,7 @@ int main(int argc, char **argv) {
     MPI_Comm_free(&d);
     OK(MPI_Comm_free(&ic));
     MPI_Comm_free(&local);
-    if (failures == 0) printf("inter_check: rank %d ok (%d checks)\n", rank, checks);
+    int status = check_report();
     MPI_Finalize();
-    return failures ? 1 : 0;
+    return status;
 }

@@ -74,28 +74,30 @@ unsafe fn unpack(from: &[u8], buf: SendPtr, count: usize, t: &Dtype) {
     }
 }
 
-/// Remote blocks of `cnt`/`dsp` elements of `t`, packed one after the other from byte
-/// `at`: the byte ranges, and a finish that unpacks those that arrived into `rbuf` at
-/// the displacements.
-fn gathered(ic: &InterComm, cnt: Vec<usize>, dsp: Vec<usize>, t: Arc<Dtype>, rbuf: SendPtr, at: usize) -> Blocks {
-    let ranges = super::owned::stack(cnt.iter().map(|c| c * t.size), at);
+/// Remote blocks `(byte displacement in rbuf, count, type)`, one a remote member,
+/// packed one after the other from byte `at`: the byte ranges, and a finish that unpacks
+/// those that arrived into `rbuf` at their displacements.
+fn gathered(ic: &InterComm, blocks: Vec<(isize, usize, Arc<Dtype>)>, rbuf: SendPtr, at: usize) -> Blocks {
+    let ranges = super::owned::stack(blocks.iter().map(|(_, c, t)| c * t.size), at);
     let ic = ic.clone();
     let rs = ranges.clone();
     let finish = move |arena: &[u8]| {
         let rbuf = rbuf;
         let arrived = ic.remote_receives();
-        for (j, r) in rs.iter().enumerate() {
+        for (j, (r, (off, count, t))) in rs.iter().zip(&blocks).enumerate() {
             if arrived.get(j).copied().unwrap_or(false) {
                 // SAFETY: the program's receive buffer, block j at its displacement
                 // (MPI contract), valid until the request completes.
-                unsafe {
-                    let dst = SendPtr(rbuf.0.cast::<u8>().offset(dsp[j] as isize * t.extent()).cast());
-                    unpack(&arena[r.clone()], dst, cnt[j], &t);
-                }
+                unsafe { unpack(&arena[r.clone()], SendPtr(rbuf.0.cast::<u8>().offset(*off).cast()), *count, t) };
             }
         }
     };
     (ranges, Box::new(finish))
+}
+
+/// [`gathered`]'s blocks from counts and element displacements of one type.
+fn typed(cnt: Vec<usize>, dsp: Vec<usize>, t: &Arc<Dtype>) -> Vec<(isize, usize, Arc<Dtype>)> {
+    cnt.into_iter().zip(dsp).map(|(c, d)| (d as isize * t.extent(), c, t.clone())).collect()
 }
 
 type Blocks = (Vec<Range<usize>>, Finish);
@@ -190,7 +192,7 @@ unsafe fn lay_out(c: &CommObj, ic: &InterComm, k: Coll, a: &Args, held: &Held) -
                 let fixed = matches!(k, Coll::Gather).then_some(a.rcount);
                 // SAFETY: remote-size counts and displacements at the root.
                 let (cnt, dsp) = unsafe { remote_counts(nr, fixed, a.rcounts, a.rdispls, a.wide) };
-                let (ranges, finish) = gathered(ic, cnt, dsp, rt, a.rbuf, 0);
+                let (ranges, finish) = gathered(ic, typed(cnt, dsp, &rt), a.rbuf, 0);
                 let len = ranges.last().map_or(0, |r| r.end);
                 Layout { sends: Vec::new(), recvs: to_all(ranges), arena: vec![0; len], finish }
             }
@@ -230,7 +232,7 @@ unsafe fn lay_out(c: &CommObj, ic: &InterComm, k: Coll, a: &Args, held: &Held) -
             let fixed = matches!(k, Coll::Allgather).then_some(a.rcount);
             // SAFETY: remote-size counts and displacements.
             let (cnt, dsp) = unsafe { remote_counts(nr, fixed, a.rcounts, a.rdispls, a.wide) };
-            let (ranges, finish) = gathered(ic, cnt, dsp, rt, a.rbuf, at);
+            let (ranges, finish) = gathered(ic, typed(cnt, dsp, &rt), a.rbuf, at);
             arena.resize(ranges.last().map_or(at, |r| r.end), 0);
             Layout { sends: (0..nr).map(|j| (j, 0..at)).collect(), recvs: to_all(ranges), arena, finish }
         }
@@ -247,7 +249,7 @@ unsafe fn lay_out(c: &CommObj, ic: &InterComm, k: Coll, a: &Args, held: &Held) -
             };
             // SAFETY: the program's send buffer.
             let sends = unsafe { pack_blocks(a.sbuf, &sc, &sd, &st, &mut arena) };
-            let (ranges, finish) = gathered(ic, rc, rd, rt, a.rbuf, arena.len());
+            let (ranges, finish) = gathered(ic, typed(rc, rd, &rt), a.rbuf, arena.len());
             arena.resize(ranges.last().map_or(arena.len(), |r| r.end), 0);
             Layout { sends: to_all(sends), recvs: to_all(ranges), arena, finish }
         }
@@ -340,20 +342,10 @@ pub(super) unsafe fn start_alltoallw(
             (i, from..arena.len())
         })
         .collect();
-    let ranges = super::owned::stack((0..n).map(|i| w.rc[i] * w.rt[i].size), arena.len());
+    let blocks = (0..n).map(|i| (w.rd[i] as isize, w.rc[i], w.rt[i].clone())).collect();
+    let (ranges, finish) = gathered(ic, blocks, w.rbuf, arena.len());
     arena.resize(ranges.last().map_or(arena.len(), |r| r.end), 0);
-    let (ic2, rbuf, rd, rc, rt, rs) = (ic.clone(), w.rbuf, w.rd.clone(), w.rc.clone(), w.rt.clone(), ranges.clone());
-    let l = Layout::new(sends, to_all(ranges), arena).then(move |arena| {
-        let rbuf = rbuf;
-        let arrived = ic2.remote_receives();
-        for (i, r) in rs.iter().enumerate() {
-            if arrived.get(i).copied().unwrap_or(false) {
-                // SAFETY: the program's receive buffer, block i at a byte displacement,
-                // valid until the request completes.
-                unsafe { unpack(&arena[r.clone()], SendPtr(rbuf.0.cast::<u8>().add(rd[i]).cast()), rc[i], &rt[i]) };
-            }
-        }
-    });
+    let l = Layout { sends, recvs: to_all(ranges), arena, finish };
     launch(ic, l, at)
 }
 
