@@ -102,11 +102,15 @@ def implemented():
     names = set()
     pat = re.compile(r"pub\(crate\) unsafe fn (MPIX?_\w+)\(")
     forms = re.compile(r"^forms!\(\w+,\s*(MPI_\w+),\s*(MPI_\w+),\s*(MPI_\w+),")
+    # abi/src/file/access.rs: `file_fns!(shape, NAME, NAME_c, ...)`, rustfmt may break it.
+    file_fns = re.compile(r"^file_fns!\(\s*\w+,\s*(MPI_\w+),\s*(MPI_\w+)[,)]", re.M)
     src = os.path.join(HERE, "src")
     files = sorted(
         os.path.join(d, f) for d, _, fs in os.walk(src) for f in fs if f.endswith(".rs") and f != "exports.rs"
     )
     for path in files:
+        for m in file_fns.finditer(open(path).read()):
+            names.update(m.groups())
         for line in open(path):
             m = pat.search(line)
             if m:

@@ -457,6 +457,15 @@ impl Comm {
         self.check(r)
     }
 
+    /// [`Comm::dup`], and the `tag` every member gave (`None` for recognised failed
+    /// members), from the same creation exchange: uniform as `dup` is.
+    pub(crate) fn dup_tagged(&self, tag: i32) -> Result<(Comm, Vec<Option<i32>>), Error> {
+        let r = self
+            .create_exchange(tag & 0x7fff_ffff, self.rank() as i32)
+            .map(|(entries, ctx)| (self.dup_on(ctx), entries.iter().map(|e| e.map(|(c, _)| c)).collect()));
+        self.check(r)
+    }
+
     /// Splits the communicator by `color` (`None` = MPI_UNDEFINED: no new communicator
     /// for this process), ordering each part by `key` then rank. Collective over the live
     /// members and uniform like [`Comm::dup`]; recognised failed members act as
@@ -937,6 +946,27 @@ impl Comm {
     /// The members' world ranks, by local rank.
     pub(crate) fn members(&self) -> &[Rank] {
         &self.inner.group
+    }
+
+    /// Marks the members an agreement decided failed (world ranks) as failed here too,
+    /// before this process's own evidence arrives (fail-stop), as a validate does: what
+    /// the program asks next (the failed group, collectives enabled) agrees with the
+    /// decision it just acted on.
+    pub(crate) fn learn_failed(&self, world: &[usize]) {
+        let mut e = self.inner.shared.engine.lock();
+        for &w in world {
+            let r = Rank(w as u32);
+            if r != e.rank() && !e.is_failed(r) {
+                e.fail_peer(r);
+            }
+        }
+    }
+
+    /// The lowest rank not recognised failed (the same at every member: recognition is
+    /// uniform): the member that does a collective's one-process part.
+    pub(crate) fn leader(&self) -> usize {
+        let rec = self.recognized_world();
+        self.inner.group.iter().position(|r| !rec.contains(&r.0)).unwrap_or(0)
     }
 }
 

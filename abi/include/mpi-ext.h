@@ -77,6 +77,16 @@ int MPIX_Win_validate(MPI_Win win, MPI_Group *failed);
 int MPIX_Iwin_validate(MPI_Win win, MPI_Group *failed, MPI_Request *request);
 int MPIX_Win_get_failed(MPI_Win win, MPI_Group *failed);
 
+/* Run-through stabilization of files (draft chapter 17, sections 17.4.3 and 17.12, R41):
+ * recognize every failed member of the file's group uniformly and re-enable the file's
+ * collectives (MPI_File_close errs until then; MPIX_Ifile_validate: the same as a
+ * request), whether the file is collectively active, and the failed members this process
+ * knows of (local). */
+int MPIX_File_validate(MPI_File fh, MPI_Group *failed);
+int MPIX_Ifile_validate(MPI_File fh, MPI_Group *failed, MPI_Request *request);
+int MPIX_File_collectives_enabled(MPI_File fh, int *active);
+int MPIX_File_get_failed(MPI_File fh, MPI_Group *failed);
+
 /* The profiling names */
 int PMPIX_Comm_revoke(MPI_Comm comm);
 int PMPIX_Comm_is_revoked(MPI_Comm comm, int *flag);
@@ -95,6 +105,10 @@ int PMPIX_Comm_collectives_enabled(MPI_Comm comm, int *active);
 int PMPIX_Win_validate(MPI_Win win, MPI_Group *failed);
 int PMPIX_Iwin_validate(MPI_Win win, MPI_Group *failed, MPI_Request *request);
 int PMPIX_Win_get_failed(MPI_Win win, MPI_Group *failed);
+int PMPIX_File_validate(MPI_File fh, MPI_Group *failed);
+int PMPIX_Ifile_validate(MPI_File fh, MPI_Group *failed, MPI_Request *request);
+int PMPIX_File_collectives_enabled(MPI_File fh, int *active);
+int PMPIX_File_get_failed(MPI_File fh, MPI_Group *failed);
 
 #if defined(__cplusplus)
 }

@@ -133,6 +133,15 @@ pub unsafe extern "C" fn PMPIX_Comm_validate(comm: Handle, failed: *mut Handle) 
 }
 
 #[no_mangle]
+pub unsafe extern "C" fn MPIX_File_collectives_enabled(fh: Handle, active: *mut c_int) -> c_int {
+    crate::guard::call("MPIX_File_collectives_enabled", || unsafe { crate::imp::MPIX_File_collectives_enabled(fh, active) })
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPIX_File_collectives_enabled(fh: Handle, active: *mut c_int) -> c_int {
+    crate::guard::call("MPIX_File_collectives_enabled", || unsafe { crate::imp::MPIX_File_collectives_enabled(fh, active) })
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn MPIX_File_create_errhandler_x(comm_errhandler_fn_x: FnPtr, destructor_fn: FnPtr, extra_state: *mut c_void, errhandler: *mut Handle) -> c_int {
     crate::guard::unsupported("MPIX_File_create_errhandler_x", crate::consts::MPI_COMM_WORLD)
 }
@@ -142,12 +151,39 @@ pub unsafe extern "C" fn PMPIX_File_create_errhandler_x(comm_errhandler_fn_x: Fn
 }
 
 #[no_mangle]
+pub unsafe extern "C" fn MPIX_File_get_failed(fh: Handle, failed: *mut Handle) -> c_int {
+    crate::guard::call("MPIX_File_get_failed", || unsafe { crate::imp::MPIX_File_get_failed(fh, failed) })
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPIX_File_get_failed(fh: Handle, failed: *mut Handle) -> c_int {
+    crate::guard::call("MPIX_File_get_failed", || unsafe { crate::imp::MPIX_File_get_failed(fh, failed) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPIX_File_validate(fh: Handle, failed: *mut Handle) -> c_int {
+    crate::guard::call("MPIX_File_validate", || unsafe { crate::imp::MPIX_File_validate(fh, failed) })
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPIX_File_validate(fh: Handle, failed: *mut Handle) -> c_int {
+    crate::guard::call("MPIX_File_validate", || unsafe { crate::imp::MPIX_File_validate(fh, failed) })
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn MPIX_Icomm_validate(comm: Handle, failed: *mut Handle, request: *mut Handle) -> c_int {
     crate::guard::call("MPIX_Icomm_validate", || unsafe { crate::imp::MPIX_Icomm_validate(comm, failed, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPIX_Icomm_validate(comm: Handle, failed: *mut Handle, request: *mut Handle) -> c_int {
     crate::guard::call("MPIX_Icomm_validate", || unsafe { crate::imp::MPIX_Icomm_validate(comm, failed, request) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPIX_Ifile_validate(fh: Handle, failed: *mut Handle, request: *mut Handle) -> c_int {
+    crate::guard::call("MPIX_Ifile_validate", || unsafe { crate::imp::MPIX_Ifile_validate(fh, failed, request) })
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPIX_Ifile_validate(fh: Handle, failed: *mut Handle, request: *mut Handle) -> c_int {
+    crate::guard::call("MPIX_Ifile_validate", || unsafe { crate::imp::MPIX_Ifile_validate(fh, failed, request) })
 }
 
 #[no_mangle]
@@ -1394,11 +1430,11 @@ pub unsafe extern "C" fn PMPI_File_create_errhandler(file_errhandler_fn: FnPtr, 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_delete(filename: *const c_char, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_delete", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_delete", || unsafe { crate::imp::MPI_File_delete(filename, info) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_delete(filename: *const c_char, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_delete", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_delete", || unsafe { crate::imp::MPI_File_delete(filename, info) })
 }
 
 #[no_mangle]
@@ -1412,29 +1448,29 @@ pub unsafe extern "C" fn PMPI_File_fromint(file: c_int) -> Handle {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_amode(fh: Handle, amode: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_get_amode", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_amode", || unsafe { crate::imp::MPI_File_get_amode(fh, amode) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_amode(fh: Handle, amode: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_get_amode", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_amode", || unsafe { crate::imp::MPI_File_get_amode(fh, amode) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_atomicity(fh: Handle, flag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_get_atomicity", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_atomicity", || unsafe { crate::imp::MPI_File_get_atomicity(fh, flag) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_atomicity(fh: Handle, flag: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_get_atomicity", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_atomicity", || unsafe { crate::imp::MPI_File_get_atomicity(fh, flag) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_byte_offset(fh: Handle, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_get_byte_offset", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_byte_offset", || unsafe { crate::imp::MPI_File_get_byte_offset(fh, offset, disp) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_byte_offset(fh: Handle, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_get_byte_offset", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_byte_offset", || unsafe { crate::imp::MPI_File_get_byte_offset(fh, offset, disp) })
 }
 
 #[no_mangle]
@@ -1448,254 +1484,254 @@ pub unsafe extern "C" fn PMPI_File_get_errhandler(file: Handle, errhandler: *mut
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_group(fh: Handle, group: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_get_group", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_group", || unsafe { crate::imp::MPI_File_get_group(fh, group) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_group(fh: Handle, group: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_get_group", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_group", || unsafe { crate::imp::MPI_File_get_group(fh, group) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_info(fh: Handle, info_used: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_get_info", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_info", || unsafe { crate::imp::MPI_File_get_info(fh, info_used) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_info(fh: Handle, info_used: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_get_info", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_info", || unsafe { crate::imp::MPI_File_get_info(fh, info_used) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_position(fh: Handle, offset: *mut MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_get_position", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_position", || unsafe { crate::imp::MPI_File_get_position(fh, offset) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_position(fh: Handle, offset: *mut MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_get_position", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_position", || unsafe { crate::imp::MPI_File_get_position(fh, offset) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_position_shared(fh: Handle, offset: *mut MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_get_position_shared", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_position_shared", || unsafe { crate::imp::MPI_File_get_position_shared(fh, offset) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_position_shared(fh: Handle, offset: *mut MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_get_position_shared", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_position_shared", || unsafe { crate::imp::MPI_File_get_position_shared(fh, offset) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_size(fh: Handle, size: *mut MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_get_size", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_size", || unsafe { crate::imp::MPI_File_get_size(fh, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_size(fh: Handle, size: *mut MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_get_size", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_size", || unsafe { crate::imp::MPI_File_get_size(fh, size) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_type_extent(fh: Handle, datatype: Handle, extent: *mut MPI_Aint) -> c_int {
-    crate::guard::unsupported("MPI_File_get_type_extent", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_type_extent", || unsafe { crate::imp::MPI_File_get_type_extent(fh, datatype, extent) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_type_extent(fh: Handle, datatype: Handle, extent: *mut MPI_Aint) -> c_int {
-    crate::guard::unsupported("MPI_File_get_type_extent", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_type_extent", || unsafe { crate::imp::MPI_File_get_type_extent(fh, datatype, extent) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_type_extent_c(fh: Handle, datatype: Handle, extent: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_File_get_type_extent_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_type_extent_c", || unsafe { crate::imp::MPI_File_get_type_extent_c(fh, datatype, extent) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_type_extent_c(fh: Handle, datatype: Handle, extent: *mut MPI_Count) -> c_int {
-    crate::guard::unsupported("MPI_File_get_type_extent_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_type_extent_c", || unsafe { crate::imp::MPI_File_get_type_extent_c(fh, datatype, extent) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_view(fh: Handle, disp: *mut MPI_Offset, etype: *mut Handle, filetype: *mut Handle, datarep: *mut c_char) -> c_int {
-    crate::guard::unsupported("MPI_File_get_view", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_view", || unsafe { crate::imp::MPI_File_get_view(fh, disp, etype, filetype, datarep) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_view(fh: Handle, disp: *mut MPI_Offset, etype: *mut Handle, filetype: *mut Handle, datarep: *mut c_char) -> c_int {
-    crate::guard::unsupported("MPI_File_get_view", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_get_view", || unsafe { crate::imp::MPI_File_get_view(fh, disp, etype, filetype, datarep) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread", || unsafe { crate::imp::MPI_File_iread(fh, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread", || unsafe { crate::imp::MPI_File_iread(fh, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_all(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_all", || unsafe { crate::imp::MPI_File_iread_all(fh, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_all(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_all", || unsafe { crate::imp::MPI_File_iread_all(fh, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_all_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_all_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_all_c", || unsafe { crate::imp::MPI_File_iread_all_c(fh, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_all_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_all_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_all_c", || unsafe { crate::imp::MPI_File_iread_all_c(fh, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_at(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_at", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_at", || unsafe { crate::imp::MPI_File_iread_at(fh, offset, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_at(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_at", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_at", || unsafe { crate::imp::MPI_File_iread_at(fh, offset, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_at_all(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_at_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_at_all", || unsafe { crate::imp::MPI_File_iread_at_all(fh, offset, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_at_all(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_at_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_at_all", || unsafe { crate::imp::MPI_File_iread_at_all(fh, offset, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_at_all_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_at_all_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_at_all_c", || unsafe { crate::imp::MPI_File_iread_at_all_c(fh, offset, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_at_all_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_at_all_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_at_all_c", || unsafe { crate::imp::MPI_File_iread_at_all_c(fh, offset, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_at_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_at_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_at_c", || unsafe { crate::imp::MPI_File_iread_at_c(fh, offset, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_at_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_at_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_at_c", || unsafe { crate::imp::MPI_File_iread_at_c(fh, offset, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_c", || unsafe { crate::imp::MPI_File_iread_c(fh, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_c", || unsafe { crate::imp::MPI_File_iread_c(fh, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_shared(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_shared", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_shared", || unsafe { crate::imp::MPI_File_iread_shared(fh, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_shared(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_shared", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_shared", || unsafe { crate::imp::MPI_File_iread_shared(fh, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_shared_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_shared_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_shared_c", || unsafe { crate::imp::MPI_File_iread_shared_c(fh, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_shared_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iread_shared_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iread_shared_c", || unsafe { crate::imp::MPI_File_iread_shared_c(fh, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite", || unsafe { crate::imp::MPI_File_iwrite(fh, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite", || unsafe { crate::imp::MPI_File_iwrite(fh, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_all(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_all", || unsafe { crate::imp::MPI_File_iwrite_all(fh, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_all(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_all", || unsafe { crate::imp::MPI_File_iwrite_all(fh, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_all_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_all_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_all_c", || unsafe { crate::imp::MPI_File_iwrite_all_c(fh, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_all_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_all_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_all_c", || unsafe { crate::imp::MPI_File_iwrite_all_c(fh, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_at(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_at", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_at", || unsafe { crate::imp::MPI_File_iwrite_at(fh, offset, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_at(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_at", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_at", || unsafe { crate::imp::MPI_File_iwrite_at(fh, offset, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_at_all(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_at_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_at_all", || unsafe { crate::imp::MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_at_all(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_at_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_at_all", || unsafe { crate::imp::MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_at_all_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_at_all_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_at_all_c", || unsafe { crate::imp::MPI_File_iwrite_at_all_c(fh, offset, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_at_all_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_at_all_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_at_all_c", || unsafe { crate::imp::MPI_File_iwrite_at_all_c(fh, offset, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_at_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_at_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_at_c", || unsafe { crate::imp::MPI_File_iwrite_at_c(fh, offset, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_at_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_at_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_at_c", || unsafe { crate::imp::MPI_File_iwrite_at_c(fh, offset, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_c", || unsafe { crate::imp::MPI_File_iwrite_c(fh, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_c", || unsafe { crate::imp::MPI_File_iwrite_c(fh, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_shared(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_shared", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_shared", || unsafe { crate::imp::MPI_File_iwrite_shared(fh, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_shared(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_shared", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_shared", || unsafe { crate::imp::MPI_File_iwrite_shared(fh, buf, count, datatype, request) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_shared_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_shared_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_shared_c", || unsafe { crate::imp::MPI_File_iwrite_shared_c(fh, buf, count, datatype, request) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_shared_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, request: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_iwrite_shared_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_iwrite_shared_c", || unsafe { crate::imp::MPI_File_iwrite_shared_c(fh, buf, count, datatype, request) })
 }
 
 #[no_mangle]
@@ -1709,227 +1745,227 @@ pub unsafe extern "C" fn PMPI_File_open(comm: Handle, filename: *const c_char, a
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_preallocate(fh: Handle, size: MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_preallocate", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_preallocate", || unsafe { crate::imp::MPI_File_preallocate(fh, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_preallocate(fh: Handle, size: MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_preallocate", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_preallocate", || unsafe { crate::imp::MPI_File_preallocate(fh, size) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read", || unsafe { crate::imp::MPI_File_read(fh, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read", || unsafe { crate::imp::MPI_File_read(fh, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_all", || unsafe { crate::imp::MPI_File_read_all(fh, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_all", || unsafe { crate::imp::MPI_File_read_all(fh, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all_begin(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all_begin", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_all_begin", || unsafe { crate::imp::MPI_File_read_all_begin(fh, buf, count, datatype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all_begin(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all_begin", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_all_begin", || unsafe { crate::imp::MPI_File_read_all_begin(fh, buf, count, datatype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all_begin_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all_begin_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_all_begin_c", || unsafe { crate::imp::MPI_File_read_all_begin_c(fh, buf, count, datatype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all_begin_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all_begin_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_all_begin_c", || unsafe { crate::imp::MPI_File_read_all_begin_c(fh, buf, count, datatype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_all_c", || unsafe { crate::imp::MPI_File_read_all_c(fh, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_all_c", || unsafe { crate::imp::MPI_File_read_all_c(fh, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all_end(fh: Handle, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all_end", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_all_end", || unsafe { crate::imp::MPI_File_read_all_end(fh, buf, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all_end(fh: Handle, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_all_end", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_all_end", || unsafe { crate::imp::MPI_File_read_all_end(fh, buf, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_at", || unsafe { crate::imp::MPI_File_read_at(fh, offset, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_at", || unsafe { crate::imp::MPI_File_read_at(fh, offset, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_at_all", || unsafe { crate::imp::MPI_File_read_at_all(fh, offset, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_at_all", || unsafe { crate::imp::MPI_File_read_at_all(fh, offset, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all_begin(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all_begin", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_at_all_begin", || unsafe { crate::imp::MPI_File_read_at_all_begin(fh, offset, buf, count, datatype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_begin(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all_begin", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_at_all_begin", || unsafe { crate::imp::MPI_File_read_at_all_begin(fh, offset, buf, count, datatype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all_begin_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all_begin_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_at_all_begin_c", || unsafe { crate::imp::MPI_File_read_at_all_begin_c(fh, offset, buf, count, datatype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_begin_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all_begin_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_at_all_begin_c", || unsafe { crate::imp::MPI_File_read_at_all_begin_c(fh, offset, buf, count, datatype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_at_all_c", || unsafe { crate::imp::MPI_File_read_at_all_c(fh, offset, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_at_all_c", || unsafe { crate::imp::MPI_File_read_at_all_c(fh, offset, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all_end(fh: Handle, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all_end", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_at_all_end", || unsafe { crate::imp::MPI_File_read_at_all_end(fh, buf, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_end(fh: Handle, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_all_end", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_at_all_end", || unsafe { crate::imp::MPI_File_read_at_all_end(fh, buf, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_at_c", || unsafe { crate::imp::MPI_File_read_at_c(fh, offset, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_c(fh: Handle, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_at_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_at_c", || unsafe { crate::imp::MPI_File_read_at_c(fh, offset, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_c", || unsafe { crate::imp::MPI_File_read_c(fh, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_c", || unsafe { crate::imp::MPI_File_read_c(fh, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_ordered", || unsafe { crate::imp::MPI_File_read_ordered(fh, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_ordered", || unsafe { crate::imp::MPI_File_read_ordered(fh, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered_begin(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered_begin", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_ordered_begin", || unsafe { crate::imp::MPI_File_read_ordered_begin(fh, buf, count, datatype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered_begin(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered_begin", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_ordered_begin", || unsafe { crate::imp::MPI_File_read_ordered_begin(fh, buf, count, datatype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered_begin_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered_begin_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_ordered_begin_c", || unsafe { crate::imp::MPI_File_read_ordered_begin_c(fh, buf, count, datatype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered_begin_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered_begin_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_ordered_begin_c", || unsafe { crate::imp::MPI_File_read_ordered_begin_c(fh, buf, count, datatype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_ordered_c", || unsafe { crate::imp::MPI_File_read_ordered_c(fh, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_ordered_c", || unsafe { crate::imp::MPI_File_read_ordered_c(fh, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered_end(fh: Handle, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered_end", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_ordered_end", || unsafe { crate::imp::MPI_File_read_ordered_end(fh, buf, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered_end(fh: Handle, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_ordered_end", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_ordered_end", || unsafe { crate::imp::MPI_File_read_ordered_end(fh, buf, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_shared(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_shared", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_shared", || unsafe { crate::imp::MPI_File_read_shared(fh, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_shared(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_shared", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_shared", || unsafe { crate::imp::MPI_File_read_shared(fh, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_shared_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_shared_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_shared_c", || unsafe { crate::imp::MPI_File_read_shared_c(fh, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_shared_c(fh: Handle, buf: *mut c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_read_shared_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_read_shared_c", || unsafe { crate::imp::MPI_File_read_shared_c(fh, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_seek(fh: Handle, offset: MPI_Offset, whence: c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_seek", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_seek", || unsafe { crate::imp::MPI_File_seek(fh, offset, whence) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_seek(fh: Handle, offset: MPI_Offset, whence: c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_seek", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_seek", || unsafe { crate::imp::MPI_File_seek(fh, offset, whence) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_seek_shared(fh: Handle, offset: MPI_Offset, whence: c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_seek_shared", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_seek_shared", || unsafe { crate::imp::MPI_File_seek_shared(fh, offset, whence) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_seek_shared(fh: Handle, offset: MPI_Offset, whence: c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_seek_shared", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_seek_shared", || unsafe { crate::imp::MPI_File_seek_shared(fh, offset, whence) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_atomicity(fh: Handle, flag: c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_set_atomicity", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_set_atomicity", || unsafe { crate::imp::MPI_File_set_atomicity(fh, flag) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_atomicity(fh: Handle, flag: c_int) -> c_int {
-    crate::guard::unsupported("MPI_File_set_atomicity", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_set_atomicity", || unsafe { crate::imp::MPI_File_set_atomicity(fh, flag) })
 }
 
 #[no_mangle]
@@ -1943,38 +1979,38 @@ pub unsafe extern "C" fn PMPI_File_set_errhandler(file: Handle, errhandler: Hand
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_info(fh: Handle, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_set_info", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_set_info", || unsafe { crate::imp::MPI_File_set_info(fh, info) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_info(fh: Handle, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_set_info", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_set_info", || unsafe { crate::imp::MPI_File_set_info(fh, info) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_size(fh: Handle, size: MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_set_size", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_set_size", || unsafe { crate::imp::MPI_File_set_size(fh, size) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_size(fh: Handle, size: MPI_Offset) -> c_int {
-    crate::guard::unsupported("MPI_File_set_size", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_set_size", || unsafe { crate::imp::MPI_File_set_size(fh, size) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_view(fh: Handle, disp: MPI_Offset, etype: Handle, filetype: Handle, datarep: *const c_char, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_set_view", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_set_view", || unsafe { crate::imp::MPI_File_set_view(fh, disp, etype, filetype, datarep, info) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_view(fh: Handle, disp: MPI_Offset, etype: Handle, filetype: Handle, datarep: *const c_char, info: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_set_view", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_set_view", || unsafe { crate::imp::MPI_File_set_view(fh, disp, etype, filetype, datarep, info) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_sync(fh: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_sync", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_sync", || unsafe { crate::imp::MPI_File_sync(fh) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_sync(fh: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_sync", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_sync", || unsafe { crate::imp::MPI_File_sync(fh) })
 }
 
 #[no_mangle]
@@ -1988,191 +2024,191 @@ pub unsafe extern "C" fn PMPI_File_toint(file: Handle) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write", || unsafe { crate::imp::MPI_File_write(fh, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write", || unsafe { crate::imp::MPI_File_write(fh, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_all", || unsafe { crate::imp::MPI_File_write_all(fh, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_all", || unsafe { crate::imp::MPI_File_write_all(fh, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all_begin(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all_begin", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_all_begin", || unsafe { crate::imp::MPI_File_write_all_begin(fh, buf, count, datatype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all_begin(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all_begin", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_all_begin", || unsafe { crate::imp::MPI_File_write_all_begin(fh, buf, count, datatype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all_begin_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all_begin_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_all_begin_c", || unsafe { crate::imp::MPI_File_write_all_begin_c(fh, buf, count, datatype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all_begin_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all_begin_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_all_begin_c", || unsafe { crate::imp::MPI_File_write_all_begin_c(fh, buf, count, datatype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_all_c", || unsafe { crate::imp::MPI_File_write_all_c(fh, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_all_c", || unsafe { crate::imp::MPI_File_write_all_c(fh, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all_end(fh: Handle, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all_end", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_all_end", || unsafe { crate::imp::MPI_File_write_all_end(fh, buf, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all_end(fh: Handle, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_all_end", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_all_end", || unsafe { crate::imp::MPI_File_write_all_end(fh, buf, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_at", || unsafe { crate::imp::MPI_File_write_at(fh, offset, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_at", || unsafe { crate::imp::MPI_File_write_at(fh, offset, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_at_all", || unsafe { crate::imp::MPI_File_write_at_all(fh, offset, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_at_all", || unsafe { crate::imp::MPI_File_write_at_all(fh, offset, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all_begin(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all_begin", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_at_all_begin", || unsafe { crate::imp::MPI_File_write_at_all_begin(fh, offset, buf, count, datatype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_begin(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all_begin", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_at_all_begin", || unsafe { crate::imp::MPI_File_write_at_all_begin(fh, offset, buf, count, datatype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all_begin_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all_begin_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_at_all_begin_c", || unsafe { crate::imp::MPI_File_write_at_all_begin_c(fh, offset, buf, count, datatype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_begin_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all_begin_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_at_all_begin_c", || unsafe { crate::imp::MPI_File_write_at_all_begin_c(fh, offset, buf, count, datatype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_at_all_c", || unsafe { crate::imp::MPI_File_write_at_all_c(fh, offset, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_at_all_c", || unsafe { crate::imp::MPI_File_write_at_all_c(fh, offset, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all_end(fh: Handle, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all_end", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_at_all_end", || unsafe { crate::imp::MPI_File_write_at_all_end(fh, buf, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_end(fh: Handle, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_all_end", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_at_all_end", || unsafe { crate::imp::MPI_File_write_at_all_end(fh, buf, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_at_c", || unsafe { crate::imp::MPI_File_write_at_c(fh, offset, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_c(fh: Handle, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_at_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_at_c", || unsafe { crate::imp::MPI_File_write_at_c(fh, offset, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_c", || unsafe { crate::imp::MPI_File_write_c(fh, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_c", || unsafe { crate::imp::MPI_File_write_c(fh, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_ordered", || unsafe { crate::imp::MPI_File_write_ordered(fh, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_ordered", || unsafe { crate::imp::MPI_File_write_ordered(fh, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered_begin(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered_begin", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_ordered_begin", || unsafe { crate::imp::MPI_File_write_ordered_begin(fh, buf, count, datatype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered_begin(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered_begin", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_ordered_begin", || unsafe { crate::imp::MPI_File_write_ordered_begin(fh, buf, count, datatype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered_begin_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered_begin_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_ordered_begin_c", || unsafe { crate::imp::MPI_File_write_ordered_begin_c(fh, buf, count, datatype) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered_begin_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered_begin_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_ordered_begin_c", || unsafe { crate::imp::MPI_File_write_ordered_begin_c(fh, buf, count, datatype) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_ordered_c", || unsafe { crate::imp::MPI_File_write_ordered_c(fh, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_ordered_c", || unsafe { crate::imp::MPI_File_write_ordered_c(fh, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered_end(fh: Handle, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered_end", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_ordered_end", || unsafe { crate::imp::MPI_File_write_ordered_end(fh, buf, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered_end(fh: Handle, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_ordered_end", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_ordered_end", || unsafe { crate::imp::MPI_File_write_ordered_end(fh, buf, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_shared(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_shared", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_shared", || unsafe { crate::imp::MPI_File_write_shared(fh, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_shared(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_shared", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_shared", || unsafe { crate::imp::MPI_File_write_shared(fh, buf, count, datatype, status) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_shared_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_shared_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_shared_c", || unsafe { crate::imp::MPI_File_write_shared_c(fh, buf, count, datatype, status) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_shared_c(fh: Handle, buf: *const c_void, count: MPI_Count, datatype: Handle, status: *mut MPI_Status) -> c_int {
-    crate::guard::unsupported("MPI_File_write_shared_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_File_write_shared_c", || unsafe { crate::imp::MPI_File_write_shared_c(fh, buf, count, datatype, status) })
 }
 
 #[no_mangle]
@@ -4013,20 +4049,20 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_init_c(sendbuf: *const c_void, recv
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Register_datarep(datarep: *const c_char, read_conversion_fn: FnPtr, write_conversion_fn: FnPtr, dtype_file_extent_fn: FnPtr, extra_state: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Register_datarep", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Register_datarep", || unsafe { crate::imp::MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Register_datarep(datarep: *const c_char, read_conversion_fn: FnPtr, write_conversion_fn: FnPtr, dtype_file_extent_fn: FnPtr, extra_state: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Register_datarep", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Register_datarep", || unsafe { crate::imp::MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Register_datarep_c(datarep: *const c_char, read_conversion_fn: FnPtr, write_conversion_fn: FnPtr, dtype_file_extent_fn: FnPtr, extra_state: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Register_datarep_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Register_datarep_c", || unsafe { crate::imp::MPI_Register_datarep_c(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Register_datarep_c(datarep: *const c_char, read_conversion_fn: FnPtr, write_conversion_fn: FnPtr, dtype_file_extent_fn: FnPtr, extra_state: *mut c_void) -> c_int {
-    crate::guard::unsupported("MPI_Register_datarep_c", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Register_datarep_c", || unsafe { crate::imp::MPI_Register_datarep_c(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) })
 }
 
 #[no_mangle]
