@@ -31,7 +31,7 @@ fn the_readme_holds_the_generated_table() {
 /// whose `RT_TEST_*` switches are theirs, left out).
 fn names_in_code() -> BTreeSet<String> {
     let mut files = Vec::new();
-    for d in ["src", "engine/src", "shm/src", "fabric/src", "ft/src", "launch/src", "pmix/src", "abi/src"] {
+    for d in ["src", "engine/src", "shm/src", "fabric/src", "ft/src", "io/src", "launch/src", "pmix/src", "abi/src"] {
         rust_files(&root().join(d), &mut files);
     }
     let mut names = BTreeSet::new();
