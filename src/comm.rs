@@ -457,12 +457,10 @@ impl Comm {
         self.check(r)
     }
 
-    /// [`Comm::dup`], and the `tag` every member gave (`None` for recognised failed
+    /// [`Comm::dup`], and the two words every member gave (`None` for recognised failed
     /// members), from the same creation exchange: uniform as `dup` is.
-    pub(crate) fn dup_tagged(&self, tag: i32) -> Result<(Comm, Vec<Option<i32>>), Error> {
-        let r = self
-            .create_exchange(tag & 0x7fff_ffff, self.rank() as i32)
-            .map(|(entries, ctx)| (self.dup_on(ctx), entries.iter().map(|e| e.map(|(c, _)| c)).collect()));
+    pub(crate) fn dup_tagged(&self, a: i32, b: i32) -> Result<(Comm, Vec<Option<Entry>>), Error> {
+        let r = self.create_exchange(a & 0x7fff_ffff, b).map(|(entries, ctx)| (self.dup_on(ctx), entries));
         self.check(r)
     }
 

@@ -39,7 +39,7 @@
 use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
-use runthrough_io::{Amode, PosixFile, SharedPointer, View};
+use runthrough_io::{PosixFile, SharedPointer, View};
 
 use crate::comm::Comm;
 use crate::group::Group;
@@ -47,7 +47,7 @@ use crate::Error;
 
 mod coll;
 
-pub use runthrough_io::{Class as IoClass, Error as IoError};
+pub use runthrough_io::{Amode, Class as IoClass, Error as IoError};
 
 /// An error of a file call: a communication one (a failed member, a revoked
 /// communicator) or an I/O one with its MPI class.
@@ -179,13 +179,8 @@ impl File {
         let active = comm.collectives_enabled();
         let before = comm.recognized_world();
         let leader = comm.leader();
-        // The file's communicator, and every member's node with it (one creation
-        // exchange). Its outcome joins the agreements below, which run on `comm`: every
-        // member has that one, whatever its duplicate's fate.
-        let dup = comm.dup_tagged((node_id() & 0x7fff_ffff) as i32).map_err(FileError::from);
         let checked = Amode(amode).check().map(drop).map_err(FileError::from);
         let checked = if active { checked } else { Err(FileError::Comm(Error::RankFailStop { rank: 0 })) };
-        let checked = checked.and_then(|()| dup.as_ref().map(drop).map_err(Clone::clone));
         // Step 1: the leader opens (and creates: MPI's CREATE/EXCL are the job's, not
         // each process's), and resets the shared pointer.
         let mine = checked.and_then(|()| {
@@ -200,29 +195,37 @@ impl File {
             Ok(Some(_)) => SharedPointer::open(&path, true).ok(),
             _ => None,
         };
-        let flag = comm.agree(flag_of(&mine) as i32)? as u32;
-        if let Some(e) = error_of(flag, "open") {
-            return Err(e);
-        }
-        // Step 2: the others open what now exists.
-        let posix = match mine {
-            Ok(Some(p)) => Ok(p),
-            _ => PosixFile::open(&path, Amode(amode), false, false).map_err(FileError::from),
-        };
+        // Step 2: the file's communicator (a duplicate) with every member's node and
+        // step-1 outcome, from one creation exchange; then the others open what exists.
+        let node = (node_id() & 0x7fff_ffff) as i32;
+        let opened = comm.dup_tagged(node, flag_of(&mine) as i32).map_err(FileError::from).and_then(|(fc, entries)| {
+            let flag = entries.iter().flatten().fold(u32::MAX, |f, e| f & e.1 as u32);
+            if let Some(e) = error_of(flag, "open") {
+                return Err(e);
+            }
+            let posix = match mine {
+                Ok(Some(p)) => p,
+                _ => PosixFile::open(&path, Amode(amode), false, false)?,
+            };
+            Ok((fc, entries, posix))
+        });
         let shared = shared.or_else(|| SharedPointer::open(&path, false).ok());
-        let (flag, failed) = comm.agree_failed(flag_of(&posix) as i32)?;
+        // Step 3: one agreement on `comm` — which every member has, whatever happened to
+        // its duplicate — decides for all.
+        let (flag, failed) = comm.agree_failed(flag_of(&opened) as i32)?;
         comm.learn_failed(&failed);
         if let Some(e) = error_of(flag as u32, "open") {
-            return Err(e);
+            // This member's own error class when it has one (the same at every member
+            // for a step-1 error: the exchange carried it).
+            return Err(opened.err().unwrap_or(e));
         }
         if let Some(&w) = failed.iter().find(|w| !before.contains(&(**w as u32))) {
             let rank = comm.members().iter().position(|r| r.0 as usize == w).unwrap_or(0) as u32;
             return Err(FileError::Comm(Error::RankFailStop { rank }));
         }
-        let (fc, tags) = dup.expect("every member's duplicate succeeded (agreed)");
+        let (fc, entries, posix) = opened.expect("every member opened (agreed)");
         fc.set_error_mode(crate::ErrorMode::ErrorsReturn);
-        let nodes: Vec<u64> = tags.iter().map(|t| t.map_or(u64::MAX, |t| t as u64)).collect();
-        let posix = posix.expect("every member opened (agreed)");
+        let nodes: Vec<u64> = entries.iter().map(|t| t.map_or(u64::MAX, |t| t.0 as u64)).collect();
         let mut state = State { view: View::contiguous(0, 1), pos: 0, atomic: false, closed: false, hints };
         if amode & Amode::APPEND != 0 {
             state.pos = posix.size()?;
@@ -340,7 +343,8 @@ impl File {
         Ok(())
     }
 
-    /// Sets the view (MPI_File_set_view; collective): `disp` bytes, then tiles of the
+    /// Sets the view (MPI_File_set_view; collective; may err at some members and succeed
+    /// at others when a member fails during it, as the seed allows): `disp` bytes, then tiles of the
     /// filetype's `runs` (offset, length) every `extent` bytes, in etypes of `etype`
     /// bytes. Resets the individual and shared pointers to 0. `datarep` must be
     /// `"native"` (`UnsupportedDatarep` otherwise).
@@ -351,9 +355,13 @@ impl File {
         } else {
             View::new(disp, etype, runs.iter().copied(), extent).map_err(FileError::from)
         };
-        // The members agree the view is good everywhere before any takes it (a member
-        // with a bad view must not leave the others with new pointers).
-        let flag = self.comm.agree(flag_of(&v) as i32)? as u32;
+        // Every member learns whether the view is good everywhere before any takes it (a
+        // member with a bad view must not leave the others with new pointers): a bitwise
+        // AND, which also tells that every member arrived (no one still uses the old
+        // shared pointer when the leader resets it).
+        let mut flag = [0u32];
+        self.comm.allreduce(&[flag_of(&v)], &mut flag, crate::Op::BitAnd)?;
+        let flag = flag[0];
         let v = v?;
         if let Some(e) = error_of(flag, "set_view") {
             return Err(e);

@@ -114,7 +114,7 @@ pub use bytemuck::Pod;
 pub use coll::{CollRequest, LocF32, LocF64, LocI32, LocI64, Op, Reduce};
 pub use comm::{AgreeRequest, Comm, ErrorMode, Source, TagSel, ValidateRequest, ANY_SOURCE, ANY_TAG};
 pub use config::Config;
-pub use file::{File, FileError, FileResult, Hints, Whence};
+pub use file::{Amode, File, FileError, FileResult, Hints, Whence};
 pub use group::{Group, GroupOrder};
 pub use intercoll::InterRoot;
 pub use intercomm::{InterComm, InterDupRequest};

@@ -3,7 +3,8 @@
  * ABI). A periodic 1-D grid over the world; each step every rank sends a face of F ints to
  * each of its two neighbours by MPI_Neighbor_alltoall (blocking, then MPI_Ineighbor_alltoall
  * on alternate steps): contiguous blocks, so the exchange runs straight between the
- * program's buffers. After a checked first exchange the last rank SIGKILLs itself. Each
+ * program's buffers. After a checked first exchange (every other rank then tells it so)
+ * the last rank SIGKILLs itself. Each
  * survivor, with MPI_ERRORS_RETURN:
  *   - keeps exchanging until a step fails with MPIX_ERR_PROC_FAILED (within 30 s: never
  *     a hang, whether or not the dead rank is its neighbour);
@@ -72,8 +73,17 @@ int main(int argc, char **argv)
     int below = (rank + size - 1) % size, above = (rank + 1) % size, dead = size - 1;
     int rc = exchange(grid, 0, 0);
     CHECK(rc == MPI_SUCCESS && holds(0, below, 0) && holds(1, above, 0), "first exchange (rc %d)", rc);
-    if (rank == dead)
+    /* Every survivor tells the dead rank it finished the first exchange before it dies:
+     * a member's death fails the collectives other members still wait in (R17), which is
+     * not what this first exchange checks. */
+    int word = 1;
+    if (rank != dead)
+        MPI_Send(&word, 1, MPI_INT, dead, 99, grid);
+    if (rank == dead) {
+        for (int k = 0; k < size - 1; k++)
+            MPI_Recv(&word, 1, MPI_INT, MPI_ANY_SOURCE, 99, grid, MPI_STATUS_IGNORE);
         raise(SIGKILL);
+    }
     int step = 1;
     double start = MPI_Wtime();
     while ((rc = exchange(grid, step, step % 2)) == MPI_SUCCESS && MPI_Wtime() - start < 30) {
