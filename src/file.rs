@@ -107,6 +107,8 @@ struct State {
     atomic: bool,
     closed: bool,
     hints: Hints,
+    /// Whether the view's data representation is "external32".
+    external32: bool,
 }
 
 /// A file opened by the members of a communicator (MPI_File). Dropping it closes this
@@ -226,7 +228,8 @@ impl File {
         let (fc, entries, posix) = opened.expect("every member opened (agreed)");
         fc.set_error_mode(crate::ErrorMode::ErrorsReturn);
         let nodes: Vec<u64> = entries.iter().map(|t| t.map_or(u64::MAX, |t| t.0 as u64)).collect();
-        let mut state = State { view: View::contiguous(0, 1), pos: 0, atomic: false, closed: false, hints };
+        let mut state =
+            State { view: View::contiguous(0, 1), pos: 0, atomic: false, closed: false, hints, external32: false };
         if amode & Amode::APPEND != 0 {
             state.pos = posix.size()?;
             if fc.rank() == leader {
@@ -347,10 +350,14 @@ impl File {
     /// at others when a member fails during it, as the seed allows): `disp` bytes, then tiles of the
     /// filetype's `runs` (offset, length) every `extent` bytes, in etypes of `etype`
     /// bytes. Resets the individual and shared pointers to 0. `datarep` must be
-    /// `"native"` (`UnsupportedDatarep` otherwise).
+    /// `"native"` or `"external32"` (`UnsupportedDatarep` otherwise). The file layer
+    /// moves the view's data stream as bytes either way: for `"external32"` the caller
+    /// gives and takes the stream in that representation (big-endian; sizes as native,
+    /// as `MPI_Pack_external` of the C interface makes them).
     pub fn set_view(&self, disp: u64, etype: u64, runs: &[(i64, u64)], extent: i64, datarep: &str) -> FileResult<()> {
         self.active()?;
-        let v = if !datarep.eq_ignore_ascii_case("native") {
+        let rep = datarep.to_ascii_lowercase();
+        let v = if rep != "native" && rep != "external32" {
             Err(FileError::io(IoClass::UnsupportedDatarep, format!("data representation {datarep:?}")))
         } else {
             View::new(disp, etype, runs.iter().copied(), extent).map_err(FileError::from)
@@ -370,6 +377,7 @@ impl File {
             let mut s = self.state.lock();
             s.view = v;
             s.pos = 0;
+            s.external32 = rep == "external32";
         }
         if self.comm.rank() == self.comm.leader() {
             if let Some(sh) = &self.shared {
@@ -378,6 +386,15 @@ impl File {
         }
         self.comm.barrier()?;
         Ok(())
+    }
+
+    /// The view's data representation: `"native"` or `"external32"`.
+    pub fn datarep(&self) -> &'static str {
+        if self.state.lock().external32 {
+            "external32"
+        } else {
+            "native"
+        }
     }
 
     /// The view: displacement, etype size.

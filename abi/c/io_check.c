@@ -9,7 +9,8 @@
  * get_position, get_byte_offset) and the shared pointer (write_shared, read_shared,
  * ordered, seek_shared); a strided view (vector filetype, int etype) written
  * independently and collectively (interleaved: collective buffering) and read back;
- * a derived memory type; nonblocking and split collective forms; atomic mode; errors:
+ * a derived memory type; nonblocking and split collective forms; atomic mode; the
+ * external32 representation (big-endian bytes in the file); errors:
  * negative offset, a read past the end (short count), an etype that does not divide
  * the filetype, writing a read-only file, a missing file.
  */
@@ -303,6 +304,25 @@ int main(int argc, char **argv)
     }
     free(blk);
     free(got);
+    MPI_File_close(&fh);
+
+    /* ---- external32: big-endian in the file, native in memory ---- */
+    name(dir, "external32");
+    MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDWR | MPI_MODE_CREATE | MPI_MODE_DELETE_ON_CLOSE, MPI_INFO_NULL, &fh);
+    rc = MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "external32", MPI_INFO_NULL);
+    CHECK(rc == MPI_SUCCESS, "external32 view: %d", rc);
+    int e32[2] = {0x01020304 + rank, -2};
+    MPI_File_write_at_all(fh, 2 * rank, e32, 2, MPI_INT, &st);
+    MPI_File_get_view(fh, &disp, &et, &ft2, rep);
+    CHECK(strcmp(rep, "external32") == 0, "get_view datarep %s", rep);
+    int extb[2] = {0, 0};
+    MPI_File_read_at_all(fh, 2 * rank, extb, 2, MPI_INT, &st);
+    CHECK(extb[0] == e32[0] && extb[1] == -2, "external32 read back %x %d", extb[0], extb[1]);
+    MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL);
+    unsigned char raw[8];
+    MPI_File_read_at(fh, 8 * rank, raw, 8, MPI_BYTE, &st);
+    CHECK(raw[0] == 1 && raw[1] == 2 && raw[2] == 3 && raw[3] == 4 + rank && raw[4] == 0xff && raw[7] == 0xfe,
+          "external32 bytes %02x %02x %02x %02x %02x .. %02x", raw[0], raw[1], raw[2], raw[3], raw[4], raw[7]);
     MPI_File_close(&fh);
 
     /* ---- APPEND: the pointers start at the end ---- */

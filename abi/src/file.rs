@@ -305,7 +305,8 @@ pub(crate) unsafe fn MPI_File_get_byte_offset(fh: Handle, offset: MPI_Offset, di
 pub(crate) unsafe fn MPI_File_get_type_extent(fh: Handle, datatype: Handle, extent: *mut MPI_Aint) -> c_int {
     let _f = file!(fh);
     let Some(t) = dtype_lookup(datatype) else { return raise_file(fh, MPI_ERR_TYPE) };
-    // SAFETY: output argument ("native": the file extent is the memory extent).
+    // SAFETY: output argument (native and external32 sizes are the same here: the file
+    // extent is the memory extent).
     unsafe { *extent = t.extent() as MPI_Aint };
     MPI_SUCCESS
 }
@@ -378,14 +379,17 @@ pub(crate) unsafe fn MPI_File_get_view(
     datarep: *mut c_char,
 ) -> c_int {
     let f = file!(fh);
-    let d = f.file.read().view().disp();
+    let (d, rep) = {
+        let file = f.file.read();
+        (file.view().disp(), file.datarep())
+    };
     let v = f.view_types.lock();
     // SAFETY: output arguments; datarep holds MPI_MAX_DATAREP_STRING characters.
     unsafe {
         *disp = d as MPI_Offset;
         *etype = view_type_handle(&v.etype);
         *filetype = view_type_handle(&v.filetype);
-        crate::err::put_string("native", datarep, MPI_MAX_DATAREP_STRING as usize, std::ptr::null_mut());
+        crate::err::put_string(rep, datarep, MPI_MAX_DATAREP_STRING as usize, std::ptr::null_mut());
     }
     MPI_SUCCESS
 }
@@ -431,7 +435,7 @@ static DATAREPS: Mutex<Vec<(String, bool)>> = Mutex::new(Vec::new());
 /// The representation the facade gets for `rep`: "native" for "native", "internal"
 /// (this implementation's internal representation is its native one) and registered
 /// representations without conversions; anything else as named (the facade refuses it
-/// with MPI_ERR_UNSUPPORTED_DATAREP).
+/// with MPI_ERR_UNSUPPORTED_DATAREP unless it is "external32").
 fn datarep_for(rep: &str) -> String {
     let registered = DATAREPS.lock().iter().find(|d| d.0 == rep).map(|d| d.1);
     match (rep, registered) {

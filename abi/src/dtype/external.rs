@@ -10,7 +10,7 @@ use crate::types::{Handle, MPI_Aint, MPI_Count};
 
 /// Converts packed data of `count` elements of `t` between native and big-endian byte
 /// order in place (its own inverse): every leaf element is reversed.
-fn swap_packed(buf: &mut [u8], count: usize, t: &crate::dtype::Dtype) {
+pub(crate) fn swap_packed(buf: &mut [u8], count: usize, t: &crate::dtype::Dtype) {
     if cfg!(target_endian = "big") {
         return;
     }

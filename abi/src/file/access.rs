@@ -52,16 +52,21 @@ unsafe fn access(
         return Err(MPI_ERR_BUFFER);
     }
     let file = f.file.read();
+    // "external32": the stream is big-endian (packed, then each element swapped).
+    let external = file.datarep() == "external32";
     let r = if write {
         let mut packed = Vec::new();
         let data: &[u8] = if bytes == 0 {
             &[]
-        } else if t.contiguous() {
+        } else if t.contiguous() && !external {
             // SAFETY: `bytes` bytes of the program's buffer (function contract).
             unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), bytes) }
         } else {
             // SAFETY: `count` elements of `t` (function contract).
             unsafe { crate::dtype::pack_into(buf.cast(), count, &t, &mut packed) };
+            if external {
+                crate::dtype::swap_packed(&mut packed, count, &t);
+            }
             &packed
         };
         match (at, mode) {
@@ -74,7 +79,7 @@ unsafe fn access(
         }
     } else {
         let mut packed = Vec::new();
-        let contiguous = bytes == 0 || t.contiguous();
+        let contiguous = bytes == 0 || (t.contiguous() && !external);
         let into: &mut [u8] = if bytes == 0 {
             &mut []
         } else if contiguous {
@@ -93,6 +98,9 @@ unsafe fn access(
             (At::Shared, _) => file.read_shared(into),
         };
         if let (Ok(n), false) = (&r, contiguous) {
+            if external {
+                crate::dtype::swap_packed(&mut packed[..*n], count, &t);
+            }
             // SAFETY: `count` elements of `t` (function contract); the bytes read.
             unsafe { crate::dtype::unpack_from(&packed[..*n], buf.cast(), count, &t) };
         }
