@@ -460,12 +460,7 @@ impl File {
 
     fn write_view(&self, view: &View, atomic: bool, pos: u64, buf: &[u8]) -> FileResult<usize> {
         Self::whole_etypes(view, buf.len()).or_else(|e| if buf.is_empty() { Ok(()) } else { Err(e) })?;
-        let at = pos * view.etype();
-        if atomic {
-            self.posix.locked(true, || self.posix.write_view(view, at, buf))?;
-        } else {
-            self.posix.write_view(view, at, buf)?;
-        }
+        self.posix.write_view(view, pos * view.etype(), buf, atomic)?;
         Ok(buf.len())
     }
 

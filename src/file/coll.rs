@@ -199,20 +199,14 @@ impl File {
     }
 
     fn coll_write(&self, pos: FileResult<u64>, buf: &[u8]) -> FileResult<usize> {
-        let (pieces, atomic) = self.coll_pieces(pos, buf.len(), true)?;
+        let (pieces, atomic) = self.coll_pieces(pos.clone(), buf.len(), true)?;
         let none = Vec::new();
         let mine = pieces.as_ref().unwrap_or(&none);
         let (lo, hi, cb) = self.ranges(mine)?;
         if !cb {
-            let mine = pieces?;
-            let write = || {
-                mine.iter().try_for_each(|&(fo, l, so)| self.posix.write_at(fo, &buf[so as usize..(so + l) as usize]))
-            };
-            if atomic {
-                self.posix.locked(true, write)?;
-            } else {
-                write()?;
-            }
+            drop(pieces?);
+            let view = self.view_atomic()?.0;
+            self.posix.write_view(&view, pos? * view.etype(), buf, atomic)?;
             return Ok(buf.len());
         }
         let (_, out) = self.to_aggregators(mine, Some(buf), lo, hi);
@@ -243,7 +237,7 @@ impl File {
             if atomic {
                 self.posix.locked(true, || self.posix.write_at(start, &run_buf))?;
             } else {
-                self.posix.write_at(start, &run_buf)?;
+                self.posix.write_pieces(&[(start, len, 0)], &run_buf)?;
             }
         }
         pieces?;
