@@ -40,15 +40,8 @@ reference_mpis
 [[ -x $rtrun ]] || die "no $rtrun (cargo build --release -p runthrough-launch)"
 
 build=$target/halo-c
-mkdir -p "$build"
 src=$here/c/halo.c
-for b in openmpi:"$ompi/bin/mpicc" mpich:"$mpich/bin/mpicc" abi:"$mpich/bin/mpicc_abi"; do
-    out=$build/halo_${b%%:*}
-    if [[ ! -x $out || $src -nt $out ]]; then
-        log "building $out"
-        "${b#*:}" -O2 -o "$out" "$src"
-    fi
-done
+build_three "$src" "$build/halo"
 
 sizes=8:1048576 iters=1000
 [[ $quick == 1 ]] && sizes=8:32768 iters=200

@@ -37,6 +37,18 @@ target=${CARGO_TARGET_DIR:-$root/target}
 
 # "median min max count" of the numbers on stdin, one per line, each printed with FMT
 # (default %.2f); nothing when there are none.
+build_three() { # src out-prefix: $out-prefix_{openmpi,mpich,abi}, rebuilt when src is newer
+    local src=$1 out
+    mkdir -p "$(dirname "$2")"
+    for b in openmpi:"$ompi/bin/mpicc" mpich:"$mpich/bin/mpicc" abi:"$mpich/bin/mpicc_abi"; do
+        out=$2_${b%%:*}
+        if [[ ! -x $out || $src -nt $out ]]; then
+            log "building $out"
+            "${b#*:}" -O2 -o "$out" "$src"
+        fi
+    done
+}
+
 median_min_max() { # [fmt]
     sort -g | awk -v f="${1:-%.2f}" '{ v[NR] = $1 } END {
         if (!NR) exit

@@ -216,125 +216,9 @@ unsafe fn end(fh: Handle, status: *mut MPI_Status) -> c_int {
     }
 }
 
-/// `file_fns!(shape, NAME, NAME_c, buffer type, at, mode, write)`: the call and its
+/// `file_fns!(shape, NAME, NAME_c, buffer type, [at,] mode, write)`: the call and its
 /// large-count form (`file_fns!(end, READ_END, WRITE_END)`: a split collective's ends).
 macro_rules! file_fns {
-    (status, $n:ident, $nc:ident, $bt:ty, $at:expr, $mode:expr, $w:expr) => {
-        pub(crate) unsafe fn $n(
-            fh: Handle,
-            buf: $bt,
-            count: c_int,
-            datatype: Handle,
-            status: *mut MPI_Status,
-        ) -> c_int {
-            // SAFETY: forwarded program arguments.
-            unsafe { blocking(fh, $at, $mode, $w, buf as *mut c_void, count as MPI_Count, datatype, status) }
-        }
-        pub(crate) unsafe fn $nc(
-            fh: Handle,
-            buf: $bt,
-            count: MPI_Count,
-            datatype: Handle,
-            status: *mut MPI_Status,
-        ) -> c_int {
-            // SAFETY: forwarded program arguments.
-            unsafe { blocking(fh, $at, $mode, $w, buf as *mut c_void, count, datatype, status) }
-        }
-    };
-    (status_at, $n:ident, $nc:ident, $bt:ty, $mode:expr, $w:expr) => {
-        pub(crate) unsafe fn $n(
-            fh: Handle,
-            offset: MPI_Offset,
-            buf: $bt,
-            count: c_int,
-            datatype: Handle,
-            status: *mut MPI_Status,
-        ) -> c_int {
-            // SAFETY: forwarded program arguments.
-            unsafe {
-                blocking(fh, At::Offset(offset), $mode, $w, buf as *mut c_void, count as MPI_Count, datatype, status)
-            }
-        }
-        pub(crate) unsafe fn $nc(
-            fh: Handle,
-            offset: MPI_Offset,
-            buf: $bt,
-            count: MPI_Count,
-            datatype: Handle,
-            status: *mut MPI_Status,
-        ) -> c_int {
-            // SAFETY: forwarded program arguments.
-            unsafe { blocking(fh, At::Offset(offset), $mode, $w, buf as *mut c_void, count, datatype, status) }
-        }
-    };
-    (request, $n:ident, $nc:ident, $bt:ty, $at:expr, $mode:expr, $w:expr) => {
-        pub(crate) unsafe fn $n(fh: Handle, buf: $bt, count: c_int, datatype: Handle, request: *mut Handle) -> c_int {
-            // SAFETY: forwarded program arguments.
-            unsafe { started(fh, $at, $mode, $w, buf as *mut c_void, count as MPI_Count, datatype, request) }
-        }
-        pub(crate) unsafe fn $nc(
-            fh: Handle,
-            buf: $bt,
-            count: MPI_Count,
-            datatype: Handle,
-            request: *mut Handle,
-        ) -> c_int {
-            // SAFETY: forwarded program arguments.
-            unsafe { started(fh, $at, $mode, $w, buf as *mut c_void, count, datatype, request) }
-        }
-    };
-    (request_at, $n:ident, $nc:ident, $bt:ty, $mode:expr, $w:expr) => {
-        pub(crate) unsafe fn $n(
-            fh: Handle,
-            offset: MPI_Offset,
-            buf: $bt,
-            count: c_int,
-            datatype: Handle,
-            request: *mut Handle,
-        ) -> c_int {
-            // SAFETY: forwarded program arguments.
-            unsafe {
-                started(fh, At::Offset(offset), $mode, $w, buf as *mut c_void, count as MPI_Count, datatype, request)
-            }
-        }
-        pub(crate) unsafe fn $nc(
-            fh: Handle,
-            offset: MPI_Offset,
-            buf: $bt,
-            count: MPI_Count,
-            datatype: Handle,
-            request: *mut Handle,
-        ) -> c_int {
-            // SAFETY: forwarded program arguments.
-            unsafe { started(fh, At::Offset(offset), $mode, $w, buf as *mut c_void, count, datatype, request) }
-        }
-    };
-    (begin, $n:ident, $nc:ident, $bt:ty, $at:expr, $mode:expr, $w:expr) => {
-        pub(crate) unsafe fn $n(fh: Handle, buf: $bt, count: c_int, datatype: Handle) -> c_int {
-            // SAFETY: forwarded program arguments.
-            unsafe { begin(fh, $at, $mode, $w, buf as *mut c_void, count as MPI_Count, datatype) }
-        }
-        pub(crate) unsafe fn $nc(fh: Handle, buf: $bt, count: MPI_Count, datatype: Handle) -> c_int {
-            // SAFETY: forwarded program arguments.
-            unsafe { begin(fh, $at, $mode, $w, buf as *mut c_void, count, datatype) }
-        }
-    };
-    (begin_at, $n:ident, $nc:ident, $bt:ty, $mode:expr, $w:expr) => {
-        pub(crate) unsafe fn $n(fh: Handle, offset: MPI_Offset, buf: $bt, count: c_int, datatype: Handle) -> c_int {
-            // SAFETY: forwarded program arguments.
-            unsafe { begin(fh, At::Offset(offset), $mode, $w, buf as *mut c_void, count as MPI_Count, datatype) }
-        }
-        pub(crate) unsafe fn $nc(
-            fh: Handle,
-            offset: MPI_Offset,
-            buf: $bt,
-            count: MPI_Count,
-            datatype: Handle,
-        ) -> c_int {
-            // SAFETY: forwarded program arguments.
-            unsafe { begin(fh, At::Offset(offset), $mode, $w, buf as *mut c_void, count, datatype) }
-        }
-    };
     (end, $n:ident, $m:ident) => {
         pub(crate) unsafe fn $n(fh: Handle, _buf: *mut c_void, status: *mut MPI_Status) -> c_int {
             // SAFETY: forwarded program argument.
@@ -343,6 +227,70 @@ macro_rules! file_fns {
         pub(crate) unsafe fn $m(fh: Handle, _buf: *const c_void, status: *mut MPI_Status) -> c_int {
             // SAFETY: forwarded program argument.
             unsafe { end(fh, status) }
+        }
+    };
+    ($shape:ident, $n:ident, $nc:ident, $bt:ty, $($rest:expr),+) => {
+        file_fn!($shape, $n, c_int, $bt, $($rest),+);
+        file_fn!($shape, $nc, MPI_Count, $bt, $($rest),+);
+    };
+}
+
+/// One function of [`file_fns`]: `count` of type `$ct`.
+macro_rules! file_fn {
+    (status, $n:ident, $ct:ty, $bt:ty, $at:expr, $mode:expr, $w:expr) => {
+        pub(crate) unsafe fn $n(fh: Handle, buf: $bt, count: $ct, datatype: Handle, status: *mut MPI_Status) -> c_int {
+            let count = MPI_Count::from(count);
+            // SAFETY: forwarded program arguments.
+            unsafe { blocking(fh, $at, $mode, $w, buf as *mut c_void, count, datatype, status) }
+        }
+    };
+    (status_at, $n:ident, $ct:ty, $bt:ty, $mode:expr, $w:expr) => {
+        pub(crate) unsafe fn $n(
+            fh: Handle,
+            offset: MPI_Offset,
+            buf: $bt,
+            count: $ct,
+            datatype: Handle,
+            status: *mut MPI_Status,
+        ) -> c_int {
+            let count = MPI_Count::from(count);
+            // SAFETY: forwarded program arguments.
+            unsafe { blocking(fh, At::Offset(offset), $mode, $w, buf as *mut c_void, count, datatype, status) }
+        }
+    };
+    (request, $n:ident, $ct:ty, $bt:ty, $at:expr, $mode:expr, $w:expr) => {
+        pub(crate) unsafe fn $n(fh: Handle, buf: $bt, count: $ct, datatype: Handle, request: *mut Handle) -> c_int {
+            let count = MPI_Count::from(count);
+            // SAFETY: forwarded program arguments.
+            unsafe { started(fh, $at, $mode, $w, buf as *mut c_void, count, datatype, request) }
+        }
+    };
+    (request_at, $n:ident, $ct:ty, $bt:ty, $mode:expr, $w:expr) => {
+        pub(crate) unsafe fn $n(
+            fh: Handle,
+            offset: MPI_Offset,
+            buf: $bt,
+            count: $ct,
+            datatype: Handle,
+            request: *mut Handle,
+        ) -> c_int {
+            let count = MPI_Count::from(count);
+            // SAFETY: forwarded program arguments.
+            unsafe { started(fh, At::Offset(offset), $mode, $w, buf as *mut c_void, count, datatype, request) }
+        }
+    };
+    (begin, $n:ident, $ct:ty, $bt:ty, $at:expr, $mode:expr, $w:expr) => {
+        pub(crate) unsafe fn $n(fh: Handle, buf: $bt, count: $ct, datatype: Handle) -> c_int {
+            let count = MPI_Count::from(count);
+            // SAFETY: forwarded program arguments.
+            unsafe { begin(fh, $at, $mode, $w, buf as *mut c_void, count, datatype) }
+        }
+    };
+    (begin_at, $n:ident, $ct:ty, $bt:ty, $mode:expr, $w:expr) => {
+        pub(crate) unsafe fn $n(fh: Handle, offset: MPI_Offset, buf: $bt, count: $ct, datatype: Handle) -> c_int {
+            let count = MPI_Count::from(count);
+            // SAFETY: forwarded program arguments.
+            unsafe { begin(fh, At::Offset(offset), $mode, $w, buf as *mut c_void, count, datatype) }
         }
     };
 }
