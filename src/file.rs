@@ -6,10 +6,10 @@
 //! communicator: uniform open and close, the collective calls, and failures.
 //!
 //! **Collective data access** (`*_all`, `*_ordered`): when the members' byte ranges
-//! interleave, collective buffering (ROMIO's two-phase I/O, `file/coll.rs`): one
-//! aggregator per node receives the members' pieces of its file domain and writes them
-//! as contiguous requests (or reads its domain once and sends each member its bytes).
-//! Members whose ranges do not interleave write or read their own bytes directly.
+//! interleave in small pieces, collective buffering (ROMIO's two-phase I/O,
+//! `file/coll.rs`): one aggregator per node receives the members' pieces of its file
+//! domain and writes them as contiguous requests (or reads its domain once and sends each
+//! member its bytes). Otherwise each member writes or reads its own bytes (sieved).
 //!
 //! **Failures** (seeds/000 §17.12, R41):
 //! - open is collective over a collectively active communicator and uniform: it ends

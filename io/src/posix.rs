@@ -20,6 +20,9 @@ pub const SIEVE: u64 = 4 << 20;
 /// The largest span a sieved write reads, modifies and writes back at once.
 pub const SIEVE_WRITE: u64 = 1 << 20;
 
+/// Pieces of a write sieved only when they average fewer bytes than this.
+pub const SIEVE_PIECE: u64 = 8 << 10;
+
 /// An open file of one process.
 #[derive(Debug)]
 pub struct PosixFile {
@@ -149,8 +152,9 @@ impl PosixFile {
     /// Writes `buf` as the view's stream bytes `at..at + buf.len()`; `atomic` holds the
     /// file's exclusive lock for the whole call (MPI's atomic mode).
     ///
-    /// Write sieving: pieces closer together than [`SIEVE_WRITE`] bytes are written as
-    /// one read-modify-write of their span, under the file's exclusive lock. Every other
+    /// Write sieving: small pieces (averaging under [`SIEVE_PIECE`] bytes) closer
+    /// together than [`SIEVE_WRITE`] bytes are written as one read-modify-write of their
+    /// span, under the file's exclusive lock. Every other
     /// write of this layer holds the shared lock ([`PosixFile::write_pieces`]), so a
     /// read-modify-write never puts back stale bytes over another process's write into
     /// its holes (ROMIO's data sieving, with the whole file as the lock's range).
@@ -176,7 +180,17 @@ impl PosixFile {
         if !single.is_empty() {
             self.write_pieces(&single, buf)?;
         }
-        for g in groups.into_iter().filter(|g| g.len() > 1) {
+        // Groups of small pieces are sieved; large ones go straight (a system call a
+        // piece costs little beside its bytes, and takes no exclusive lock).
+        let (sieve, direct): (Vec<_>, Vec<_>) = groups
+            .into_iter()
+            .filter(|g| g.len() > 1)
+            .partition(|g| pieces[g.clone()].iter().map(|p| p.1).sum::<u64>() < SIEVE_PIECE * g.len() as u64);
+        let direct: Vec<(u64, u64, u64)> = direct.into_iter().flat_map(|g| pieces[g].to_vec()).collect();
+        if !direct.is_empty() {
+            self.write_pieces(&direct, buf)?;
+        }
+        for g in sieve {
             self.locked(true, || self.sieved(&pieces, buf, g, true))?;
         }
         Ok(())

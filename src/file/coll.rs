@@ -1,7 +1,8 @@
 //! Collective data access: `read/write(_at)_all` and `read/write_ordered`.
 //!
-//! Each call first learns every member's byte range (an allgather). Ranges that do not
-//! interleave are read or written by their own member; interleaved ones go through
+//! Each call first learns every member's byte range and piece count (an allgather).
+//! Ranges that do not interleave, or pieces large enough that a system call each costs
+//! little, are read or written by their own member; small interleaved pieces go through
 //! collective buffering (`runthrough_io::domain`): the range `lo..hi` of the call is cut
 //! into one file domain per aggregator (the first live member of each node, or
 //! `cb_nodes` of them), every member sends each aggregator its pieces of that domain
@@ -13,6 +14,9 @@
 use runthrough_io::domain::{self, Domains};
 
 use super::{File, FileError, FileResult, IoClass};
+
+/// Collective buffering is used (unless the hints say) when pieces average fewer bytes.
+const CB_PIECE: u64 = 4 << 10;
 
 /// Pieces `(file_offset, len, stream_offset)`.
 type Pieces = Vec<(u64, u64, u64)>;
@@ -112,21 +116,28 @@ impl File {
     }
 
     /// Every member's byte range (`lo, hi`; empty as `MAX, 0`), and whether collective
-    /// buffering is used (asked by the hints, or the ranges interleave).
+    /// buffering is used: when the hints ask for it, or when the members' ranges
+    /// interleave and their pieces average under [`CB_PIECE`] bytes. Larger pieces are
+    /// written and read straight by their members: a system call a piece costs little
+    /// beside its bytes, and every member's bandwidth adds up (on one node at 4 ranks,
+    /// 64 KiB pieces: 2.3 GiB/s straight against 0.2 through one aggregator).
     fn ranges(&self, pieces: &[(u64, u64, u64)]) -> FileResult<(u64, u64, bool)> {
         let lo = pieces.iter().map(|p| p.0).min().unwrap_or(u64::MAX);
         let hi = pieces.iter().map(|p| p.0 + p.1).max().unwrap_or(0);
-        let mut all = vec![0u64; 2 * self.comm.size()];
-        for (k, v) in all.iter_mut().enumerate() {
-            *v = if k % 2 == 0 { u64::MAX } else { 0 };
+        let bytes: u64 = pieces.iter().map(|p| p.1).sum();
+        let mut all = vec![0u64; 4 * self.comm.size()];
+        for c in all.chunks_mut(4) {
+            c[0] = u64::MAX;
         }
-        self.comm.allgather(&[lo, hi], &mut all)?;
-        let mut spans: Vec<(u64, u64)> = all.chunks(2).map(|c| (c[0], c[1])).filter(|c| c.0 < c.1).collect();
+        self.comm.allgather(&[lo, hi, pieces.len() as u64, bytes], &mut all)?;
+        let mut spans: Vec<(u64, u64)> = all.chunks(4).map(|c| (c[0], c[1])).filter(|c| c.0 < c.1).collect();
         spans.sort_unstable();
+        let (count, total) = all.chunks(4).fold((0u64, 0u64), |a, c| (a.0 + c[2], a.1 + c[3]));
         let glo = spans.first().map_or(0, |s| s.0);
         let ghi = spans.iter().map(|s| s.1).max().unwrap_or(0);
         let interleaved = spans.windows(2).any(|w| w[1].0 < w[0].1);
-        let cb = self.state.lock().hints.cb.unwrap_or(interleaved) && spans.len() > 1;
+        let small = total < CB_PIECE * count.max(1);
+        let cb = self.state.lock().hints.cb.unwrap_or(interleaved && small) && spans.len() > 1;
         Ok((glo, ghi, cb))
     }
 
