@@ -142,23 +142,59 @@ fn main() -> Result<(), Error> {
     let rt = runthrough::init()?;
     let world = rt.world();
     world.set_error_mode(ErrorMode::ErrorsReturn);
-    let comm = match world.dup() {
+    let mut comm = match world.dup() {
         Ok(c) => c,
         Err(_) => world.shrink()?,
     };
-    // One file a job: rank 0's process id names it.
-    let mut id = [std::process::id() as u64];
-    comm.bcast(&mut id, 0)?;
-    let path = std::env::temp_dir().join(format!("rt-checkpoint-{}", id[0]));
-    let file = File::open(&comm, &path, Amode::RDWR | Amode::CREATE, Hints::default()).map_err(into_error)?;
+    // One file a job, named by rank 0's process id; a failure while the members agree
+    // on it and open it (a kill can land this early on a slow machine) shrinks and tries
+    // again. The broadcast may fail at some members only: an agreement decides.
+    let (path, file) = loop {
+        let mut id = [std::process::id() as u64];
+        let got = comm.bcast(&mut id, 0);
+        let opened = match comm.agree(i32::from(got.is_ok())) {
+            Ok(1) => {
+                let path = std::env::temp_dir().join(format!("rt-checkpoint-{}", id[0]));
+                File::open(&comm, &path, Amode::RDWR | Amode::CREATE, Hints::default()).map(|f| (path, f))
+            }
+            Ok(_) => Err(FileError::Comm(got.err().unwrap_or(Error::RankFailStop { rank: 0 }))),
+            Err(e) => Err(FileError::Comm(e)),
+        };
+        match opened {
+            Ok(pf) => break pf,
+            Err(e) if failed(&e) => {
+                comm.revoke();
+                comm = comm.shrink()?;
+            }
+            Err(e) => return Err(into_error(e)),
+        }
+    };
     let mine = block(comm.rank(), comm.size());
     let mut run = Run { comm, file, x: mine.map(|i| i as u64).collect(), t: 0, slot: 0 };
     let mut restarts = Vec::new();
-    while run.t < STEPS {
-        std::thread::sleep(Duration::from_millis(10));
-        let r = run.halo().and_then(|()| if run.t.is_multiple_of(EVERY) { run.checkpoint() } else { Ok(()) });
+    let all = loop {
+        let r = if run.t < STEPS {
+            std::thread::sleep(Duration::from_millis(10));
+            run.halo().and_then(|()| if run.t.is_multiple_of(EVERY) { run.checkpoint() } else { Ok(()) }).map(|()| None)
+        } else {
+            // The end: gather the result at every member (a failure now is recovered from
+            // like any other: back to the last checkpoint).
+            let n = run.comm.size();
+            let counts: Vec<usize> = (0..n).map(|r| block(r, n).len()).collect();
+            let displs: Vec<usize> = (0..n).map(|r| block(r, n).start).collect();
+            let mut all = vec![0u64; G];
+            let got = run.comm.allgatherv(&run.x, &mut all, &counts, &displs);
+            // Every member leaves with the result, or every member recovers: an agreement
+            // (a gather may fail at some members and not at others).
+            match run.comm.agree(i32::from(got.is_ok())) {
+                Ok(1) => Ok(Some(all)),
+                Ok(_) => Err(FileError::Comm(got.err().unwrap_or(Error::RankFailStop { rank: 0 }))),
+                Err(e) => Err(FileError::Comm(e)),
+            }
+        };
         match r {
-            Ok(()) => {}
+            Ok(Some(all)) => break all,
+            Ok(None) => {}
             Err(e) if failed(&e) => {
                 // Recovery can itself meet a failure: try again on what is left.
                 loop {
@@ -172,16 +208,9 @@ fn main() -> Result<(), Error> {
             }
             Err(e) => return Err(into_error(e)),
         }
-    }
-    // Gather the result at every member and check it against the serial computation.
-    let n = run.comm.size();
-    let counts: Vec<usize> = (0..n).map(|r| block(r, n).len()).collect();
-    let displs: Vec<usize> = (0..n).map(|r| block(r, n).start).collect();
-    let mut all = vec![0u64; G];
-    run.comm.allgatherv(&run.x, &mut all, &counts, &displs)?;
-    let expected = serial();
-    let me = run.comm.rank();
-    if all != expected {
+    };
+    let (me, n) = (run.comm.rank(), run.comm.size());
+    if all != serial() {
         eprintln!("checkpoint: rank {me} result differs from the serial one");
         std::process::exit(3);
     }
@@ -191,7 +220,11 @@ fn main() -> Result<(), Error> {
         restarts.len(),
         restarts.first().map_or("-".to_string(), |t| t.to_string())
     );
-    let closed = run.file.close();
+    // A failure the file has not recognized keeps it open (R41): validate, then close.
+    let closed = match run.file.close() {
+        Err(e) if failed(&e) => run.file.validate().and_then(|_| run.file.close()),
+        r => r,
+    };
     if me == 0 {
         let _ = std::fs::remove_file(&path);
     }

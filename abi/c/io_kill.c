@@ -63,6 +63,15 @@ int main(int argc, char **argv)
     dead = size - 1;
     int job = (int)getpid();
     MPI_Bcast(&job, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    /* Every survivor tells the victim it has the name before the victim may die: a
+     * member's death fails the collectives others still wait in (R17), and a survivor
+     * left with its own pid would open another file. */
+    int word = 1;
+    if (rank != dead)
+        MPI_Send(&word, 1, MPI_INT, dead, 99, MPI_COMM_WORLD);
+    else
+        for (int k = 0; k < size - 1; k++)
+            MPI_Recv(&word, 1, MPI_INT, MPI_ANY_SOURCE, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     char path[512];
     snprintf(path, sizeof path, "%s/rt_io_kill_%s_%d_%d", dir, scene, size, job);
     MPI_Info info;
@@ -89,7 +98,11 @@ int main(int argc, char **argv)
         CHECK(rc == MPI_SUCCESS, "validate: %d", eclass(rc));
         MPI_Group_free(&failed);
         rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDWR | MPI_MODE_CREATE, info, &fh);
-        CHECK(rc == MPI_SUCCESS, "open after validate: %d", eclass(rc));
+        char why[MPI_MAX_ERROR_STRING] = "";
+        int wl = 0;
+        if (rc != MPI_SUCCESS)
+            MPI_Error_string(rc, why, &wl);
+        CHECK(rc == MPI_SUCCESS, "open after validate: %d (%s)", eclass(rc), why);
         MPI_Group g;
         int gs = 0;
         MPI_File_get_group(fh, &g);
