@@ -72,32 +72,14 @@ impl PosixFile {
         if !self.amode.readable() {
             return Err(Error::new(Class::Access, "read of a file opened MPI_MODE_WRONLY"));
         }
-        let mut done = 0;
-        while done < buf.len() {
-            match self.file.read_at(&mut buf[done..], off + done as u64) {
-                Ok(0) => break,
-                Ok(k) => done += k,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.os(e, "read")),
-            }
-        }
-        Ok(done)
+        read_full(&self.file, off, buf).map_err(|e| self.os(e, "read"))
     }
 
     /// Reads file bytes `off..` into `buf` whatever the access mode (a sieving write of
     /// a file opened MPI_MODE_WRONLY reads its holes through a second descriptor).
     fn read_raw(&self, off: u64, buf: &mut [u8]) -> Result<usize> {
         let f = File::open(&self.path).map_err(|e| self.os(e, "open for reading"))?;
-        let mut done = 0;
-        while done < buf.len() {
-            match f.read_at(&mut buf[done..], off + done as u64) {
-                Ok(0) => break,
-                Ok(k) => done += k,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.os(e, "read")),
-            }
-        }
-        Ok(done)
+        read_full(&f, off, buf).map_err(|e| self.os(e, "read"))
     }
 
     /// Writes `buf` at file byte `off`.
@@ -288,6 +270,20 @@ impl PosixFile {
         let _ = self.file.unlock();
         out
     }
+}
+
+/// Reads `file`'s bytes `off..` into `buf` until it is full or the file ends; how many.
+pub(crate) fn read_full(file: &File, off: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], off + done as u64) {
+            Ok(0) => break,
+            Ok(k) => done += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
 }
 
 /// Deletes `path` (MPI_File_delete).

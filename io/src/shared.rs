@@ -43,14 +43,7 @@ impl SharedPointer {
 
     fn load_unlocked(&self) -> Result<u64> {
         let mut b = [0u8; 8];
-        let mut got = 0;
-        while got < 8 {
-            match self.file.read_at(&mut b[got..], got as u64) {
-                Ok(0) => break,
-                Ok(k) => got += k,
-                Err(e) => return Err(Error::os(&e, "read", &self.path)),
-            }
-        }
+        crate::posix::read_full(&self.file, 0, &mut b).map_err(|e| Error::os(&e, "read", &self.path))?;
         Ok(u64::from_le_bytes(b))
     }
 
