@@ -137,6 +137,12 @@ pub struct KillSpec {
     pub fault: Fault,
 }
 
+/// `MPI_UNIVERSE_SIZE` without `--universe`: room for the job's ranks and as many
+/// again spawned (at least 16 more), for worker pools and replacements.
+pub fn default_universe(ranks: u32) -> u32 {
+    ranks.saturating_add(ranks.max(16))
+}
+
 /// A parsed `rtrun` command line that runs a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
@@ -146,6 +152,9 @@ pub struct Options {
     pub bind: Bind,
     /// `--timeout`.
     pub timeout: Option<Duration>,
+    /// `--universe` (`MPI_UNIVERSE_SIZE`; [`default_universe`] when not given, never
+    /// below the ranks).
+    pub universe: Option<u32>,
     /// `--tag-output`.
     pub tag_output: bool,
     /// `--quiet`: no end-of-job line per abnormally ended rank.
@@ -282,8 +291,9 @@ pub enum UsageError {
         /// The value given.
         value: String,
     },
-    /// `--kill` names a rank `>= N`.
-    #[error("--kill rank {rank} does not exist in a job of {size} ranks")]
+    /// `--kill` names a rank outside the universe (the ranks and the children that may
+    /// be spawned, `--universe`).
+    #[error("--kill rank {rank} is outside the job's universe of {size} processes (--universe)")]
     KillRankOutOfRange {
         /// The rank.
         rank: u32,
@@ -583,7 +593,7 @@ mod tests {
         assert_eq!(o.ft_timeout, Some(Duration::from_millis(250)));
         assert!(o.no_ft);
         for bad in [
-            &["-n", "2", "--stop", "5@1s", "p"][..],
+            &["-n", "2", "--stop", "18@1s", "p"][..],
             &["-n", "2", "--ft-timeout", "0", "p"],
             &["-n", "2", "--cont", "x", "p"],
         ] {
@@ -754,7 +764,10 @@ mod tests {
             (&["-n", "2", "--kill", "1@abc", "p"], |e| matches!(e, E::BadDuration { .. })),
             (&["-n", "2", "--kill", "1", "p"], |e| matches!(e, E::BadKill { .. })),
             (&["-n", "2", "--kill", "x@1s", "p"], |e| matches!(e, E::BadKill { .. })),
-            (&["-n", "2", "--kill", "2@1s", "p"], |e| matches!(e, E::KillRankOutOfRange { rank: 2, size: 2 })),
+            (&["-n", "2", "--kill", "18@1s", "p"], |e| matches!(e, E::KillRankOutOfRange { rank: 18, size: 18 })),
+            (&["-n", "2", "--universe", "3", "--kill", "3@1s", "p"], |e| {
+                matches!(e, E::KillRankOutOfRange { rank: 3, size: 3 })
+            }),
             (&["-n", "2", "--frobnicate", "p"], |e| matches!(e, E::UnknownOption { .. })),
             (&["-n", "2", "--bind-to", "socket", "p"], |e| matches!(e, E::BadBind { .. })),
             (&["-n", "2", "--timeout", "soon", "p"], |e| matches!(e, E::BadDuration { .. })),

@@ -20,6 +20,9 @@ use crate::wire::{self, Request, Response, MAX_FRAME_BYTES, PROTOCOL_VERSION};
 pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(30);
 /// Extra time the client waits beyond a server-side timeout before giving up itself.
 pub const REPLY_GRACE: Duration = Duration::from_secs(5);
+/// How long [`Client::spawn`] waits for the launcher's answer (the server gives up
+/// after two minutes).
+pub const SPAWN_REPLY_WAIT: Duration = Duration::from_secs(130);
 /// Longest key accepted by [`Client::put`] / [`Client::get`].
 pub const MAX_KEY_BYTES: usize = 4096;
 
@@ -193,6 +196,30 @@ impl Client {
     pub fn abort(&mut self, ranks: &[u32], code: i32) -> Result<(), Error> {
         let req = Request::Abort { code, ranks: ranks.to_vec() };
         expect_ok(self.call(&req, DEFAULT_IO_TIMEOUT)?)
+    }
+
+    /// Asks the launcher to start the processes `spec` describes in a new world with
+    /// the parents it names (R40; [`crate::spawn`]), and returns its answer once every
+    /// child started or none runs.
+    ///
+    /// # Errors
+    /// [`Error::Server`] if the launcher refused the request or did not answer in time,
+    /// transport errors.
+    pub fn spawn(&mut self, spec: &crate::spawn::SpawnSpec) -> Result<crate::spawn::SpawnReply, Error> {
+        let req = Request::Spawn { spec: spec.encode()? };
+        match self.call(&req, SPAWN_REPLY_WAIT)? {
+            Response::Value(v) => crate::spawn::SpawnReply::decode(&v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Tells the launcher the parents' decision on spawned world `world`: `false` kills
+    /// its children.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub fn spawn_done(&mut self, world: u32, ok: bool) -> Result<(), Error> {
+        expect_ok(self.call(&Request::SpawnDone { world, ok }, DEFAULT_IO_TIMEOUT)?)
     }
 
     /// The ranks the launcher has seen exit, in exit order.

@@ -64,6 +64,8 @@ use crate::report::{Cause, RankReport};
 use crate::server::Server;
 use crate::sys;
 
+mod worlds;
+
 /// How often the supervision loop wakes up.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(5);
 /// Exit code after `--timeout`.
@@ -569,51 +571,55 @@ fn send_secret(mut input: std::process::ChildStdin, secret: &str, forward_own: b
     }
 }
 
-/// Runs a job to completion. See the module doc.
-///
-/// # Errors
-/// [`LaunchError`] if the launcher itself cannot work (service, signals, spawning).
-pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
-    let jobid = random_hex(crate::env::JOBID_HEX_LEN / 2);
-    let secret = random_hex(crate::env::SECRET_HEX_LEN / 2);
-    let kv_ip = opts.kv_addr.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
-    let layout = JobLayout::new(opts, &jobid);
-    let mut server = Server::start_on(kv_ip, opts.ranks, &secret)?;
-    let timeout = startup_timeout(opts, &layout.placement);
-    // The witness refuses claims against ranks still starting and heard from (R31).
-    server.set_startup_timeout(timeout);
-    sys::install_termination_handlers().map_err(LaunchError::Signals)?;
-    // --output-filename: every rank's files exist before any rank starts.
-    let mut out_files: Vec<Option<(std::fs::File, std::fs::File)>> = match &opts.output_dir {
-        Some(dir) => (0..opts.ranks)
-            .map(|r| output_files(dir, r).map(Some))
-            .collect::<io::Result<_>>()
-            .map_err(|source| LaunchError::OutputFiles { dir: dir.clone(), source })?,
-        None => Vec::new(),
-    };
-    tracing::debug!("job {jobid}: {} ranks of {:?}, key-value service on {}", opts.ranks, opts.program, server.addr());
-    let forwarded = forwarded_environment();
+/// A `--kill`/`--stop`/`--cont` of the command line, and whether it was applied.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    k: crate::cli::KillSpec,
+    done: bool,
+}
 
-    let (done_tx, done_rx) = mpsc::channel();
-    let mut forwarders = 0;
-    let mut ranks: Vec<Rank> = Vec::with_capacity(opts.ranks as usize);
-    let one_host = layout.placement.iter().all(|p| p.host == layout.placement[0].host);
-    for rank in 0..opts.ranks {
-        let p = layout.placement[rank as usize];
-        let host = &layout.hosts[p.host];
-        let env = JobEnv {
-            rank,
-            size: opts.ranks,
-            local_rank: p.local_rank,
-            local_size: p.local_size,
-            jobid: jobid.clone(),
-            kv_addr: server.addr(),
-            secret: secret.clone(),
-            bind: opts.bind.as_str().to_owned(),
-            shm_name: layout.shm_names[p.host].clone(),
-            node: host.name.clone(),
-        };
-        let mut vars: Vec<(&str, String)> = env.to_vars();
+impl std::ops::Deref for Pending {
+    type Target = crate::cli::KillSpec;
+    fn deref(&self) -> &crate::cli::KillSpec {
+        &self.k
+    }
+}
+
+/// What starting a process needs from the job (its own ranks and spawned children).
+struct Launch<'a> {
+    opts: &'a Options,
+    forwarded: &'a [(String, String)],
+    done: &'a mpsc::Sender<()>,
+    one_host: bool,
+    /// `MPI_UNIVERSE_SIZE` (`--universe`).
+    universe: u32,
+}
+
+/// One process to start.
+struct Proc<'a> {
+    /// Its universe rank (output prefix and logs).
+    label: u32,
+    /// Its world's environment.
+    env: JobEnv,
+    host: &'a hosts::HostSpec,
+    program: &'a std::ffi::OsStr,
+    args: &'a [OsString],
+    /// Variables beside the world's (a spawned child's, [`crate::spawn`]).
+    extra: Vec<(&'static str, String)>,
+    /// Working directory (spawn's `wdir`), when not `rtrun`'s.
+    wdir: Option<&'a str>,
+    /// `--output-filename`'s files.
+    files: Option<(std::fs::File, std::fs::File)>,
+}
+
+impl Launch<'_> {
+    /// Starts `p`: returns its record, its output forwarders and, when `rtrun` runs it
+    /// directly (no agent), its pid.
+    fn start(&self, p: Proc<'_>) -> io::Result<(Rank, usize, Option<u32>)> {
+        let (opts, host, rank) = (self.opts, p.host, p.label);
+        let mut vars: Vec<(&str, String)> = p.env.to_vars();
+        vars.push((crate::spawn::RT_UNIVERSE_SIZE, self.universe.to_string()));
+        vars.extend(p.extra.iter().cloned());
         if opts.agent.is_some() {
             // The agent's command line is world-readable: the secret goes to the rank's
             // standard input instead (see `crate::env`).
@@ -649,19 +655,22 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
         }
         // What libfabric reads from its own environment: set here, never by the rank.
         let user_set = |k: &str| std::env::var_os(k).is_some() || opts.env.iter().any(|(n, _)| n == k);
-        vars.extend(crate::env::fabric_defaults(one_host, user_set));
+        vars.extend(crate::env::fabric_defaults(self.one_host, user_set));
         let mut cmd = match &opts.agent {
             None => {
-                let mut c = Command::new(&opts.program);
-                c.args(&opts.args);
+                let mut c = Command::new(p.program);
+                c.args(p.args);
+                if let Some(d) = p.wdir {
+                    c.current_dir(d);
+                }
                 c
             }
             Some(agent) => {
                 let mut vars = vars.clone();
                 vars.extend(opts.env.iter().map(|(k, v)| (k.as_str(), v.clone())));
-                let words = agent_command(&agent.command(&host.name), &forwarded, &vars);
+                let words = agent_command(&agent.command(&host.name), self.forwarded, &vars);
                 let mut c = Command::new(&words[0]);
-                c.args(&words[1..]).arg(program_for_agent(&opts.program)).args(&opts.args);
+                c.args(&words[1..]).arg(program_for_agent(p.program)).args(p.args);
                 c
             }
         };
@@ -687,28 +696,83 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
         sys::kill_on_parent_death(&mut cmd);
         // The spawn drops this process's copy of the slave: the master then reads the
         // rank's output until the rank (and whatever it forked) closed it.
-        match cmd.spawn() {
-            Ok(mut child) => {
-                if let Some(input) = child.stdin.take() {
-                    send_secret(input, &secret, rank == 0);
-                }
-                if opts.agent.is_none() {
+        let mut child = cmd.spawn()?;
+        if let Some(input) = child.stdin.take() {
+            send_secret(input, &p.env.secret, rank == 0);
+        }
+        let pid = opts.agent.is_none().then(|| child.id());
+        let n = spawn_forwarders(&mut child, out_master, rank, opts.tag_output, p.files, self.done);
+        let rk = Rank {
+            child: Some(child),
+            outcome: None,
+            abort: None,
+            stopped: false,
+            cause: Cause::None,
+            stalled_since: None,
+            agent: opts.agent.as_ref().map(|a| a.command(&host.name)),
+            host_pid: None,
+            kill_at: None,
+        };
+        Ok((rk, n, pid))
+    }
+}
+
+/// Runs a job to completion. See the module doc.
+///
+/// # Errors
+/// [`LaunchError`] if the launcher itself cannot work (service, signals, spawning).
+pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
+    let jobid = random_hex(crate::env::JOBID_HEX_LEN / 2);
+    let secret = random_hex(crate::env::SECRET_HEX_LEN / 2);
+    let kv_ip = opts.kv_addr.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    let layout = JobLayout::new(opts, &jobid);
+    let mut server = Server::start_on(kv_ip, opts.ranks, &secret)?;
+    let timeout = startup_timeout(opts, &layout.placement);
+    // The witness refuses claims against ranks still starting and heard from (R31).
+    server.set_startup_timeout(timeout);
+    sys::install_termination_handlers().map_err(LaunchError::Signals)?;
+    // --output-filename: every rank's files exist before any rank starts.
+    let mut out_files: Vec<Option<(std::fs::File, std::fs::File)>> = match &opts.output_dir {
+        Some(dir) => (0..opts.ranks)
+            .map(|r| output_files(dir, r).map(Some))
+            .collect::<io::Result<_>>()
+            .map_err(|source| LaunchError::OutputFiles { dir: dir.clone(), source })?,
+        None => Vec::new(),
+    };
+    tracing::debug!("job {jobid}: {} ranks of {:?}, key-value service on {}", opts.ranks, opts.program, server.addr());
+    let forwarded = forwarded_environment();
+
+    let (done_tx, done_rx) = mpsc::channel();
+    let mut forwarders = 0;
+    let mut ranks: Vec<Rank> = Vec::with_capacity(opts.ranks as usize);
+    let one_host = layout.placement.iter().all(|p| p.host == layout.placement[0].host);
+    let universe = opts.universe.unwrap_or_else(|| crate::cli::default_universe(opts.ranks));
+    let launch = Launch { opts, forwarded: &forwarded, done: &done_tx, one_host, universe };
+    for rank in 0..opts.ranks {
+        let p = layout.placement[rank as usize];
+        let host = &layout.hosts[p.host];
+        let env = JobEnv {
+            rank,
+            size: opts.ranks,
+            local_rank: p.local_rank,
+            local_size: p.local_size,
+            jobid: jobid.clone(),
+            kv_addr: server.addr(),
+            secret: secret.clone(),
+            bind: opts.bind.as_str().to_owned(),
+            shm_name: layout.shm_names[p.host].clone(),
+            node: host.name.clone(),
+        };
+        let files = out_files.get_mut(rank as usize).and_then(Option::take);
+        let proc = Proc { label: rank, env, host, program: &opts.program, args: &opts.args, extra: Vec::new(), wdir: None, files };
+        match launch.start(proc) {
+            Ok((rk, n, pid)) => {
+                if let Some(pid) = pid {
                     // Busy is not dead: the witness may look at this process's state.
-                    server.watch_process(rank, child.id());
+                    server.watch_process(rank, pid);
                 }
-                let files = out_files.get_mut(rank as usize).and_then(Option::take);
-                forwarders += spawn_forwarders(&mut child, out_master, rank, opts.tag_output, files, &done_tx);
-                ranks.push(Rank {
-                    child: Some(child),
-                    outcome: None,
-                    abort: None,
-                    stopped: false,
-                    cause: Cause::None,
-                    stalled_since: None,
-                    agent: opts.agent.as_ref().map(|a| a.command(&host.name)),
-                    host_pid: None,
-                    kill_at: None,
-                });
+                forwarders += n;
+                ranks.push(rk);
             }
             Err(source) => {
                 for (r, rk) in ranks.iter_mut().enumerate() {
@@ -726,13 +790,12 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
             }
         }
     }
-    drop(done_tx);
+    let mut worlds = worlds::Worlds::new(layout.placement.iter().map(|p| p.host).collect(), kv_ip, timeout);
 
     let start = Instant::now();
     let mut watch = StartupWatch::new(timeout, start);
-    let mut kills = opts.kills.clone();
+    let mut kills: Vec<Pending> = opts.kills.iter().map(|&k| Pending { k, done: false }).collect();
     kills.sort_by_key(|k| k.after);
-    let mut next_kill = 0;
     let mut exit_seq = 0u64;
     let mut abort_seq = 0u64;
     let mut live = ranks.len();
@@ -771,27 +834,31 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
                     server.value(&format!("pid/{r}")).and_then(|v| Some(u32::from_le_bytes(v.try_into().ok()?)));
             }
         }
-        while next_kill < kills.len() && kills[next_kill].after <= now {
-            let k = kills[next_kill];
+        // A kill of a rank not started yet (a child to be spawned) waits for it.
+        let existing = ranks.len();
+        for k in kills.iter_mut().filter(|k| !k.done && k.after <= now && (k.rank as usize) < existing) {
+            k.done = true;
             tracing::debug!("{:?} {}@{:?}", k.fault, k.rank, k.after);
-            if let Some(rk) = ranks.get_mut(k.rank as usize) {
-                if k.fault != Fault::Cont && rk.child.is_some() && rk.cause == Cause::None {
-                    rk.cause = Cause::Injected;
-                }
-                match k.fault {
-                    Fault::Kill => kill_rank(k.rank, rk),
-                    Fault::Stop | Fault::Cont => {
-                        if let Some(child) = rk.child.as_ref() {
-                            let _ = sys::stop_or_continue(child.id(), k.fault == Fault::Stop);
-                            rk.signal_in_host(if k.fault == Fault::Stop { "STOP" } else { "CONT" });
-                            rk.stopped = k.fault == Fault::Stop;
-                        }
+            let rk = &mut ranks[k.rank as usize];
+            if k.fault != Fault::Cont && rk.child.is_some() && rk.cause == Cause::None {
+                rk.cause = Cause::Injected;
+            }
+            match k.fault {
+                Fault::Kill => kill_rank(k.rank, rk),
+                Fault::Stop | Fault::Cont => {
+                    if let Some(child) = rk.child.as_ref() {
+                        let _ = sys::stop_or_continue(child.id(), k.fault == Fault::Stop);
+                        rk.signal_in_host(if k.fault == Fault::Stop { "STOP" } else { "CONT" });
+                        rk.stopped = k.fault == Fault::Stop;
                     }
                 }
             }
-            next_kill += 1;
         }
         watch.round(&server, &mut ranks);
+        let mut spawned = worlds::Started::default();
+        let world_aborts = worlds.serve(&server, &launch, &layout.hosts, &mut ranks, &mut spawned);
+        live += spawned.processes;
+        forwarders += spawned.forwarders;
         // Reap first, then apply abort requests, then record outcomes: a rank that
         // asked for an abort got its reply before exiting, so its request is queued by
         // the time its exit is seen, and its outcome carries the abort mark.
@@ -809,7 +876,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
                 }
             }
         }
-        for req in server.take_abort_requests() {
+        for req in server.take_abort_requests().into_iter().chain(world_aborts) {
             let mark = AbortMark { seq: abort_seq, code: req.code };
             abort_seq += 1;
             tracing::debug!("rank {} aborts ranks {:?} with code {}", req.from, req.ranks, req.code);
@@ -841,6 +908,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
             tracing::debug!("rank {rank} ended: {status:?}");
             rk.child = None;
             server.record_exit(rank, status);
+            worlds.record_exit(rank, status);
             rk.outcome =
                 Some(RankOutcome { rank, status, finalized: server.is_finalized(rank), abort: rk.abort, exit_seq });
             exit_seq += 1;
@@ -848,7 +916,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
         }
         // Ranks left stopped (`--stop` without `--cont`) once every other rank ended
         // would hang the job: they are hung processes, so they are killed.
-        let pending_cont = kills[next_kill..].iter().any(|k| k.fault == Fault::Cont);
+        let pending_cont = kills.iter().any(|k| !k.done && k.fault == Fault::Cont);
         if live > 0 && !pending_cont && ranks.iter().all(|rk| rk.child.is_none() || rk.stopped) {
             for (r, rk) in ranks.iter_mut().enumerate() {
                 tracing::debug!("rank {r} is still stopped after the others ended; killing it");
@@ -860,6 +928,8 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
         }
     }
 
+    drop(launch);
+    drop(done_tx);
     // Drain output: every forwarder reports when its pipe hits EOF.
     let drain_deadline = Instant::now() + OUTPUT_DRAIN_TIMEOUT;
     for _ in 0..forwarders {
@@ -871,13 +941,16 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
     }
     layout.unlink_segments();
     server.shutdown();
+    worlds.finish();
 
-    let outcomes: Vec<RankOutcome> = ranks.iter().filter_map(|r| r.outcome).collect();
+    // Children killed because their spawn failed are no failures of the job (R40).
+    let outcomes: Vec<RankOutcome> =
+        ranks.iter().filter(|r| r.cause != Cause::Cancelled).filter_map(|r| r.outcome).collect();
     let reports = ranks
         .iter()
         .filter_map(|rk| {
             let o = rk.outcome.as_ref()?;
-            let host = &layout.hosts[layout.placement[o.rank as usize].host].name;
+            let host = &layout.hosts[worlds.host_of[o.rank as usize]].name;
             Some(RankReport::new(o, host, server.phase(o.rank), rk.cause))
         })
         .collect();

@@ -6,7 +6,8 @@
 //! - [`client`]: the blocking client a rank uses to talk to the launcher (put / get / fence /
 //!   finalized / abort / exited).
 //! - [`server`]: the key-value service `rtrun` runs on `127.0.0.1` (also usable in-process).
-//! - [`wire`]: the framed binary protocol between the two.
+//! - [`wire`]: the framed binary protocol between the two; [`spawn`]: what a spawning
+//!   rank asks the launcher for, and its answer (R40).
 //! - [`hosts`]: multi-host placement (`--host`, `--map-by`, `--launch-agent`), and
 //!   [`net`]: which interface of this host holds an address (for a rank's fabric endpoint).
 //! - [`cli`], [`job`], [`outcome`]: the launcher itself — argument parsing, spawning and
@@ -37,6 +38,7 @@ pub mod net;
 pub mod outcome;
 pub mod report;
 pub mod server;
+pub mod spawn;
 mod sys;
 pub mod tunables;
 pub mod wire;

@@ -89,6 +89,9 @@ pub enum Cause {
     Interrupted,
     /// An abort request (R3) named it or came from it, with this code.
     Abort(i32),
+    /// A spawned child killed because its spawn failed (R40: all children or none);
+    /// not a failure of the job.
+    Cancelled,
 }
 
 impl Cause {
@@ -100,6 +103,7 @@ impl Cause {
             Cause::Timeout => "timeout".into(),
             Cause::Interrupted => "interrupted".into(),
             Cause::Abort(c) => format!("abort:{c}"),
+            Cause::Cancelled => "cancelled".into(),
         }
     }
 
@@ -109,6 +113,7 @@ impl Cause {
             "injected" => Cause::Injected,
             "timeout" => Cause::Timeout,
             "interrupted" => Cause::Interrupted,
+            "cancelled" => Cause::Cancelled,
             _ => Cause::Abort(s.strip_prefix("abort:")?.parse().ok()?),
         })
     }
@@ -120,6 +125,7 @@ impl Cause {
             Cause::Timeout => " (killed by rtrun: --timeout)".into(),
             Cause::Interrupted => " (killed by rtrun: interrupted)".into(),
             Cause::Abort(c) => format!(" (aborted, code {c})"),
+            Cause::Cancelled => " (killed by rtrun: its spawn failed)".into(),
         }
     }
 }

@@ -68,6 +68,21 @@ pub struct AbortRequest {
     pub code: i32,
 }
 
+/// A spawn request from a rank (R40), queued for the launcher, which answers it with
+/// [`Server::answer_spawn`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnRequest {
+    /// Its number, for the answer.
+    pub id: u64,
+    /// The rank that asked (the spawning root).
+    pub from: u32,
+    /// The encoded [`crate::spawn::SpawnSpec`].
+    pub spec: Vec<u8>,
+}
+
+/// Longest a spawn request waits for the launcher's answer.
+const SPAWN_WAIT: Duration = Duration::from_secs(120);
+
 /// The shared state of the service.
 #[derive(Debug)]
 struct State {
@@ -104,6 +119,13 @@ struct State {
     /// ([`Server::watch_process`]): a claim against it is refused while that process is
     /// alive and not stopped. Cleared when the rank is recorded as exited.
     pids: Vec<Option<u32>>,
+    /// Spawn requests the launcher has not taken yet.
+    spawns: Vec<SpawnRequest>,
+    /// Answers to spawn requests, by id, until their requester takes them.
+    spawn_answers: HashMap<u64, Vec<u8>>,
+    next_spawn: u64,
+    /// The parents' decisions on spawned worlds (`SpawnDone`): (world, ok).
+    spawn_done: Vec<(u32, bool)>,
 }
 
 struct Shared {
@@ -192,6 +214,10 @@ impl Server {
                 watched: vec![false; n],
                 startup_timeout: None,
                 pids: vec![None; n],
+                spawns: Vec::new(),
+                spawn_answers: HashMap::new(),
+                next_spawn: 0,
+                spawn_done: Vec::new(),
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -206,6 +232,22 @@ impl Server {
             .spawn(move || accept_loop(&sh, &listener))
             .map_err(|e| Error::Io { op: "spawn", source: e })?;
         Ok(Server { addr, shared, acceptor: Some(acceptor) })
+    }
+
+    /// Takes the spawn requests queued since the last call.
+    pub fn take_spawn_requests(&self) -> Vec<SpawnRequest> {
+        std::mem::take(&mut self.shared.lock().spawns)
+    }
+
+    /// Answers spawn request `id` with an encoded [`crate::spawn::SpawnReply`].
+    pub fn answer_spawn(&self, id: u64, reply: Vec<u8>) {
+        self.shared.lock().spawn_answers.insert(id, reply);
+        self.shared.changed.notify_all();
+    }
+
+    /// Takes the parents' decisions (`SpawnDone`) received since the last call.
+    pub fn take_spawn_done(&self) -> Vec<(u32, bool)> {
+        std::mem::take(&mut self.shared.lock().spawn_done)
     }
 
     /// The address clients connect to (`RT_KV_ADDR`).
@@ -614,6 +656,11 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
             Response::Exited(v)
         }
         Request::Join { timeout_ms } => join(shared, me, timeout_ms),
+        Request::Spawn { spec } => spawn(shared, rank, spec),
+        Request::SpawnDone { world, ok } => {
+            shared.lock().spawn_done.push((world, ok));
+            Response::Ok
+        }
         Request::Alive => Response::Ok,
         Request::Started => {
             let mut st = shared.lock();
@@ -630,6 +677,30 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
                     .filter(|r| st.finalized.get(*r as usize).copied().unwrap_or(false))
                     .collect(),
             )
+        }
+    }
+}
+
+/// Queues a spawn request for the launcher and waits for its answer (at most
+/// [`SPAWN_WAIT`]; a launcher that never answers is a failure of the spawn).
+fn spawn(shared: &Shared, rank: u32, spec: Vec<u8>) -> Response {
+    let dl = Some(Instant::now() + SPAWN_WAIT);
+    let mut st = shared.lock();
+    let id = st.next_spawn;
+    st.next_spawn += 1;
+    st.spawns.push(SpawnRequest { id, from: rank, spec });
+    loop {
+        if let Some(v) = st.spawn_answers.remove(&id) {
+            return Response::Value(v);
+        }
+        if st.shutdown {
+            return shutting_down();
+        }
+        let (g, more) = wait(shared, st, dl);
+        st = g;
+        if !more {
+            st.spawns.retain(|r| r.id != id);
+            return Response::Failed { reason: "the launcher did not answer the spawn request".into() };
         }
     }
 }

@@ -26,6 +26,8 @@
 //! | 0x0a | `Alive`     | — (start-up heartbeat)                       | `Ok` or `Excluded`            |
 //! | 0x0b | `Started`   | — (`init` is done: start-up watch ends)      | `Ok` or `Excluded`            |
 //! | 0x0c | `Confirm`   | `suspect: u32` (the witness of R32)          | `Ok`, `Starting`, `Alive`, `Excluded` |
+//! | 0x12 | `Spawn`     | `spec: bytes` ([`crate::spawn::SpawnSpec`])  | `Value` ([`crate::spawn::SpawnReply`]) or `Failed` |
+//! | 0x13 | `SpawnDone` | `world: u32, ok: u8` (the parents' decision) | `Ok`                          |
 //!
 //! Replies (server → client):
 //!
@@ -82,6 +84,8 @@ const T_JOIN: u8 = 0x09;
 const T_ALIVE: u8 = 0x0a;
 const T_STARTED: u8 = 0x0b;
 const T_CONFIRM: u8 = 0x0c;
+const T_SPAWN: u8 = 0x12;
+const T_SPAWN_DONE: u8 = 0x13;
 const T_OK: u8 = 0x80;
 const T_VALUE: u8 = 0x81;
 const T_TIMEOUT: u8 = 0x82;
@@ -161,6 +165,21 @@ pub enum Request {
     Confirm {
         /// The suspected rank.
         suspect: u32,
+    },
+    /// Start the processes `spec` describes (an encoded [`crate::spawn::SpawnSpec`])
+    /// in a new world with the sender's communicator; the reply is an encoded
+    /// [`crate::spawn::SpawnReply`] once every child started or none did (R40).
+    Spawn {
+        /// The encoded spec.
+        spec: Vec<u8>,
+    },
+    /// The parents of spawned world `world` decided: `ok` keeps its children, otherwise
+    /// the launcher kills them (R40: all or none).
+    SpawnDone {
+        /// The world's number (from the reply).
+        world: u32,
+        /// Whether the spawn succeeded at every parent.
+        ok: bool,
     },
 }
 
@@ -247,6 +266,15 @@ impl Request {
                 out.push(T_CONFIRM);
                 out.extend_from_slice(&suspect.to_le_bytes());
             }
+            Request::Spawn { spec } => {
+                out.push(T_SPAWN);
+                put_bytes(out, spec)?;
+            }
+            Request::SpawnDone { world, ok } => {
+                out.push(T_SPAWN_DONE);
+                out.extend_from_slice(&world.to_le_bytes());
+                out.push(u8::from(*ok));
+            }
         }
         end_frame(out, start)
     }
@@ -272,6 +300,8 @@ impl Request {
             T_ALIVE => Request::Alive,
             T_STARTED => Request::Started,
             T_CONFIRM => Request::Confirm { suspect: c.u32()? },
+            T_SPAWN => Request::Spawn { spec: c.bytes()?.to_vec() },
+            T_SPAWN_DONE => Request::SpawnDone { world: c.u32()?, ok: c.flag()? },
             _ => return Err(proto("unknown request tag")),
         };
         c.finish()?;
@@ -382,7 +412,7 @@ pub fn write_frames<W: Write>(w: &mut W, frames: &[u8]) -> Result<(), Error> {
     w.flush().map_err(|e| Error::io("write", e))
 }
 
-fn proto(reason: &'static str) -> Error {
+pub(crate) fn proto(reason: &'static str) -> Error {
     Error::Protocol { reason }
 }
 
@@ -411,13 +441,13 @@ fn put_len(out: &mut Vec<u8>, len: usize) -> Result<(), Error> {
     Ok(())
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) -> Result<(), Error> {
+pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) -> Result<(), Error> {
     put_len(out, b.len())?;
     out.extend_from_slice(b);
     Ok(())
 }
 
-fn put_u32s(out: &mut Vec<u8>, v: &[u32]) -> Result<(), Error> {
+pub(crate) fn put_u32s(out: &mut Vec<u8>, v: &[u32]) -> Result<(), Error> {
     put_len(out, v.len())?;
     for x in v {
         out.extend_from_slice(&x.to_le_bytes());
@@ -425,8 +455,8 @@ fn put_u32s(out: &mut Vec<u8>, v: &[u32]) -> Result<(), Error> {
     Ok(())
 }
 
-struct Cursor<'a> {
-    buf: &'a [u8],
+pub(crate) struct Cursor<'a> {
+    pub(crate) buf: &'a [u8],
 }
 
 impl<'a> Cursor<'a> {
@@ -443,30 +473,38 @@ impl<'a> Cursor<'a> {
         a.copy_from_slice(self.take(N)?);
         Ok(a)
     }
-    fn u8(&mut self) -> Result<u8, Error> {
+    pub(crate) fn u8(&mut self) -> Result<u8, Error> {
         Ok(self.array::<1>()?[0])
+    }
+    /// A `u8` that must be 0 or 1.
+    pub(crate) fn flag(&mut self) -> Result<bool, Error> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(proto("flag is neither 0 nor 1")),
+        }
     }
     fn u16(&mut self) -> Result<u16, Error> {
         Ok(u16::from_le_bytes(self.array()?))
     }
-    fn u32(&mut self) -> Result<u32, Error> {
+    pub(crate) fn u32(&mut self) -> Result<u32, Error> {
         Ok(u32::from_le_bytes(self.array()?))
     }
-    fn i32(&mut self) -> Result<i32, Error> {
+    pub(crate) fn i32(&mut self) -> Result<i32, Error> {
         Ok(i32::from_le_bytes(self.array()?))
     }
-    fn u64(&mut self) -> Result<u64, Error> {
+    pub(crate) fn u64(&mut self) -> Result<u64, Error> {
         Ok(u64::from_le_bytes(self.array()?))
     }
-    fn bytes(&mut self) -> Result<&'a [u8], Error> {
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], Error> {
         let n = self.u32()? as usize;
         self.take(n)
     }
-    fn str(&mut self) -> Result<String, Error> {
+    pub(crate) fn str(&mut self) -> Result<String, Error> {
         let b = self.bytes()?;
         std::str::from_utf8(b).map(str::to_owned).map_err(|_| proto("string is not UTF-8"))
     }
-    fn u32s(&mut self) -> Result<Vec<u32>, Error> {
+    pub(crate) fn u32s(&mut self) -> Result<Vec<u32>, Error> {
         let n = self.u32()? as usize;
         if n > self.buf.len() / 4 {
             return Err(proto("truncated frame"));
@@ -479,7 +517,7 @@ impl<'a> Cursor<'a> {
         }
         Ok(v)
     }
-    fn finish(&self) -> Result<(), Error> {
+    pub(crate) fn finish(&self) -> Result<(), Error> {
         if self.buf.is_empty() {
             Ok(())
         } else {

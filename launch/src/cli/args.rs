@@ -64,6 +64,11 @@ pub(crate) struct Args {
     #[arg(long, value_name = "core|hwthread|numa|none", allow_hyphen_values = true, verbatim_doc_comment)]
     pub(crate) bind_to: Option<String>,
 
+    /// MPI_UNIVERSE_SIZE: how many processes the job may hold at once, spawned ones
+    /// included (default: twice the ranks, at least 16 more than them)
+    #[arg(long, value_name = "N", allow_hyphen_values = true, verbatim_doc_comment)]
+    pub(crate) universe: Option<String>,
+
     /// SIGKILL all ranks after DURATION, exit 124
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     pub(crate) timeout: Option<String>,

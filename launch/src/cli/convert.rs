@@ -44,6 +44,7 @@ pub(crate) fn invocation(a: Args, matches: &ArgMatches) -> Result<Invocation, Us
         };
     }
 
+    let universe = a.universe.map(|v| ranks(&v)).transpose()?;
     let ranks = a.np.map(|v| ranks(&v)).transpose()?;
     let env = a.env.iter().map(|v| env_var(v)).collect::<Result<Vec<_>, _>>()?;
     let bind = match a.bind_to {
@@ -132,8 +133,10 @@ pub(crate) fn invocation(a: Args, matches: &ArgMatches) -> Result<Invocation, Us
     let ranks = ranks.ok_or(UsageError::MissingRanks)?;
     let mut command = a.command.into_iter();
     let program = command.next().filter(|p| !p.is_empty()).ok_or(UsageError::MissingProgram)?;
-    if let Some(k) = kills.iter().find(|k| k.rank >= ranks) {
-        return Err(UsageError::KillRankOutOfRange { rank: k.rank, size: ranks });
+    // Spawned children are universe ranks N, N+1, ...: their kills wait for them.
+    let universe = universe.unwrap_or_else(|| crate::cli::default_universe(ranks)).max(ranks);
+    if let Some(k) = kills.iter().find(|k| k.rank >= universe) {
+        return Err(UsageError::KillRankOutOfRange { rank: k.rank, size: universe });
     }
     if agent.is_some() && host_list.is_empty() {
         return Err(UsageError::AgentWithoutHosts);
@@ -150,6 +153,7 @@ pub(crate) fn invocation(a: Args, matches: &ArgMatches) -> Result<Invocation, Us
         ranks,
         bind,
         timeout,
+        universe: Some(universe),
         tag_output: a.tag_output,
         quiet: a.quiet,
         outcome_file: a.outcome_file.map(PathBuf::from),

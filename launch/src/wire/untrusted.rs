@@ -26,7 +26,7 @@ fn text(rng: &mut Rng) -> String {
 }
 
 fn random_request(rng: &mut Rng) -> Request {
-    match rng.below(8) {
+    match rng.below(10) {
         0 => Request::Hello { version: rng.next_u64() as u16, rank: rng.extreme() as u32, secret: blob(rng, 70) },
         1 => Request::Put { key: text(rng), value: blob(rng, 40) },
         2 => Request::Get { key: text(rng), timeout_ms: rng.extreme() },
@@ -37,6 +37,8 @@ fn random_request(rng: &mut Rng) -> Request {
             ranks: (0..rng.below(5)).map(|_| rng.extreme() as u32).collect(),
         },
         6 => Request::Exited,
+        7 => Request::Spawn { spec: blob(rng, 60) },
+        8 => Request::SpawnDone { world: rng.extreme() as u32, ok: rng.below(2) == 1 },
         _ => Request::Departed,
     }
 }
