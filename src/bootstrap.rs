@@ -342,6 +342,31 @@ impl Bootstrap {
         r.map_err(|e| Error::Transport(format!("bootstrap: {e}")))
     }
 
+    /// Asks the launcher to start `spec`'s processes (R40, `runthrough_launch::spawn`).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] outside `rtrun` (PMIx and PMI-2 spawn is not offered:
+    /// docs/SLURM.md); [`Error::Spawn`] when the launcher refused or did not answer.
+    pub(crate) fn spawn(
+        &mut self,
+        spec: &runthrough_launch::spawn::SpawnSpec,
+    ) -> Result<runthrough_launch::spawn::SpawnReply, Error> {
+        match self {
+            Bootstrap::Rtrun { client, .. } => client.spawn(spec).map_err(|e| Error::Spawn(format!("launcher: {e}"))),
+            _ => Err(Error::Unsupported("spawn needs rtrun (under Slurm: docs/SLURM.md)")),
+        }
+    }
+
+    /// Tells the launcher the parents' decision on spawned world `world` (rtrun only).
+    pub(crate) fn spawn_done(&mut self, world: u32, ok: bool) -> Result<(), Error> {
+        match self {
+            Bootstrap::Rtrun { client, .. } => {
+                client.spawn_done(world, ok).map_err(|e| Error::Transport(e.to_string()))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Asks the service to abort `ranks` with `code`. Returns whether it names the
     /// ranks it then kills in [`Bootstrap::exited`] (rtrun), so the caller may wait for them.
     ///

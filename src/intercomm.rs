@@ -167,26 +167,49 @@ impl Comm {
         let watch = Watch { notice: &notice, key: hand.key, members: &hand.group };
         let ctx = decide_contexts(&scratch, &known, &watch)?;
         // The communicators, with the recognised failures of both inputs.
-        let shared = &self.inner.shared;
-        let me = scratch.inner.me;
-        let mode = self.error_mode();
         let rec_bridge: Vec<u32> =
             group.iter().enumerate().filter(|(_, r)| known.contains(&r.0)).map(|(i, _)| i as u32).collect();
-        let bridge = Comm::new(shared.clone(), ContextId(ctx), group.clone(), me, mode.clone());
-        let inner = Comm::new(shared.clone(), ContextId(ctx + 2), group.clone(), me, ErrorMode::ErrorsReturn);
-        bridge.recognize(&rec_bridge);
-        inner.recognize(&rec_bridge);
-        let side_ctx = if low_first { ctx + 4 } else { ctx + 6 };
-        let local = Comm::new(shared.clone(), ContextId(side_ctx), self.inner.group.clone(), self.inner.me, mode);
-        let rec_local = shared.engine.lock().recognized(self.inner.ctx);
-        local.recognize(&rec_local);
-        let (nl, nh) = (low.len(), high.len());
-        let (locals, remotes): (Vec<usize>, Vec<usize>) = if low_first {
-            ((0..nl).collect(), (nl..nl + nh).collect())
-        } else {
-            ((nl..nl + nh).collect(), (0..nl).collect())
-        };
-        Ok(InterComm { bridge, inner, local, locals: locals.into(), remotes: remotes.into() })
+        let rec_local = self.inner.shared.engine.lock().recognized(self.inner.ctx);
+        let sides = Sides { ctx, group, low: low.len(), local_low: low_first, mode: self.error_mode() };
+        Ok(InterComm::assemble(&self.inner.shared, sides, &rec_bridge, &rec_local))
+    }
+}
+
+/// The layout of an inter-communicator's four communicators ([`InterComm::assemble`]).
+pub(crate) struct Sides {
+    /// The first of its four context pairs.
+    pub(crate) ctx: u32,
+    /// Both groups, the low one first (world ranks).
+    pub(crate) group: Arc<[Rank]>,
+    /// Members of the low group.
+    pub(crate) low: usize,
+    /// Whether this process is in the low group.
+    pub(crate) local_low: bool,
+    /// The error mode of the bridge and the local communicator.
+    pub(crate) mode: ErrorMode,
+}
+
+impl InterComm {
+    /// The inter-communicator `s` describes, made locally (every member must make the
+    /// same): recognised failures `rec_bridge` (bridge ranks) and `rec_local` (local ranks).
+    pub(crate) fn assemble(
+        shared: &Arc<crate::shared::Shared>,
+        s: Sides,
+        rec_bridge: &[u32],
+        rec_local: &[u32],
+    ) -> InterComm {
+        let me_world = shared.rank;
+        let me = s.group.iter().position(|r| r.0 == me_world).unwrap_or(0) as u32;
+        let (nl, n) = (s.low, s.group.len());
+        let bridge = Comm::new(shared.clone(), ContextId(s.ctx), s.group.clone(), me, s.mode.clone());
+        let inner = Comm::new(shared.clone(), ContextId(s.ctx + 2), s.group.clone(), me, ErrorMode::ErrorsReturn);
+        bridge.recognize(rec_bridge);
+        inner.recognize(rec_bridge);
+        let (side_ctx, range, other) = if s.local_low { (s.ctx + 4, 0..nl, nl..n) } else { (s.ctx + 6, nl..n, 0..nl) };
+        let local_group: Arc<[Rank]> = s.group[range.clone()].into();
+        let local = Comm::new(shared.clone(), ContextId(side_ctx), local_group, me - range.start as u32, s.mode);
+        local.recognize(rec_local);
+        InterComm { bridge, inner, local, locals: range.collect(), remotes: other.collect() }
     }
 }
 

@@ -123,7 +123,7 @@ pub use runthrough_engine::handle::{scope, RequestScope};
 pub use runthrough_engine::rma::AccOp;
 pub use runthrough_engine::{Class, Error, Scope, Status, TAG_UB};
 pub use runthrough_engine::{Plan, SendCombine};
-pub use runtime::{init, init_with, FatalScope, Runtime};
+pub use runtime::{init, init_with, FatalScope, Runtime, SpawnApp, SpawnError};
 pub use sched::{AgreeTicket, Decided, DupRequest, OwnedColl, Reserved};
 pub use topo::{dims_create, Cart, DistGraph, Graph, Neighborhood, Topology};
 pub use win::{LockKind, RmaElem, Window};

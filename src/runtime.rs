@@ -66,7 +66,7 @@ use crate::bootstrap::{self, Bootstrap, JobInfo, EXCLUDED_EXIT};
 use crate::comm::{Comm, ErrorMode};
 pub use crate::shared::FatalScope;
 pub(crate) use crate::shared::Shared;
-use crate::{witness, Error};
+use crate::{witness, Error, InterComm};
 
 /// Default bytes of cells per ring pair (`RT_RING_BYTES` overrides).
 ///
@@ -138,6 +138,9 @@ const SELF_CTX: u32 = 2;
 /// communicator's [`SELF_CTX`]; each takes two, point-to-point and collective).
 const FIRST_CREATED_CTX: u32 = 4;
 
+mod spawn;
+pub use spawn::{SpawnApp, SpawnError};
+
 /// An initialised runthrough process. Dropping it finalizes.
 #[derive(Debug)]
 pub struct Runtime {
@@ -148,6 +151,14 @@ pub struct Runtime {
     finalized: bool,
     about: String,
     watchdog: Option<JoinHandle<()>>,
+    /// The settings it started with (a spawn's parents join the new world with them).
+    conf: Config,
+    /// In a spawned world: its parents and children.
+    layout: Option<spawn::Layout>,
+    /// In a spawned world: the inter-communicator between parents and children.
+    parent: Option<InterComm>,
+    /// The worlds this process joined as a parent (finalized before this one).
+    worlds: Mutex<Vec<Runtime>>,
 }
 
 /// Initialises this process from its environment and returns the runtime (R5: errors
@@ -191,12 +202,14 @@ pub fn init_with(conf: Config) -> Result<Runtime, Error> {
         }
     };
     let Liveness { watch: peer_watch, departures } = liveness;
+    let layout = spawn::Layout::from_conf(&conf, size)?;
+    let first_ctx = if layout.is_some() { spawn::FIRST_CTX } else { FIRST_CREATED_CTX };
     let shared = Arc::new(Shared {
         engine: Arc::new(BiasedMutex::new(engine)),
         bootstrap: Mutex::new(bootstrap),
         world_size: size,
         rank,
-        next_ctx: AtomicU32::new(FIRST_CREATED_CTX),
+        next_ctx: AtomicU32::new(first_ctx),
         claimed: Mutex::new(std::collections::HashSet::new()),
         job_fatal: AtomicBool::new(conf.get("RT_FATAL_SCOPE") == Some("job")),
         stop: AtomicBool::new(false),
@@ -207,8 +220,18 @@ pub fn init_with(conf: Config) -> Result<Runtime, Error> {
     let tick = ft.as_ref().map_or(watch, |c| (c.period() / 2).min(watch)).max(Duration::from_millis(1));
     // The world first, so that the start-up failures below reach it as any failure
     // would: recorded (R8), wildcards disabled (R13), collectives off until validate (R18).
-    let group: Arc<[Rank]> = (0..size).map(Rank).collect();
-    let world = Comm::new(shared.clone(), ContextId(0), group, rank, ErrorMode::ErrorsAreFatal);
+    // A spawned world: the children's own world, or the parents' side (and the
+    // inter-communicator between them, with the parents out from the start recognized).
+    let (world, parent) = match layout {
+        Some(l) => {
+            let (w, i) = l.comms(&shared, rank, &out);
+            (w, Some(i))
+        }
+        None => {
+            let group: Arc<[Rank]> = (0..size).map(Rank).collect();
+            (Comm::new(shared.clone(), ContextId(0), group, rank, ErrorMode::ErrorsAreFatal), None)
+        }
+    };
     let watchdog = if size > 1 {
         // R32: under rtrun with the detector on, the launcher witnesses every verdict.
         let witness = match (&witness_env, &ft) {
@@ -259,7 +282,18 @@ pub fn init_with(conf: Config) -> Result<Runtime, Error> {
         tracing::warn!(error = %e, "could not tell the launcher that init completed");
     }
     let solo = Comm::new(shared.clone(), ContextId(SELF_CTX), Arc::from([Rank(rank)]), 0, ErrorMode::ErrorsAreFatal);
-    Ok(Runtime { shared, world, solo, finalized: false, about, watchdog })
+    Ok(Runtime {
+        shared,
+        world,
+        solo,
+        finalized: false,
+        about,
+        watchdog,
+        conf,
+        layout,
+        parent,
+        worlds: Mutex::new(Vec::new()),
+    })
 }
 
 /// Asks the launcher which ranks exited and applies what is new: a rank that finalized
@@ -566,6 +600,12 @@ impl Runtime {
             return Ok(());
         }
         self.finalized = true;
+        // The worlds joined by spawning first: each finalizes on its own.
+        for w in std::mem::take(&mut *self.worlds.lock()) {
+            if let Err(e) = w.finalize() {
+                tracing::warn!(error = %e, "finalize of a spawned world failed");
+            }
+        }
         // Unwinding from a panic is no clean finalize: this rank fails (R10, R28). Its
         // queued notices (a corrupted communicator's) still go out below, but it says no
         // `Bye`, marks no departure and does not tell the launcher it finalized.

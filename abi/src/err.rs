@@ -162,6 +162,7 @@ pub(crate) fn code_of(e: &Error) -> c_int {
             Class::RankFailStop | Class::ProcFailed => MPIX_ERR_PROC_FAILED,
             Class::ProcFailedPending => MPIX_ERR_PROC_FAILED_PENDING,
             Class::Revoked => MPIX_ERR_REVOKED,
+            Class::Spawn => MPI_ERR_SPAWN,
         },
     }
 }

@@ -66,6 +66,9 @@ pub enum Error {
     /// Start-up failed (bootstrap service, shared-memory segment, ...): R5.
     #[error("initialisation failed: {0}")]
     Init(String),
+    /// Spawned processes could not all be started, so none runs (`MPI_ERR_SPAWN`, R40).
+    #[error("spawn failed: {0}")]
+    Spawn(String),
 }
 
 /// How far the damage of an error reaches.
@@ -101,6 +104,8 @@ pub enum Class {
     /// of staying pending); listed for the standard ABI's constant.
     ProcFailedPending,
     Revoked,
+    /// `MPI_ERR_SPAWN`.
+    Spawn,
 }
 
 impl Class {
@@ -118,6 +123,7 @@ impl Class {
             // The draft's MPI_ERR_RANK_FAIL_STOP is ULFM's MPIX_ERR_PROC_FAILED.
             Class::RankFailStop | Class::ProcFailed => 101,
             Class::ProcFailedPending => 102,
+            Class::Spawn => 42,
             Class::Revoked => 103,
         }
     }
@@ -138,7 +144,8 @@ impl Error {
             | Error::InvalidTag { .. }
             | Error::InvalidArg(_)
             | Error::Unsupported(_)
-            | Error::ApiMisuse(_) => Scope::Operation,
+            | Error::ApiMisuse(_)
+            | Error::Spawn(_) => Scope::Operation,
             Error::RankFailStop { .. } | Error::InStatus { .. } => Scope::Peer,
             Error::Propagated(_) | Error::CommCorrupted | Error::Revoked => Scope::Communicator,
             Error::Transport(_) | Error::Init(_) => Scope::Job,
@@ -158,6 +165,7 @@ impl Error {
             Error::Revoked => Class::Revoked,
             Error::Unsupported(_) => Class::Unsupported,
             Error::Transport(_) | Error::Init(_) => Class::Intern,
+            Error::Spawn(_) => Class::Spawn,
         }
     }
 

@@ -764,7 +764,16 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
             node: host.name.clone(),
         };
         let files = out_files.get_mut(rank as usize).and_then(Option::take);
-        let proc = Proc { label: rank, env, host, program: &opts.program, args: &opts.args, extra: Vec::new(), wdir: None, files };
+        let proc = Proc {
+            label: rank,
+            env,
+            host,
+            program: &opts.program,
+            args: &opts.args,
+            extra: Vec::new(),
+            wdir: None,
+            files,
+        };
         match launch.start(proc) {
             Ok((rk, n, pid)) => {
                 if let Some(pid) = pid {

@@ -229,7 +229,13 @@ mod tests {
             failed: vec![1],
             apps: vec![
                 App { program: "a.out".into(), args: vec!["x".into(), "".into()], procs: 2, ..App::default() },
-                App { program: "b".into(), procs: 1, host: Some("h1".into()), wdir: Some("/tmp".into()), ..App::default() },
+                App {
+                    program: "b".into(),
+                    procs: 1,
+                    host: Some("h1".into()),
+                    wdir: Some("/tmp".into()),
+                    ..App::default()
+                },
             ],
         };
         let b = spec.encode().unwrap();

@@ -89,7 +89,11 @@ impl Worlds {
             for a in w.server.take_abort_requests() {
                 let map = |r: u32| w.members.get(r as usize).copied();
                 if let Some(from) = map(a.from) {
-                    aborts.push(AbortRequest { from, ranks: a.ranks.iter().filter_map(|&r| map(r)).collect(), code: a.code });
+                    aborts.push(AbortRequest {
+                        from,
+                        ranks: a.ranks.iter().filter_map(|&r| map(r)).collect(),
+                        code: a.code,
+                    });
                 }
             }
         }
