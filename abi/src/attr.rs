@@ -74,6 +74,7 @@ static ATTR_FT: Predef = Predef(1);
 /// threads reading the attribute at once write without a data race.
 static ATTR_LASTUSED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 static ATTR_UNIVERSE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+static ATTR_APPNUM: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 /// The value (a pointer to an `int`) of predefined attribute `k`; `Some(None)` for one
 /// this implementation does not set.
@@ -84,14 +85,23 @@ fn predefined(k: c_int) -> Option<Option<*const c_int>> {
         MPI_HOST => &ATTR_HOST.0,
         MPI_WTIME_IS_GLOBAL => &ATTR_WTIME_GLOBAL.0,
         MPIX_FT => &ATTR_FT.0,
-        // Not provided by this implementation.
-        MPI_APPNUM => return Some(None),
+        // Set in spawned processes only (their program's index).
+        MPI_APPNUM => match crate::rt::with_runtime(|rt| rt.appnum()).flatten() {
+            Some(n) => {
+                ATTR_APPNUM.store(n as c_int, Ordering::Relaxed);
+                ATTR_APPNUM.as_ptr().cast_const()
+            }
+            None => return Some(None),
+        },
         MPI_LASTUSEDCODE => {
             ATTR_LASTUSED.store(crate::err::last_used_code(), Ordering::Relaxed);
             ATTR_LASTUSED.as_ptr().cast_const()
         }
         MPI_UNIVERSE_SIZE => {
-            ATTR_UNIVERSE.store(crate::rt::runtime_world().map_or(1, |w| w.size() as c_int), Ordering::Relaxed);
+            // rtrun's universe (--universe), else the world's size.
+            let u = crate::rt::with_runtime(|rt| rt.universe_size()).flatten().map(|u| u as c_int);
+            let u = u.unwrap_or_else(|| crate::rt::runtime_world().map_or(1, |w| w.size() as c_int));
+            ATTR_UNIVERSE.store(u, Ordering::Relaxed);
             ATTR_UNIVERSE.as_ptr().cast_const()
         }
         _ => return None,

@@ -419,6 +419,7 @@ pub(crate) unsafe fn MPI_Comm_free(comm: *mut Handle) -> c_int {
         return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM);
     }
     let Some(c) = COMMS.get(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM) };
+    crate::spawn::forget(h);
     // Its nonblocking collectives still running end first: their messages must not
     // meet a later communicator on the same context.
     c.comm.settle_owned();
@@ -432,6 +433,8 @@ pub(crate) unsafe fn MPI_Comm_free(comm: *mut Handle) -> c_int {
     MPI_SUCCESS
 }
 
+/// Frees the communicator once its pending communication is done; completes normally
+/// whatever failed (R40: the freeing completes what failed, R26).
 pub(crate) unsafe fn MPI_Comm_disconnect(comm: *mut Handle) -> c_int {
     // SAFETY: forwarded arguments.
     unsafe { MPI_Comm_free(comm) }
@@ -500,13 +503,6 @@ pub(crate) unsafe fn MPI_Comm_get_info(comm: Handle, info_used: *mut Handle) -> 
     let _c = comm!(comm);
     // SAFETY: forwarded output argument.
     unsafe { crate::info::MPI_Info_create(info_used) }
-}
-
-/// No dynamic processes yet: no process has a parent.
-pub(crate) unsafe fn MPI_Comm_get_parent(parent: *mut Handle) -> c_int {
-    // SAFETY: output argument.
-    unsafe { *parent = MPI_COMM_NULL };
-    MPI_SUCCESS
 }
 
 /// The info hints are ignored (none is defined for duplication).

@@ -1205,20 +1205,20 @@ pub unsafe extern "C" fn PMPI_Comm_size(comm: Handle, size: *mut c_int) -> c_int
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: Handle, root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Comm_spawn", comm)
+    crate::guard::call("MPI_Comm_spawn", || unsafe { crate::imp::MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: Handle, root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Comm_spawn", comm)
+    crate::guard::call("MPI_Comm_spawn", || unsafe { crate::imp::MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const Handle, root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Comm_spawn_multiple", comm)
+    crate::guard::call("MPI_Comm_spawn_multiple", || unsafe { crate::imp::MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const Handle, root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) -> c_int {
-    crate::guard::unsupported("MPI_Comm_spawn_multiple", comm)
+    crate::guard::call("MPI_Comm_spawn_multiple", || unsafe { crate::imp::MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) })
 }
 
 #[no_mangle]

@@ -61,6 +61,7 @@ mod raise;
 mod req;
 mod rt;
 mod session;
+mod spawn;
 mod status;
 mod topo;
 pub mod types;
@@ -84,6 +85,7 @@ mod imp {
     pub(crate) use crate::raise::*;
     pub(crate) use crate::req::*;
     pub(crate) use crate::session::*;
+    pub(crate) use crate::spawn::*;
     pub(crate) use crate::topo::*;
     pub(crate) use crate::win::*;
 }

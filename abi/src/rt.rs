@@ -197,6 +197,15 @@ pub(crate) fn finalize_runtime(who: &str) -> c_int {
     MPI_SUCCESS
 }
 
+/// Runs `f` with the runtime while it runs (spawning, the parent): `None` otherwise.
+/// Holds the runtime's lock for the call.
+pub(crate) fn with_runtime<R>(f: impl FnOnce(&runthrough::Runtime) -> R) -> Option<R> {
+    if RT_STATE.load(Ordering::Acquire) != RUNNING {
+        return None;
+    }
+    RUNTIME.lock().as_ref().map(f)
+}
+
 /// The communicator of handle `h`, or the error class for a bad handle.
 pub(crate) fn lookup(h: Handle) -> Result<Arc<CommObj>, c_int> {
     match h {

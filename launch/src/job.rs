@@ -918,8 +918,13 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
             rk.child = None;
             server.record_exit(rank, status);
             worlds.record_exit(rank, status);
-            rk.outcome =
-                Some(RankOutcome { rank, status, finalized: server.is_finalized(rank), abort: rk.abort, exit_seq });
+            rk.outcome = Some(RankOutcome {
+                rank,
+                status,
+                finalized: worlds.is_finalized(&server, rank),
+                abort: rk.abort,
+                exit_seq,
+            });
             exit_seq += 1;
             live -= 1;
         }
@@ -960,7 +965,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
         .filter_map(|rk| {
             let o = rk.outcome.as_ref()?;
             let host = &layout.hosts[worlds.host_of[o.rank as usize]].name;
-            Some(RankReport::new(o, host, server.phase(o.rank), rk.cause))
+            Some(RankReport::new(o, host, worlds.phase(&server, o.rank), rk.cause))
         })
         .collect();
     let exit_code = match end {

@@ -157,65 +157,61 @@ impl Runtime {
     }
 
     fn spawn_inner(&self, comm: &Comm, root: usize, apps: &[SpawnApp]) -> Result<InterComm, SpawnError> {
-        comm.usable()?;
         let size = comm.size() as u32;
-        if root >= comm.size() {
-            return Err(Error::InvalidRank { rank: root as i64, size }.into());
-        }
         let before = comm.recognized_world();
         let members: Vec<u32> = comm.members().iter().map(|r| r.0).collect();
-        if before.contains(&members[root]) {
+        if root >= comm.size() || before.contains(&members[root]) {
             return Err(Error::InvalidRank { rank: root as i64, size }.into());
         }
-        if !comm.collectives_enabled() {
-            return Err(Error::RankFailStop { rank: 0 }.into());
-        }
-        // 2. The root asks the launcher; the answer goes to every parent.
-        let mut answer: Vec<u8> = Vec::new();
-        if comm.rank() == root {
-            let failed = (0..size).filter(|&i| before.contains(&members[i as usize])).collect();
-            let spec = SpawnSpec { parents: members.clone(), failed, apps: apps.to_vec() };
-            let reply = match check_apps(apps) {
-                Err(e) => SpawnReply::refused(e.to_string(), spec.children()),
-                Ok(()) => match comm.inner.shared.bootstrap.lock().as_mut() {
-                    Some(b) => b.spawn(&spec).unwrap_or_else(|e| SpawnReply::refused(e.to_string(), spec.children())),
-                    None => SpawnReply::refused("spawn needs rtrun (this process is a singleton)", spec.children()),
-                },
-            };
-            answer = reply.encode().unwrap_or_default();
-        }
-        let mut len = [answer.len() as u64];
-        let shared_answer = comm.bcast(&mut len, root).and_then(|()| {
-            answer.resize(len[0] as usize, 0);
-            comm.bcast(&mut answer, root)
+        // 1. Collectively active, or this member's part is a "no" in the agreement (a
+        // member that left here would leave the others waiting in it).
+        let active = comm.usable().and_then(|()| match comm.collectives_enabled() {
+            true => Ok(()),
+            false => Err(Error::RankFailStop { rank: 0 }),
         });
-        let reply = shared_answer
-            .and_then(|()| SpawnReply::decode(&answer).map_err(|e| Error::Spawn(format!("launcher answer: {e}"))));
+        // 2. The root asks the launcher; the answer goes to every parent.
+        let reply = active.and_then(|()| {
+            let mut answer: Vec<u8> = Vec::new();
+            if comm.rank() == root {
+                let failed = (0..size).filter(|&i| before.contains(&members[i as usize])).collect();
+                let spec = SpawnSpec { parents: members.clone(), failed, apps: apps.to_vec() };
+                let refused = |e: Error| SpawnReply::refused(e.to_string(), spec.children());
+                let reply = match check_apps(apps) {
+                    Err(e) => refused(e),
+                    Ok(()) => match comm.inner.shared.bootstrap.lock().as_mut() {
+                        Some(b) => b.spawn(&spec).unwrap_or_else(refused),
+                        None => refused(Error::Unsupported("spawn needs rtrun (this process is a singleton)")),
+                    },
+                };
+                answer = reply.encode().unwrap_or_default();
+            }
+            let mut len = [answer.len() as u64];
+            comm.bcast(&mut len, root)?;
+            answer.resize(len[0] as usize, 0);
+            comm.bcast(&mut answer, root)?;
+            SpawnReply::decode(&answer).map_err(|e| Error::Spawn(format!("launcher answer: {e}")))
+        });
         // 3. Join the world.
         let joined = match &reply {
-            Ok(r) if r.ok => self.join(r, comm.rank() as u32, members.len() as u32),
+            Ok(r) if r.ok => self.join(r, comm.rank() as u32, size),
             Ok(r) => Err(Error::Spawn(r.reason.clone())),
             Err(e) => Err(e.clone()),
         };
         let healthy = joined.as_ref().is_ok_and(|rt| {
             let e = rt.shared.engine.lock();
-            (members.len() as u32..rt.shared.world_size).all(|c| !e.is_failed(Rank(c)))
+            (size..rt.shared.world_size).all(|c| !e.is_failed(Rank(c)))
         });
-        // 4. One agreement decides.
-        let decided = comm.agree_failed(i32::from(healthy));
-        let ok = match &decided {
-            Ok((flag, failed)) => {
-                comm.learn_failed(failed);
-                *flag == 1 && failed.iter().all(|w| before.contains(&(*w as u32)))
-            }
-            Err(_) => false,
-        };
-        if let Ok(r) = &reply {
-            if r.ok {
-                if let Some(b) = comm.inner.shared.bootstrap.lock().as_mut() {
-                    if let Err(e) = b.spawn_done(r.world, ok) {
-                        tracing::warn!(error = %e, "could not tell the launcher the spawn's outcome");
-                    }
+        // 4. One agreement decides; a failure not recognized before fails it.
+        let decided = comm.agree_failed(i32::from(healthy)).map(|(flag, failed)| {
+            comm.learn_failed(&failed);
+            let new = failed.iter().find(|w| !before.contains(&(**w as u32))).copied();
+            (flag == 1, new)
+        });
+        let ok = matches!(decided, Ok((true, None)));
+        if let Some(r) = reply.as_ref().ok().filter(|r| r.ok) {
+            if let Some(b) = comm.inner.shared.bootstrap.lock().as_mut() {
+                if let Err(e) = b.spawn_done(r.world, ok) {
+                    tracing::warn!(error = %e, "could not tell the launcher the spawn's outcome");
                 }
             }
         }
@@ -227,15 +223,14 @@ impl Runtime {
             return Ok(inter);
         }
         let codes = reply.as_ref().map(|r| r.codes.clone()).unwrap_or_default();
-        let error = match (&decided, &reply, joined) {
-            (Err(e), _, _) => e.clone(),
-            (Ok((_, failed)), _, _) if failed.iter().any(|w| !before.contains(&(*w as u32))) => {
-                let w = failed.iter().find(|w| !before.contains(&(**w as u32))).copied().unwrap_or(0);
+        let error = match (decided, &reply, joined) {
+            (Err(e), _, _) => e,
+            (Ok((_, Some(w))), _, _) => {
                 Error::RankFailStop { rank: members.iter().position(|&m| m as usize == w).unwrap_or(0) as u32 }
             }
             (_, Ok(r), _) if !r.ok => Error::Spawn(r.reason.clone()),
             (_, _, Err(e)) => e,
-            _ => Error::Spawn("a child failed during start-up".into()),
+            _ => Error::Spawn("a child or a parent failed during the spawn".into()),
         };
         Err(SpawnError { error, codes })
     }

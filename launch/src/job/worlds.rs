@@ -128,6 +128,30 @@ impl Worlds {
         aborts
     }
 
+    /// The spawned world a child `u` was started in, and its rank there.
+    fn home(&self, u: u32) -> Option<(&World, u32)> {
+        self.list.iter().find_map(|w| {
+            let i = w.members[w.parents..].iter().position(|&m| m == u)?;
+            Some((w, (w.parents + i) as u32))
+        })
+    }
+
+    /// Whether universe rank `u` finalized (in its own world; `own` serves the job's).
+    pub(super) fn is_finalized(&self, own: &Server, u: u32) -> bool {
+        match self.home(u) {
+            Some((w, r)) => w.server.is_finalized(r),
+            None => own.is_finalized(u),
+        }
+    }
+
+    /// How far universe rank `u` got (in its own world).
+    pub(super) fn phase(&self, own: &Server, u: u32) -> crate::report::Phase {
+        match self.home(u) {
+            Some((w, r)) => w.server.phase(r),
+            None => own.phase(u),
+        }
+    }
+
     /// Records in every spawned world holding universe rank `u` that it exited.
     pub(super) fn record_exit(&self, u: u32, status: RankStatus) {
         for w in &self.list {

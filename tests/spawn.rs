@@ -1,0 +1,156 @@
+//! Dynamic processes (R40) with real processes: `rtrun` starts the parents, the children
+//! are spawned through the launcher, every process's outcome is checked (parents and
+//! children: the `--outcome-file` records name every universe rank).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{abi_lib, abi_program, example, run_env, stdout, Phase, Run};
+
+const TCP: &[&str] = &["--transport", "fabric", "--provider", "tcp"];
+
+/// `abi/c/spawn_check.c`, built once for all the tests here (they run in parallel).
+fn spawn_check() -> std::path::PathBuf {
+    static PROG: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PROG.get_or_init(|| abi_program("abi/c/spawn_check.c")).clone()
+}
+
+/// Runs `rtrun ARGS` with the ABI library on the library path.
+fn run_abi(args: &[&str], limit: Duration) -> Run {
+    let lib = abi_lib().to_string_lossy().into_owned();
+    run_env(args, &[("LD_LIBRARY_PATH", lib.as_str())], limit)
+}
+
+/// Asserts that the job's records cover universe ranks `0..total` (parents and
+/// children), that those in `abnormal` ended abnormally and every other one exited
+/// `code` after finalizing (`code` of `(rank, code)` in `exits`, else 0); returns stdout.
+fn every_process(o: &Run, total: u32, abnormal: &[u32], exits: &[(u32, i32)]) -> String {
+    let got: Vec<u32> = o.ranks.iter().map(|r| r.rank).collect();
+    assert_eq!(got, (0..total).collect::<Vec<_>>(), "one record per process\n{}", o.dump());
+    for r in &o.ranks {
+        if abnormal.contains(&r.rank) {
+            assert!(r.is_abnormal(), "process {} should have ended abnormally: {r}\n{}", r.rank, o.dump());
+            continue;
+        }
+        let code = exits.iter().find(|e| e.0 == r.rank).map_or(0, |e| e.1);
+        let line = r.record();
+        assert!(
+            r.phase == Phase::Finalized && line.contains(&format!("end=exit:{code} ")),
+            "process {} should have exited {code} after finalize: {line}\n{}",
+            r.rank,
+            o.dump()
+        );
+    }
+    stdout(o)
+}
+
+/// `abi/c/spawn_check.c basic`: spawns of 1, 2 and 4 children with arguments (one with a
+/// space, one empty) and info `wdir`; spawn_multiple of two programs (one found through
+/// info `path`) with appnums 0 and 1; a program that cannot run (`MPI_ERR_SPAWN` at every
+/// parent, every errcode `MPI_ERR_SPAWN`, `MPI_COMM_NULL`, nothing left running); one spawn
+/// per parent from `MPI_COMM_SELF` at once; a child that exits 3 after finalize (rtrun's
+/// exit code). Messages both ways, the children's own world, merge and disconnect checked
+/// in every process — at 1, 2 and 4 parents on shared memory and 2 over tcp.
+#[test]
+fn children_are_spawned_talk_merge_and_exit_through_the_abi() {
+    let prog = spawn_check();
+    for (n, extra) in [(1u32, &[][..]), (2, &[][..]), (4, &[][..]), (2, TCP)] {
+        let ns = n.to_string();
+        let mut args = vec!["-n", &ns];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[prog.to_str().unwrap(), "basic"]);
+        let o = run_abi(&args, Duration::from_secs(120));
+        assert_eq!(o.status.code(), Some(3), "the child's exit code 3 is the job's\n{}", o.dump());
+        // 7 basic children, 3 of spawn_multiple, one per parent from MPI_COMM_SELF, exit3.
+        let children = 7 + 3 + n + 1;
+        let exit3 = n + children - 1;
+        let out = every_process(&o, n + children, &[], &[(exit3, 3)]);
+        for r in 0..n {
+            assert!(out.contains(&format!("spawn_check: rank {r} ok (")), "n={n} {extra:?} parent {r}:\n{out}");
+        }
+        assert_eq!(out.matches("spawn_child: rank").count() as u32, children, "n={n} {extra:?}:\n{out}");
+        assert!(!out.contains("FAILED"), "n={n} {extra:?}:\n{out}");
+    }
+}
+
+/// `spawn_check.c kill-child`: rtrun SIGKILLs the first child as it is started (at 0 ms,
+/// or 30 ms later, during its start-up): every parent's spawn has the same outcome, a
+/// failure with `MPI_ERR_SPAWN` whose other child is killed by the launcher (all or none,
+/// R40), or a success; then a second spawn works — 3 parents on shared memory and tcp.
+#[test]
+fn a_child_killed_during_start_up_gives_every_parent_the_same_outcome() {
+    let prog = spawn_check();
+    for (kill, extra) in [("3@0", &[][..]), ("3@30ms", &[][..]), ("4@0", TCP)] {
+        let mut args = vec!["-n", "3", "--kill", kill];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[prog.to_str().unwrap(), "kill-child"]);
+        let o = run_abi(&args, Duration::from_secs(120));
+        assert!(o.status.success(), "{}", o.dump());
+        let out = stdout(&o);
+        let failed = out.contains("first spawn failed with MPI_ERR_SPAWN");
+        assert!(failed || out.contains("first spawn succeeded"), "{kill}:\n{out}");
+        let victim: u32 = kill.split('@').next().unwrap().parse().unwrap();
+        // Universe ranks 3, 4: the first spawn's children; 5, 6 the second's. The other
+        // first child is killed by the launcher when the spawn failed; after a success it
+        // runs to its end like the second spawn's.
+        let other = 7 - victim;
+        let abnormal: Vec<u32> = if failed { vec![3, 4] } else { vec![victim] };
+        let exits: Vec<(u32, i32)> = Vec::new();
+        let out = every_process(&o, 7, &abnormal, &exits);
+        for r in 0..3 {
+            assert!(out.contains(&format!("spawn_check: rank {r} ok (")), "{kill} parent {r}:\n{out}");
+        }
+        if failed {
+            let rec = o.rank(other).record();
+            assert!(rec.contains("cancelled"), "the other first child is cancelled: {rec}\n{}", o.dump());
+        }
+        assert!(!out.contains("FAILED"), "{kill}:\n{out}");
+    }
+}
+
+/// `spawn_check.c kill-parent`: the last parent SIGKILLs itself just before the spawn;
+/// every surviving parent's spawn fails with `MPIX_ERR_PROC_FAILED` and no child runs on
+/// (the launcher kills those started), then the survivors shrink and spawn two children
+/// that answer — at 3 parents on shared memory and 4 over tcp.
+#[test]
+fn a_parent_killed_during_the_spawn_fails_it_at_every_survivor() {
+    let prog = spawn_check();
+    for (n, extra) in [(3u32, &[][..]), (4, TCP)] {
+        let ns = n.to_string();
+        let mut args = vec!["-n", &ns];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[prog.to_str().unwrap(), "kill-parent"]);
+        let o = run_abi(&args, Duration::from_secs(120));
+        assert!(o.status.success(), "{}", o.dump());
+        // The failed spawn's two children (if the launcher got to start them) are killed.
+        let total = o.ranks.len() as u32;
+        assert!(total == n + 2 || total == n + 4, "records: {total}\n{}", o.dump());
+        let mut abnormal = vec![n - 1];
+        if total == n + 4 {
+            abnormal.extend([n, n + 1]);
+        }
+        let out = every_process(&o, total, &abnormal, &[]);
+        for r in 0..n - 1 {
+            assert!(out.contains(&format!("spawn_check: rank {r} ok (")), "n={n} parent {r}:\n{out}");
+        }
+        assert_eq!(out.matches("spawn_child: rank").count(), 2, "the survivors' children:\n{out}");
+        assert!(!out.contains("FAILED"), "{out}");
+    }
+}
+
+/// `examples/spawn.rs` through the Rust API: 2 parents spawn 3 children, messages both
+/// ways, the children's own allreduce, a merge — on shared memory and tcp.
+#[test]
+fn the_rust_spawn_example_runs_on_shared_memory_and_tcp() {
+    let prog = example("spawn");
+    for extra in [&[][..], TCP] {
+        let mut args = vec!["-n", "2"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[prog.to_str().unwrap(), "3"]);
+        let o = run_env(&args, &[], Duration::from_secs(120));
+        let out = every_process(&o, 5, &[], &[]);
+        assert_eq!(out.matches("OK parent").count(), 2, "{out}");
+        assert_eq!(out.matches("OK child").count(), 3, "{out}");
+    }
+}
