@@ -154,3 +154,47 @@ fn the_rust_spawn_example_runs_on_shared_memory_and_tcp() {
         assert_eq!(out.matches("OK child").count(), 3, "{out}");
     }
 }
+
+/// Checks a respawn run: the victim ended abnormally, the 5 survivors and the
+/// replacement (universe rank 6) exited 0 after finalize, all six places printed `done`,
+/// and rank 0 found the ring equal to the serial run.
+fn respawned(o: &Run, victim: u32, what: &str) {
+    let out = every_process(o, 7, &[victim], &[]);
+    assert!(out.contains("the ring matches the serial run bit for bit"), "{what}:\n{}", o.dump());
+    for r in 0..6 {
+        assert!(out.contains(&format!("respawn: rank {r} done")), "{what}: place {r}:\n{out}");
+    }
+    assert!(out.contains(&format!("respawn: replacement took rank {victim} at step")), "{what}:\n{out}");
+}
+
+/// `examples/respawn.rs`: a 6-rank ring loses a rank (killed during start-up, early,
+/// mid-run, near the end; rank 0 too); the survivors revoke, shrink, spawn a replacement,
+/// merge, put it in the dead rank's place, restore its block from its buddy's copy, and
+/// the result equals the serial run bit for bit — on shared memory and tcp.
+#[test]
+fn a_replacement_takes_the_dead_ranks_place_rust() {
+    let prog = example("respawn");
+    for (kill, extra) in
+        [("3@1s", &[][..]), ("0@300ms", &[][..]), ("5@0", &[][..]), ("4@1800ms", &[][..]), ("2@700ms", TCP)]
+    {
+        let mut args = vec!["-n", "6", "--kill", kill];
+        args.extend_from_slice(extra);
+        args.push(prog.to_str().unwrap());
+        let o = run_env(&args, &[], Duration::from_secs(120));
+        respawned(&o, kill.split('@').next().unwrap().parse().unwrap(), kill);
+    }
+}
+
+/// `abi/c/respawn.c`, the same recovery through the ABI (ULFM's MPIX calls and
+/// `MPI_Comm_spawn`): kills early, mid-run and near the end, on shared memory and tcp.
+#[test]
+fn a_replacement_takes_the_dead_ranks_place_c() {
+    let prog = abi_program("abi/c/respawn.c");
+    for (kill, extra) in [("3@1s", &[][..]), ("1@50ms", &[][..]), ("0@1500ms", &[][..]), ("4@800ms", TCP)] {
+        let mut args = vec!["-n", "6", "--kill", kill];
+        args.extend_from_slice(extra);
+        args.push(prog.to_str().unwrap());
+        let o = run_abi(&args, Duration::from_secs(120));
+        respawned(&o, kill.split('@').next().unwrap().parse().unwrap(), kill);
+    }
+}
