@@ -75,7 +75,7 @@ fn run(comm: &Comm, p: &mut Part, recovered: &mut Option<Instant>) -> Result<(),
                 );
             }
         }
-        if p.step % CKPT == 0 {
+        if p.step.is_multiple_of(CKPT) {
             let mut copy = vec![0f64; CELLS];
             comm.sendrecv(&p.cells, right, BUDDY, &mut copy, left, BUDDY)?;
             // Committed once every member has both: one agreement, the same everywhere.

@@ -419,7 +419,7 @@ pub(crate) unsafe fn MPI_Comm_free(comm: *mut Handle) -> c_int {
         return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM);
     }
     let Some(c) = COMMS.get(h) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM) };
-    crate::spawn::forget(h);
+    crate::commobj::forget_parent(h);
     // Its nonblocking collectives still running end first: their messages must not
     // meet a later communicator on the same context.
     c.comm.settle_owned();

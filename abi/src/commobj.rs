@@ -129,3 +129,15 @@ impl CommObj {
 }
 
 pub(crate) static COMMS: Table<CommObj> = Table::new(Kind::Comm);
+
+/// The parent inter-communicator's handle, made at the first `MPI_Comm_get_parent`;
+/// `Some(None)` once the program freed or disconnected it (then `MPI_COMM_NULL`).
+pub(crate) static PARENT: Mutex<Option<Option<Handle>>> = Mutex::new(None);
+
+/// Called when communicator `h` is freed: a freed parent stays gone.
+pub(crate) fn forget_parent(h: Handle) {
+    let mut p = PARENT.lock();
+    if *p == Some(Some(h)) {
+        *p = Some(None);
+    }
+}

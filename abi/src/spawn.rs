@@ -8,26 +8,13 @@
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use runthrough::SpawnApp;
 
 use crate::comm::comm;
-use crate::commobj::{CommObj, COMMS};
+use crate::commobj::{CommObj, COMMS, PARENT};
 use crate::consts::*;
 use crate::raise::{raise_error, raise_on};
 use crate::types::Handle;
-
-/// The parent inter-communicator's handle, made at the first `MPI_Comm_get_parent`;
-/// `Some(None)` once the program freed or disconnected it (then `MPI_COMM_NULL`).
-static PARENT: Mutex<Option<Option<Handle>>> = Mutex::new(None);
-
-/// Called when communicator `h` is freed: a freed parent stays gone.
-pub(crate) fn forget(h: Handle) {
-    let mut p = PARENT.lock();
-    if *p == Some(Some(h)) {
-        *p = Some(None);
-    }
-}
 
 /// A C string, or `None` for a null pointer.
 ///

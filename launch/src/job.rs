@@ -942,7 +942,6 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
         }
     }
 
-    drop(launch);
     drop(done_tx);
     // Drain output: every forwarder reports when its pipe hits EOF.
     let drain_deadline = Instant::now() + OUTPUT_DRAIN_TIMEOUT;
