@@ -574,20 +574,35 @@ fn files_survive_a_killed_member_through_the_abi() {
 /// ABI at 1, 2 and 4 ranks.
 #[test]
 fn mpi4py_test_io_passes_at_1_2_and_4_ranks() {
+    mpi4py_module_passes("test_io", 55);
+}
+
+/// mpi4py's `test_spawn` (44 tests: `Spawn` and `Spawn_multiple` from `COMM_SELF` and
+/// `COMM_WORLD`, one and as many children as ranks, arguments only at the root, errcodes,
+/// no arguments) through the ABI at 1, 2 and 4 ranks (at 4, 48 children at once from the
+/// `COMM_SELF` tests: no universe limit without `--universe`).
+#[test]
+fn mpi4py_test_spawn_passes_at_1_2_and_4_ranks() {
+    mpi4py_module_passes("test_spawn", 44);
+}
+
+/// Runs mpi4py's `module` through the ABI at 1, 2 and 4 ranks: at least `pass` tests
+/// pass, none fails or errs.
+fn mpi4py_module_passes(module: &str, pass_min: u32) {
     mpi4py_built();
     let (lib, rtrun) = (lib_env(), rtrun());
     for n in ["1", "2", "4"] {
         let out = Command::new("bash")
             .arg(root().join("abi/mpi4py/run.sh"))
-            .args(["--lib", &lib, "--launcher", rtrun.to_str().unwrap(), "-n", n, "--timeout", "600", "test_io"])
+            .args(["--lib", &lib, "--launcher", rtrun.to_str().unwrap(), "-n", n, "--timeout", "600", module])
             .output()
             .expect("run run.sh");
         let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
         let (pass, fail, _skip, error) =
-            module_counts(&text, "test_io").unwrap_or_else(|| panic!("no line for test_io at {n}:\n{text}"));
+            module_counts(&text, module).unwrap_or_else(|| panic!("no line for {module} at {n}:\n{text}"));
         assert!(
-            pass >= 55 && fail == 0 && error == 0,
-            "test_io at {n}: {pass} pass, {fail} fail, {error} error\n{text}"
+            pass >= pass_min && fail == 0 && error == 0,
+            "{module} at {n}: {pass} pass, {fail} fail, {error} error\n{text}"
         );
     }
 }

@@ -74,6 +74,21 @@ fn children_are_spawned_talk_merge_and_exit_through_the_abi() {
     }
 }
 
+/// `spawn_check.c universe`: under `rtrun --universe 3` with 2 parents
+/// `MPI_UNIVERSE_SIZE` is 3, a spawn of 2 fails with `MPI_ERR_SPAWN` at both parents
+/// (every errcode too) and starts nothing, a spawn of 1 works.
+#[test]
+fn a_spawn_beyond_the_universe_starts_nothing() {
+    let prog = spawn_check();
+    let o = run_abi(&["-n", "2", "--universe", "3", prog.to_str().unwrap(), "universe"], Duration::from_secs(120));
+    let out = every_process(&o, 3, &[], &[]);
+    for r in 0..2 {
+        assert!(out.contains(&format!("spawn_check: rank {r} ok (")), "parent {r}:\n{out}");
+    }
+    assert_eq!(out.matches("spawn_child: rank 0 ok").count(), 1, "{out}");
+    assert!(!out.contains("FAILED"), "{out}");
+}
+
 /// `spawn_check.c kill-child`: rtrun SIGKILLs the first child as it is started (at 0 ms,
 /// or 30 ms later, during its start-up): every parent's spawn has the same outcome, a
 /// failure with `MPI_ERR_SPAWN` whose other child is killed by the launcher (all or none,

@@ -15,6 +15,7 @@
  */
 #include <mpi.h>
 #include <mpi-ext.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,20 @@ static double now(void)
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+/* Wall-clock seconds, comparable between the processes of one host (the benchmark's
+ * "kill to replacement computing"). */
+static double wall(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* RESPAWN_KILL=RANK@STEP: that original rank SIGKILLs itself before that step, printing
+ * when (for launchers without rtrun's --kill, and for timing the recovery). */
+static int kill_rank = -1;
+static long kill_step = -1;
+
 /* Keeps a checkpoint in the older of two slots. */
 static void keep(long *steps, double (*slots)[CELLS], long step, const double *v)
 {
@@ -74,6 +89,11 @@ static int run(MPI_Comm comm, part *p, double *recovered)
     MPI_Comm_size(comm, &n);
     int left = (p->rank + n - 1) % n, right = (p->rank + 1) % n;
     while (p->step < STEPS) {
+        if (p->rank == kill_rank && p->step == kill_step) {
+            printf("respawn: rank %d killed at %.6f\n", p->rank, wall());
+            fflush(stdout);
+            raise(SIGKILL);
+        }
         struct timespec pause = {0, 4000000};
         nanosleep(&pause, NULL);
         double from_left, from_right, old[CELLS];
@@ -91,6 +111,10 @@ static int run(MPI_Comm comm, part *p, double *recovered)
             p->cells[i] = update(l, old[i], r, (long)p->rank * CELLS + i, p->step);
         }
         p->step++;
+        if (*recovered < 0) {
+            printf("respawn: replacement computing at %.6f\n", wall());
+            *recovered = 0;
+        }
         if (*recovered > 0) {
             if (p->rank == 0)
                 printf("respawn: recovered in %.1f ms (first error to the next step)\n", (now() - *recovered) * 1e3);
@@ -236,7 +260,11 @@ int main(int argc, char **argv)
     } else {
         comm = replacement(parent, &p);
     }
-    double recovered = 0;
+    /* A replacement reports when it computes again; an original may be the victim. */
+    double recovered = parent == MPI_COMM_NULL ? 0 : -1;
+    const char *k = getenv("RESPAWN_KILL");
+    if (k && parent == MPI_COMM_NULL && sscanf(k, "%d@%ld", &kill_rank, &kill_step) != 2)
+        kill_rank = -1;
     while (run(comm, &p, &recovered) != MPI_SUCCESS) {
         recovered = now();
         comm = recover(comm, &p);

@@ -12,6 +12,8 @@
  *   kill-child  rtrun --kill of the first child as it starts: every parent's spawn has
  *               the same outcome (the launcher's kill may land before or after the
  *               child's start-up), and a second spawn works.
+ *   universe    under rtrun --universe 3 with 2 parents: MPI_UNIVERSE_SIZE is 3, a spawn
+ *               of 2 fails with MPI_ERR_SPAWN (nothing started), one of 1 works.
  *   kill-parent the last parent SIGKILLs itself just before the spawn: every surviving
  *               parent's spawn fails alike (MPIX_ERR_PROC_FAILED), then after
  *               MPIX_Comm_shrink a spawn from the survivors works.
@@ -191,6 +193,24 @@ static void basic(void)
         talk(inter, 1, MPI_COMM_WORLD);
 }
 
+/* rtrun --universe 3 at 2 ranks: room for one child. */
+static void universe(void)
+{
+    int *usize, flag;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_UNIVERSE_SIZE, &usize, &flag);
+    CHECK(flag && *usize == 3, "MPI_UNIVERSE_SIZE %d", flag ? *usize : -1);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm inter;
+    int codes[2] = {0, 0};
+    int rc = spawn_n(MPI_COMM_WORLD, "full", 2, MPI_INFO_NULL, &inter, codes);
+    CHECK(eclass(rc) == MPI_ERR_SPAWN && inter == MPI_COMM_NULL, "beyond the universe: class %d", eclass(rc));
+    CHECK(codes[0] == MPI_ERR_SPAWN && codes[1] == MPI_ERR_SPAWN, "errcodes %d %d", codes[0], codes[1]);
+    rc = spawn_n(MPI_COMM_WORLD, "room", 1, MPI_INFO_NULL, &inter, MPI_ERRCODES_IGNORE);
+    CHECK(rc == MPI_SUCCESS, "within the universe: rc %d", rc);
+    if (rc == MPI_SUCCESS)
+        talk(inter, 1, MPI_COMM_WORLD);
+}
+
 /* The first spawn's child is killed by rtrun as it starts: the same outcome everywhere. */
 static void kill_child(void)
 {
@@ -256,6 +276,8 @@ int main(int argc, char **argv)
         kill_child();
     else if (strcmp(scene, "kill-parent") == 0)
         kill_parent();
+    else if (strcmp(scene, "universe") == 0)
+        universe();
     else
         CHECK(0, "unknown scene %s", scene);
     int failed = check_report();

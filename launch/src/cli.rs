@@ -137,8 +137,9 @@ pub struct KillSpec {
     pub fault: Fault,
 }
 
-/// `MPI_UNIVERSE_SIZE` without `--universe`: room for the job's ranks and as many
-/// again spawned (at least 16 more), for worker pools and replacements.
+/// `MPI_UNIVERSE_SIZE` without `--universe` (a hint then, not a limit): room for the
+/// job's ranks and as many again spawned (at least 16 more); also the bound of the
+/// universe ranks `--kill` may name.
 pub fn default_universe(ranks: u32) -> u32 {
     ranks.saturating_add(ranks.max(16))
 }
@@ -152,8 +153,9 @@ pub struct Options {
     pub bind: Bind,
     /// `--timeout`.
     pub timeout: Option<Duration>,
-    /// `--universe` (`MPI_UNIVERSE_SIZE`; [`default_universe`] when not given, never
-    /// below the ranks).
+    /// `--universe` (never below the ranks): `MPI_UNIVERSE_SIZE` and a hard limit on the
+    /// processes held at once. Without it `MPI_UNIVERSE_SIZE` is [`default_universe`] and
+    /// spawns are not limited (MPICH's behaviour; mpi4py's suite spawns more).
     pub universe: Option<u32>,
     /// `--tag-output`.
     pub tag_output: bool,

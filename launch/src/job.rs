@@ -591,8 +591,10 @@ struct Launch<'a> {
     forwarded: &'a [(String, String)],
     done: &'a mpsc::Sender<()>,
     one_host: bool,
-    /// `MPI_UNIVERSE_SIZE` (`--universe`).
+    /// `MPI_UNIVERSE_SIZE` (`--universe`, else the default).
     universe: u32,
+    /// `--universe`: the most processes held at once.
+    limit: Option<u32>,
 }
 
 /// One process to start.
@@ -747,7 +749,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
     let mut ranks: Vec<Rank> = Vec::with_capacity(opts.ranks as usize);
     let one_host = layout.placement.iter().all(|p| p.host == layout.placement[0].host);
     let universe = opts.universe.unwrap_or_else(|| crate::cli::default_universe(opts.ranks));
-    let launch = Launch { opts, forwarded: &forwarded, done: &done_tx, one_host, universe };
+    let launch = Launch { opts, forwarded: &forwarded, done: &done_tx, one_host, universe, limit: opts.universe };
     for rank in 0..opts.ranks {
         let p = layout.placement[rank as usize];
         let host = &layout.hosts[p.host];

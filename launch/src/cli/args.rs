@@ -64,8 +64,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "core|hwthread|numa|none", allow_hyphen_values = true, verbatim_doc_comment)]
     pub(crate) bind_to: Option<String>,
 
-    /// MPI_UNIVERSE_SIZE: how many processes the job may hold at once, spawned ones
-    /// included (default: twice the ranks, at least 16 more than them)
+    /// MPI_UNIVERSE_SIZE, and the most processes the job may hold at once, spawned ones
+    /// included (default: no limit; MPI_UNIVERSE_SIZE twice the ranks, at least 16 more)
     #[arg(long, value_name = "N", allow_hyphen_values = true, verbatim_doc_comment)]
     pub(crate) universe: Option<String>,
 

@@ -134,9 +134,10 @@ pub(crate) fn invocation(a: Args, matches: &ArgMatches) -> Result<Invocation, Us
     let mut command = a.command.into_iter();
     let program = command.next().filter(|p| !p.is_empty()).ok_or(UsageError::MissingProgram)?;
     // Spawned children are universe ranks N, N+1, ...: their kills wait for them.
-    let universe = universe.unwrap_or_else(|| crate::cli::default_universe(ranks)).max(ranks);
-    if let Some(k) = kills.iter().find(|k| k.rank >= universe) {
-        return Err(UsageError::KillRankOutOfRange { rank: k.rank, size: universe });
+    let universe = universe.map(|u| u.max(ranks));
+    let bound = universe.unwrap_or_else(|| crate::cli::default_universe(ranks));
+    if let Some(k) = kills.iter().find(|k| k.rank >= bound) {
+        return Err(UsageError::KillRankOutOfRange { rank: k.rank, size: bound });
     }
     if agent.is_some() && host_list.is_empty() {
         return Err(UsageError::AgentWithoutHosts);
@@ -153,7 +154,7 @@ pub(crate) fn invocation(a: Args, matches: &ArgMatches) -> Result<Invocation, Us
         ranks,
         bind,
         timeout,
-        universe: Some(universe),
+        universe,
         tag_output: a.tag_output,
         quiet: a.quiet,
         outcome_file: a.outcome_file.map(PathBuf::from),

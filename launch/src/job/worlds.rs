@@ -196,10 +196,9 @@ impl Worlds {
             return refuse("a spawn needs parents and at least one child".into());
         }
         let running = ranks.iter().filter(|r| r.child.is_some()).count() as u64;
-        if running + u64::from(children) > u64::from(launch.universe) {
+        if let Some(limit) = launch.limit.filter(|&l| running + u64::from(children) > u64::from(l)) {
             return refuse(format!(
-                "{children} more processes would exceed the universe of {} ({running} running; rtrun --universe)",
-                launch.universe
+                "{children} more processes would exceed the universe of {limit} ({running} running; rtrun --universe)"
             ));
         }
         // Where each child runs: its application's `host`, else the root's host.
