@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use runthrough::SpawnApp;
 
-use crate::comm::comm;
 use crate::commobj::{CommObj, COMMS, PARENT};
 use crate::consts::*;
 use crate::raise::{raise_error, raise_on};
@@ -124,15 +123,18 @@ unsafe fn spawn(
     }
 }
 
-/// Checks what every member checks: an intra-communicator and a root inside it.
-fn check(comm: Handle, c: &CommObj, root: c_int) -> Result<(), c_int> {
+/// The spawning communicator and whether this process is its root, after what every
+/// member checks: an intra-communicator and a root inside it (else the raised code).
+fn spawning(comm: Handle, root: c_int) -> Result<(Arc<CommObj>, bool), c_int> {
+    let c = crate::rt::lookup(comm).map_err(|e| raise_on(MPI_COMM_WORLD, e))?;
     if c.inter.is_some() {
         return Err(raise_on(comm, MPI_ERR_COMM));
     }
     if root < 0 || root as usize >= c.size() {
         return Err(raise_on(comm, MPI_ERR_ROOT));
     }
-    Ok(())
+    let at_root = c.user_rank() == root as usize;
+    Ok((c, at_root))
 }
 
 pub(crate) unsafe fn MPI_Comm_spawn(
@@ -145,11 +147,10 @@ pub(crate) unsafe fn MPI_Comm_spawn(
     intercomm: *mut Handle,
     array_of_errcodes: *mut c_int,
 ) -> c_int {
-    let c = comm!(comm);
-    if let Err(rc) = check(comm, &c, root) {
-        return rc;
-    }
-    let at_root = c.user_rank() == root as usize;
+    let (c, at_root) = match spawning(comm, root) {
+        Ok(x) => x,
+        Err(rc) => return rc,
+    };
     // SAFETY: the root's arguments follow the MPI contract; others' are not read.
     let apps = if at_root { unsafe { app(command, argv, maxprocs, info) }.map(|a| vec![a]) } else { Ok(Vec::new()) };
     let total = if at_root { maxprocs.max(0) as usize } else { 0 };
@@ -168,11 +169,10 @@ pub(crate) unsafe fn MPI_Comm_spawn_multiple(
     intercomm: *mut Handle,
     array_of_errcodes: *mut c_int,
 ) -> c_int {
-    let c = comm!(comm);
-    if let Err(rc) = check(comm, &c, root) {
-        return rc;
-    }
-    let at_root = c.user_rank() == root as usize;
+    let (c, at_root) = match spawning(comm, root) {
+        Ok(x) => x,
+        Err(rc) => return rc,
+    };
     let mut total = 0usize;
     let apps = if !at_root {
         Ok(Vec::new())
