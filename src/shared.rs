@@ -54,9 +54,11 @@ impl Shared {
         self.next_ctx.load(Ordering::Relaxed)
     }
 
-    /// Records that contexts below `agreed + 2` are taken.
+    /// Records that contexts below `agreed + 2` are taken (saturating: a program whose
+    /// members mismatched their agreements can make a shrink decide garbage, which must
+    /// not panic here).
     pub(crate) fn ctx_taken(&self, agreed: u32) {
-        self.next_ctx.fetch_max(agreed + 2, Ordering::Relaxed);
+        self.next_ctx.fetch_max(agreed.saturating_add(2), Ordering::Relaxed);
     }
 
     /// Takes context `ctx` for a communicator being created here, unless another

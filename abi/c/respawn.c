@@ -1,14 +1,15 @@
 /*
  * respawn.c - replacing the dead through the ULFM interface and MPI_Comm_spawn (R40;
  * docs/SPAWN.md): the C twin of examples/respawn.rs, written to plain MPI + ULFM
- * (MPIX_Comm_revoke, MPIX_Comm_shrink, MPIX_Comm_agree) so the same source builds on
+ * (MPIX_Comm_revoke, MPIX_Comm_shrink) so the same source builds on
  * runthrough's libmpi_abi.so.1 and on Open MPI with ULFM.
  *
  * A ring of NP x 64 cells smoothed for 500 steps (a step ~4 ms); every 10 steps each rank
- * keeps its block and sends a copy to its right neighbour, committed by an agreement.
+ * keeps its block and sends a copy to its right neighbour (no agreement: see run()).
  * When a step fails: revoke, shrink, spawn one replacement per dead rank, merge, split
  * keyed by the old rank (the replacement takes the dead rank's place), roll back to the
- * last checkpoint every member committed, the replacement's block from its buddy. Rank 0
+ * last checkpoint every survivor committed (the minimum of their latest), the
+ * replacement's block from its buddy. Rank 0
  * compares the ring with a serial run bit for bit: "respawn: ... matches the serial run".
  * Every rank prints "respawn: rank R done"; rank 0 prints the recovery time (first error
  * seen to the first step after it).
@@ -30,12 +31,17 @@
 
 static char self_path[4096];
 
+/* Every checkpoint is kept (ranks far apart on the ring may be several apart when one
+ * fails): STEPS / CKPT of each, own and the left neighbour's copy. */
+#define SLOTS (STEPS / CKPT + 1)
+
 typedef struct {
     int rank;
     long step;
     double cells[CELLS];
-    long own_step[2], buddy_step[2];
-    double own[2][CELLS], buddy[2][CELLS];
+    long own_step[SLOTS], buddy_step[SLOTS];
+    double own[SLOTS][CELLS], buddy[SLOTS][CELLS];
+    int nown, nbuddy;
 } part;
 
 static double forcing(long cell, long step) { return (double)((cell * 31 + step * 17) % 101) * 1e-3; }
@@ -72,15 +78,21 @@ static double wall(void)
 static int kill_rank = -1;
 static long kill_step = -1;
 
-/* Keeps a checkpoint in the older of two slots. */
-static void keep(long *steps, double (*slots)[CELLS], long step, const double *v)
+/* Keeps a checkpoint. */
+static void keep(long *steps, double (*slots)[CELLS], int *n, long step, const double *v)
 {
-    int k = steps[0] <= steps[1] ? 0 : 1;
-    steps[k] = step;
-    memcpy(slots[k], v, sizeof(double) * CELLS);
+    steps[*n] = step;
+    memcpy(slots[*n], v, sizeof(double) * CELLS);
+    (*n)++;
 }
 
-static int find(const long *steps, long step) { return steps[0] == step ? 0 : steps[1] == step ? 1 : -1; }
+static int find(const long *steps, int n, long step)
+{
+    for (int k = 0; k < n; k++)
+        if (steps[k] == step)
+            return k;
+    return -1;
+}
 
 /* Steps until STEPS; an MPI error code on a failure. */
 static int run(MPI_Comm comm, part *p, double *recovered)
@@ -126,12 +138,10 @@ static int run(MPI_Comm comm, part *p, double *recovered)
                               MPI_STATUS_IGNORE);
             if (rc != MPI_SUCCESS)
                 return rc;
-            int flag = 1;
-            rc = MPIX_Comm_agree(comm, &flag);
-            if (rc != MPI_SUCCESS)
-                return rc;
-            keep(p->own_step, p->own, p->step, p->cells);
-            keep(p->buddy_step, p->buddy, p->step, copy);
+            /* Committed here, no agreement: a member failing into the recovery while
+             * others wait in one on this communicator would meet them in the shrink's. */
+            keep(p->own_step, p->own, &p->nown, p->step, p->cells);
+            keep(p->buddy_step, p->buddy, &p->nbuddy, p->step, copy);
         }
     }
     return MPI_SUCCESS;
@@ -154,8 +164,8 @@ static void roll_back(MPI_Comm whole, part *p, const int *dead, int ndead)
     for (int i = 0; i < ndead; i++)
         me_dead |= dead[i] == p->rank;
     /* No checkpoint yet: step 0, the initial state. */
-    long last = p->own_step[0] > p->own_step[1] ? p->own_step[0] : p->own_step[1];
-    long mine = me_dead ? STEPS + 1 : (last < 0 ? 0 : last), step;
+    long last = p->nown ? p->own_step[p->nown - 1] : 0;
+    long mine = me_dead ? STEPS + 1 : last, step;
     MPI_Allreduce(&mine, &step, 1, MPI_LONG, MPI_MIN, whole);
     for (int i = 0; i < ndead; i++) {
         int buddy = (dead[i] + 1) % n, buddy_dead = 0;
@@ -166,17 +176,17 @@ static void roll_back(MPI_Comm whole, part *p, const int *dead, int ndead)
             if (step == 0)
                 initial(dead[i], copy);
             else
-                memcpy(copy, p->buddy[find(p->buddy_step, step)], sizeof copy);
+                memcpy(copy, p->buddy[find(p->buddy_step, p->nbuddy, step)], sizeof copy);
             MPI_Send(copy, CELLS, MPI_DOUBLE, dead[i], RESTORE, whole);
         }
     }
     if (me_dead) {
         MPI_Recv(p->cells, CELLS, MPI_DOUBLE, (p->rank + 1) % n, RESTORE, whole, MPI_STATUS_IGNORE);
-        p->own_step[0] = p->own_step[1] = p->buddy_step[0] = p->buddy_step[1] = -1;
+        p->nown = p->nbuddy = 0;
     } else if (step == 0) {
         initial(p->rank, p->cells);
     } else {
-        memcpy(p->cells, p->own[find(p->own_step, step)], sizeof p->cells);
+        memcpy(p->cells, p->own[find(p->own_step, p->nown, step)], sizeof p->cells);
     }
     p->step = step;
 }
@@ -245,9 +255,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     if (!realpath(argv[0], self_path))
         snprintf(self_path, sizeof self_path, "%s", argv[0]);
-    part p;
-    memset(&p, 0, sizeof p);
-    p.own_step[0] = p.own_step[1] = p.buddy_step[0] = p.buddy_step[1] = -1;
+    static part p;
     MPI_Comm parent, comm;
     MPI_Comm_get_parent(&parent);
     if (parent == MPI_COMM_NULL) {
