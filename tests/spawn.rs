@@ -261,6 +261,26 @@ fn two_jobs_connect_through_a_port() {
     }
 }
 
+/// `connect_check.c names`: the launcher's name service within one job (publish, a
+/// duplicate: `MPI_ERR_SERVICE`; lookup; unpublish; a lookup after:
+/// `MPI_ERR_NAME`) and accept/connect between two of its ranks on `MPI_COMM_SELF`, at 3
+/// ranks on shared memory and 2 over tcp.
+#[test]
+fn names_are_published_and_ranks_of_one_job_connect() {
+    let prog = connect_check();
+    for (n, extra) in [("3", &[][..]), ("2", TCP)] {
+        let mut args = vec!["-n", n];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[prog.to_str().unwrap(), "names"]);
+        let o = run_abi(&args, Duration::from_secs(120));
+        let out = every_process(&o, n.parse().unwrap(), &[], &[]);
+        for r in 0..n.parse().unwrap() {
+            assert!(out.contains(&format!("connect_check: rank {r} ok (")), "rank {r} {extra:?}:\n{out}");
+        }
+        assert!(!out.contains("FAILED"), "{out}");
+    }
+}
+
 /// `connect_check.c join`: ranks 0 and 1 connect a loopback TCP socket and call
 /// `MPI_Comm_join` on it; a message each way over the one-to-one inter-communicator —
 /// shared memory at 2 ranks, tcp at 3.

@@ -8,6 +8,10 @@
  *   client FILE  rank 0 waits for FILE and reads the port name; every rank connects on
  *                MPI_COMM_WORLD; the same checks from the other side. A connect to a
  *                port nobody opened fails with MPI_ERR_PORT first.
+ *   names        within one job: rank 0 opens a port and publishes it, rank 1 looks it
+ *                up (a duplicate publish: MPI_ERR_SERVICE), rank 0 accepts and rank 1
+ *                connects on MPI_COMM_SELF, a message each way; unpublished, a lookup
+ *                gives MPI_ERR_NAME and a second unpublish MPI_ERR_SERVICE.
  *   join         ranks 0 and 1 of one job connect a TCP socket on loopback and call
  *                MPI_Comm_join on it: a one-to-one inter-communicator, a message each way.
  *
@@ -101,6 +105,44 @@ static void client(const char *file)
         talk(inter, 1);
 }
 
+/* The name service within one job, and accept/connect between two of its ranks. */
+static void names(void)
+{
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    char port[MPI_MAX_PORT_NAME] = "", found[MPI_MAX_PORT_NAME] = "";
+    if (rank == 0) {
+        MPI_Open_port(MPI_INFO_NULL, port);
+        CHECK(MPI_Publish_name("rt-check", MPI_INFO_NULL, port) == MPI_SUCCESS, "publish");
+        int rc = MPI_Publish_name("rt-check", MPI_INFO_NULL, port);
+        CHECK(eclass(rc) == MPI_ERR_SERVICE, "a second publish: class %d", eclass(rc));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+        CHECK(MPI_Lookup_name("rt-check", MPI_INFO_NULL, found) == MPI_SUCCESS, "lookup");
+        CHECK(strncmp(found, "rtport/", 7) == 0, "found %s", found);
+    }
+    MPI_Comm inter = MPI_COMM_NULL;
+    int v = 7 + rank, got = -1;
+    if (rank == 0)
+        CHECK(MPI_Comm_accept(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter) == MPI_SUCCESS, "accept");
+    else if (rank == 1)
+        CHECK(MPI_Comm_connect(found, MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter) == MPI_SUCCESS, "connect");
+    if (inter != MPI_COMM_NULL) {
+        MPI_Sendrecv(&v, 1, MPI_INT, 0, 1, &got, 1, MPI_INT, 0, 1, inter, MPI_STATUS_IGNORE);
+        CHECK(got == 7 + !rank, "peer sent %d", got);
+        MPI_Comm_disconnect(&inter);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        CHECK(MPI_Unpublish_name("rt-check", MPI_INFO_NULL, port) == MPI_SUCCESS, "unpublish");
+        int rc = MPI_Unpublish_name("rt-check", MPI_INFO_NULL, port);
+        CHECK(eclass(rc) == MPI_ERR_SERVICE, "a second unpublish: class %d", eclass(rc));
+        rc = MPI_Lookup_name("rt-check", MPI_INFO_NULL, found);
+        CHECK(eclass(rc) == MPI_ERR_NAME, "lookup after unpublish: class %d", eclass(rc));
+        MPI_Close_port(port);
+    }
+}
+
 /* Ranks 0 and 1: a loopback TCP connection, then MPI_Comm_join. */
 static void join(void)
 {
@@ -151,8 +193,10 @@ int main(int argc, char **argv)
         client(argv[2]);
     else if (strcmp(scene, "join") == 0)
         join();
+    else if (strcmp(scene, "names") == 0)
+        names();
     else
-        CHECK(0, "usage: connect_check server|client FILE | join");
+        CHECK(0, "usage: connect_check server|client FILE | names | join");
     int failed = check_report();
     MPI_Finalize();
     return failed;

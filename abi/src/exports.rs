@@ -3392,11 +3392,11 @@ pub unsafe extern "C" fn PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Lookup_name(service_name: *const c_char, info: Handle, port_name: *mut c_char) -> c_int {
-    crate::guard::unsupported("MPI_Lookup_name", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Lookup_name", || unsafe { crate::imp::MPI_Lookup_name(service_name, info, port_name) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Lookup_name(service_name: *const c_char, info: Handle, port_name: *mut c_char) -> c_int {
-    crate::guard::unsupported("MPI_Lookup_name", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Lookup_name", || unsafe { crate::imp::MPI_Lookup_name(service_name, info, port_name) })
 }
 
 #[no_mangle]
@@ -3833,11 +3833,11 @@ pub unsafe extern "C" fn PMPI_Psend_init(buf: *const c_void, partitions: c_int, 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Publish_name(service_name: *const c_char, info: Handle, port_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Publish_name", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Publish_name", || unsafe { crate::imp::MPI_Publish_name(service_name, info, port_name) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Publish_name(service_name: *const c_char, info: Handle, port_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Publish_name", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Publish_name", || unsafe { crate::imp::MPI_Publish_name(service_name, info, port_name) })
 }
 
 #[no_mangle]
@@ -5750,11 +5750,11 @@ pub unsafe extern "C" fn PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpublish_name(service_name: *const c_char, info: Handle, port_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Unpublish_name", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Unpublish_name", || unsafe { crate::imp::MPI_Unpublish_name(service_name, info, port_name) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpublish_name(service_name: *const c_char, info: Handle, port_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Unpublish_name", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Unpublish_name", || unsafe { crate::imp::MPI_Unpublish_name(service_name, info, port_name) })
 }
 
 #[no_mangle]

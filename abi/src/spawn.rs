@@ -357,3 +357,66 @@ pub(crate) unsafe fn MPI_Comm_join(fd: c_int, intercomm: *mut Handle) -> c_int {
         None => raise_on(MPI_COMM_WORLD, MPI_ERR_OTHER),
     }
 }
+
+/// The name service calls: `service` (and `port`) as strings, or `MPI_ERR_ARG`.
+///
+/// # Safety
+/// Both are null or NUL-terminated.
+unsafe fn service_args(service: *const c_char, port: *const c_char) -> Result<(String, Option<String>), c_int> {
+    // SAFETY: caller's contract.
+    let s = unsafe { string(service) }.filter(|s| !s.is_empty()).ok_or(MPI_ERR_ARG)?;
+    // SAFETY: caller's contract.
+    Ok((s, unsafe { string(port) }))
+}
+
+pub(crate) unsafe fn MPI_Publish_name(service_name: *const c_char, info: Handle, port_name: *const c_char) -> c_int {
+    let _ = info;
+    // SAFETY: NUL-terminated (MPI contract).
+    let (service, Some(port)) = (match unsafe { service_args(service_name, port_name) } {
+        Ok(x) => x,
+        Err(rc) => return raise_on(MPI_COMM_WORLD, rc),
+    }) else {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    };
+    match crate::rt::with_runtime(|rt| rt.publish_name(&service, &port)) {
+        Some(Ok(())) => MPI_SUCCESS,
+        Some(Err(runthrough::Error::InvalidArg(_))) => raise_on(MPI_COMM_WORLD, MPI_ERR_SERVICE),
+        Some(Err(e)) => raise_error(MPI_COMM_WORLD, &e),
+        None => raise_on(MPI_COMM_WORLD, MPI_ERR_OTHER),
+    }
+}
+
+pub(crate) unsafe fn MPI_Lookup_name(service_name: *const c_char, info: Handle, port_name: *mut c_char) -> c_int {
+    let _ = info;
+    // SAFETY: NUL-terminated (MPI contract).
+    let service = match unsafe { service_args(service_name, std::ptr::null()) } {
+        Ok((s, _)) if !port_name.is_null() => s,
+        Ok(_) => return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG),
+        Err(rc) => return raise_on(MPI_COMM_WORLD, rc),
+    };
+    match crate::rt::with_runtime(|rt| rt.lookup_name(&service)) {
+        Some(Ok(Some(port))) => {
+            // SAFETY: MPI_MAX_PORT_NAME bytes (MPI contract).
+            unsafe { put_port(&port, port_name) };
+            MPI_SUCCESS
+        }
+        Some(Ok(None)) => raise_on(MPI_COMM_WORLD, MPI_ERR_NAME),
+        Some(Err(e)) => raise_error(MPI_COMM_WORLD, &e),
+        None => raise_on(MPI_COMM_WORLD, MPI_ERR_OTHER),
+    }
+}
+
+pub(crate) unsafe fn MPI_Unpublish_name(service_name: *const c_char, info: Handle, port_name: *const c_char) -> c_int {
+    let _ = (info, port_name);
+    // SAFETY: NUL-terminated (MPI contract).
+    let service = match unsafe { service_args(service_name, std::ptr::null()) } {
+        Ok((s, _)) => s,
+        Err(rc) => return raise_on(MPI_COMM_WORLD, rc),
+    };
+    match crate::rt::with_runtime(|rt| rt.unpublish_name(&service)) {
+        Some(Ok(())) => MPI_SUCCESS,
+        Some(Err(runthrough::Error::InvalidArg(_))) => raise_on(MPI_COMM_WORLD, MPI_ERR_SERVICE),
+        Some(Err(e)) => raise_error(MPI_COMM_WORLD, &e),
+        None => raise_on(MPI_COMM_WORLD, MPI_ERR_OTHER),
+    }
+}

@@ -144,6 +144,41 @@ impl Client {
         }
     }
 
+    /// The launcher's name service: publishes `port` under `service` (`Ok(Err(why))`
+    /// when refused: the service is published already).
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub fn publish(&mut self, service: &str, port: &str) -> Result<Result<(), String>, Error> {
+        let req = Request::Publish { service: service.to_owned(), port: port.to_owned() };
+        self.name_call(&req).map(|v| if v.is_empty() { Ok(()) } else { Err(String::from_utf8_lossy(&v).into_owned()) })
+    }
+
+    /// The port published under `service`, if any.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub fn lookup(&mut self, service: &str) -> Result<Option<String>, Error> {
+        let v = self.name_call(&Request::Lookup { service: service.to_owned() })?;
+        Ok((!v.is_empty()).then(|| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    /// Withdraws `service` (`Ok(Err(why))` when it was not published).
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub fn unpublish(&mut self, service: &str) -> Result<Result<(), String>, Error> {
+        let v = self.name_call(&Request::Unpublish { service: service.to_owned() })?;
+        Ok(if v.is_empty() { Ok(()) } else { Err(String::from_utf8_lossy(&v).into_owned()) })
+    }
+
+    fn name_call(&mut self, req: &Request) -> Result<Vec<u8>, Error> {
+        match self.call(req, SPAWN_REPLY_WAIT)? {
+            Response::Value(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// The rank this client authenticated as.
     pub fn rank(&self) -> u32 {
         self.rank

@@ -91,6 +91,23 @@ pub enum Ask {
         /// The port.
         name: String,
     },
+    /// Publish `port` under `service` (the name service).
+    Publish {
+        /// The service.
+        service: String,
+        /// The port.
+        port: String,
+    },
+    /// The port published under `service`.
+    Lookup {
+        /// The service.
+        service: String,
+    },
+    /// Withdraw `service`.
+    Unpublish {
+        /// The service.
+        service: String,
+    },
 }
 
 /// A request for the launcher itself (spawn, ports: R40), queued for it; it answers
@@ -615,6 +632,11 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
     if rank == PORT_CLIENT {
         return match req {
             Request::Connect { name, spec } => ask(shared, rank, Ask::Connect { name }, spec, Some(CONNECT_WAIT)),
+        Request::Publish { service, port } => {
+            ask(shared, rank, Ask::Publish { service, port }, Vec::new(), Some(SPAWN_WAIT))
+        }
+        Request::Lookup { service } => ask(shared, rank, Ask::Lookup { service }, Vec::new(), Some(SPAWN_WAIT)),
+        Request::Unpublish { service } => ask(shared, rank, Ask::Unpublish { service }, Vec::new(), Some(SPAWN_WAIT)),
             _ => Response::Failed { reason: "a port client may only connect".into() },
         };
     }
@@ -725,6 +747,11 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
         // MPI_Comm_accept waits as long as it takes.
         Request::Accept { name, spec } => ask(shared, rank, Ask::Accept { name }, spec, None),
         Request::Connect { name, spec } => ask(shared, rank, Ask::Connect { name }, spec, Some(CONNECT_WAIT)),
+        Request::Publish { service, port } => {
+            ask(shared, rank, Ask::Publish { service, port }, Vec::new(), Some(SPAWN_WAIT))
+        }
+        Request::Lookup { service } => ask(shared, rank, Ask::Lookup { service }, Vec::new(), Some(SPAWN_WAIT)),
+        Request::Unpublish { service } => ask(shared, rank, Ask::Unpublish { service }, Vec::new(), Some(SPAWN_WAIT)),
         Request::SpawnDone { world, ok } => {
             shared.lock().spawn_done.push((world, ok));
             Response::Ok

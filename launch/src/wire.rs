@@ -32,6 +32,9 @@
 //! | 0x15 | `ClosePort` | `name: str`                                  | `Value` (empty)               |
 //! | 0x16 | `Accept`    | `name: str, spec: bytes`                     | `Value` ([`crate::spawn::SpawnReply`]) |
 //! | 0x17 | `Connect`   | `name: str, spec: bytes` (also a port client's) | `Value` ([`crate::spawn::SpawnReply`]) or `Failed` |
+//! | 0x18 | `Publish`   | `service: str, port: str`                    | `Value` (empty: done; else why not) |
+//! | 0x19 | `Lookup`    | `service: str`                               | `Value` (the port; empty: none) |
+//! | 0x1a | `Unpublish` | `service: str`                               | `Value` (empty: done; else why not) |
 //!
 //! Replies (server → client):
 //!
@@ -94,6 +97,9 @@ const T_OPEN_PORT: u8 = 0x14;
 const T_CLOSE_PORT: u8 = 0x15;
 const T_ACCEPT: u8 = 0x16;
 const T_CONNECT: u8 = 0x17;
+const T_PUBLISH: u8 = 0x18;
+const T_LOOKUP: u8 = 0x19;
+const T_UNPUBLISH: u8 = 0x1a;
 const T_OK: u8 = 0x80;
 const T_VALUE: u8 = 0x81;
 const T_TIMEOUT: u8 = 0x82;
@@ -212,6 +218,23 @@ pub enum Request {
         /// The group.
         spec: Vec<u8>,
     },
+    /// Publish `port` under `service` (`MPI_Publish_name`; the launcher's name service).
+    Publish {
+        /// The service name.
+        service: String,
+        /// The port name.
+        port: String,
+    },
+    /// The port published under `service` (`MPI_Lookup_name`).
+    Lookup {
+        /// The service name.
+        service: String,
+    },
+    /// Withdraw `service` (`MPI_Unpublish_name`).
+    Unpublish {
+        /// The service name.
+        service: String,
+    },
 }
 
 /// A server → client message.
@@ -311,6 +334,15 @@ impl Request {
                 out.push(T_CLOSE_PORT);
                 put_bytes(out, name.as_bytes())?;
             }
+            Request::Publish { service, port } => {
+                out.push(T_PUBLISH);
+                put_bytes(out, service.as_bytes())?;
+                put_bytes(out, port.as_bytes())?;
+            }
+            Request::Lookup { service } | Request::Unpublish { service } => {
+                out.push(if matches!(self, Request::Lookup { .. }) { T_LOOKUP } else { T_UNPUBLISH });
+                put_bytes(out, service.as_bytes())?;
+            }
             Request::Accept { name, spec } | Request::Connect { name, spec } => {
                 out.push(if matches!(self, Request::Accept { .. }) { T_ACCEPT } else { T_CONNECT });
                 put_bytes(out, name.as_bytes())?;
@@ -347,6 +379,9 @@ impl Request {
             T_CLOSE_PORT => Request::ClosePort { name: c.str()? },
             T_ACCEPT => Request::Accept { name: c.str()?, spec: c.bytes()?.to_vec() },
             T_CONNECT => Request::Connect { name: c.str()?, spec: c.bytes()?.to_vec() },
+            T_PUBLISH => Request::Publish { service: c.str()?, port: c.str()? },
+            T_LOOKUP => Request::Lookup { service: c.str()? },
+            T_UNPUBLISH => Request::Unpublish { service: c.str()? },
             _ => return Err(proto("unknown request tag")),
         };
         c.finish()?;

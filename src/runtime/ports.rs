@@ -65,6 +65,41 @@ impl Runtime {
         c.close_port(name).map_err(|e| Error::Transport(format!("close_port: {e}")))
     }
 
+    /// Publishes port `port` under `service` in the launcher's name service
+    /// (MPI_Publish_name), visible to every process of the job (spawned ones too).
+    ///
+    /// # Errors
+    /// `InvalidArg` when `service` is published already; as [`Runtime::open_port`].
+    pub fn publish_name(&self, service: &str, port: &str) -> Result<(), Error> {
+        self.names(|c| c.publish(service, port))?.map_err(|_| Error::InvalidArg("the service is published already"))
+    }
+
+    /// The port published under `service` (MPI_Lookup_name), `None` when none is.
+    ///
+    /// # Errors
+    /// As [`Runtime::open_port`].
+    pub fn lookup_name(&self, service: &str) -> Result<Option<String>, Error> {
+        self.names(|c| c.lookup(service))
+    }
+
+    /// Withdraws `service` (MPI_Unpublish_name).
+    ///
+    /// # Errors
+    /// `InvalidArg` when `service` is not published; as [`Runtime::open_port`].
+    pub fn unpublish_name(&self, service: &str) -> Result<(), Error> {
+        self.names(|c| c.unpublish(service))?.map_err(|_| Error::InvalidArg("the service is not published"))
+    }
+
+    /// Runs one name-service call on the launcher.
+    fn names<T>(
+        &self,
+        f: impl FnOnce(&mut Client) -> Result<T, runthrough_launch::Error>,
+    ) -> Result<T, Error> {
+        let mut b = self.shared.bootstrap.lock();
+        let c = b.as_mut().ok_or(Error::Unsupported("the name service needs rtrun"))?.rtrun_client()?;
+        f(c).map_err(|e| Error::Transport(format!("name service: {e}")))
+    }
+
     /// Accepts a connection on port `name` (MPI_Comm_accept): collective over `comm`,
     /// `name` matters at `root` only; waits until a group connects. Returns the
     /// inter-communicator (remote group: the connecting one). Uniform (module docs).

@@ -47,6 +47,9 @@ pub(super) struct Worlds {
     startup: Duration,
     /// Secrets of the open ports.
     ports: Vec<String>,
+    /// The name service: port by service name (`MPI_Publish_name`), for every world of
+    /// the job.
+    names: std::collections::HashMap<String, String>,
     /// Accepts waiting for a connect: (world, request).
     accepts: Vec<(usize, SpawnRequest)>,
     /// Connects waiting for an accept: (world, request, since).
@@ -76,6 +79,7 @@ impl Worlds {
             ip,
             startup,
             ports: Vec::new(),
+            names: std::collections::HashMap::new(),
             accepts: Vec::new(),
             connects: Vec::new(),
         }
@@ -131,6 +135,18 @@ impl Worlds {
                     }
                     Some(Ok(Vec::new()))
                 }
+                Ask::Publish { service, port } => Some(Ok(match self.names.contains_key(service) {
+                    true => format!("{service:?} is published already").into_bytes(),
+                    false => {
+                        self.names.insert(service.clone(), port.clone());
+                        Vec::new()
+                    }
+                })),
+                Ask::Lookup { service } => Some(Ok(self.names.get(service).cloned().unwrap_or_default().into_bytes())),
+                Ask::Unpublish { service } => Some(Ok(match self.names.remove(service) {
+                    Some(_) => Vec::new(),
+                    None => format!("{service:?} is not published").into_bytes(),
+                })),
                 Ask::Accept { .. } => {
                     self.accepts.push((w, req));
                     None

@@ -26,7 +26,7 @@ fn text(rng: &mut Rng) -> String {
 }
 
 fn random_request(rng: &mut Rng) -> Request {
-    match rng.below(14) {
+    match rng.below(17) {
         0 => Request::Hello { version: rng.next_u64() as u16, rank: rng.extreme() as u32, secret: blob(rng, 70) },
         1 => Request::Put { key: text(rng), value: blob(rng, 40) },
         2 => Request::Get { key: text(rng), timeout_ms: rng.extreme() },
@@ -43,6 +43,9 @@ fn random_request(rng: &mut Rng) -> Request {
         10 => Request::ClosePort { name: text(rng) },
         11 => Request::Accept { name: text(rng), spec: blob(rng, 30) },
         12 => Request::Connect { name: text(rng), spec: blob(rng, 30) },
+        13 => Request::Publish { service: text(rng), port: text(rng) },
+        14 => Request::Lookup { service: text(rng) },
+        15 => Request::Unpublish { service: text(rng) },
         _ => Request::Departed,
     }
 }
