@@ -357,6 +357,17 @@ impl Bootstrap {
         }
     }
 
+    /// The `rtrun` client, for the port calls (R40).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] outside `rtrun`.
+    pub(crate) fn rtrun_client(&mut self) -> Result<&mut Client, Error> {
+        match self {
+            Bootstrap::Rtrun { client, .. } => Ok(client),
+            _ => Err(Error::Unsupported("ports need rtrun (under Slurm: docs/SLURM.md)")),
+        }
+    }
+
     /// Tells the launcher the parents' decision on spawned world `world` (rtrun only).
     pub(crate) fn spawn_done(&mut self, world: u32, ok: bool) -> Result<(), Error> {
         match self {

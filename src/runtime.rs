@@ -138,6 +138,7 @@ const SELF_CTX: u32 = 2;
 /// communicator's [`SELF_CTX`]; each takes two, point-to-point and collective).
 const FIRST_CREATED_CTX: u32 = 4;
 
+mod ports;
 mod spawn;
 pub use spawn::{SpawnApp, SpawnError};
 

@@ -16,6 +16,12 @@ fn spawn_check() -> std::path::PathBuf {
     PROG.get_or_init(|| abi_program("abi/c/spawn_check.c")).clone()
 }
 
+/// `abi/c/connect_check.c`, built once for all the tests here.
+fn connect_check() -> std::path::PathBuf {
+    static PROG: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PROG.get_or_init(|| abi_program("abi/c/connect_check.c")).clone()
+}
+
 /// Runs `rtrun ARGS` with the ABI library on the library path.
 fn run_abi(args: &[&str], limit: Duration) -> Run {
     let lib = abi_lib().to_string_lossy().into_owned();
@@ -211,5 +217,86 @@ fn a_replacement_takes_the_dead_ranks_place_c() {
         args.push(prog.to_str().unwrap());
         let o = run_abi(&args, Duration::from_secs(120));
         respawned(&o, kill.split('@').next().unwrap().parse().unwrap(), kill);
+    }
+}
+
+/// `abi/c/connect_check.c`: a job of 2 (`server`: opens a port, writes its name to a file,
+/// accepts) and a job of 3 (`client`: a connect to a port nobody opened fails with
+/// `MPI_ERR_PORT`, then connects), each started by its own `rtrun`; messages both ways,
+/// a merge and an allreduce over both jobs, disconnect, close port — on shared memory
+/// and over tcp; every rank of both jobs checked.
+#[test]
+fn two_jobs_connect_through_a_port() {
+    let prog = connect_check();
+    let lib = abi_lib().to_string_lossy().into_owned();
+    for (i, extra) in [&[][..], TCP].into_iter().enumerate() {
+        let file = std::env::temp_dir().join(format!("rt-port-{}-{i}", std::process::id()));
+        let _ = std::fs::remove_file(&file);
+        let mut server = std::process::Command::new(common::rtrun());
+        server.args(["-n", "2"]).args(extra).arg(&prog).arg("server").arg(&file).env("LD_LIBRARY_PATH", &lib);
+        let server = server.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        let mut args = vec!["-n", "3"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[prog.to_str().unwrap(), "client", file.to_str().unwrap()]);
+        let o = run_abi(&args, Duration::from_secs(120));
+        // A server whose client failed would wait in accept: bounded.
+        let mut server = server;
+        let start = std::time::Instant::now();
+        while server.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = server.kill();
+        let served = server.wait_with_output().unwrap();
+        let sout = String::from_utf8_lossy(&served.stdout).into_owned();
+        let _ = std::fs::remove_file(&file);
+        assert!(served.status.success(), "server job {extra:?}:\n{sout}\n{}", String::from_utf8_lossy(&served.stderr));
+        let cout = every_process(&o, 3, &[], &[]);
+        for r in 0..3 {
+            assert!(cout.contains(&format!("connect_check: rank {r} ok (")), "client {r} {extra:?}:\n{cout}");
+        }
+        for r in 0..2 {
+            assert!(sout.contains(&format!("connect_check: rank {r} ok (")), "server {r} {extra:?}:\n{sout}");
+        }
+        assert!(!cout.contains("FAILED") && !sout.contains("FAILED"), "{cout}\n{sout}");
+    }
+}
+
+/// `connect_check.c names`: the launcher's name service within one job (publish, a
+/// duplicate: `MPI_ERR_SERVICE`; lookup; unpublish; a lookup after:
+/// `MPI_ERR_NAME`) and accept/connect between two of its ranks on `MPI_COMM_SELF`, at 3
+/// ranks on shared memory and 2 over tcp.
+#[test]
+fn names_are_published_and_ranks_of_one_job_connect() {
+    let prog = connect_check();
+    for (n, extra) in [("3", &[][..]), ("2", TCP)] {
+        let mut args = vec!["-n", n];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[prog.to_str().unwrap(), "names"]);
+        let o = run_abi(&args, Duration::from_secs(120));
+        let out = every_process(&o, n.parse().unwrap(), &[], &[]);
+        for r in 0..n.parse().unwrap() {
+            assert!(out.contains(&format!("connect_check: rank {r} ok (")), "rank {r} {extra:?}:\n{out}");
+        }
+        assert!(!out.contains("FAILED"), "{out}");
+    }
+}
+
+/// `connect_check.c join`: ranks 0 and 1 connect a loopback TCP socket and call
+/// `MPI_Comm_join` on it; a message each way over the one-to-one inter-communicator —
+/// shared memory at 2 ranks, tcp at 3.
+#[test]
+fn comm_join_over_a_socket() {
+    let prog = connect_check();
+    for (n, extra) in [("2", &[][..]), ("3", TCP)] {
+        let mut args = vec!["-n", n];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[prog.to_str().unwrap(), "join"]);
+        let o = run_abi(&args, Duration::from_secs(120));
+        let out = every_process(&o, n.parse().unwrap(), &[], &[]);
+        assert!(
+            out.contains("connect_check: rank 0 ok (3 checks)") && out.contains("connect_check: rank 1 ok (4 checks)"),
+            "{out}"
+        );
+        assert!(!out.contains("FAILED"), "{out}");
     }
 }

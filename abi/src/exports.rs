@@ -845,20 +845,20 @@ pub unsafe extern "C" fn PMPI_Cartdim_get(comm: Handle, ndims: *mut c_int) -> c_
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Close_port(port_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Close_port", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Close_port", || unsafe { crate::imp::MPI_Close_port(port_name) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Close_port(port_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Close_port", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Close_port", || unsafe { crate::imp::MPI_Close_port(port_name) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_accept(port_name: *const c_char, info: Handle, root: c_int, comm: Handle, newcomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_accept", comm)
+    crate::guard::call("MPI_Comm_accept", || unsafe { crate::imp::MPI_Comm_accept(port_name, info, root, comm, newcomm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_accept(port_name: *const c_char, info: Handle, root: c_int, comm: Handle, newcomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_accept", comm)
+    crate::guard::call("MPI_Comm_accept", || unsafe { crate::imp::MPI_Comm_accept(port_name, info, root, comm, newcomm) })
 }
 
 #[no_mangle]
@@ -899,11 +899,11 @@ pub unsafe extern "C" fn PMPI_Comm_compare(comm1: Handle, comm2: Handle, result:
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_connect(port_name: *const c_char, info: Handle, root: c_int, comm: Handle, newcomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_connect", comm)
+    crate::guard::call("MPI_Comm_connect", || unsafe { crate::imp::MPI_Comm_connect(port_name, info, root, comm, newcomm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_connect(port_name: *const c_char, info: Handle, root: c_int, comm: Handle, newcomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_connect", comm)
+    crate::guard::call("MPI_Comm_connect", || unsafe { crate::imp::MPI_Comm_connect(port_name, info, root, comm, newcomm) })
 }
 
 #[no_mangle]
@@ -1124,11 +1124,11 @@ pub unsafe extern "C" fn PMPI_Comm_iflush_buffer(comm: Handle, request: *mut Han
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_join(fd: c_int, intercomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_join", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Comm_join", || unsafe { crate::imp::MPI_Comm_join(fd, intercomm) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_join(fd: c_int, intercomm: *mut Handle) -> c_int {
-    crate::guard::unsupported("MPI_Comm_join", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Comm_join", || unsafe { crate::imp::MPI_Comm_join(fd, intercomm) })
 }
 
 #[no_mangle]
@@ -3392,11 +3392,11 @@ pub unsafe extern "C" fn PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Lookup_name(service_name: *const c_char, info: Handle, port_name: *mut c_char) -> c_int {
-    crate::guard::unsupported("MPI_Lookup_name", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Lookup_name", || unsafe { crate::imp::MPI_Lookup_name(service_name, info, port_name) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Lookup_name(service_name: *const c_char, info: Handle, port_name: *mut c_char) -> c_int {
-    crate::guard::unsupported("MPI_Lookup_name", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Lookup_name", || unsafe { crate::imp::MPI_Lookup_name(service_name, info, port_name) })
 }
 
 #[no_mangle]
@@ -3680,11 +3680,11 @@ pub unsafe extern "C" fn PMPI_Op_toint(op: Handle) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Open_port(info: Handle, port_name: *mut c_char) -> c_int {
-    crate::guard::unsupported("MPI_Open_port", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Open_port", || unsafe { crate::imp::MPI_Open_port(info, port_name) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Open_port(info: Handle, port_name: *mut c_char) -> c_int {
-    crate::guard::unsupported("MPI_Open_port", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Open_port", || unsafe { crate::imp::MPI_Open_port(info, port_name) })
 }
 
 #[no_mangle]
@@ -3833,11 +3833,11 @@ pub unsafe extern "C" fn PMPI_Psend_init(buf: *const c_void, partitions: c_int, 
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Publish_name(service_name: *const c_char, info: Handle, port_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Publish_name", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Publish_name", || unsafe { crate::imp::MPI_Publish_name(service_name, info, port_name) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Publish_name(service_name: *const c_char, info: Handle, port_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Publish_name", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Publish_name", || unsafe { crate::imp::MPI_Publish_name(service_name, info, port_name) })
 }
 
 #[no_mangle]
@@ -5750,11 +5750,11 @@ pub unsafe extern "C" fn PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpublish_name(service_name: *const c_char, info: Handle, port_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Unpublish_name", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Unpublish_name", || unsafe { crate::imp::MPI_Unpublish_name(service_name, info, port_name) })
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpublish_name(service_name: *const c_char, info: Handle, port_name: *const c_char) -> c_int {
-    crate::guard::unsupported("MPI_Unpublish_name", crate::consts::MPI_COMM_WORLD)
+    crate::guard::call("MPI_Unpublish_name", || unsafe { crate::imp::MPI_Unpublish_name(service_name, info, port_name) })
 }
 
 #[no_mangle]

@@ -217,3 +217,206 @@ pub(crate) unsafe fn MPI_Comm_get_parent(parent: *mut Handle) -> c_int {
     unsafe { *parent = h.unwrap_or(MPI_COMM_NULL) };
     MPI_SUCCESS
 }
+
+/// Copies `name` into the program's `MPI_MAX_PORT_NAME` buffer.
+///
+/// # Safety
+/// `out` holds `MPI_MAX_PORT_NAME` bytes (MPI contract).
+unsafe fn put_port(name: &str, out: *mut c_char) {
+    let n = name.len().min(MPI_MAX_PORT_NAME as usize - 1);
+    // SAFETY: within the caller's buffer; NUL-terminated.
+    unsafe {
+        std::ptr::copy_nonoverlapping(name.as_ptr().cast::<c_char>(), out, n);
+        *out.add(n) = 0;
+    }
+}
+
+pub(crate) unsafe fn MPI_Open_port(info: Handle, port_name: *mut c_char) -> c_int {
+    if port_name.is_null() || (info != MPI_INFO_NULL && !crate::info::exists(info)) {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    match crate::rt::with_runtime(|rt| rt.open_port()) {
+        Some(Ok(name)) => {
+            // SAFETY: MPI_MAX_PORT_NAME bytes (MPI contract).
+            unsafe { put_port(&name, port_name) };
+            MPI_SUCCESS
+        }
+        Some(Err(e)) => raise_error(MPI_COMM_WORLD, &e),
+        None => raise_on(MPI_COMM_WORLD, MPI_ERR_OTHER),
+    }
+}
+
+pub(crate) unsafe fn MPI_Close_port(port_name: *const c_char) -> c_int {
+    // SAFETY: NUL-terminated (MPI contract).
+    let Some(name) = (unsafe { string(port_name) }) else { return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG) };
+    match crate::rt::with_runtime(|rt| rt.close_port(&name)) {
+        Some(Ok(())) => MPI_SUCCESS,
+        Some(Err(_)) => raise_on(MPI_COMM_WORLD, MPI_ERR_PORT),
+        None => raise_on(MPI_COMM_WORLD, MPI_ERR_OTHER),
+    }
+}
+
+/// `MPI_Comm_accept` and `MPI_Comm_connect`: the facade's `Runtime::accept`/`connect`
+/// (uniform under failures, R40); the port name matters at the root only.
+///
+/// # Safety
+/// `port_name` is null or NUL-terminated at the root; `newcomm` is writable.
+unsafe fn establish(accept: bool, port_name: *const c_char, root: c_int, comm: Handle, newcomm: *mut Handle) -> c_int {
+    if newcomm.is_null() {
+        return raise_on(comm, MPI_ERR_ARG);
+    }
+    // SAFETY: output argument.
+    unsafe { *newcomm = MPI_COMM_NULL };
+    let (c, at_root) = match spawning(comm, root) {
+        Ok(x) => x,
+        Err(rc) => return rc,
+    };
+    // SAFETY: NUL-terminated at the root (MPI contract); others' is not read.
+    let name = if at_root { unsafe { string(port_name) }.unwrap_or_default() } else { String::new() };
+    let r = crate::rt::with_runtime(|rt| match accept {
+        true => rt.accept(&name, &c.comm, root as usize),
+        false => rt.connect(&name, &c.comm, root as usize),
+    });
+    match r {
+        Some(Ok(ic)) => {
+            // SAFETY: output argument.
+            unsafe { *newcomm = COMMS.insert(CommObj::new_inter(ic, *c.errhandler.lock())) };
+            MPI_SUCCESS
+        }
+        // Nobody accepting, or not a port: MPI_ERR_PORT.
+        Some(Err(runthrough::Error::Spawn(_))) if !accept => raise_on(comm, MPI_ERR_PORT),
+        Some(Err(e)) => raise_error(comm, &e),
+        None => raise_on(comm, MPI_ERR_OTHER),
+    }
+}
+
+pub(crate) unsafe fn MPI_Comm_accept(
+    port_name: *const c_char,
+    info: Handle,
+    root: c_int,
+    comm: Handle,
+    newcomm: *mut Handle,
+) -> c_int {
+    let _ = info;
+    // SAFETY: forwarded arguments.
+    unsafe { establish(true, port_name, root, comm, newcomm) }
+}
+
+pub(crate) unsafe fn MPI_Comm_connect(
+    port_name: *const c_char,
+    info: Handle,
+    root: c_int,
+    comm: Handle,
+    newcomm: *mut Handle,
+) -> c_int {
+    let _ = info;
+    // SAFETY: forwarded arguments.
+    unsafe { establish(false, port_name, root, comm, newcomm) }
+}
+
+/// `MPI_Comm_join`: both ends open a port and swap the names over the socket `fd`; the
+/// end whose name sorts first accepts, the other connects (on `MPI_COMM_SELF`); each
+/// closes its own port. After an error the socket's state is undefined (§17.10.1).
+pub(crate) unsafe fn MPI_Comm_join(fd: c_int, intercomm: *mut Handle) -> c_int {
+    use std::io::{Read, Write};
+    use std::os::fd::FromRawFd;
+    if intercomm.is_null() || fd < 0 {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    }
+    // SAFETY: output argument.
+    unsafe { *intercomm = MPI_COMM_NULL };
+    let Some(Ok(mine)) = crate::rt::with_runtime(|rt| rt.open_port()) else {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_OTHER);
+    };
+    // SAFETY: the program's connected socket, borrowed: never closed here.
+    let mut sock = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
+    let mut theirs = [0u8; MPI_MAX_PORT_NAME as usize];
+    let mut padded = [0u8; MPI_MAX_PORT_NAME as usize];
+    padded[..mine.len()].copy_from_slice(mine.as_bytes());
+    if sock.write_all(&padded).and_then(|()| sock.read_exact(&mut theirs)).is_err() {
+        let _ = crate::rt::with_runtime(|rt| rt.close_port(&mine));
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_OTHER);
+    }
+    let end = theirs.iter().position(|&b| b == 0).unwrap_or(theirs.len());
+    let theirs = String::from_utf8_lossy(&theirs[..end]).into_owned();
+    let r = crate::rt::with_runtime(|rt| {
+        let solo = rt.comm_self();
+        match mine < theirs {
+            true => rt.accept(&mine, &solo, 0),
+            false => rt.connect(&theirs, &solo, 0),
+        }
+    });
+    let _ = crate::rt::with_runtime(|rt| rt.close_port(&mine));
+    match r {
+        Some(Ok(ic)) => {
+            // SAFETY: output argument.
+            unsafe { *intercomm = COMMS.insert(CommObj::new_inter(ic, MPI_ERRORS_RETURN)) };
+            MPI_SUCCESS
+        }
+        Some(Err(e)) => raise_error(MPI_COMM_WORLD, &e),
+        None => raise_on(MPI_COMM_WORLD, MPI_ERR_OTHER),
+    }
+}
+
+/// The name service calls: `service` (and `port`) as strings, or `MPI_ERR_ARG`.
+///
+/// # Safety
+/// Both are null or NUL-terminated.
+unsafe fn service_args(service: *const c_char, port: *const c_char) -> Result<(String, Option<String>), c_int> {
+    // SAFETY: caller's contract.
+    let s = unsafe { string(service) }.filter(|s| !s.is_empty()).ok_or(MPI_ERR_ARG)?;
+    // SAFETY: caller's contract.
+    Ok((s, unsafe { string(port) }))
+}
+
+pub(crate) unsafe fn MPI_Publish_name(service_name: *const c_char, info: Handle, port_name: *const c_char) -> c_int {
+    let _ = info;
+    // SAFETY: NUL-terminated (MPI contract).
+    let (service, Some(port)) = (match unsafe { service_args(service_name, port_name) } {
+        Ok(x) => x,
+        Err(rc) => return raise_on(MPI_COMM_WORLD, rc),
+    }) else {
+        return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG);
+    };
+    match crate::rt::with_runtime(|rt| rt.publish_name(&service, &port)) {
+        Some(Ok(())) => MPI_SUCCESS,
+        Some(Err(runthrough::Error::InvalidArg(_))) => raise_on(MPI_COMM_WORLD, MPI_ERR_SERVICE),
+        Some(Err(e)) => raise_error(MPI_COMM_WORLD, &e),
+        None => raise_on(MPI_COMM_WORLD, MPI_ERR_OTHER),
+    }
+}
+
+pub(crate) unsafe fn MPI_Lookup_name(service_name: *const c_char, info: Handle, port_name: *mut c_char) -> c_int {
+    let _ = info;
+    // SAFETY: NUL-terminated (MPI contract).
+    let service = match unsafe { service_args(service_name, std::ptr::null()) } {
+        Ok((s, _)) if !port_name.is_null() => s,
+        Ok(_) => return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG),
+        Err(rc) => return raise_on(MPI_COMM_WORLD, rc),
+    };
+    match crate::rt::with_runtime(|rt| rt.lookup_name(&service)) {
+        Some(Ok(Some(port))) => {
+            // SAFETY: MPI_MAX_PORT_NAME bytes (MPI contract).
+            unsafe { put_port(&port, port_name) };
+            MPI_SUCCESS
+        }
+        Some(Ok(None)) => raise_on(MPI_COMM_WORLD, MPI_ERR_NAME),
+        Some(Err(e)) => raise_error(MPI_COMM_WORLD, &e),
+        None => raise_on(MPI_COMM_WORLD, MPI_ERR_OTHER),
+    }
+}
+
+pub(crate) unsafe fn MPI_Unpublish_name(service_name: *const c_char, info: Handle, port_name: *const c_char) -> c_int {
+    let _ = (info, port_name);
+    // SAFETY: NUL-terminated (MPI contract).
+    let service = match unsafe { service_args(service_name, std::ptr::null()) } {
+        Ok((s, _)) => s,
+        Err(rc) => return raise_on(MPI_COMM_WORLD, rc),
+    };
+    match crate::rt::with_runtime(|rt| rt.unpublish_name(&service)) {
+        Some(Ok(())) => MPI_SUCCESS,
+        Some(Err(runthrough::Error::InvalidArg(_))) => raise_on(MPI_COMM_WORLD, MPI_ERR_SERVICE),
+        Some(Err(e)) => raise_error(MPI_COMM_WORLD, &e),
+        None => raise_on(MPI_COMM_WORLD, MPI_ERR_OTHER),
+    }
+}

@@ -23,6 +23,8 @@ pub const REPLY_GRACE: Duration = Duration::from_secs(5);
 /// How long [`Client::spawn`] waits for the launcher's answer (the server gives up
 /// after two minutes).
 pub const SPAWN_REPLY_WAIT: Duration = Duration::from_secs(130);
+/// How long [`Client::accept`] waits (MPI_Comm_accept blocks until a connection comes).
+pub const ACCEPT_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Longest key accepted by [`Client::put`] / [`Client::get`].
 pub const MAX_KEY_BYTES: usize = 4096;
 
@@ -67,6 +69,113 @@ impl Client {
             Ok(_) => Err(Error::Protocol { reason: "unexpected reply to hello" }),
             Err(Error::Disconnected) => Err(Error::Refused),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Connects to the launcher of another job as a client of its port `port`
+    /// (`MPI_Comm_connect`'s root): it may only [`Client::connect_port_group`].
+    ///
+    /// # Errors
+    /// As [`Client::connect`].
+    pub fn connect_port(port: &crate::spawn::PortName, timeout: Duration) -> Result<Client, Error> {
+        let timeout = timeout.max(Duration::from_millis(1));
+        let stream = TcpStream::connect_timeout(&port.addr, timeout).map_err(|e| Error::io("connect", e))?;
+        stream.set_nodelay(true).map_err(|e| Error::io("connect", e))?;
+        let rank = crate::server::PORT_CLIENT;
+        let mut client = Client { stream, rank, broken: false, buf: Vec::new() };
+        let hello = Request::Hello { version: PROTOCOL_VERSION, rank, secret: port.secret.as_bytes().to_vec() };
+        match client.call(&hello, timeout) {
+            Ok(Response::Ok) => Ok(client),
+            Ok(_) => Err(Error::Protocol { reason: "unexpected reply to hello" }),
+            Err(Error::Disconnected) => Err(Error::Refused),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A new port of this job (`MPI_Open_port`): its name.
+    ///
+    /// # Errors
+    /// Transport errors, a launcher that refused.
+    pub fn open_port(&mut self) -> Result<String, Error> {
+        match self.call(&Request::OpenPort, SPAWN_REPLY_WAIT)? {
+            Response::Value(v) => String::from_utf8(v).map_err(|_| Error::Protocol { reason: "port name" }),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Closes port `name` (`MPI_Close_port`).
+    ///
+    /// # Errors
+    /// Transport errors, a launcher that refused (not a port of this job).
+    pub fn close_port(&mut self, name: &str) -> Result<(), Error> {
+        match self.call(&Request::ClosePort { name: name.to_owned() }, SPAWN_REPLY_WAIT)? {
+            Response::Value(_) => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Waits for a connection on port `name` for the group `spec` names
+    /// (`MPI_Comm_accept`'s root); returns the joint world's description.
+    ///
+    /// # Errors
+    /// Transport errors, a launcher that refused.
+    pub fn accept(&mut self, name: &str, spec: &crate::spawn::SpawnSpec) -> Result<crate::spawn::SpawnReply, Error> {
+        let req = Request::Accept { name: name.to_owned(), spec: spec.encode()? };
+        match self.call(&req, ACCEPT_WAIT)? {
+            Response::Value(v) => crate::spawn::SpawnReply::decode(&v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Connects the group `spec` names to port `name` (on a [`Client::connect_port`]
+    /// connection); returns the joint world's description.
+    ///
+    /// # Errors
+    /// [`Error::Server`] when nobody accepted within a minute, transport errors.
+    pub fn connect_port_group(
+        &mut self,
+        name: &str,
+        spec: &crate::spawn::SpawnSpec,
+    ) -> Result<crate::spawn::SpawnReply, Error> {
+        let req = Request::Connect { name: name.to_owned(), spec: spec.encode()? };
+        match self.call(&req, SPAWN_REPLY_WAIT)? {
+            Response::Value(v) => crate::spawn::SpawnReply::decode(&v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The launcher's name service: publishes `port` under `service` (`Ok(Err(why))`
+    /// when refused: the service is published already).
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub fn publish(&mut self, service: &str, port: &str) -> Result<Result<(), String>, Error> {
+        let req = Request::Publish { service: service.to_owned(), port: port.to_owned() };
+        self.name_call(&req).map(|v| if v.is_empty() { Ok(()) } else { Err(String::from_utf8_lossy(&v).into_owned()) })
+    }
+
+    /// The port published under `service`, if any.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub fn lookup(&mut self, service: &str) -> Result<Option<String>, Error> {
+        let v = self.name_call(&Request::Lookup { service: service.to_owned() })?;
+        Ok((!v.is_empty()).then(|| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    /// Withdraws `service` (`Ok(Err(why))` when it was not published).
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub fn unpublish(&mut self, service: &str) -> Result<Result<(), String>, Error> {
+        let v = self.name_call(&Request::Unpublish { service: service.to_owned() })?;
+        Ok(if v.is_empty() { Ok(()) } else { Err(String::from_utf8_lossy(&v).into_owned()) })
+    }
+
+    fn name_call(&mut self, req: &Request) -> Result<Vec<u8>, Error> {
+        match self.call(req, SPAWN_REPLY_WAIT)? {
+            Response::Value(v) => Ok(v),
+            other => Err(unexpected(other)),
         }
     }
 

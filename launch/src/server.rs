@@ -68,20 +68,72 @@ pub struct AbortRequest {
     pub code: i32,
 }
 
-/// A spawn request from a rank (R40), queued for the launcher, which answers it with
-/// [`Server::answer_spawn`].
+/// What a [`SpawnRequest`] asks the launcher for (R40).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ask {
+    /// Start processes in a new world (`spec`: a [`crate::spawn::SpawnSpec`]).
+    Spawn,
+    /// A port name for `MPI_Open_port`.
+    OpenPort,
+    /// Forget port `name` (`MPI_Close_port`).
+    ClosePort {
+        /// The port.
+        name: String,
+    },
+    /// Wait for a connection on port `name` (`spec`: the accepting group).
+    Accept {
+        /// The port.
+        name: String,
+    },
+    /// Connect to the process accepting on port `name` (`spec`: the connecting group;
+    /// from a port client, [`PORT_CLIENT`]).
+    Connect {
+        /// The port.
+        name: String,
+    },
+    /// Publish `port` under `service` (the name service).
+    Publish {
+        /// The service.
+        service: String,
+        /// The port.
+        port: String,
+    },
+    /// The port published under `service`.
+    Lookup {
+        /// The service.
+        service: String,
+    },
+    /// Withdraw `service`.
+    Unpublish {
+        /// The service.
+        service: String,
+    },
+}
+
+/// A request for the launcher itself (spawn, ports: R40), queued for it; it answers
+/// with [`Server::answer_spawn`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpawnRequest {
     /// Its number, for the answer.
     pub id: u64,
-    /// The rank that asked (the spawning root).
+    /// The rank that asked ([`PORT_CLIENT`] for a port client).
     pub from: u32,
-    /// The encoded [`crate::spawn::SpawnSpec`].
+    /// What it asks.
+    pub ask: Ask,
+    /// The encoded [`crate::spawn::SpawnSpec`] (empty for the port calls without one).
     pub spec: Vec<u8>,
 }
 
+/// The rank a *port client* says in its `Hello`: a process of another job connecting to
+/// a port of this one, authenticated by the port's secret instead of the job's; it may
+/// only send `Connect`.
+pub const PORT_CLIENT: u32 = u32::MAX;
+
 /// Longest a spawn request waits for the launcher's answer.
 const SPAWN_WAIT: Duration = Duration::from_secs(120);
+/// Longest `MPI_Comm_connect` waits for an `MPI_Comm_accept` on its port (MPI lets it
+/// give up: `MPI_ERR_PORT`).
+const CONNECT_WAIT: Duration = Duration::from_secs(60);
 
 /// The shared state of the service.
 #[derive(Debug)]
@@ -126,6 +178,8 @@ struct State {
     next_spawn: u64,
     /// The parents' decisions on spawned worlds (`SpawnDone`): (world, ok).
     spawn_done: Vec<(u32, bool)>,
+    /// Secrets of the open ports whose clients this service admits ([`PORT_CLIENT`]).
+    ports: Vec<Vec<u8>>,
 }
 
 struct Shared {
@@ -218,6 +272,7 @@ impl Server {
                 spawn_answers: HashMap::new(),
                 next_spawn: 0,
                 spawn_done: Vec::new(),
+                ports: Vec::new(),
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -243,6 +298,16 @@ impl Server {
     pub fn answer_spawn(&self, id: u64, reply: Vec<u8>) {
         self.shared.lock().spawn_answers.insert(id, reply);
         self.shared.changed.notify_all();
+    }
+
+    /// Admits port clients presenting `secret` (an open port's).
+    pub fn open_port(&self, secret: &[u8]) {
+        self.shared.lock().ports.push(secret.to_vec());
+    }
+
+    /// Stops admitting port clients presenting `secret`.
+    pub fn close_port(&self, secret: &[u8]) {
+        self.shared.lock().ports.retain(|p| p != secret);
     }
 
     /// Takes the parents' decisions (`SpawnDone`) received since the last call.
@@ -463,6 +528,13 @@ fn authenticate(shared: &Shared, stream: &mut TcpStream) -> Result<u32, &'static
         Err(_) => return Err("error reading hello"),
     };
     match Request::decode(&body) {
+        Ok(Request::Hello { version, rank: PORT_CLIENT, secret }) if version == wire::PROTOCOL_VERSION => {
+            let st = shared.lock();
+            match st.ports.iter().any(|p| constant_time_eq(&secret, p)) {
+                true => Ok(PORT_CLIENT),
+                false => Err("no open port has that secret"),
+            }
+        }
         Ok(Request::Hello { version, rank, secret }) => {
             if !constant_time_eq(&secret, &shared.secret) {
                 Err("wrong secret")
@@ -489,8 +561,10 @@ fn serve_conn(shared: &Shared, mut stream: TcpStream, peer: Option<SocketAddr>) 
         }
     };
     let _ = stream.set_nodelay(true);
-    advance(shared, rank, Phase::Init);
-    shared.lock().last_seen[rank as usize] = Some(Instant::now());
+    if rank != PORT_CLIENT {
+        advance(shared, rank, Phase::Init);
+        shared.lock().last_seen[rank as usize] = Some(Instant::now());
+    }
     let mut out = Vec::new();
     if reply(&mut stream, &mut out, &Response::Ok).is_err() {
         return;
@@ -555,6 +629,17 @@ fn shutting_down() -> Response {
 }
 
 fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
+    if rank == PORT_CLIENT {
+        return match req {
+            Request::Connect { name, spec } => ask(shared, rank, Ask::Connect { name }, spec, Some(CONNECT_WAIT)),
+        Request::Publish { service, port } => {
+            ask(shared, rank, Ask::Publish { service, port }, Vec::new(), Some(SPAWN_WAIT))
+        }
+        Request::Lookup { service } => ask(shared, rank, Ask::Lookup { service }, Vec::new(), Some(SPAWN_WAIT)),
+        Request::Unpublish { service } => ask(shared, rank, Ask::Unpublish { service }, Vec::new(), Some(SPAWN_WAIT)),
+            _ => Response::Failed { reason: "a port client may only connect".into() },
+        };
+    }
     let me = rank as usize;
     {
         let mut st = shared.lock();
@@ -656,7 +741,17 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
             Response::Exited(v)
         }
         Request::Join { timeout_ms } => join(shared, me, timeout_ms),
-        Request::Spawn { spec } => spawn(shared, rank, spec),
+        Request::Spawn { spec } => ask(shared, rank, Ask::Spawn, spec, Some(SPAWN_WAIT)),
+        Request::OpenPort => ask(shared, rank, Ask::OpenPort, Vec::new(), Some(SPAWN_WAIT)),
+        Request::ClosePort { name } => ask(shared, rank, Ask::ClosePort { name }, Vec::new(), Some(SPAWN_WAIT)),
+        // MPI_Comm_accept waits as long as it takes.
+        Request::Accept { name, spec } => ask(shared, rank, Ask::Accept { name }, spec, None),
+        Request::Connect { name, spec } => ask(shared, rank, Ask::Connect { name }, spec, Some(CONNECT_WAIT)),
+        Request::Publish { service, port } => {
+            ask(shared, rank, Ask::Publish { service, port }, Vec::new(), Some(SPAWN_WAIT))
+        }
+        Request::Lookup { service } => ask(shared, rank, Ask::Lookup { service }, Vec::new(), Some(SPAWN_WAIT)),
+        Request::Unpublish { service } => ask(shared, rank, Ask::Unpublish { service }, Vec::new(), Some(SPAWN_WAIT)),
         Request::SpawnDone { world, ok } => {
             shared.lock().spawn_done.push((world, ok));
             Response::Ok
@@ -681,14 +776,14 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
     }
 }
 
-/// Queues a spawn request for the launcher and waits for its answer (at most
-/// [`SPAWN_WAIT`]; a launcher that never answers is a failure of the spawn).
-fn spawn(shared: &Shared, rank: u32, spec: Vec<u8>) -> Response {
-    let dl = Some(Instant::now() + SPAWN_WAIT);
+/// Queues a request for the launcher and waits for its answer (at most `wait`; a
+/// launcher that never answers is a failure of the request).
+fn ask(shared: &Shared, rank: u32, ask: Ask, spec: Vec<u8>, limit: Option<Duration>) -> Response {
+    let dl = limit.map(|w| Instant::now() + w);
     let mut st = shared.lock();
     let id = st.next_spawn;
     st.next_spawn += 1;
-    st.spawns.push(SpawnRequest { id, from: rank, spec });
+    st.spawns.push(SpawnRequest { id, from: rank, ask, spec });
     loop {
         if let Some(v) = st.spawn_answers.remove(&id) {
             return Response::Value(v);
@@ -700,7 +795,7 @@ fn spawn(shared: &Shared, rank: u32, spec: Vec<u8>) -> Response {
         st = g;
         if !more {
             st.spawns.retain(|r| r.id != id);
-            return Response::Failed { reason: "the launcher did not answer the spawn request".into() };
+            return Response::Failed { reason: "the launcher did not answer in time".into() };
         }
     }
 }

@@ -32,6 +32,39 @@ pub const RT_UNIVERSE_SIZE: &str = "RT_UNIVERSE_SIZE";
 /// Most processes one spawn may start.
 pub const MAX_SPAWN: u32 = 4096;
 
+/// A port (`MPI_Open_port`): the accepting job's launcher address and the port's secret,
+/// written `rtport/IP:PORT/SECRET` (at most `MPI_MAX_PORT_NAME` = 256 bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortName {
+    /// The launcher's key-value service that admits the port's clients.
+    pub addr: std::net::SocketAddr,
+    /// The port's secret (hex).
+    pub secret: String,
+}
+
+impl std::fmt::Display for PortName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "rtport/{}/{}", self.addr, self.secret)
+    }
+}
+
+impl std::str::FromStr for PortName {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<PortName, Error> {
+        let bad = || Error::InvalidArgument { reason: "not a runthrough port name (rtport/IP:PORT/SECRET)" };
+        let mut parts = s.trim_end_matches('\0').split('/');
+        let (Some("rtport"), Some(addr), Some(secret), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad());
+        };
+        let addr = addr.parse().map_err(|_| bad())?;
+        if secret.is_empty() || !secret.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        Ok(PortName { addr, secret: secret.to_owned() })
+    }
+}
+
 /// One program to start (`MPI_Comm_spawn`'s command, or one entry of
 /// `MPI_Comm_spawn_multiple`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -61,6 +94,9 @@ pub struct SpawnSpec {
     pub failed: Vec<u32>,
     /// The programs.
     pub apps: Vec<App>,
+    /// For `Connect` (a group of another job): each member's host name, so the accepting
+    /// launcher can place the joint world's shared memory.
+    pub nodes: Vec<String>,
 }
 
 /// The launcher's answer to a [`SpawnSpec`].
@@ -87,6 +123,8 @@ pub struct SpawnReply {
     pub shm: Vec<(String, String)>,
     /// `MPI_UNIVERSE_SIZE`.
     pub universe: u32,
+    /// The world's first group (the parents, or the accepting group): its ranks `0..parents`.
+    pub parents: u32,
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) -> Result<(), Error> {
@@ -134,6 +172,10 @@ impl SpawnSpec {
             put_opt(&mut out, &a.wdir)?;
             put_opt(&mut out, &a.path)?;
         }
+        out.extend_from_slice(&(self.nodes.len() as u32).to_le_bytes());
+        for n in &self.nodes {
+            put_str(&mut out, n)?;
+        }
         Ok(out)
     }
 
@@ -154,8 +196,10 @@ impl SpawnSpec {
             let procs = c.u32()?;
             apps.push(App { program, args, procs, host: opt(&mut c)?, wdir: opt(&mut c)?, path: opt(&mut c)? });
         }
+        let n = count(&mut c, 1 << 20)?;
+        let nodes = (0..n).map(|_| c.str()).collect::<Result<_, _>>()?;
         c.finish()?;
-        Ok(SpawnSpec { parents, failed, apps })
+        Ok(SpawnSpec { parents, failed, apps, nodes })
     }
 
     /// Children the spec starts (saturating).
@@ -191,6 +235,7 @@ impl SpawnReply {
             put_str(&mut out, s)?;
         }
         out.extend_from_slice(&self.universe.to_le_bytes());
+        out.extend_from_slice(&self.parents.to_le_bytes());
         Ok(out)
     }
 
@@ -213,8 +258,9 @@ impl SpawnReply {
         let hosts = count(&mut c, 1 << 16)?;
         let shm = (0..hosts).map(|_| Ok((c.str()?, c.str()?))).collect::<Result<_, Error>>()?;
         let universe = c.u32()?;
+        let parents = c.u32()?;
         c.finish()?;
-        Ok(SpawnReply { ok, reason, codes, world, jobid, kv_addr, secret, local, shm, universe })
+        Ok(SpawnReply { ok, reason, codes, world, jobid, kv_addr, secret, local, shm, universe, parents })
     }
 }
 
@@ -237,6 +283,7 @@ mod tests {
                     ..App::default()
                 },
             ],
+            nodes: vec!["n1".into(), "n2".into()],
         };
         let b = spec.encode().unwrap();
         assert_eq!(SpawnSpec::decode(&b).unwrap(), spec);
@@ -254,6 +301,7 @@ mod tests {
             local: vec![(0, 4), (1, 4)],
             shm: vec![("h0".into(), "/rt-x".into())],
             universe: 16,
+            parents: 1,
             ..SpawnReply::default()
         };
         let b = reply.encode().unwrap();
@@ -262,5 +310,10 @@ mod tests {
         long.push(0);
         assert!(SpawnReply::decode(&long).is_err());
         assert_eq!(SpawnReply::refused("full", 2).codes, vec![-1, -1]);
+        let port = PortName { addr: "127.0.0.1:4000".parse().unwrap(), secret: "ab12".into() };
+        assert_eq!(port.to_string().parse::<PortName>().unwrap(), port);
+        for bad in ["", "rtport/127.0.0.1:4000", "rtport/x/ab", "rtport/127.0.0.1:4000/zz", "tcp/127.0.0.1:1/ab/c"] {
+            assert!(bad.parse::<PortName>().is_err(), "{bad}");
+        }
     }
 }

@@ -28,6 +28,13 @@
 //! | 0x0c | `Confirm`   | `suspect: u32` (the witness of R32)          | `Ok`, `Starting`, `Alive`, `Excluded` |
 //! | 0x12 | `Spawn`     | `spec: bytes` ([`crate::spawn::SpawnSpec`])  | `Value` ([`crate::spawn::SpawnReply`]) or `Failed` |
 //! | 0x13 | `SpawnDone` | `world: u32, ok: u8` (the parents' decision) | `Ok`                          |
+//! | 0x14 | `OpenPort`  | —                                            | `Value` (the port name)       |
+//! | 0x15 | `ClosePort` | `name: str`                                  | `Value` (empty)               |
+//! | 0x16 | `Accept`    | `name: str, spec: bytes`                     | `Value` ([`crate::spawn::SpawnReply`]) |
+//! | 0x17 | `Connect`   | `name: str, spec: bytes` (also a port client's) | `Value` ([`crate::spawn::SpawnReply`]) or `Failed` |
+//! | 0x18 | `Publish`   | `service: str, port: str`                    | `Value` (empty: done; else why not) |
+//! | 0x19 | `Lookup`    | `service: str`                               | `Value` (the port; empty: none) |
+//! | 0x1a | `Unpublish` | `service: str`                               | `Value` (empty: done; else why not) |
 //!
 //! Replies (server → client):
 //!
@@ -86,6 +93,13 @@ const T_STARTED: u8 = 0x0b;
 const T_CONFIRM: u8 = 0x0c;
 const T_SPAWN: u8 = 0x12;
 const T_SPAWN_DONE: u8 = 0x13;
+const T_OPEN_PORT: u8 = 0x14;
+const T_CLOSE_PORT: u8 = 0x15;
+const T_ACCEPT: u8 = 0x16;
+const T_CONNECT: u8 = 0x17;
+const T_PUBLISH: u8 = 0x18;
+const T_LOOKUP: u8 = 0x19;
+const T_UNPUBLISH: u8 = 0x1a;
 const T_OK: u8 = 0x80;
 const T_VALUE: u8 = 0x81;
 const T_TIMEOUT: u8 = 0x82;
@@ -181,6 +195,46 @@ pub enum Request {
         /// Whether the spawn succeeded at every parent.
         ok: bool,
     },
+    /// A new port (`MPI_Open_port`): the reply's value is its name.
+    OpenPort,
+    /// Close port `name`.
+    ClosePort {
+        /// The port.
+        name: String,
+    },
+    /// Wait for a connection on port `name` (`MPI_Comm_accept`'s root; `spec`: an encoded
+    /// [`crate::spawn::SpawnSpec`] naming the accepting group).
+    Accept {
+        /// The port.
+        name: String,
+        /// The group.
+        spec: Vec<u8>,
+    },
+    /// Connect to port `name` (`MPI_Comm_connect`'s root, as a port client of the
+    /// accepting job's launcher; `spec` names the connecting group and its hosts).
+    Connect {
+        /// The port.
+        name: String,
+        /// The group.
+        spec: Vec<u8>,
+    },
+    /// Publish `port` under `service` (`MPI_Publish_name`; the launcher's name service).
+    Publish {
+        /// The service name.
+        service: String,
+        /// The port name.
+        port: String,
+    },
+    /// The port published under `service` (`MPI_Lookup_name`).
+    Lookup {
+        /// The service name.
+        service: String,
+    },
+    /// Withdraw `service` (`MPI_Unpublish_name`).
+    Unpublish {
+        /// The service name.
+        service: String,
+    },
 }
 
 /// A server → client message.
@@ -275,6 +329,25 @@ impl Request {
                 out.extend_from_slice(&world.to_le_bytes());
                 out.push(u8::from(*ok));
             }
+            Request::OpenPort => out.push(T_OPEN_PORT),
+            Request::ClosePort { name } => {
+                out.push(T_CLOSE_PORT);
+                put_bytes(out, name.as_bytes())?;
+            }
+            Request::Publish { service, port } => {
+                out.push(T_PUBLISH);
+                put_bytes(out, service.as_bytes())?;
+                put_bytes(out, port.as_bytes())?;
+            }
+            Request::Lookup { service } | Request::Unpublish { service } => {
+                out.push(if matches!(self, Request::Lookup { .. }) { T_LOOKUP } else { T_UNPUBLISH });
+                put_bytes(out, service.as_bytes())?;
+            }
+            Request::Accept { name, spec } | Request::Connect { name, spec } => {
+                out.push(if matches!(self, Request::Accept { .. }) { T_ACCEPT } else { T_CONNECT });
+                put_bytes(out, name.as_bytes())?;
+                put_bytes(out, spec)?;
+            }
         }
         end_frame(out, start)
     }
@@ -302,6 +375,13 @@ impl Request {
             T_CONFIRM => Request::Confirm { suspect: c.u32()? },
             T_SPAWN => Request::Spawn { spec: c.bytes()?.to_vec() },
             T_SPAWN_DONE => Request::SpawnDone { world: c.u32()?, ok: c.flag()? },
+            T_OPEN_PORT => Request::OpenPort,
+            T_CLOSE_PORT => Request::ClosePort { name: c.str()? },
+            T_ACCEPT => Request::Accept { name: c.str()?, spec: c.bytes()?.to_vec() },
+            T_CONNECT => Request::Connect { name: c.str()?, spec: c.bytes()?.to_vec() },
+            T_PUBLISH => Request::Publish { service: c.str()?, port: c.str()? },
+            T_LOOKUP => Request::Lookup { service: c.str()? },
+            T_UNPUBLISH => Request::Unpublish { service: c.str()? },
             _ => return Err(proto("unknown request tag")),
         };
         c.finish()?;

@@ -158,23 +158,13 @@ impl Runtime {
 
     fn spawn_inner(&self, comm: &Comm, root: usize, apps: &[SpawnApp]) -> Result<InterComm, SpawnError> {
         let size = comm.size() as u32;
-        let before = comm.recognized_world();
-        let members: Vec<u32> = comm.members().iter().map(|r| r.0).collect();
-        if root >= comm.size() || before.contains(&members[root]) {
-            return Err(Error::InvalidRank { rank: root as i64, size }.into());
-        }
-        // 1. Collectively active, or this member's part is a "no" in the agreement (a
-        // member that left here would leave the others waiting in it).
-        let active = comm.usable().and_then(|()| match comm.collectives_enabled() {
-            true => Ok(()),
-            false => Err(Error::RankFailStop { rank: 0 }),
-        });
+        let (members, before, active) = prologue(comm, root)?;
         // 2. The root asks the launcher; the answer goes to every parent.
         let reply = active.and_then(|()| {
             let mut answer: Vec<u8> = Vec::new();
             if comm.rank() == root {
                 let failed = (0..size).filter(|&i| before.contains(&members[i as usize])).collect();
-                let spec = SpawnSpec { parents: members.clone(), failed, apps: apps.to_vec() };
+                let spec = SpawnSpec { parents: members.clone(), failed, apps: apps.to_vec(), nodes: Vec::new() };
                 let refused = |e: Error| SpawnReply::refused(e.to_string(), spec.children());
                 let reply = match check_apps(apps) {
                     Err(e) => refused(e),
@@ -185,15 +175,11 @@ impl Runtime {
                 };
                 answer = reply.encode().unwrap_or_default();
             }
-            let mut len = [answer.len() as u64];
-            comm.bcast(&mut len, root)?;
-            answer.resize(len[0] as usize, 0);
-            comm.bcast(&mut answer, root)?;
-            SpawnReply::decode(&answer).map_err(|e| Error::Spawn(format!("launcher answer: {e}")))
+            share(comm, root, answer)
         });
         // 3. Join the world.
         let joined = match &reply {
-            Ok(r) if r.ok => self.join(r, comm.rank() as u32, size),
+            Ok(r) if r.ok => self.join(r, comm.rank() as u32),
             Ok(r) => Err(Error::Spawn(r.reason.clone())),
             Err(e) => Err(e.clone()),
         };
@@ -235,8 +221,9 @@ impl Runtime {
         Err(SpawnError { error, codes })
     }
 
-    /// Joins the world `r` describes as parent `rank` of `parents`.
-    fn join(&self, r: &SpawnReply, rank: u32, parents: u32) -> Result<Runtime, Error> {
+    /// Joins the world `r` describes as its rank `rank`.
+    pub(super) fn join(&self, r: &SpawnReply, rank: u32) -> Result<Runtime, Error> {
+        let parents = r.parents;
         let (local_rank, local_size) =
             r.local.get(rank as usize).copied().ok_or(Error::Spawn("short answer".into()))?;
         let node = self.conf.get("RT_NODE").unwrap_or_default();
@@ -258,6 +245,39 @@ impl Runtime {
             .unset(RT_APPNUM);
         init_with(conf)
     }
+}
+
+/// Step 1 of a spawn, accept or connect over `comm` with `root`: the members (world
+/// ranks), those recognized failed, and whether `comm` is collectively active (when not,
+/// this member's part is a "no" in the deciding agreement: a member that left here would
+/// leave the others waiting in it).
+///
+/// # Errors
+/// `InvalidRank` for a root out of range or recognized failed (MPI_ERR_RANK).
+pub(super) fn prologue(comm: &Comm, root: usize) -> Result<Prologue, Error> {
+    let before = comm.recognized_world();
+    let members: Vec<u32> = comm.members().iter().map(|r| r.0).collect();
+    if root >= comm.size() || before.contains(&members[root]) {
+        return Err(Error::InvalidRank { rank: root as i64, size: comm.size() as u32 });
+    }
+    let active = comm.usable().and_then(|()| match comm.collectives_enabled() {
+        true => Ok(()),
+        false => Err(Error::RankFailStop { rank: 0 }),
+    });
+    Ok((members, before, active))
+}
+
+/// [`prologue`]'s result: the members, those recognized failed (world ranks), and
+/// whether the communicator is collectively active.
+pub(super) type Prologue = (Vec<u32>, Vec<u32>, Result<(), Error>);
+
+/// Broadcasts the root's `answer` (an encoded reply of the launcher) over `comm`.
+pub(super) fn share(comm: &Comm, root: usize, mut answer: Vec<u8>) -> Result<SpawnReply, Error> {
+    let mut len = [answer.len() as u64];
+    comm.bcast(&mut len, root)?;
+    answer.resize(len[0] as usize, 0);
+    comm.bcast(&mut answer, root)?;
+    SpawnReply::decode(&answer).map_err(|e| Error::Spawn(format!("launcher answer: {e}")))
 }
 
 /// Refuses what no launcher could start.

@@ -15,8 +15,8 @@ use crate::env::JobEnv;
 use crate::hosts::HostSpec;
 use crate::outcome::RankStatus;
 use crate::report::Cause;
-use crate::server::{AbortRequest, Server, SpawnRequest};
-use crate::spawn::{SpawnReply, SpawnSpec, RT_APPNUM, RT_SPAWN_PARENTS};
+use crate::server::{AbortRequest, Ask, Server, SpawnRequest, PORT_CLIENT};
+use crate::spawn::{PortName, SpawnReply, SpawnSpec, RT_APPNUM, RT_SPAWN_PARENTS};
 
 /// One spawned world.
 struct World {
@@ -28,6 +28,9 @@ struct World {
     decided: Option<bool>,
     /// Its shared-memory names (unlinked at the end).
     shm_names: Vec<String>,
+    /// Made by a spawn (its members after the parents are its children); else by
+    /// accept/connect (they are the connecting group).
+    spawned: bool,
 }
 
 /// Every spawned world of the job, and where each universe rank runs.
@@ -42,7 +45,20 @@ pub(super) struct Worlds {
     ip: IpAddr,
     /// The start-up timeout the worlds' witnesses use (R31).
     startup: Duration,
+    /// Secrets of the open ports.
+    ports: Vec<String>,
+    /// The name service: port by service name (`MPI_Publish_name`), for every world of
+    /// the job.
+    names: std::collections::HashMap<String, String>,
+    /// Accepts waiting for a connect: (world, request).
+    accepts: Vec<(usize, SpawnRequest)>,
+    /// Connects waiting for an accept: (world, request, since).
+    connects: Vec<(usize, SpawnRequest, std::time::Instant)>,
 }
+
+/// How long a connect waits for an accept on its port before the launcher refuses it
+/// (the server gives up on it at 60 s).
+const CONNECT_PATIENCE: Duration = Duration::from_secs(55);
 
 /// What one round of [`Worlds::serve`] started.
 #[derive(Default)]
@@ -56,7 +72,17 @@ pub(super) struct Started {
 impl Worlds {
     pub(super) fn new(host_of: Vec<usize>, ip: IpAddr, startup: Duration) -> Worlds {
         let own = host_of.len() as u32;
-        Worlds { list: Vec::new(), host_of, own, ip, startup }
+        Worlds {
+            list: Vec::new(),
+            host_of,
+            own,
+            ip,
+            startup,
+            ports: Vec::new(),
+            names: std::collections::HashMap::new(),
+            accepts: Vec::new(),
+            connects: Vec::new(),
+        }
     }
 
     /// The universe rank of `rank` of world `w`.
@@ -98,13 +124,43 @@ impl Worlds {
             }
         }
         for (w, req) in requests {
-            let reply = self.spawn(w, &req, launch, hosts, ranks, started);
-            let server = if w == 0 { own } else { &self.list[w - 1].server };
-            match reply.encode() {
-                Ok(b) => server.answer_spawn(req.id, b),
-                Err(e) => tracing::warn!("spawn reply not encodable: {e}"),
+            let id = req.id;
+            let answer = match &req.ask {
+                Ask::Spawn => Some(self.spawn(w, &req, launch, hosts, ranks, started).encode()),
+                Ask::OpenPort => Some(Ok(self.open_port(own).into_bytes())),
+                Ask::ClosePort { name } => {
+                    if let Ok(p) = name.parse::<PortName>() {
+                        self.ports.retain(|x| *x != p.secret);
+                        own.close_port(p.secret.as_bytes());
+                    }
+                    Some(Ok(Vec::new()))
+                }
+                Ask::Publish { service, port } => Some(Ok(match self.names.contains_key(service) {
+                    true => format!("{service:?} is published already").into_bytes(),
+                    false => {
+                        self.names.insert(service.clone(), port.clone());
+                        Vec::new()
+                    }
+                })),
+                Ask::Lookup { service } => Some(Ok(self.names.get(service).cloned().unwrap_or_default().into_bytes())),
+                Ask::Unpublish { service } => Some(Ok(match self.names.remove(service) {
+                    Some(_) => Vec::new(),
+                    None => format!("{service:?} is not published").into_bytes(),
+                })),
+                Ask::Accept { .. } => {
+                    self.accepts.push((w, req));
+                    None
+                }
+                Ask::Connect { .. } => {
+                    self.connects.push((w, req, std::time::Instant::now()));
+                    None
+                }
+            };
+            if let Some(a) = answer {
+                self.answer(own, w, id, a);
             }
         }
+        self.match_ports(own, launch, hosts, ranks);
         for (world, ok) in done {
             let Some(w) = (world as usize).checked_sub(1).and_then(|i| self.list.get_mut(i)) else { continue };
             if w.decided.is_none() {
@@ -130,7 +186,7 @@ impl Worlds {
 
     /// The spawned world a child `u` was started in, and its rank there.
     fn home(&self, u: u32) -> Option<(&World, u32)> {
-        self.list.iter().find_map(|w| {
+        self.list.iter().filter(|w| w.spawned).find_map(|w| {
             let i = w.members[w.parents..].iter().position(|&m| m == u)?;
             Some((w, (w.parents + i) as u32))
         })
@@ -152,6 +208,127 @@ impl Worlds {
         }
     }
 
+    /// Answers request `id` of world `w`.
+    fn answer(&self, own: &Server, w: usize, id: u64, a: Result<Vec<u8>, crate::error::Error>) {
+        let server = if w == 0 { own } else { &self.list[w - 1].server };
+        match a {
+            Ok(b) => server.answer_spawn(id, b),
+            Err(e) => tracing::warn!("launcher answer not encodable: {e}"),
+        }
+    }
+
+    /// A new port: its secret admitted by the job's own service, whose address it names.
+    fn open_port(&mut self, own: &Server) -> String {
+        let secret = random_hex(crate::env::SECRET_HEX_LEN / 2);
+        own.open_port(secret.as_bytes());
+        self.ports.push(secret.clone());
+        PortName { addr: own.addr(), secret }.to_string()
+    }
+
+    /// Pairs each pending connect with an accept on its port: one joint world of the
+    /// accepting group (ranks first) and the connecting one, the same answer to both
+    /// roots. A connect left unpaired for [`CONNECT_PATIENCE`] is refused (its client
+    /// gives up soon after); one naming no open port at once.
+    fn match_ports(&mut self, own: &Server, launch: &Launch<'_>, hosts: &[HostSpec], ranks: &[Rank]) {
+        let mut k = 0;
+        while k < self.connects.len() {
+            let (cw, creq, since) = &self.connects[k];
+            let Ask::Connect { name } = &creq.ask else { unreachable!("only connects are queued here") };
+            let open = name.parse::<PortName>().is_ok_and(|p| self.ports.contains(&p.secret));
+            let accept = self.accepts.iter().position(|(_, a)| matches!(&a.ask, Ask::Accept { name: n } if n == name));
+            let reply = match (open, accept) {
+                (false, _) => Some(SpawnReply::refused(format!("no open port {name:?}"), 0)),
+                (true, None) if since.elapsed() > CONNECT_PATIENCE => {
+                    Some(SpawnReply::refused("nobody accepted on the port in time", 0))
+                }
+                (true, None) => None,
+                (true, Some(a)) => {
+                    let (aw, areq) = self.accepts.remove(a);
+                    let (cw, creq) = (*cw, creq.clone());
+                    let joint = self.joint(aw, &areq, cw, &creq, launch, hosts, ranks);
+                    self.answer(own, aw, areq.id, joint.encode());
+                    Some(joint)
+                }
+            };
+            match reply {
+                Some(r) => {
+                    let (cw, creq, _) = self.connects.remove(k);
+                    self.answer(own, cw, creq.id, r.encode());
+                }
+                None => k += 1,
+            }
+        }
+    }
+
+    /// The joint world of an accepting and a connecting group (`MPI_Comm_accept` and
+    /// `MPI_Comm_connect`); the connecting group may be another job's (a port client:
+    /// its members are `u32::MAX` here, placed by the host names it gave).
+    #[allow(clippy::too_many_arguments)]
+    fn joint(
+        &mut self,
+        aw: usize,
+        areq: &SpawnRequest,
+        cw: usize,
+        creq: &SpawnRequest,
+        launch: &Launch<'_>,
+        hosts: &[HostSpec],
+        ranks: &[Rank],
+    ) -> SpawnReply {
+        let (Ok(a), Ok(c)) = (SpawnSpec::decode(&areq.spec), SpawnSpec::decode(&creq.spec)) else {
+            return SpawnReply::refused("malformed accept or connect", 0);
+        };
+        let ours = |w: usize, spec: &SpawnSpec| -> Option<Vec<u32>> {
+            spec.parents.iter().map(|&r| self.universe_rank(w, r)).collect()
+        };
+        let Some(mut members) = ours(aw, &a) else {
+            return SpawnReply::refused("the accepting group is not of this job", 0);
+        };
+        let foreign = creq.from == PORT_CLIENT;
+        let connecting = match foreign {
+            true => vec![u32::MAX; c.parents.len()],
+            false => match ours(cw, &c) {
+                Some(m) => m,
+                None => return SpawnReply::refused("the connecting group is not of this job", 0),
+            },
+        };
+        if members.is_empty() || connecting.is_empty() || (foreign && c.nodes.len() != connecting.len()) {
+            return SpawnReply::refused("accept and connect need groups (and the connecting hosts)", 0);
+        }
+        let host = |u: u32| hosts[self.host_of.get(u as usize).copied().unwrap_or(0)].name.clone();
+        let mut nodes: Vec<String> = members.iter().map(|&u| host(u)).collect();
+        match foreign {
+            true => nodes.extend(c.nodes.iter().cloned()),
+            false => nodes.extend(connecting.iter().map(|&u| host(u))),
+        }
+        let Base { server, jobid, secret, local, shm } = match self.base(&nodes) {
+            Ok(b) => b,
+            Err(e) => return SpawnReply::refused(e, 0),
+        };
+        let p = members.len();
+        let failed: Vec<u32> = a.failed.iter().copied().chain(c.failed.iter().map(|&i| i + p as u32)).collect();
+        members.extend(connecting);
+        admit(&server, &members, &failed, ranks, launch);
+        let kv_addr = server.addr().to_string();
+        let shm_names = shm.iter().map(|x| x.1.clone()).collect();
+        let world = World { server, members, parents: p, decided: Some(true), shm_names, spawned: false };
+        self.list.push(world);
+        let id = self.list.len() as u32;
+        tracing::debug!("world {id}: {p} accepting and {} connecting processes", nodes.len() - p);
+        let (universe, parents) = (launch.universe, p as u32);
+        SpawnReply {
+            ok: true,
+            world: id,
+            jobid,
+            kv_addr,
+            secret,
+            local,
+            shm,
+            universe,
+            parents,
+            ..SpawnReply::default()
+        }
+    }
+
     /// Records in every spawned world holding universe rank `u` that it exited.
     pub(super) fn record_exit(&self, u: u32, status: RankStatus) {
         for w in &self.list {
@@ -170,6 +347,29 @@ impl Worlds {
                 let _ = crate::sys::shm_unlink(name);
             }
         }
+    }
+
+    /// A new world of members on hosts `nodes` (by name): its service, each member's
+    /// place on its host, one shared-memory name per host.
+    fn base(&self, nodes: &[String]) -> Result<Base, String> {
+        let jobid = random_hex(crate::env::JOBID_HEX_LEN / 2);
+        let secret = random_hex(crate::env::SECRET_HEX_LEN / 2);
+        let server = Server::start_on(self.ip, nodes.len() as u32, &secret)
+            .map_err(|e| format!("no key-value service for the new world: {e}"))?;
+        server.set_startup_timeout(self.startup);
+        let local = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let before = nodes[..i].iter().filter(|x| *x == h).count() as u32;
+                (before, nodes.iter().filter(|x| *x == h).count() as u32)
+            })
+            .collect();
+        let mut used: Vec<&String> = nodes.iter().collect();
+        used.sort_unstable();
+        used.dedup();
+        let shm = used.iter().enumerate().map(|(i, h)| ((*h).clone(), format!("/rt-{jobid}-h{i}"))).collect();
+        Ok(Base { server, jobid, secret, local, shm })
     }
 
     /// One spawn request of world `w`.
@@ -215,39 +415,18 @@ impl Worlds {
         }
         let p = parents.len() as u32;
         let size = p + children;
-        let jobid = random_hex(crate::env::JOBID_HEX_LEN / 2);
-        let secret = random_hex(crate::env::SECRET_HEX_LEN / 2);
-        let server = match Server::start_on(self.ip, size, &secret) {
-            Ok(s) => s,
-            Err(e) => return refuse(format!("no key-value service for the new world: {e}")),
-        };
-        server.set_startup_timeout(self.startup);
         let member_hosts: Vec<usize> =
             parents.iter().map(|&u| self.host_of.get(u as usize).copied().unwrap_or(0)).chain(child_hosts).collect();
-        let local: Vec<(u32, u32)> = member_hosts
-            .iter()
-            .enumerate()
-            .map(|(i, h)| {
-                let before = member_hosts[..i].iter().filter(|x| *x == h).count() as u32;
-                (before, member_hosts.iter().filter(|x| *x == h).count() as u32)
-            })
-            .collect();
-        let mut used: Vec<usize> = member_hosts.clone();
-        used.sort_unstable();
-        used.dedup();
-        let shm: Vec<(String, String)> =
-            used.iter().map(|&h| (hosts[h].name.clone(), format!("/rt-{jobid}-h{h}"))).collect();
+        let nodes: Vec<String> = member_hosts.iter().map(|&h| hosts[h].name.clone()).collect();
+        let Base { server, jobid, secret, local, shm } = match self.base(&nodes) {
+            Ok(b) => b,
+            Err(e) => return refuse(e),
+        };
         let shm_of = |h: usize| shm.iter().find(|(n, _)| *n == hosts[h].name).map(|x| x.1.clone()).unwrap_or_default();
-        for (i, &u) in parents.iter().enumerate() {
-            if spec.failed.contains(&(i as u32)) || ranks.get(u as usize).is_none_or(|r| r.child.is_none()) {
-                // Recognized failed (or already gone): out of the world from the start.
-                server.exclude(i as u32);
-            } else if let Some(pid) = ranks[u as usize].child.as_ref().filter(|_| launch.opts.agent.is_none()) {
-                server.watch_process(i as u32, pid.id());
-            }
-        }
-        let mut world = World { server, members: parents, parents: p as usize, decided: None, shm_names: Vec::new() };
-        world.shm_names = shm.iter().map(|x| x.1.clone()).collect();
+        admit(&server, &parents, &spec.failed, ranks, launch);
+        let shm_names = shm.iter().map(|x| x.1.clone()).collect();
+        let mut world =
+            World { server, members: parents, parents: p as usize, decided: None, shm_names, spawned: true };
         let mut codes = Vec::with_capacity(children as usize);
         let mut failure: Option<String> = None;
         let mut wr = p;
@@ -325,10 +504,39 @@ impl Worlds {
                 local,
                 shm,
                 universe: launch.universe,
+                parents: p,
             },
         };
         self.list.push(world);
         reply
+    }
+}
+
+/// A new world's service and layout ([`Worlds::base`]).
+struct Base {
+    server: Server,
+    jobid: String,
+    secret: String,
+    /// Per member: (local rank, local size).
+    local: Vec<(u32, u32)>,
+    /// Per host: (name, shared-memory name).
+    shm: Vec<(String, String)>,
+}
+
+/// Admits the members of this job (`members`, universe ranks; `u32::MAX` for another
+/// job's) to a new world's `server`: those in `failed` (indices) or already gone are out
+/// from the start, the others' processes watched by the witness (R32).
+fn admit(server: &Server, members: &[u32], failed: &[u32], ranks: &[Rank], launch: &Launch<'_>) {
+    for (i, &u) in members.iter().enumerate() {
+        if u == u32::MAX {
+            continue;
+        }
+        let rk = ranks.get(u as usize);
+        if failed.contains(&(i as u32)) || rk.is_none_or(|r| r.child.is_none()) {
+            server.exclude(i as u32);
+        } else if let Some(child) = rk.and_then(|r| r.child.as_ref()).filter(|_| launch.opts.agent.is_none()) {
+            server.watch_process(i as u32, child.id());
+        }
     }
 }
 

@@ -26,7 +26,7 @@ fn text(rng: &mut Rng) -> String {
 }
 
 fn random_request(rng: &mut Rng) -> Request {
-    match rng.below(10) {
+    match rng.below(17) {
         0 => Request::Hello { version: rng.next_u64() as u16, rank: rng.extreme() as u32, secret: blob(rng, 70) },
         1 => Request::Put { key: text(rng), value: blob(rng, 40) },
         2 => Request::Get { key: text(rng), timeout_ms: rng.extreme() },
@@ -39,6 +39,13 @@ fn random_request(rng: &mut Rng) -> Request {
         6 => Request::Exited,
         7 => Request::Spawn { spec: blob(rng, 60) },
         8 => Request::SpawnDone { world: rng.extreme() as u32, ok: rng.below(2) == 1 },
+        9 => Request::OpenPort,
+        10 => Request::ClosePort { name: text(rng) },
+        11 => Request::Accept { name: text(rng), spec: blob(rng, 30) },
+        12 => Request::Connect { name: text(rng), spec: blob(rng, 30) },
+        13 => Request::Publish { service: text(rng), port: text(rng) },
+        14 => Request::Lookup { service: text(rng) },
+        15 => Request::Unpublish { service: text(rng) },
         _ => Request::Departed,
     }
 }
