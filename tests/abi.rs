@@ -574,7 +574,7 @@ fn files_survive_a_killed_member_through_the_abi() {
 /// ABI at 1, 2 and 4 ranks.
 #[test]
 fn mpi4py_test_io_passes_at_1_2_and_4_ranks() {
-    mpi4py_module_passes("test_io", 55);
+    mpi4py_module_passes("test_io", 55, &["1", "2", "4"]);
 }
 
 /// mpi4py's `test_spawn` (44 tests: `Spawn` and `Spawn_multiple` from `COMM_SELF` and
@@ -583,15 +583,23 @@ fn mpi4py_test_io_passes_at_1_2_and_4_ranks() {
 /// `COMM_SELF` tests: no universe limit without `--universe`).
 #[test]
 fn mpi4py_test_spawn_passes_at_1_2_and_4_ranks() {
-    mpi4py_module_passes("test_spawn", 44);
+    mpi4py_module_passes("test_spawn", 44, &["1", "2", "4"]);
 }
 
-/// Runs mpi4py's `module` through the ABI at 1, 2 and 4 ranks: at least `pass` tests
-/// pass, none fails or errs.
-fn mpi4py_module_passes(module: &str, pass_min: u32) {
+/// mpi4py's `test_dynproc` (4 tests: name publishing, accept/connect both ways between
+/// ranks of one job, `Comm.Join` over a socket) through the ABI at 2 and 4 ranks (at 1 the
+/// module skips itself: it needs two processes).
+#[test]
+fn mpi4py_test_dynproc_passes_at_2_and_4_ranks() {
+    mpi4py_module_passes("test_dynproc", 4, &["2", "4"]);
+}
+
+/// Runs mpi4py's `module` through the ABI at each rank count of `ns`: at least
+/// `pass_min` tests pass, none fails or errs.
+fn mpi4py_module_passes(module: &str, pass_min: u32, ns: &[&str]) {
     mpi4py_built();
     let (lib, rtrun) = (lib_env(), rtrun());
-    for n in ["1", "2", "4"] {
+    for &n in ns {
         let out = Command::new("bash")
             .arg(root().join("abi/mpi4py/run.sh"))
             .args(["--lib", &lib, "--launcher", rtrun.to_str().unwrap(), "-n", n, "--timeout", "600", module])

@@ -632,11 +632,13 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
     if rank == PORT_CLIENT {
         return match req {
             Request::Connect { name, spec } => ask(shared, rank, Ask::Connect { name }, spec, Some(CONNECT_WAIT)),
-        Request::Publish { service, port } => {
-            ask(shared, rank, Ask::Publish { service, port }, Vec::new(), Some(SPAWN_WAIT))
-        }
-        Request::Lookup { service } => ask(shared, rank, Ask::Lookup { service }, Vec::new(), Some(SPAWN_WAIT)),
-        Request::Unpublish { service } => ask(shared, rank, Ask::Unpublish { service }, Vec::new(), Some(SPAWN_WAIT)),
+            Request::Publish { service, port } => {
+                ask(shared, rank, Ask::Publish { service, port }, Vec::new(), Some(SPAWN_WAIT))
+            }
+            Request::Lookup { service } => ask(shared, rank, Ask::Lookup { service }, Vec::new(), Some(SPAWN_WAIT)),
+            Request::Unpublish { service } => {
+                ask(shared, rank, Ask::Unpublish { service }, Vec::new(), Some(SPAWN_WAIT))
+            }
             _ => Response::Failed { reason: "a port client may only connect".into() },
         };
     }

@@ -91,10 +91,7 @@ impl Runtime {
     }
 
     /// Runs one name-service call on the launcher.
-    fn names<T>(
-        &self,
-        f: impl FnOnce(&mut Client) -> Result<T, runthrough_launch::Error>,
-    ) -> Result<T, Error> {
+    fn names<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, runthrough_launch::Error>) -> Result<T, Error> {
         let mut b = self.shared.bootstrap.lock();
         let c = b.as_mut().ok_or(Error::Unsupported("the name service needs rtrun"))?.rtrun_client()?;
         f(c).map_err(|e| Error::Transport(format!("name service: {e}")))
