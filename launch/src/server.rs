@@ -68,48 +68,6 @@ pub struct AbortRequest {
     pub code: i32,
 }
 
-/// What a [`SpawnRequest`] asks the launcher for (R40).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ask {
-    /// Start processes in a new world (`spec`: a [`crate::spawn::SpawnSpec`]).
-    Spawn,
-    /// A port name for `MPI_Open_port`.
-    OpenPort,
-    /// Forget port `name` (`MPI_Close_port`).
-    ClosePort {
-        /// The port.
-        name: String,
-    },
-    /// Wait for a connection on port `name` (`spec`: the accepting group).
-    Accept {
-        /// The port.
-        name: String,
-    },
-    /// Connect to the process accepting on port `name` (`spec`: the connecting group;
-    /// from a port client, [`PORT_CLIENT`]).
-    Connect {
-        /// The port.
-        name: String,
-    },
-    /// Publish `port` under `service` (the name service).
-    Publish {
-        /// The service.
-        service: String,
-        /// The port.
-        port: String,
-    },
-    /// The port published under `service`.
-    Lookup {
-        /// The service.
-        service: String,
-    },
-    /// Withdraw `service`.
-    Unpublish {
-        /// The service.
-        service: String,
-    },
-}
-
 /// A request for the launcher itself (spawn, ports: R40), queued for it; it answers
 /// with [`Server::answer_spawn`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,10 +76,9 @@ pub struct SpawnRequest {
     pub id: u64,
     /// The rank that asked ([`PORT_CLIENT`] for a port client).
     pub from: u32,
-    /// What it asks.
-    pub ask: Ask,
-    /// The encoded [`crate::spawn::SpawnSpec`] (empty for the port calls without one).
-    pub spec: Vec<u8>,
+    /// What it asks: `Spawn`, `OpenPort`, `ClosePort`, `Accept`, `Connect`, `Publish`,
+    /// `Lookup` or `Unpublish`.
+    pub req: Request,
 }
 
 /// The rank a *port client* says in its `Hello`: a process of another job connecting to
@@ -631,14 +588,7 @@ fn shutting_down() -> Response {
 fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
     if rank == PORT_CLIENT {
         return match req {
-            Request::Connect { name, spec } => ask(shared, rank, Ask::Connect { name }, spec, Some(CONNECT_WAIT)),
-            Request::Publish { service, port } => {
-                ask(shared, rank, Ask::Publish { service, port }, Vec::new(), Some(SPAWN_WAIT))
-            }
-            Request::Lookup { service } => ask(shared, rank, Ask::Lookup { service }, Vec::new(), Some(SPAWN_WAIT)),
-            Request::Unpublish { service } => {
-                ask(shared, rank, Ask::Unpublish { service }, Vec::new(), Some(SPAWN_WAIT))
-            }
+            Request::Connect { .. } => ask(shared, rank, req, Some(CONNECT_WAIT)),
             _ => Response::Failed { reason: "a port client may only connect".into() },
         };
     }
@@ -743,17 +693,15 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
             Response::Exited(v)
         }
         Request::Join { timeout_ms } => join(shared, me, timeout_ms),
-        Request::Spawn { spec } => ask(shared, rank, Ask::Spawn, spec, Some(SPAWN_WAIT)),
-        Request::OpenPort => ask(shared, rank, Ask::OpenPort, Vec::new(), Some(SPAWN_WAIT)),
-        Request::ClosePort { name } => ask(shared, rank, Ask::ClosePort { name }, Vec::new(), Some(SPAWN_WAIT)),
-        // MPI_Comm_accept waits as long as it takes.
-        Request::Accept { name, spec } => ask(shared, rank, Ask::Accept { name }, spec, None),
-        Request::Connect { name, spec } => ask(shared, rank, Ask::Connect { name }, spec, Some(CONNECT_WAIT)),
-        Request::Publish { service, port } => {
-            ask(shared, rank, Ask::Publish { service, port }, Vec::new(), Some(SPAWN_WAIT))
-        }
-        Request::Lookup { service } => ask(shared, rank, Ask::Lookup { service }, Vec::new(), Some(SPAWN_WAIT)),
-        Request::Unpublish { service } => ask(shared, rank, Ask::Unpublish { service }, Vec::new(), Some(SPAWN_WAIT)),
+        // MPI_Comm_accept waits as long as it takes; connect gives up (MPI_ERR_PORT).
+        Request::Accept { .. } => ask(shared, rank, req, None),
+        Request::Connect { .. } => ask(shared, rank, req, Some(CONNECT_WAIT)),
+        Request::Spawn { .. }
+        | Request::OpenPort
+        | Request::ClosePort { .. }
+        | Request::Publish { .. }
+        | Request::Lookup { .. }
+        | Request::Unpublish { .. } => ask(shared, rank, req, Some(SPAWN_WAIT)),
         Request::SpawnDone { world, ok } => {
             shared.lock().spawn_done.push((world, ok));
             Response::Ok
@@ -780,12 +728,12 @@ fn handle(shared: &Shared, rank: u32, req: Request) -> Response {
 
 /// Queues a request for the launcher and waits for its answer (at most `wait`; a
 /// launcher that never answers is a failure of the request).
-fn ask(shared: &Shared, rank: u32, ask: Ask, spec: Vec<u8>, limit: Option<Duration>) -> Response {
+fn ask(shared: &Shared, rank: u32, req: Request, limit: Option<Duration>) -> Response {
     let dl = limit.map(|w| Instant::now() + w);
     let mut st = shared.lock();
     let id = st.next_spawn;
     st.next_spawn += 1;
-    st.spawns.push(SpawnRequest { id, from: rank, ask, spec });
+    st.spawns.push(SpawnRequest { id, from: rank, req });
     loop {
         if let Some(v) = st.spawn_answers.remove(&id) {
             return Response::Value(v);

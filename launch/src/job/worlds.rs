@@ -15,8 +15,9 @@ use crate::env::JobEnv;
 use crate::hosts::HostSpec;
 use crate::outcome::RankStatus;
 use crate::report::Cause;
-use crate::server::{AbortRequest, Ask, Server, SpawnRequest, PORT_CLIENT};
+use crate::server::{AbortRequest, Server, SpawnRequest, PORT_CLIENT};
 use crate::spawn::{PortName, SpawnReply, SpawnSpec, RT_APPNUM, RT_SPAWN_PARENTS};
+use crate::wire::Request;
 
 /// One spawned world.
 struct World {
@@ -125,36 +126,39 @@ impl Worlds {
         }
         for (w, req) in requests {
             let id = req.id;
-            let answer = match &req.ask {
-                Ask::Spawn => Some(self.spawn(w, &req, launch, hosts, ranks, started).encode()),
-                Ask::OpenPort => Some(Ok(self.open_port(own).into_bytes())),
-                Ask::ClosePort { name } => {
+            let answer = match &req.req {
+                Request::Spawn { spec } => Some(self.spawn(w, req.from, spec, launch, hosts, ranks, started).encode()),
+                Request::OpenPort => Some(Ok(self.open_port(own).into_bytes())),
+                Request::ClosePort { name } => {
                     if let Ok(p) = name.parse::<PortName>() {
                         self.ports.retain(|x| *x != p.secret);
                         own.close_port(p.secret.as_bytes());
                     }
                     Some(Ok(Vec::new()))
                 }
-                Ask::Publish { service, port } => Some(Ok(match self.names.contains_key(service) {
+                Request::Publish { service, port } => Some(Ok(match self.names.contains_key(service) {
                     true => format!("{service:?} is published already").into_bytes(),
                     false => {
                         self.names.insert(service.clone(), port.clone());
                         Vec::new()
                     }
                 })),
-                Ask::Lookup { service } => Some(Ok(self.names.get(service).cloned().unwrap_or_default().into_bytes())),
-                Ask::Unpublish { service } => Some(Ok(match self.names.remove(service) {
+                Request::Lookup { service } => {
+                    Some(Ok(self.names.get(service).cloned().unwrap_or_default().into_bytes()))
+                }
+                Request::Unpublish { service } => Some(Ok(match self.names.remove(service) {
                     Some(_) => Vec::new(),
                     None => format!("{service:?} is not published").into_bytes(),
                 })),
-                Ask::Accept { .. } => {
+                Request::Accept { .. } => {
                     self.accepts.push((w, req));
                     None
                 }
-                Ask::Connect { .. } => {
+                Request::Connect { .. } => {
                     self.connects.push((w, req, std::time::Instant::now()));
                     None
                 }
+                _ => Some(Ok(b"not a request for the launcher".to_vec())),
             };
             if let Some(a) = answer {
                 self.answer(own, w, id, a);
@@ -233,9 +237,10 @@ impl Worlds {
         let mut k = 0;
         while k < self.connects.len() {
             let (cw, creq, since) = &self.connects[k];
-            let Ask::Connect { name } = &creq.ask else { unreachable!("only connects are queued here") };
+            let Request::Connect { name, .. } = &creq.req else { unreachable!("only connects are queued here") };
             let open = name.parse::<PortName>().is_ok_and(|p| self.ports.contains(&p.secret));
-            let accept = self.accepts.iter().position(|(_, a)| matches!(&a.ask, Ask::Accept { name: n } if n == name));
+            let accept =
+                self.accepts.iter().position(|(_, a)| matches!(&a.req, Request::Accept { name: n, .. } if n == name));
             let reply = match (open, accept) {
                 (false, _) => Some(SpawnReply::refused(format!("no open port {name:?}"), 0)),
                 (true, None) if since.elapsed() > CONNECT_PATIENCE => {
@@ -274,7 +279,11 @@ impl Worlds {
         hosts: &[HostSpec],
         ranks: &[Rank],
     ) -> SpawnReply {
-        let (Ok(a), Ok(c)) = (SpawnSpec::decode(&areq.spec), SpawnSpec::decode(&creq.spec)) else {
+        let spec = |r: &SpawnRequest| match &r.req {
+            Request::Accept { spec, .. } | Request::Connect { spec, .. } => SpawnSpec::decode(spec).ok(),
+            _ => None,
+        };
+        let (Some(a), Some(c)) = (spec(areq), spec(creq)) else {
             return SpawnReply::refused("malformed accept or connect", 0);
         };
         let ours = |w: usize, spec: &SpawnSpec| -> Option<Vec<u32>> {
@@ -373,23 +382,25 @@ impl Worlds {
     }
 
     /// One spawn request of world `w`.
+    #[allow(clippy::too_many_arguments)]
     fn spawn(
         &mut self,
         w: usize,
-        req: &SpawnRequest,
+        from: u32,
+        spec: &[u8],
         launch: &Launch<'_>,
         hosts: &[HostSpec],
         ranks: &mut Vec<Rank>,
         started: &mut Started,
     ) -> SpawnReply {
-        let spec = match SpawnSpec::decode(&req.spec) {
+        let spec = match SpawnSpec::decode(spec) {
             Ok(s) => s,
             Err(e) => return SpawnReply::refused(format!("malformed spawn request: {e}"), 0),
         };
         let children = spec.children();
         let refuse = |why: String| SpawnReply::refused(why, children);
         let parents: Option<Vec<u32>> = spec.parents.iter().map(|&r| self.universe_rank(w, r)).collect();
-        let (Some(parents), Some(root)) = (parents, self.universe_rank(w, req.from)) else {
+        let (Some(parents), Some(root)) = (parents, self.universe_rank(w, from)) else {
             return refuse("the spawn names a parent outside its world".into());
         };
         if parents.is_empty() || children == 0 || spec.failed.iter().any(|&i| i as usize >= parents.len()) {
