@@ -21,7 +21,10 @@
 //! Limits: the connecting group's processes are not the accepting launcher's, so it has
 //! no exit records of them: a connecting member that dies during the joint start-up
 //! holds it until its fences time out (60 s), then both groups fail alike; after it,
-//! failures are found by the joint world's detector as any.
+//! failures are found by the joint world's detector as any. A live member whose join
+//! fails after the joint start-up completed elsewhere (its `init` in the joint world
+//! errs) leaves the joint agreement waiting for it: its process is alive, so the witness
+//! never confirms it failed (not seen in tests; it would need a way to leave a world).
 
 use std::time::Duration;
 
