@@ -267,6 +267,11 @@ impl Server {
         self.shared.lock().ports.retain(|p| p != secret);
     }
 
+    /// Whether `rank` ever sent a request (a parent that joined a spawned world did).
+    pub fn heard_from(&self, rank: u32) -> bool {
+        self.shared.lock().last_seen.get(rank as usize).is_some_and(Option::is_some)
+    }
+
     /// Takes the parents' decisions (`SpawnDone`) received since the last call.
     pub fn take_spawn_done(&self) -> Vec<(u32, bool)> {
         std::mem::take(&mut self.shared.lock().spawn_done)

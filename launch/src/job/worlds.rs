@@ -32,6 +32,8 @@ struct World {
     /// Made by a spawn (its members after the parents are its children); else by
     /// accept/connect (they are the connecting group).
     spawned: bool,
+    /// The universe rank that asked for it (the spawning root).
+    root: u32,
 }
 
 /// Every spawned world of the job, and where each universe rank runs.
@@ -175,12 +177,15 @@ impl Worlds {
                 }
             }
         }
-        // Every parent gone before deciding: nobody will, and the children must not run
-        // on alone (R40: none started).
+        // Every parent gone before deciding, or the root gone before any parent joined
+        // (nobody else got the answer): nobody will decide, and the children must not
+        // run on alone (R40: none started). A parent that joined decides and says so.
         for (k, w) in self.list.iter_mut().enumerate() {
             let gone = |u: &u32| ranks.get(*u as usize).is_none_or(|r| r.child.is_none());
-            if w.decided.is_none() && w.members[..w.parents].iter().all(gone) {
-                tracing::debug!("world {}: every parent ended before deciding; its children are killed", k + 1);
+            let orphaned = w.members[..w.parents].iter().all(gone)
+                || (gone(&w.root) && !(0..w.parents as u32).any(|p| w.server.heard_from(p)));
+            if w.decided.is_none() && orphaned {
+                tracing::debug!("world {}: no parent left to decide; its children are killed", k + 1);
                 w.decided = Some(false);
                 cancel(w, ranks);
             }
@@ -319,7 +324,8 @@ impl Worlds {
         admit(&server, &members, &failed, ranks, launch);
         let kv_addr = server.addr().to_string();
         let shm_names = shm.iter().map(|x| x.1.clone()).collect();
-        let world = World { server, members, parents: p, decided: Some(true), shm_names, spawned: false };
+        let root = members[0];
+        let world = World { server, members, parents: p, decided: Some(true), shm_names, spawned: false, root };
         self.list.push(world);
         let id = self.list.len() as u32;
         tracing::debug!("world {id}: {p} accepting and {} connecting processes", nodes.len() - p);
@@ -437,7 +443,7 @@ impl Worlds {
         admit(&server, &parents, &spec.failed, ranks, launch);
         let shm_names = shm.iter().map(|x| x.1.clone()).collect();
         let mut world =
-            World { server, members: parents, parents: p as usize, decided: None, shm_names, spawned: true };
+            World { server, members: parents, parents: p as usize, decided: None, shm_names, spawned: true, root };
         let mut codes = Vec::with_capacity(children as usize);
         let mut failure: Option<String> = None;
         let mut wr = p;
