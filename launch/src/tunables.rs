@@ -79,6 +79,9 @@ pub const TUNABLES: &[Tunable] = &[
     l("RT_KV_ADDR", "the launcher's key-value service"),
     l("RT_KV_SECRET", "the job's secret (through a launch agent: `stdin`, the secret on standard input)"),
     l("RT_SHM_NAME", "the host's shared-memory segment"),
+    l("RT_UNIVERSE_SIZE", "MPI_UNIVERSE_SIZE (rtrun --universe, else twice the ranks, at least 16 more)"),
+    l("RT_SPAWN_PARENTS", "in a spawned process: how many parents its world has (ranks 0..P; docs/SPAWN.md)"),
+    l("RT_APPNUM", "in a spawned process: its program's index in the spawn (MPI_APPNUM)"),
     Tunable {
         name: "FI_TCP_IFACE",
         default: "lo on one host (rtrun)",
