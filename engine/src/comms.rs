@@ -181,11 +181,6 @@ impl Comms {
         self.map.iter().map(|(k, _)| ContextId(*k))
     }
 
-    /// The members' world ranks of the communicator of `ctx` (unordered).
-    pub(crate) fn members(&self, ctx: ContextId) -> Vec<Rank> {
-        self.get(ctx).map(|c| c.local_of.keys().copied().collect()).unwrap_or_default()
-    }
-
     /// Whether `ctx` belongs to the communicator keyed by `comm`.
     pub(crate) fn same_comm(ctx: ContextId, comm: ContextId) -> bool {
         key(ctx) == key(comm)

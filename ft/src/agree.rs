@@ -47,60 +47,81 @@
 //!
 //! A coordinator-based three-phase commit with coordinator replacement, made safe by
 //! Paxos-style ballots (Lamport, "Paxos made simple", 2001) and made live by the
-//! perfect detector; the structure follows the coordinator-replacement agreements of
-//! ULFM (Herault et al., "Practical scalable consensus for pseudo-synchronous
-//! distributed systems", SC'15, whose ERA adds tree fan-in and early return; this
-//! implementation uses a flat star and returns after the commit).
+//! perfect detector; its messages travel a k-ary tree rooted at the coordinator, as in
+//! ULFM's ERA agreement (Herault et al., "Practical scalable consensus for
+//! pseudo-synchronous distributed systems", SC'15), so that no process handles more
+//! than about `2k + 2` messages whatever `n` (ERA's early return is not taken: every
+//! process returns after the commit).
 //!
 //! - The *coordinator* is the participant with the lowest index not known failed
 //!   locally. Its ballot is its index. Each coordinator proposes at most once, so ballots
 //!   are unique, and since a process only takes over when every lower index is known
 //!   failed, ballots grow over time.
+//! - **The tree of ballot `b`** ([`crate::agree_tree`]) spans the indices `b..n`, every
+//!   subtree a contiguous range, fan-out [`Participants::fanout`] (32 by default: up to
+//!   33 participants it is the star). A process sends up to its *live parent* (nearest
+//!   ancestor not known failed) and down to its *live children* (a failed child replaced
+//!   by its own live children); a range is *covered* when each child has answered or is
+//!   known failed with its own range covered.
 //! - **Report.** On entry, and again whenever its coordinator is reported failed, a
-//!   process sends its new coordinator a `Report`: its input (flag, `max`, signals), the
-//!   failures it knows, and its *prior*: nothing, the last proposal it accepted
-//!   `(ballot, value)`, or its decision. Sending it is a *promise* never to accept a proposal of a lower ballot.
-//! - **Propose.** A coordinator waits until every participant has reported or is known
-//!   failed. If any report carries a decision, that value is decided and committed at
-//!   once. Otherwise it proposes the accepted value with the highest ballot among the
-//!   reports (its own included); if there is none, a fresh value: the AND of the reported
-//!   flags, the maximum of the reported `max` words, the union of the reported signals,
-//!   and the union of the reported failures and the failures it knows.
+//!   process works in the new ballot's tree: once its range is covered by its children's
+//!   reports, it sends its live parent one `Report` merging its own input (flag, `max`,
+//!   signals), the failures it knows, its *prior* (nothing, or the last proposal it
+//!   accepted `(ballot, value)`) with its children's reports: the AND of the flags, the
+//!   maximum `max`, the union of signals and failures, the highest-ballot prior. Merging
+//!   is idempotent, so a report relayed twice changes nothing. The report stands for the
+//!   sender's whole range; it is resent whenever the live parent changes. Entering a
+//!   ballot is a *promise* never to accept a proposal of a lower one.
+//! - **Propose.** The coordinator waits until its range (everybody not below its index)
+//!   is covered. If it holds no accepted value it proposes a fresh value: the merged
+//!   flag, `max` and signals, and the union of the reported failures and those it knows;
+//!   otherwise the accepted value with the highest ballot among the merged priors.
 //! - **Accept.** A process accepts a proposal whose ballot is at least its promise (it
-//!   records it and answers `Accept`); otherwise it ignores it.
-//! - **Commit.** When every participant has accepted or is known failed, the coordinator
-//!   decides and sends `Commit` to all. A process decides on the first `Commit`. A
-//!   process that has decided answers every later `Report` with a `Commit`, and reports
-//!   its decision to every new coordinator; a coordinator that holds a decision commits it
-//!   to everyone.
+//!   records it), passes it to its live children (and to every later one, when a child
+//!   fails), and once its range is covered by its children's `Accept`s sends its own up.
+//! - **Commit.** When its range is covered by accepts, the coordinator decides and sends
+//!   `Commit` down. A process decides on the first `Commit` (from anyone) or on a report
+//!   whose prior is a decision, and then sends `Commit` to each live neighbour in its
+//!   current tree (parent and children) not known to hold it, again as they change, and
+//!   answers every later `Report` or `Propose` with a `Commit`.
 //!
-//! Failure-free cost: 4 message delays (report, propose, accept, commit) and `4(n − 1)`
-//! messages, four per process; the coordinator sends and receives `2(n − 1)` each.
+//! Failure-free cost: `4 × depth` message delays and `4(n − 1)` messages, as the star:
+//! each non-root sends one report and one accept, each tree edge carries one proposal
+//! and one commit. The busiest process (an inner node) sends `2k + 2` and receives
+//! `2k + 2`; at 2^20 participants and `k = 32` the depth is 4.
 //!
 //! # Why it is uniform
+//!
+//! A covered range means: each index in it either contributed a report merged into what
+//! was sent (its input, its failures, its prior) or was known failed by a contributor
+//! (and is in that contributor's failure list). For accepts: each index in it accepted,
+//! or was known failed by a process on the way. Since the detector never reports a live
+//! process, a covered tree contains the report, or the accept, of every process alive
+//! when its last piece was sent. With that, the star's proof carries over unchanged:
 //!
 //! Claim: if a coordinator `c` commits `v` under ballot `c`, every proposal of a ballot
 //! `b > c` is `v`. Induction on `b`. The coordinator `b` took over knowing `c` failed,
 //! so `c` did not know `b` failed when it committed (the detector is perfect and `b` was
-//! alive then): `c` waited for `b`'s `Accept`. `b` sent it before it took over, because
-//! taking over promises `b > c` to itself. So `b`'s own report, which a coordinator
-//! always counts, holds an accepted ballot in `[c, b)`, and `b` proposes the value of the
-//! highest accepted ballot it sees, which lies in `[c, b)` and is `v` by induction.
-//! (Accepted ballots never decrease: an accept raises the promise.) Every decision traces
-//! back to a commit of a coordinator (a `Commit` sent by a decided process or a
-//! coordinator holding a reported decision relays one), so all decisions are equal —
-//! including that of a process which decides and crashes at once, because the commit it
-//! decided on already constrains every later ballot.
+//! alive then): `c`'s covered accepts include `b`'s `Accept`. `b` sent it before it took
+//! over, because taking over promises `b > c` to itself. So `b`'s own prior, which its
+//! proposal always merges, holds an accepted ballot in `[c, b)`, and `b` proposes the
+//! value of the highest accepted ballot it sees, which lies in `[c, b)` and is `v` by
+//! induction. (Accepted ballots never decrease: an accept raises the promise.) Every
+//! decision traces back to a commit of a coordinator (a `Commit` or a decided prior is
+//! only ever a decided process's value), so all decisions are equal — including that of
+//! a process which decides and crashes at once, because the commit it decided on already
+//! constrains every later ballot.
 //!
-//! *Validity:* a fresh value is computed only once every participant has reported or is
-//! known failed, so it includes the input and failures of every process alive then; an
-//! adopted value was fresh under a lower ballot, when a superset was alive. Failures come
-//! from the perfect detector, so they are real. *Termination:* a coordinator that lives
-//! waits only for processes it does not know failed; each of them reports to it once it
-//! learns every lower index failed (the detector tells it eventually) and accepts its
-//! proposal (nobody promised a higher ballot, since nobody can know it failed). A
-//! coordinator that dies is eventually reported to everyone and replaced; there are
-//! finitely many participants.
+//! *Validity:* a fresh value is computed only once the coordinator's range is covered,
+//! so it includes the input and failures of every process alive then; an adopted value
+//! was fresh under a lower ballot, when a superset was alive. Failures come from the
+//! perfect detector, so they are real. *Termination:* after the last failure is reported
+//! everywhere, every live process works in the same tree with the same live parents and
+//! children; reports are complete from the leaves up (each process resends to a changed
+//! parent), the coordinator proposes, proposals reach every live process (each passes it
+//! to new children), accepts come up, and the commit reaches everyone; a process that
+//! already decided passes the decision to every live neighbour, so the decided processes
+//! spread over the connected tree. There are finitely many participants, hence failures.
 //!
 //! # Driving it
 //!
@@ -109,7 +130,8 @@
 //! per operation with an instance id unique on the communicator (context id and a
 //! per-communicator sequence number), routes [`AgreeMsg`]s by instance, buffers messages
 //! of instances it has not created yet (a faster peer may already be in the next
-//! agreement), forwards every [`crate::FtEvent::Failed`] to
+//! agreement: in a tree that is at most a report and an accept from each live child,
+//! about `2k` messages an instance, whatever `n`), forwards every [`crate::FtEvent::Failed`] to
 //! [`Agreement::handle_failure`], and keeps an instance alive after its decision until
 //! the *next* agreement on the communicator decides: that one needs a report from every
 //! alive participant, which each sends only after deciding this one, so nobody can need
@@ -120,6 +142,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::agree_msg::{AgreeMsg, Prior, Value};
+use crate::agree_tree::{Tree, DEFAULT_FANOUT};
 use crate::time::Time;
 
 /// The ranks taking part in agreements: a communicator's group, as job ranks in
@@ -130,6 +153,8 @@ pub struct Participants {
     ranks: Vec<u32>,
     /// `(job rank, index)` sorted by job rank, for reverse lookup.
     by_rank: Vec<(u32, u32)>,
+    /// Fan-out of the agreement tree ([`crate::agree_tree`]).
+    fanout: u32,
 }
 
 /// Why a list of ranks cannot be [`Participants`] (a local programming error).
@@ -173,7 +198,20 @@ impl Participants {
         if let Some(w) = by_rank.windows(2).find(|w| w[0].0 == w[1].0) {
             return Err(ParticipantsError::Duplicate(w[0].0));
         }
-        Ok(Participants { ranks, by_rank })
+        Ok(Participants { ranks, by_rank, fanout: DEFAULT_FANOUT })
+    }
+
+    /// The same participants agreeing over a tree of fan-out `k` (at least 2; the
+    /// default is [`DEFAULT_FANOUT`]). Every participant of one agreement must use the
+    /// same fan-out.
+    pub fn with_fanout(mut self, k: u32) -> Participants {
+        self.fanout = k.max(2);
+        self
+    }
+
+    /// The fan-out of the agreement tree.
+    pub fn fanout(&self) -> u32 {
+        self.fanout
     }
 
     /// Participants `0..n`: job rank = index (a world communicator).
@@ -182,7 +220,7 @@ impl Participants {
     /// If `n` is zero.
     pub fn world(n: u32) -> Participants {
         assert!(n > 0, "an agreement needs at least one participant");
-        Participants { ranks: (0..n).collect(), by_rank: (0..n).map(|r| (r, r)).collect() }
+        Participants { ranks: (0..n).collect(), by_rank: (0..n).map(|r| (r, r)).collect(), fanout: DEFAULT_FANOUT }
     }
 
     /// Number of participants.
@@ -272,71 +310,73 @@ impl fmt::Display for AgreeState {
     }
 }
 
-/// A fixed-size bit set that counts its members.
-#[derive(Debug, Clone)]
-struct Bits {
-    words: Vec<u64>,
-    count: u32,
-}
-
-impl Bits {
-    fn new(n: u32) -> Bits {
-        Bits { words: vec![0; (n as usize).div_ceil(64)], count: 0 }
-    }
-
-    /// Adds `i`; `true` if it was absent.
-    fn insert(&mut self, i: u32) -> bool {
-        let (w, b) = ((i / 64) as usize, i % 64);
-        let new = self.words[w] & (1 << b) == 0;
-        if new {
-            self.words[w] |= 1 << b;
-            self.count += 1;
-        }
-        new
-    }
-
-    fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.words.iter().enumerate().flat_map(|(w, &word)| {
-            let mut word = word;
-            std::iter::from_fn(move || {
-                if word == 0 {
-                    return None;
-                }
-                let b = word.trailing_zeros();
-                word &= word - 1;
-                Some(w as u32 * 64 + b)
-            })
-        })
-    }
-}
-
+/// Reports gathered from the subtree under one ballot, merged.
 #[derive(Debug)]
-enum Phase {
-    Collecting,
-    Proposed { value: Value, accepted: Bits },
-    Committed,
-}
-
-/// Coordinator state, allocated on the first report addressed to this process.
-#[derive(Debug)]
-struct Coord {
-    /// Participants that reported or are known failed.
-    reported: Bits,
-    /// AND of the reported flags.
+struct Gather {
+    ballot: u32,
+    /// Senders whose report was merged (each stands for its whole range), ascending.
+    from: Vec<u32>,
     flag: u32,
-    /// Maximum of the reported `max` words.
     max: u32,
-    /// The reported signals, concatenated (sorted and deduplicated when proposing).
+    /// Union of the reported signals, ascending, no duplicates.
     signals: Vec<(u32, i32)>,
-    /// Participants whose report was counted in `flag`, `max` and `signals`.
-    contributed: Bits,
-    /// Union of the reported failures.
-    failed: Bits,
+    /// Union of the reported failures, ascending.
+    failed: Vec<u32>,
     /// Highest-ballot accepted value reported.
     best: Option<(u32, Value)>,
-    /// Whether this process is the coordinator (all lower indices known failed).
-    active: bool,
-    phase: Phase,
+}
+
+impl Gather {
+    fn new(ballot: u32) -> Gather {
+        Gather { ballot, from: Vec::new(), flag: u32::MAX, max: 0, signals: Vec::new(), failed: Vec::new(), best: None }
+    }
+
+    /// Merges a report. Merging is idempotent, so a report that arrives twice (resent
+    /// to a new parent, or relayed before its sender's parent died) changes nothing.
+    fn merge(
+        &mut self,
+        from: u32,
+        flag: u32,
+        max: u32,
+        failed: &[u32],
+        signals: &[(u32, i32)],
+        best: Option<(u32, &Value)>,
+    ) {
+        if let Err(at) = self.from.binary_search(&from) {
+            self.from.insert(at, from);
+        }
+        self.flag &= flag;
+        self.max = self.max.max(max);
+        union_into(&mut self.signals, signals);
+        union_into(&mut self.failed, failed);
+        if let Some((b, v)) = best {
+            if self.best.as_ref().is_none_or(|(have, _)| b > *have) {
+                self.best = Some((b, v.clone()));
+            }
+        }
+    }
+}
+
+/// `into ∪= add`, both ascending without duplicates.
+fn union_into<T: Ord + Copy>(into: &mut Vec<T>, add: &[T]) {
+    if add.iter().all(|x| into.binary_search(x).is_ok()) {
+        return;
+    }
+    let mut out = Vec::with_capacity(into.len() + add.len());
+    let (mut i, mut j) = (0, 0);
+    while i < into.len() || j < add.len() {
+        let take_into = j == add.len() || (i < into.len() && into[i] <= add[j]);
+        let x = if take_into { into[i] } else { add[j] };
+        if take_into {
+            i += 1;
+        } else {
+            j += 1;
+        }
+        if out.last() != Some(&x) {
+            out.push(x);
+        }
+    }
+    *into = out;
 }
 
 /// One agreement instance on one process. See the [module docs](self).
@@ -349,7 +389,7 @@ pub struct Agreement {
     input: Input,
     /// Participant indices known failed, ascending.
     failed: Vec<u32>,
-    /// Lowest index not known failed.
+    /// Lowest index not known failed: the ballot whose tree this process works in.
     coordinator: u32,
     /// Lowest ballot this process may still accept.
     promise: u32,
@@ -358,7 +398,19 @@ pub struct Agreement {
     decision: Option<Decision>,
     decision_polled: bool,
     decided_at: Option<Time>,
-    coord: Option<Box<Coord>>,
+    /// Reports from below, for the current ballot and later ones (a child may learn of
+    /// a coordinator's failure first).
+    gathers: Vec<Gather>,
+    /// `(ballot, sender)` of the accepts from below, ascending.
+    acks: Vec<(u32, u32)>,
+    /// The live parent this process's complete report of the current ballot went to.
+    reported_to: Option<u32>,
+    /// The live parent its complete accept of the current ballot went to.
+    acked_to: Option<u32>,
+    /// Live children the accepted proposal was passed to, ascending.
+    proposed_to: Vec<u32>,
+    /// Processes known to hold the decision (sent it to this one, or were sent it).
+    informed: Vec<u32>,
     transmits: VecDeque<(u32, AgreeMsg)>,
 }
 
@@ -382,8 +434,8 @@ impl Agreement {
 
     /// Enters agreement `instance` as job rank `me` among `participants`, contributing
     /// `input` and the failures `known_failed` (job ranks; others than participants are
-    /// ignored) known here at entry. Queues the first report (or, on the coordinator,
-    /// starts collecting).
+    /// ignored) known here at entry. Queues the first report if this process is a leaf
+    /// of its tree.
     ///
     /// # Panics
     /// If `me` is not a participant (a local programming error).
@@ -417,12 +469,17 @@ impl Agreement {
             decision: None,
             decision_polled: false,
             decided_at: None,
-            coord: None,
+            gathers: Vec::new(),
+            acks: Vec::new(),
+            reported_to: None,
+            acked_to: None,
+            proposed_to: Vec::new(),
+            informed: Vec::new(),
             transmits: VecDeque::new(),
         };
         a.coordinator = a.lowest_alive_from(0);
-        a.promise = a.coordinator;
-        a.report_to_coordinator(now);
+        a.enter_ballot();
+        a.progress(now);
         a
     }
 
@@ -441,8 +498,8 @@ impl Agreement {
         &self.parts
     }
 
-    /// The job rank this process currently reports to (the lowest participant it does
-    /// not know failed; possibly itself).
+    /// The job rank of the current coordinator (the lowest participant this process
+    /// does not know failed; possibly itself), the root of the tree it reports in.
     pub fn coordinator(&self) -> u32 {
         self.parts.ranks[self.coordinator as usize]
     }
@@ -452,10 +509,12 @@ impl Agreement {
         if self.decided.is_some() {
             return AgreeState::Decided;
         }
-        match self.coord.as_deref() {
-            Some(Coord { active: true, phase: Phase::Collecting, .. }) => AgreeState::AwaitingReports,
-            Some(Coord { active: true, phase: Phase::Proposed { .. }, .. }) => AgreeState::AwaitingAccepts,
-            _ => AgreeState::AwaitingCoordinator,
+        if self.coordinator != self.me {
+            return AgreeState::AwaitingCoordinator;
+        }
+        match self.accepted {
+            Some((b, _)) if b == self.me => AgreeState::AwaitingAccepts,
+            _ => AgreeState::AwaitingReports,
         }
     }
 
@@ -472,7 +531,8 @@ impl Agreement {
     /// Handles agreement message `msg` from job rank `from`, received at `now`.
     /// Messages of another instance, from non-participants or from this process, and
     /// messages naming participant indices out of range or holding a list that is not
-    /// strictly increasing (which [`AgreeMsg::decode`] never yields) are dropped.
+    /// strictly increasing (which [`AgreeMsg::decode`] never yields) are dropped; so are
+    /// reports and accepts from a process that is not below this one in the ballot's tree.
     pub fn handle_message(&mut self, from: u32, msg: AgreeMsg, now: Time) {
         let Some(from) = self.parts.index_of(from) else { return };
         let n = self.parts.len();
@@ -481,36 +541,54 @@ impl Agreement {
         }
         match msg {
             AgreeMsg::Report { ballot, flag, max, failed, signals, prior, .. } => {
-                if ballot != self.me {
-                    return;
-                }
                 if let Some(v) = &self.decided {
                     let commit = AgreeMsg::Commit { instance: self.instance, value: v.clone() };
                     self.send(from, commit);
+                    insert_sorted(&mut self.informed, from);
                     return;
                 }
-                let input = Input { flag, max, signals };
-                self.record_report(from, input, &failed, prior, now);
+                if let Prior::Decided(v) = prior {
+                    insert_sorted(&mut self.informed, from);
+                    self.decide(v, now);
+                } else if ballot >= self.coordinator && self.tree(ballot).is_below(self.me, from) {
+                    let at = match self.gathers.iter().position(|g| g.ballot == ballot) {
+                        Some(at) => at,
+                        None => {
+                            self.gathers.push(Gather::new(ballot));
+                            self.gathers.len() - 1
+                        }
+                    };
+                    let best = match &prior {
+                        Prior::Accepted { ballot, value } => Some((*ballot, value)),
+                        _ => None,
+                    };
+                    self.gathers[at].merge(from, flag, max, &failed, &signals, best);
+                }
             }
             AgreeMsg::Propose { ballot, value, .. } => {
-                if ballot != from || ballot < self.promise {
+                if let Some(v) = &self.decided {
+                    let commit = AgreeMsg::Commit { instance: self.instance, value: v.clone() };
+                    self.send(from, commit);
+                    insert_sorted(&mut self.informed, from);
+                    return;
+                }
+                if ballot < self.promise || self.accepted.as_ref().is_some_and(|(b, _)| *b == ballot) {
                     return;
                 }
                 self.promise = ballot;
                 self.accepted = Some((ballot, value));
-                self.send(from, AgreeMsg::Accept { instance: self.instance, ballot });
+                self.acked_to = None;
+                self.proposed_to.clear();
             }
             AgreeMsg::Accept { ballot, .. } => {
-                if ballot != self.me {
-                    return;
-                }
-                if let Some(Coord { active: true, phase: Phase::Proposed { accepted, .. }, .. }) =
-                    self.coord.as_deref_mut()
-                {
-                    accepted.insert(from);
+                if ballot >= self.coordinator && self.tree(ballot).is_below(self.me, from) {
+                    insert_sorted(&mut self.acks, (ballot, from));
                 }
             }
-            AgreeMsg::Commit { value, .. } => self.decide(value, now),
+            AgreeMsg::Commit { value, .. } => {
+                insert_sorted(&mut self.informed, from);
+                self.decide(value, now);
+            }
         }
         self.progress(now);
     }
@@ -527,16 +605,9 @@ impl Agreement {
             Ok(_) => return,
             Err(at) => self.failed.insert(at, i),
         }
-        if let Some(c) = self.coord.as_deref_mut() {
-            c.reported.insert(i);
-            if let Phase::Proposed { accepted, .. } = &mut c.phase {
-                accepted.insert(i);
-            }
-        }
         if i == self.coordinator {
             self.coordinator = self.lowest_alive_from(i + 1);
-            self.promise = self.promise.max(self.coordinator);
-            self.report_to_coordinator(now);
+            self.enter_ballot();
         }
         self.progress(now);
     }
@@ -571,83 +642,27 @@ impl Agreement {
         i
     }
 
+    fn tree(&self, ballot: u32) -> Tree {
+        Tree::new(ballot, self.parts.len(), self.parts.fanout)
+    }
+
+    fn is_failed(&self, i: u32) -> bool {
+        self.failed.binary_search(&i).is_ok()
+    }
+
     fn send(&mut self, to: u32, msg: AgreeMsg) {
         self.transmits.push_back((self.parts.ranks[to as usize], msg));
     }
 
-    fn prior(&self) -> Prior {
-        match (&self.decided, &self.accepted) {
-            (Some(v), _) => Prior::Decided(v.clone()),
-            (None, Some((ballot, value))) => Prior::Accepted { ballot: *ballot, value: value.clone() },
-            (None, None) => Prior::Nothing,
-        }
-    }
-
-    /// Sends the report to the (new) coordinator, or takes over.
-    fn report_to_coordinator(&mut self, now: Time) {
-        let prior = self.prior();
-        if self.coordinator == self.me {
-            let failed = self.failed.clone();
-            let input = self.input.clone();
-            self.record_report(self.me, input, &failed, prior, now);
-            if let Some(c) = self.coord.as_deref_mut() {
-                c.active = true;
-            }
-            self.progress(now);
-        } else {
-            let msg = AgreeMsg::Report {
-                instance: self.instance,
-                ballot: self.coordinator,
-                flag: self.input.flag,
-                max: self.input.max,
-                failed: self.failed.clone(),
-                signals: self.input.signals.clone(),
-                prior,
-            };
-            self.send(self.coordinator, msg);
-        }
-    }
-
-    fn record_report(&mut self, from: u32, input: Input, failed: &[u32], prior: Prior, now: Time) {
-        let n = self.parts.len();
-        let known = &self.failed;
-        let c = self.coord.get_or_insert_with(|| {
-            let mut reported = Bits::new(n);
-            for &i in known {
-                reported.insert(i);
-            }
-            Box::new(Coord {
-                reported,
-                flag: u32::MAX,
-                max: 0,
-                signals: Vec::new(),
-                contributed: Bits::new(n),
-                failed: Bits::new(n),
-                best: None,
-                active: false,
-                phase: Phase::Collecting,
-            })
-        });
-        c.reported.insert(from);
-        // A participant reports once per coordinator; a repeated report (a faulty peer)
-        // would not change flag or max but would grow the signal list: count it once.
-        if c.contributed.insert(from) {
-            c.flag &= input.flag;
-            c.max = c.max.max(input.max);
-            c.signals.extend(input.signals);
-        }
-        for &i in failed {
-            c.failed.insert(i);
-        }
-        match prior {
-            Prior::Nothing => {}
-            Prior::Accepted { ballot, value } => {
-                if c.best.as_ref().is_none_or(|(b, _)| ballot > *b) {
-                    c.best = Some((ballot, value));
-                }
-            }
-            Prior::Decided(value) => self.decide(value, now),
-        }
+    /// Starts working under the ballot of the (new) coordinator: promises it, forgets
+    /// what was gathered under lower ones.
+    fn enter_ballot(&mut self) {
+        let b = self.coordinator;
+        self.promise = self.promise.max(b);
+        self.gathers.retain(|g| g.ballot >= b);
+        self.acks.retain(|&(ab, _)| ab >= b);
+        self.reported_to = None;
+        self.acked_to = None;
     }
 
     fn decide(&mut self, value: Value, now: Time) {
@@ -662,69 +677,106 @@ impl Agreement {
         self.decided = Some(value);
     }
 
-    fn broadcast(&mut self, msg: &AgreeMsg) {
-        let n = self.parts.len();
-        let mut next_failed = 0;
-        for i in 0..n {
-            if self.failed.get(next_failed) == Some(&i) {
-                next_failed += 1;
-                continue;
+    /// This process's live children in the current ballot's tree.
+    fn live_children(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        self.tree(self.coordinator).live_children(self.me, &|i| self.is_failed(i), &mut out);
+        out
+    }
+
+    /// Moves this process forward as far as its inputs allow: passes a decision to every
+    /// live neighbour not known to hold it; otherwise sends its report up once its
+    /// range is covered (the root proposes instead), passes the accepted proposal down,
+    /// sends its accept up once its range accepted (the root decides instead).
+    fn progress(&mut self, now: Time) {
+        let b = self.coordinator;
+        let tree = self.tree(b);
+        let parent = tree.live_parent(self.me, |i| self.is_failed(i));
+        if let Some(v) = self.decided.clone() {
+            let mut to = self.live_children();
+            to.extend(parent);
+            for t in to {
+                if self.informed.binary_search(&t).is_err() {
+                    insert_sorted(&mut self.informed, t);
+                    self.send(t, AgreeMsg::Commit { instance: self.instance, value: v.clone() });
+                }
             }
-            if i != self.me {
-                self.send(i, msg.clone());
+            return;
+        }
+        // Report phase.
+        let at = self.gathers.iter().position(|g| g.ballot == b);
+        let covered = {
+            let from: &[u32] = at.map_or(&[], |at| &self.gathers[at].from);
+            tree.covered(self.me, &|i| from.binary_search(&i).is_ok(), &|i| self.is_failed(i))
+        };
+        if covered && self.accepted.as_ref().is_none_or(|(ab, _)| *ab < b) {
+            let mut g = at.map_or_else(|| Gather::new(b), |at| self.gathers.swap_remove(at));
+            let best = self.accepted.as_ref().map(|(ab, v)| (*ab, v));
+            g.merge(self.me, self.input.flag, self.input.max, &self.failed, &self.input.signals, best);
+            if self.me == b {
+                // The root: adopt the highest accepted value, or propose a fresh one.
+                let value = match g.best.take() {
+                    Some((_, v)) => v,
+                    None => Value { flag: g.flag, max: g.max, failed: g.failed.clone(), signals: g.signals.clone() },
+                };
+                self.promise = b;
+                self.accepted = Some((b, value));
+                self.proposed_to.clear();
+                self.acked_to = None;
+            } else if let Some(p) = parent {
+                if self.reported_to != Some(p) {
+                    self.reported_to = Some(p);
+                    let prior = match g.best.clone() {
+                        Some((ballot, value)) => Prior::Accepted { ballot, value },
+                        None => Prior::Nothing,
+                    };
+                    let msg = AgreeMsg::Report {
+                        instance: self.instance,
+                        ballot: b,
+                        flag: g.flag,
+                        max: g.max,
+                        failed: g.failed.clone(),
+                        signals: g.signals.clone(),
+                        prior,
+                    };
+                    self.send(p, msg);
+                }
+                // Keep what was merged (a resend to a new parent needs it).
+                g.from.retain(|&i| i != self.me);
+                self.gathers.push(g);
+            }
+        }
+        // Accept phase: only for the current ballot's proposal.
+        let Some((ab, value)) = self.accepted.clone() else { return };
+        if ab != b {
+            return;
+        }
+        for c in self.live_children() {
+            if let Err(at) = self.proposed_to.binary_search(&c) {
+                self.proposed_to.insert(at, c);
+                self.send(c, AgreeMsg::Propose { instance: self.instance, ballot: b, value: value.clone() });
+            }
+        }
+        let acks = &self.acks;
+        let answered = |i: u32| acks.binary_search(&(b, i)).is_ok();
+        if !tree.covered(self.me, &answered, &|i| self.is_failed(i)) {
+            return;
+        }
+        if self.me == b {
+            self.decide(value, now);
+            self.progress(now);
+        } else if let Some(p) = parent {
+            if self.acked_to != Some(p) {
+                self.acked_to = Some(p);
+                self.send(p, AgreeMsg::Accept { instance: self.instance, ballot: b });
             }
         }
     }
+}
 
-    /// Moves the coordinator forward as far as its inputs allow.
-    fn progress(&mut self, now: Time) {
-        let n = self.parts.len();
-        loop {
-            let Some(c) = self.coord.as_deref_mut() else { return };
-            if !c.active {
-                return;
-            }
-            if let Some(v) = &self.decided {
-                if matches!(c.phase, Phase::Committed) {
-                    return;
-                }
-                c.phase = Phase::Committed;
-                let commit = AgreeMsg::Commit { instance: self.instance, value: v.clone() };
-                self.broadcast(&commit);
-                return;
-            }
-            match &c.phase {
-                Phase::Collecting if c.reported.count == n => {
-                    let value = match c.best.take() {
-                        Some((_, v)) => v,
-                        None => {
-                            for &i in &self.failed {
-                                c.failed.insert(i);
-                            }
-                            let mut signals = std::mem::take(&mut c.signals);
-                            signals.sort_unstable();
-                            signals.dedup();
-                            Value { flag: c.flag, max: c.max, failed: c.failed.iter().collect(), signals }
-                        }
-                    };
-                    let mut accepted = Bits::new(n);
-                    accepted.insert(self.me);
-                    for &i in &self.failed {
-                        accepted.insert(i);
-                    }
-                    c.phase = Phase::Proposed { value: value.clone(), accepted };
-                    self.promise = self.me;
-                    self.accepted = Some((self.me, value.clone()));
-                    let propose = AgreeMsg::Propose { instance: self.instance, ballot: self.me, value };
-                    self.broadcast(&propose);
-                }
-                Phase::Proposed { value, accepted } if accepted.count == n => {
-                    let value = value.clone();
-                    self.decide(value, now);
-                }
-                _ => return,
-            }
-        }
+fn insert_sorted<T: Ord>(v: &mut Vec<T>, x: T) {
+    if let Err(at) = v.binary_search(&x) {
+        v.insert(at, x);
     }
 }
 

@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use crate::agree::{Agreement, Decision, Input, Participants};
 use crate::agree_msg::AgreeMsg;
+use crate::agree_tree::DEFAULT_FANOUT;
 use crate::sim::{Ev, SplitMix64};
 use crate::time::Time;
 
@@ -52,13 +53,16 @@ pub struct AgreeSimConfig {
     pub scramble_ranks: bool,
     /// Encode and decode every message, checking the round trip.
     pub check_codec: bool,
+    /// Fan-out of the agreement tree ([`crate::agree_tree`]).
+    pub fanout: u32,
     /// Seed of every random choice.
     pub seed: u64,
 }
 
 impl AgreeSimConfig {
     /// `n` participants; delays 5–50 µs, detection 1–2 ms, entry within 20 µs, 100 ns per
-    /// message sent; ranks scrambled and codec checked when `n ≤ 4096`.
+    /// message sent; ranks scrambled and codec checked when `n ≤ 4096`; the default
+    /// fan-out ([`DEFAULT_FANOUT`]).
     pub fn new(n: u32, seed: u64) -> Self {
         AgreeSimConfig {
             n,
@@ -70,6 +74,7 @@ impl AgreeSimConfig {
             send_overhead: Duration::from_nanos(100),
             scramble_ranks: n <= 4096,
             check_codec: n <= 4096,
+            fanout: DEFAULT_FANOUT,
             seed,
         }
     }
@@ -90,6 +95,7 @@ struct Proc {
     entry_failed: Vec<u32>,
     depth: u32,
     sends: u32,
+    received: u32,
     crash_after_sends: Option<u32>,
     crash_after_decision: bool,
     crashed_at: Option<Time>,
@@ -120,6 +126,8 @@ pub struct AgreeRun {
     pub messages: u64,
     /// Most messages sent by one participant.
     pub max_sent_by_one: u32,
+    /// Most messages received by one participant (while running).
+    pub max_received_by_one: u32,
     /// Longest causal message chain ending at a survivor's decision.
     pub rounds: u32,
     /// Latest decision of a survivor, from time zero.
@@ -155,7 +163,7 @@ impl AgreeSim {
         assert!(cfg.n > 0, "an agreement needs at least one participant");
         let ranks: Vec<u32> =
             (0..cfg.n).map(|i| if cfg.scramble_ranks { 3 * (cfg.n - 1 - i) + 1 } else { i }).collect();
-        let parts = Arc::new(Participants::new(ranks).expect("distinct ranks"));
+        let parts = Arc::new(Participants::new(ranks).expect("distinct ranks").with_fanout(cfg.fanout));
         let mut rng = SplitMix64::new(cfg.seed);
         let mut sim = AgreeSim {
             cfg,
@@ -190,6 +198,7 @@ impl AgreeSim {
                 entry_failed: Vec::new(),
                 depth: 0,
                 sends: 0,
+                received: 0,
                 crash_after_sends: None,
                 crash_after_decision: false,
                 crashed_at: None,
@@ -325,6 +334,7 @@ impl AgreeSim {
         match &mut pr.status {
             Status::Waiting { inbox, .. } => inbox.push((from, msg, depth)),
             Status::Running => {
+                pr.received += 1;
                 pr.depth = pr.depth.max(depth);
                 if let Some(a) = pr.agreement.as_mut() {
                     a.handle_message(from_rank, msg, now);
@@ -413,11 +423,13 @@ impl AgreeSim {
             decision: Decision::default(),
             messages: self.messages,
             max_sent_by_one: 0,
+            max_received_by_one: 0,
             rounds: 0,
             latency: Duration::ZERO,
         };
         for (p, pr) in self.procs.iter().enumerate() {
             run.max_sent_by_one = run.max_sent_by_one.max(pr.sends);
+            run.max_received_by_one = run.max_received_by_one.max(pr.received);
             let survivor = pr.crashed_at.is_none();
             run.survivors += u32::from(survivor);
             let Some((d, at, depth)) = &pr.decision else {
@@ -500,38 +512,47 @@ impl AgreeSim {
     }
 }
 
-/// One failure-free run and one with the coordinator crashing half-way through sending
-/// its proposals, for `n` participants and `runs` seeds `base_seed..`; returns the row
-/// of [`agree_table`].
+/// One failure-free run, one with the coordinator (the tree's root) crashing half-way
+/// through sending its proposals, and one with participant 1 (the root's first child, an
+/// inner node when `n` exceeds the fan-out + 1) crashing after its report and half its
+/// proposals, for `n` participants and `runs` seeds `base_seed..`; returns the row of
+/// [`agree_table`].
 ///
 /// # Panics
 /// If a run violates a property (see [`AgreeSim::check`]).
 pub fn agree_row(n: u32, runs: u32, base_seed: u64) -> String {
     let mut ff = Agg::default();
-    let mut cc = Agg::default();
+    let mut root = Agg::default();
+    let mut inner = Agg::default();
     for seed in base_seed..base_seed + u64::from(runs.max(1)) {
-        let mut sim = AgreeSim::new(AgreeSimConfig::new(n, seed));
+        let cfg = AgreeSimConfig::new(n, seed);
+        let mut sim = AgreeSim::new(cfg);
         sim.run();
         ff.add(&sim.check().unwrap_or_else(|e| panic!("n={n} seed={seed} failure-free: {e}")));
         if n > 1 {
-            let mut sim = AgreeSim::new(AgreeSimConfig::new(n, seed));
-            sim.crash_after_sends(0, (n - 1) / 2);
+            let mut sim = AgreeSim::new(cfg);
+            sim.crash_after_sends(0, (n - 1).min(cfg.fanout) / 2);
             sim.run();
-            cc.add(&sim.check().unwrap_or_else(|e| panic!("n={n} seed={seed} coordinator crash: {e}")));
+            root.add(&sim.check().unwrap_or_else(|e| panic!("n={n} seed={seed} coordinator crash: {e}")));
+            let mut sim = AgreeSim::new(cfg);
+            sim.crash_after_sends(1, 1 + cfg.fanout / 2);
+            sim.run();
+            inner.add(&sim.check().unwrap_or_else(|e| panic!("n={n} seed={seed} inner crash: {e}")));
         }
     }
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let crash = if n > 1 {
-        format!("{:.2} | {} | {:.3}", cc.per_process(n), cc.rounds, ms(cc.latency_mean()))
+        format!("{} | {:.3} | {:.3}", root.max_sent, ms(root.latency_mean()), ms(inner.latency_mean()))
     } else {
         "– | – | –".to_string()
     };
     format!(
-        "| {n} | {} | {:.2} | {} | {} | {:.1} | {crash} |",
+        "| {n} | {} | {:.2} | {} | {} | {} | {:.1} | {crash} |",
         runs.max(1),
         ff.per_process(n),
         ff.max_sent,
+        ff.max_received,
         ff.rounds,
         us(ff.latency_mean())
     )
@@ -542,6 +563,7 @@ struct Agg {
     runs: u32,
     messages: u64,
     max_sent: u32,
+    max_received: u32,
     rounds: u32,
     latency: Duration,
 }
@@ -551,6 +573,7 @@ impl Agg {
         self.runs += 1;
         self.messages += r.messages;
         self.max_sent = self.max_sent.max(r.max_sent_by_one);
+        self.max_received = self.max_received.max(r.max_received_by_one);
         self.rounds = self.rounds.max(r.rounds);
         self.latency += r.latency;
     }
@@ -565,18 +588,19 @@ impl Agg {
 }
 
 /// The agreement's cost table in markdown (header included): for each `(n, runs)`,
-/// messages per process, most sent by one process, rounds and mean simulated latency,
-/// failure-free and with the coordinator crashing half-way through its proposals
-/// (model of [`AgreeSimConfig::new`]: delays 5–50 µs, 100 ns per message sent,
+/// failure-free: messages per process, most sent and most received by one process,
+/// rounds and mean simulated latency; with the coordinator crashing half-way through its
+/// proposals: most sent by one and mean latency; with an inner node crashing: mean
+/// latency ([`agree_row`]; model of [`AgreeSimConfig::new`]: delays 5–50 µs, 100 ns per message sent,
 /// detection 1–2 ms).
 ///
 /// # Panics
 /// If a run violates a property (see [`AgreeSim::check`]).
 pub fn agree_table(sizes: &[(u32, u32)], base_seed: u64) -> String {
     let mut out = String::from(
-        "| n | runs | msgs / process | most sent by one | rounds | latency (µs) | \
-         msgs / process, coord. crash | rounds, coord. crash | latency, coord. crash (ms) |\n\
-         |---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| n | runs | msgs / process | most sent by one | most received by one | rounds | latency (µs) | \
+         most sent by one, root crash | latency, root crash (ms) | latency, inner crash (ms) |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for &(n, runs) in sizes {
         let _ = writeln!(out, "{}", agree_row(n, runs, base_seed));

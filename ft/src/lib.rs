@@ -74,6 +74,7 @@
 pub mod agree;
 pub mod agree_msg;
 pub mod agree_sim;
+pub mod agree_tree;
 pub mod detector;
 pub mod event;
 pub mod failure_set;

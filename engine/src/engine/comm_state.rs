@@ -100,7 +100,13 @@ impl Engine {
     }
 
     /// Breaks the communicator of `ctx` here (first time only: a corruption also
-    /// overrides a revocation) and forwards the notice to every other live member.
+    /// overrides a revocation) and forwards the notice along the communicator's overlay
+    /// (R42): to the first live member at or after each of the positions `me + 1, me + 2,
+    /// me + 4, …` (mod n, communicator order) — at most ⌈log2 n⌉ fingers, the first the
+    /// live ring successor. Every member forwards on first receipt, and a holder passes it
+    /// to its new ring successor when the old one fails ([`Engine::pass_notes_past`]): a
+    /// notice held by any live member reaches every live member while forwarders die, in
+    /// about log2 n hops, with at most ⌈log2 n⌉ messages a member (instead of n − 1).
     pub(super) fn break_comm(&mut self, ctx: ContextId, broken: Broken) {
         let key = ctx.p2p();
         let Some(c) = self.st.comms.get_mut(key) else { return };
@@ -125,12 +131,47 @@ impl Engine {
                 self.st.drop_unexpected(e);
             }
         }
-        let me = self.st.me;
         let note = if broken == Broken::Revoked { Note::Revoke { ctx: key.0 } } else { Note::Corrupt { ctx: key.0 } };
-        for peer in self.st.comms.members(key) {
-            if peer != me && !self.st.peers[peer.0 as usize].failed {
-                self.st.post_or_queue(&mut self.transport, peer, Outgoing::Note(note));
+        let Some(c) = self.st.comms.get(key) else { return };
+        let group = c.group.clone();
+        let Some(me) = group.iter().position(|r| *r == self.st.me) else { return };
+        let n = group.len();
+        let mut sent: Vec<Rank> = Vec::new();
+        let mut step = 1;
+        while step < n {
+            if let Some(to) = self.st.live_from(&group, me + step, me) {
+                if !sent.contains(&to) {
+                    sent.push(to);
+                    self.st.post_or_queue(&mut self.transport, to, Outgoing::Note(note));
+                }
             }
+            step *= 2;
+        }
+    }
+
+    /// Member `dead` failed: on every broken communicator where it was this process's
+    /// live ring successor, the notice goes on to the new one, so that it travels the
+    /// ring past forwarders that died (see [`Engine::break_comm`]).
+    pub(super) fn pass_notes_past(&mut self, dead: Rank) {
+        let mut out = Vec::new();
+        for (key, _) in self.st.comms.containing(dead) {
+            let Some(c) = self.st.comms.get(key) else { continue };
+            let Some(broken) = c.broken else { continue };
+            let group = c.group.clone();
+            let Some(me) = group.iter().position(|r| *r == self.st.me) else { continue };
+            let n = group.len();
+            // Was `dead` the first member after this one not failed before it?
+            let was_next =
+                (1..n).map(|i| group[(me + i) % n]).find(|r| *r == dead || !self.st.peers[r.0 as usize].failed)
+                    == Some(dead);
+            if let (true, Some(to)) = (was_next, self.st.live_from(&group, me + 1, me)) {
+                let note =
+                    if broken == Broken::Revoked { Note::Revoke { ctx: key.0 } } else { Note::Corrupt { ctx: key.0 } };
+                out.push((to, note));
+            }
+        }
+        for (to, note) in out {
+            self.st.post_or_queue(&mut self.transport, to, Outgoing::Note(note));
         }
     }
 
@@ -268,6 +309,17 @@ impl Engine {
 }
 
 impl State {
+    /// The first member of `group` at or after position `from` (mod its size) that is
+    /// not failed, walking forward; `None` if the walk reaches position `me` first.
+    pub(super) fn live_from(&self, group: &[Rank], from: usize, me: usize) -> Option<Rank> {
+        let n = group.len();
+        (0..n)
+            .map(|i| (from + i) % n)
+            .take_while(|&at| at != me)
+            .map(|at| group[at])
+            .find(|r| !self.peers.get(r.0 as usize).is_none_or(|p| p.failed))
+    }
+
     /// A new operation `req` on a revoked or corrupted communicator fails with its error;
     /// during a resolution (R27) it is parked (it fails with the resolution's list); once
     /// one completed with nothing pending, it fails with that list. Returns whether `req`

@@ -121,6 +121,8 @@ impl Engine {
             a.handle_failure(peer.0, now);
         }
         self.st.agree.dirty |= !self.st.agree.running.is_empty();
+        // A notice it would have passed on along the ring goes past it.
+        self.pass_notes_past(peer);
         self.after_failures();
     }
 }

@@ -265,6 +265,7 @@ impl Engine {
             a.handle_failure(peer.0, now);
         }
         self.st.agree.dirty |= !self.st.agree.running.is_empty();
+        self.pass_notes_past(peer);
         self.after_failures();
         // Sends the failure completed withdraw their exposure now, not at a later
         // progress: their buffers may be the user's again once released (R30).
