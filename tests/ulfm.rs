@@ -61,6 +61,22 @@ fn revoke_spreads_although_the_revoker_dies_while_it_spreads() {
     }
 }
 
+/// The notice travels the communicator's overlay (R42): at 8 ranks the revoker reaches
+/// ranks 0, 1 and 3 directly and the rest through them. The revoker dies right after
+/// revoking and its first relay (rank 0, its ring successor) dies at about the same
+/// time: the survivors are still uniform — all see it or none (a notice still in the
+/// dead revoker's send queue is lost with it).
+#[test]
+fn revoke_spreads_over_the_overlay_although_revoker_and_relay_die() {
+    for transport in [&[][..], &FABRIC[..]] {
+        for n in [8, 6] {
+            let lines = check(n, "revoke-relay-kill", transport, &[0, n as u32 - 1]);
+            let revoked: Vec<bool> = lines.iter().map(|l| l.ends_with("revoked=true")).collect();
+            assert!(revoked.iter().all(|&r| r == revoked[0]), "{transport:?} -n {n}: not uniform: {lines:?}");
+        }
+    }
+}
+
 /// R28: a rank panics holding the communicator; every other member gets
 /// `CommCorrupted` (never `RankFailStop`, although the rank dies too), now and later.
 #[test]

@@ -11,6 +11,10 @@
 //!   block receiving from it. Each survivor's receive fails (`Revoked`, or
 //!   `RankFailStop` if the failure was known first); the survivors then agree on the
 //!   world whether any of them saw the revocation, and if one did every one must.
+//! - `revoke-relay-kill`: as `revoke-kill`, and rank 0 — the revoker's ring successor
+//!   and first relay on the notice's overlay — SIGKILLs itself at about the same time
+//!   (before, while or after it passes the notice on); the survivors must still be
+//!   uniform.
 //! - `corrupt`: rank 1 panics while holding the dup (its handle drops during
 //!   unwinding); every other rank, blocked receiving from rank 1, gets `CommCorrupted`,
 //!   and the next operation on the dup too — never `RankFailStop`, though rank 1 dies.
@@ -95,11 +99,17 @@ fn revoke(world: &Comm) -> Result<String, Error> {
     Ok(format!("agreed={agreed:#b}"))
 }
 
-fn revoke_kill(world: &Comm) -> Result<String, Error> {
+fn revoke_kill(world: &Comm, relay_dies: bool) -> Result<String, Error> {
     let (me, n) = (world.rank(), world.size());
     let victim = n - 1;
     let comm = world.dup()?;
     comm.set_error_mode(ErrorMode::ErrorsReturn);
+    if relay_dies && me == 0 {
+        // Around the revocation: the revoker sleeps 100 ms, then revokes.
+        let jitter = u64::from(std::process::id() % 5);
+        std::thread::sleep(Duration::from_millis(98 + jitter));
+        die();
+    }
     if me == victim {
         std::thread::sleep(Duration::from_millis(100));
         comm.revoke();
@@ -311,7 +321,8 @@ fn main() -> Result<(), Error> {
     }
     let detail = match mode.as_str() {
         "revoke" => revoke(&world)?,
-        "revoke-kill" => revoke_kill(&world)?,
+        "revoke-kill" => revoke_kill(&world, false)?,
+        "revoke-relay-kill" => revoke_kill(&world, true)?,
         "corrupt" => corrupt(&world)?,
         "signal-kill" => signal_kill(&world)?,
         "signal-failed" => signal_failed(&world)?,
