@@ -79,6 +79,7 @@ pub mod detector;
 pub mod event;
 pub mod failure_set;
 pub mod msg;
+pub mod notice;
 pub mod reg_agree;
 pub mod sim;
 pub mod time;

@@ -7,6 +7,8 @@
 
 use std::sync::Arc;
 
+use runthrough_ft::notice;
+
 use super::{Engine, Outgoing, State};
 use crate::coll_state::ShmColl;
 use crate::comms::{Broken, Comms};
@@ -30,6 +32,14 @@ pub(super) struct CommFlags {
 impl CommFlags {
     pub(super) fn new() -> Self {
         Self { shm_coll: None, propagating: false, comm_notices: false }
+    }
+}
+
+/// The notice that breaks the communicator keyed by `key` so elsewhere.
+fn broken_note(broken: Broken, key: ContextId) -> Note {
+    match broken {
+        Broken::Revoked => Note::Revoke { ctx: key.0 },
+        Broken::Corrupted => Note::Corrupt { ctx: key.0 },
     }
 }
 
@@ -131,21 +141,14 @@ impl Engine {
                 self.st.drop_unexpected(e);
             }
         }
-        let note = if broken == Broken::Revoked { Note::Revoke { ctx: key.0 } } else { Note::Corrupt { ctx: key.0 } };
+        let note = broken_note(broken, key);
         let Some(c) = self.st.comms.get(key) else { return };
         let group = c.group.clone();
         let Some(me) = group.iter().position(|r| *r == self.st.me) else { return };
-        let n = group.len();
-        let mut sent: Vec<Rank> = Vec::new();
-        let mut step = 1;
-        while step < n {
-            if let Some(to) = self.st.live_from(&group, me + step, me) {
-                if !sent.contains(&to) {
-                    sent.push(to);
-                    self.st.post_or_queue(&mut self.transport, to, Outgoing::Note(note));
-                }
-            }
-            step *= 2;
+        let mut to = Vec::new();
+        notice::fingers(group.len(), me, |at| self.st.is_live(group[at]), &mut to);
+        for at in to {
+            self.st.post_or_queue(&mut self.transport, group[at], Outgoing::Note(note));
         }
     }
 
@@ -159,15 +162,17 @@ impl Engine {
             let Some(broken) = c.broken else { continue };
             let group = c.group.clone();
             let Some(me) = group.iter().position(|r| *r == self.st.me) else { continue };
-            let n = group.len();
-            // Was `dead` the first member after this one not failed before it?
-            let was_next =
-                (1..n).map(|i| group[(me + i) % n]).find(|r| *r == dead || !self.st.peers[r.0 as usize].failed)
-                    == Some(dead);
-            if let (true, Some(to)) = (was_next, self.st.live_from(&group, me + 1, me)) {
-                let note =
-                    if broken == Broken::Revoked { Note::Revoke { ctx: key.0 } } else { Note::Corrupt { ctx: key.0 } };
-                out.push((to, note));
+            let Some(dead_at) = group.iter().position(|r| *r == dead) else { continue };
+            let live = |at: usize| self.st.is_live(group[at]);
+            if notice::successor_was(group.len(), me, dead_at, live) {
+                if let Some(next) = notice::successor(group.len(), me, live) {
+                    let note = if broken == Broken::Revoked {
+                        Note::Revoke { ctx: key.0 }
+                    } else {
+                        Note::Corrupt { ctx: key.0 }
+                    };
+                    out.push((group[next], note));
+                }
             }
         }
         for (to, note) in out {
@@ -309,15 +314,9 @@ impl Engine {
 }
 
 impl State {
-    /// The first member of `group` at or after position `from` (mod its size) that is
-    /// not failed, walking forward; `None` if the walk reaches position `me` first.
-    pub(super) fn live_from(&self, group: &[Rank], from: usize, me: usize) -> Option<Rank> {
-        let n = group.len();
-        (0..n)
-            .map(|i| (from + i) % n)
-            .take_while(|&at| at != me)
-            .map(|at| group[at])
-            .find(|r| !self.peers.get(r.0 as usize).is_none_or(|p| p.failed))
+    /// Whether `peer` is neither failed nor departed.
+    pub(super) fn is_live(&self, peer: Rank) -> bool {
+        self.peers.get(peer.0 as usize).is_some_and(|p| !p.failed)
     }
 
     /// A new operation `req` on a revoked or corrupted communicator fails with its error;
