@@ -280,6 +280,33 @@ impl AgreeSim {
         }
     }
 
+    /// Crashes participant `p` at a step drawn from `rng`: after one of its first
+    /// `sends` sends, right after deciding, at a time in `[0, before]`, or before the
+    /// agreement (each a quarter of the time); returns the plan entry (`p@send3`,
+    /// `p@decide`, `p@<time>`, `p@before`) for failure messages.
+    pub fn crash_randomly(&mut self, p: u32, rng: &mut SplitMix64, sends: u32, before: Duration) -> String {
+        match rng.range(0, 3) {
+            0 => {
+                let k = rng.range(0, u64::from(sends)) as u32;
+                self.crash_after_sends(p, k);
+                format!("{p}@send{k}")
+            }
+            1 => {
+                self.crash_after_decision(p);
+                format!("{p}@decide")
+            }
+            2 => {
+                let t = Time::from_nanos(rng.range(0, u64::try_from(before.as_nanos()).unwrap_or(u64::MAX)));
+                self.crash_at(p, t);
+                format!("{p}@{t}")
+            }
+            _ => {
+                self.failed_before(p);
+                format!("{p}@before")
+            }
+        }
+    }
+
     /// Runs until no event is left (the agreement has no timers, so this terminates).
     pub fn run(&mut self) {
         while let Some(Reverse(ev)) = self.heap.pop() {

@@ -93,26 +93,7 @@ fn cascading_coordinator_crashes_at_random_steps() {
             let m = 1 + rng.range(0, u64::from(n - 1)) as u32;
             let mut plan = Vec::new();
             for p in 0..m {
-                match rng.range(0, 3) {
-                    0 => {
-                        let k = rng.range(0, u64::from(sends_bound(n))) as u32;
-                        sim.crash_after_sends(p, k);
-                        plan.push(format!("{p}@send{k}"));
-                    }
-                    1 => {
-                        sim.crash_after_decision(p);
-                        plan.push(format!("{p}@decide"));
-                    }
-                    2 => {
-                        let t = Time::from_nanos(rng.range(0, 5_000_000));
-                        sim.crash_at(p, t);
-                        plan.push(format!("{p}@{t}"));
-                    }
-                    _ => {
-                        sim.failed_before(p);
-                        plan.push(format!("{p}@before"));
-                    }
-                }
+                plan.push(sim.crash_randomly(p, &mut rng, sends_bound(n), Duration::from_nanos(5_000_000)));
             }
             run(&mut sim, &format!("n={n} seed={seed} plan={plan:?}"));
         }

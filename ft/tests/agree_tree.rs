@@ -110,26 +110,7 @@ fn root_and_inner_nodes_crash_at_random_steps() {
         }
         let mut plan = Vec::new();
         for &v in &victims {
-            match rng.range(0, 4) {
-                0 => {
-                    let s = rng.range(0, u64::from(2 * k + 4)) as u32;
-                    sim.crash_after_sends(v, s);
-                    plan.push(format!("{v}@send{s}"));
-                }
-                1 => {
-                    sim.crash_after_decision(v);
-                    plan.push(format!("{v}@decide"));
-                }
-                2 => {
-                    let t = Time::from_nanos(rng.range(0, 3_000_000));
-                    sim.crash_at(v, t);
-                    plan.push(format!("{v}@{t}"));
-                }
-                _ => {
-                    sim.failed_before(v);
-                    plan.push(format!("{v}@before"));
-                }
-            }
+            plan.push(sim.crash_randomly(v, &mut rng, 2 * k + 4, Duration::from_nanos(3_000_000)));
         }
         run(&mut sim, &format!("k={k} n={n} seed={seed} plan={plan:?}"));
     }
