@@ -73,15 +73,14 @@ impl Engine {
         for (from, m) in early {
             a.handle_message(from.0, m, now);
         }
-        // What older agreements still have to say goes out before any is dropped (a
-        // coordinator that just decided has its commits still to send).
+        // What older agreements still have to say goes out first (a coordinator that
+        // just decided has its commits still to send).
         self.agree_service();
-        // Older agreements of this communicator's series have served their late
-        // participants (the next one needs every live member's report, sent only after
-        // it decided the older one).
+        // An instance of this series numbered at or above this one belongs to a freed
+        // communicator whose context this one reuses: it must not answer for this one.
         let series = |inst: u64| inst as u32 & RESOLUTION_SERIES;
         self.st.agree.running.retain(|(c, x)| {
-            !Comms::same_comm(*c, ctx) || series(x.instance()) != series(instance) || x.decision().is_none()
+            !Comms::same_comm(*c, ctx) || series(x.instance()) != series(instance) || x.instance() < instance
         });
         self.st.agree.running.push((ctx, a));
         self.agree_service();
@@ -93,10 +92,23 @@ impl Engine {
         self.st.agree.running.iter().find(|(_, a)| a.instance() == instance).and_then(|(_, a)| a.decision().cloned())
     }
 
-    /// Sends what the agreements want sent.
+    /// Sends what the agreements want sent, then forgets every decided agreement
+    /// behind a newer decided one of its communicator's series.
     pub(super) fn agree_service(&mut self) {
         let Engine { transport, st } = self;
         st.agree.dirty = false;
+        // A decided instance keeps answering (late reports, a new parent or coordinator
+        // after a failure: ft::agree) until a newer one of the same series decides: that
+        // one covered a report from every live member, each sent only after deciding
+        // the older one, so nobody alive can need the older one any more. Dropping it
+        // when the newer one merely starts could strand a member whose relay died.
+        let series = |inst: u64| inst as u32 & RESOLUTION_SERIES;
+        let decided: Vec<(ContextId, u64)> =
+            st.agree.running.iter().filter(|(_, a)| a.decision().is_some()).map(|(c, a)| (*c, a.instance())).collect();
+        let superseded = |c: ContextId, inst: u64| {
+            decided.iter().any(|&(c2, i2)| Comms::same_comm(c2, c) && series(i2) == series(inst) && i2 > inst)
+        };
+        st.agree.running.retain(|(c, a)| !superseded(*c, a.instance()));
         let mut out = Vec::new();
         for (_, a) in &mut st.agree.running {
             while let Some((to, m)) = a.poll_transmit() {
