@@ -18,12 +18,16 @@
 //! - [`agree`]: the fault-tolerant uniform agreement ([`Agreement`]) behind `validate`
 //!   (R19), `agree` (R29) and uniform communicator creation (R24): a coordinator-based
 //!   three-phase commit with coordinator replacement and Paxos-style ballots over the
-//!   perfect failure detector (after the coordinator-replacement agreements of ULFM,
+//!   perfect failure detector, its messages merged along a k-ary tree (after ULFM's ERA,
 //!   Herault et al., SC'15; ballots after Lamport, "Paxos made simple").
+//! - [`agree_tree`]: the shape of that tree (contiguous-range subtrees, live parents and
+//!   children around failed nodes, coverage).
 //! - [`agree_msg`]: the agreement's messages ([`AgreeMsg`]) and their byte codec.
 //! - [`agree_sim`]: a deterministic simulator of one agreement with crashes injected at
 //!   every step, the checker of uniform agreement, validity and termination, and
 //!   [`agree_sim::agree_table`].
+//! - [`notice`]: where a revoke or corrupt notice goes on a communicator's overlay
+//!   (fingers, ring-successor handover), and its simulator.
 //!
 //! Driving a [`Detector`] (the engine's loop, in outline):
 //!
