@@ -311,7 +311,7 @@ impl fmt::Display for AgreeState {
 }
 
 /// Reports gathered from the subtree under one ballot, merged.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Gather {
     ballot: u32,
     /// Senders whose report was merged (each stands for its whole range), ascending.
@@ -709,41 +709,33 @@ impl Agreement {
             let from: &[u32] = at.map_or(&[], |at| &self.gathers[at].from);
             tree.covered(self.me, &|i| from.binary_search(&i).is_ok(), &|i| self.is_failed(i))
         };
-        if covered && self.accepted.as_ref().is_none_or(|(ab, _)| *ab < b) {
-            let mut g = at.map_or_else(|| Gather::new(b), |at| self.gathers.swap_remove(at));
+        // The root proposes once covered; another process reports once covered, again
+        // whenever its live parent changes.
+        let report_to = if self.me == b { None } else { parent.filter(|&p| self.reported_to != Some(p)) };
+        let acts = self.me == b || report_to.is_some();
+        if acts && covered && self.accepted.as_ref().is_none_or(|(ab, _)| *ab < b) {
+            let mut g = at.map_or_else(|| Gather::new(b), |at| self.gathers[at].clone());
             let best = self.accepted.as_ref().map(|(ab, v)| (*ab, v));
             g.merge(self.me, self.input.flag, self.input.max, &self.failed, &self.input.signals, best);
-            if self.me == b {
+            if let Some(p) = report_to {
+                self.reported_to = Some(p);
+                let prior = match g.best {
+                    Some((ballot, value)) => Prior::Accepted { ballot, value },
+                    None => Prior::Nothing,
+                };
+                let (flag, max, failed, signals) = (g.flag, g.max, g.failed, g.signals);
+                let msg = AgreeMsg::Report { instance: self.instance, ballot: b, flag, max, failed, signals, prior };
+                self.send(p, msg);
+            } else {
                 // The root: adopt the highest accepted value, or propose a fresh one.
-                let value = match g.best.take() {
+                let value = match g.best {
                     Some((_, v)) => v,
-                    None => Value { flag: g.flag, max: g.max, failed: g.failed.clone(), signals: g.signals.clone() },
+                    None => Value { flag: g.flag, max: g.max, failed: g.failed, signals: g.signals },
                 };
                 self.promise = b;
                 self.accepted = Some((b, value));
                 self.proposed_to.clear();
                 self.acked_to = None;
-            } else if let Some(p) = parent {
-                if self.reported_to != Some(p) {
-                    self.reported_to = Some(p);
-                    let prior = match g.best.clone() {
-                        Some((ballot, value)) => Prior::Accepted { ballot, value },
-                        None => Prior::Nothing,
-                    };
-                    let msg = AgreeMsg::Report {
-                        instance: self.instance,
-                        ballot: b,
-                        flag: g.flag,
-                        max: g.max,
-                        failed: g.failed.clone(),
-                        signals: g.signals.clone(),
-                        prior,
-                    };
-                    self.send(p, msg);
-                }
-                // Keep what was merged (a resend to a new parent needs it).
-                g.from.retain(|&i| i != self.me);
-                self.gathers.push(g);
             }
         }
         // Accept phase: only for the current ballot's proposal.

@@ -32,6 +32,11 @@ pub(super) const EARLY_AGREE_KEEP: usize = 4096;
 /// communicator, beside the validates, agrees and creations the user calls.
 pub(super) const RESOLUTION_SERIES: u32 = 1 << 31;
 
+/// The series bit of agreement instance `inst` (user calls or error resolutions).
+fn series(inst: u64) -> u32 {
+    inst as u32 & RESOLUTION_SERIES
+}
+
 impl Agreements {
     pub(super) fn now(&mut self) -> Time {
         Time::from_duration(self.origin.get_or_insert_with(Instant::now).elapsed())
@@ -78,7 +83,6 @@ impl Engine {
         self.agree_service();
         // An instance of this series numbered at or above this one belongs to a freed
         // communicator whose context this one reuses: it must not answer for this one.
-        let series = |inst: u64| inst as u32 & RESOLUTION_SERIES;
         self.st.agree.running.retain(|(c, x)| {
             !Comms::same_comm(*c, ctx) || series(x.instance()) != series(instance) || x.instance() < instance
         });
@@ -102,7 +106,6 @@ impl Engine {
         // one covered a report from every live member, each sent only after deciding
         // the older one, so nobody alive can need the older one any more. Dropping it
         // when the newer one merely starts could strand a member whose relay died.
-        let series = |inst: u64| inst as u32 & RESOLUTION_SERIES;
         let decided: Vec<(ContextId, u64)> =
             st.agree.running.iter().filter(|(_, a)| a.decision().is_some()).map(|(c, a)| (*c, a.instance())).collect();
         let superseded = |c: ContextId, inst: u64| {
