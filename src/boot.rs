@@ -44,6 +44,7 @@
 //! tell a peer that finalized from one that failed. Where the kernel refuses pidfds the
 //! watch is left out silently and the launcher's notices and the ring detector remain.
 
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
@@ -52,6 +53,7 @@ use runthrough_engine::transport::fabric::{FabricConfig, FabricTransport, Hints,
 use runthrough_engine::transport::multi::{MultiTransport, Route};
 use runthrough_engine::transport::{shm::ShmTransport, AnyTransport};
 use runthrough_engine::{Engine, Rank};
+use runthrough_ft::ring::Ring;
 use runthrough_launch::client::Client;
 use runthrough_launch::env::{JobEnv, RT_FABRIC_ADDR, RT_FABRIC_IFACE};
 
@@ -227,6 +229,9 @@ pub(crate) struct Booted {
     pub(crate) out: Vec<u32>,
     /// The start-up heartbeat (rtrun only); stopped once `init` is done.
     pub(crate) heartbeat: Option<Heartbeat>,
+    /// The detector's ring with the job's hosts interleaved (R42: a dead host is one
+    /// timeout), the same at every rank: built from the hosts the ranks published.
+    pub(crate) ring: Ring,
 }
 
 /// The start-up exchange with the bootstrap service (R31): the connection, this rank,
@@ -486,7 +491,27 @@ pub(crate) fn boot(
         enable_shm_coll(conf, &mut engine, seg, Rank(me), local, cma);
     }
     let out = (0..env.size).filter(|&r| x.is_out(r)).collect();
-    Ok(Booted { engine, bootstrap: x.bs, liveness, about, out, heartbeat })
+    let ring = detector_ring(&hosts);
+    Ok(Booted { engine, bootstrap: x.bs, liveness, about, out, heartbeat, ring })
+}
+
+/// [`Ring::interleaving`] over the hosts the ranks published (the same lists at every
+/// rank, R31); a rank out before it published one counts as a host of its own (it is
+/// failed from the start, so where it stands on the ring matters to nobody).
+fn detector_ring(hosts: &[Option<String>]) -> Ring {
+    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let host_of: Vec<u32> = hosts
+        .iter()
+        .enumerate()
+        .map(|(r, h)| match h {
+            Some(h) => {
+                let next = ids.len() as u32;
+                *ids.entry(h.as_str()).or_insert(next)
+            }
+            None => u32::MAX - r as u32,
+        })
+        .collect();
+    Ring::interleaving(&host_of)
 }
 
 /// Creates or opens this host's segment (fence 2 inside). Each host's creator is its

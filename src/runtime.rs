@@ -58,6 +58,7 @@ use runthrough_engine::engine::{Config as EngineConfig, OVERSUBSCRIBED_SPIN_POLL
 use crate::config::Config;
 use runthrough_engine::lock::{BiasedGuard, BiasedMutex};
 use runthrough_engine::{ContextId, Rank};
+use runthrough_ft::ring::Ring;
 use runthrough_ft::{DEFAULT_HB_PERIOD, DEFAULT_HB_TIMEOUT};
 use runthrough_shm::PeerWatch;
 
@@ -191,15 +192,15 @@ pub fn init_with(conf: Config) -> Result<Runtime, Error> {
         Some((_, Bootstrap::Rtrun { env, .. })) => Some(env.as_ref().clone()),
         _ => None,
     };
-    let (engine, bootstrap, liveness, size, rank, about, out, heartbeat) = match job {
+    let (engine, bootstrap, liveness, size, rank, about, out, heartbeat, ring) = match job {
         None => {
             let (engine, about) = boot::singleton(&conf, cfg, ring_bytes)?;
-            (engine, None, Liveness::default(), 1, 0, about, Vec::new(), None)
+            (engine, None, Liveness::default(), 1, 0, about, Vec::new(), None, Ring::RankOrder)
         }
         Some((env, bs)) => {
             let b = boot::boot(&conf, &env, bs, cfg, ring_bytes, hb_period)?;
             late_start(&conf, env.rank)?;
-            (b.engine, Some(b.bootstrap), b.liveness, env.size, env.rank, b.about, b.out, b.heartbeat)
+            (b.engine, Some(b.bootstrap), b.liveness, env.size, env.rank, b.about, b.out, b.heartbeat, b.ring)
         }
     };
     let Liveness { watch: peer_watch, departures } = liveness;
@@ -249,7 +250,7 @@ pub fn init_with(conf: Config) -> Result<Runtime, Error> {
             // dead) decides it in the progress thread.
             e.set_witnessed(true);
             if let Some(cfg) = ft {
-                e.enable_ft(cfg);
+                e.enable_ft(cfg, ring);
             }
             // R31: the ranks out at the last start-up fence, the same at every rank.
             for &r in &out {

@@ -154,12 +154,16 @@ fn finished_at(node: &str) -> u128 {
     String::from_utf8_lossy(&o.stdout).trim().parse().unwrap_or_else(|_| panic!("FinishedAt {ts:?}"))
 }
 
-/// Runs node_fault across the cluster with `env`; `rounds` rounds.
+/// Runs node_fault across the cluster with `env` (6 ranks, round-robin); `args` its own.
 fn node_fault(kv: &str, env: &[(&str, &str)], args: &[&str]) -> Run {
+    node_fault_placed(kv, env, &["-n", "6"], args)
+}
+
+/// [`node_fault`] with `placement` (`-n N`, `--map-by ...`) instead of 6 ranks round-robin.
+fn node_fault_placed(kv: &str, env: &[(&str, &str)], placement: &[&str], args: &[&str]) -> Run {
     let prog = example("node_fault");
-    let mut a = vec![
-        "-n",
-        "6",
+    let mut a = placement.to_vec();
+    a.extend([
         "--host",
         HOSTS,
         "--launch-agent",
@@ -170,7 +174,7 @@ fn node_fault(kv: &str, env: &[(&str, &str)], args: &[&str]) -> Run {
         "--timeout",
         "100s",
         prog.to_str().unwrap(),
-    ];
+    ]);
     a.extend_from_slice(args);
     let mut env = env.to_vec();
     env.insert(0, DEFAULT_FT);
@@ -179,6 +183,12 @@ fn node_fault(kv: &str, env: &[(&str, &str)], args: &[&str]) -> Run {
 
 /// One survivor's line: (agreed failed group, seen_us).
 fn survivor(out: &str, rank: u32) -> (String, u128) {
+    let (failed, seen, _) = survivor_span(out, rank);
+    (failed, seen)
+}
+
+/// One survivor's line: (agreed failed group, seen_us, last_us).
+fn survivor_span(out: &str, rank: u32) -> (String, u128, u128) {
     let tag = format!("[{rank}] node_fault: ok rank {rank} ");
     let line = out.lines().find(|l| l.starts_with(&tag)).unwrap_or_else(|| panic!("no ok line of rank {rank}:\n{out}"));
     let field = |k: &str| {
@@ -188,7 +198,7 @@ fn survivor(out: &str, rank: u32) -> (String, u128) {
             if rest.starts_with('[') { rest.find(']').unwrap() + 1 } else { rest.find(' ').unwrap_or(rest.len()) };
         rest[..end].to_string()
     };
-    (field("failed="), field("seen_us=").parse().unwrap())
+    (field("failed="), field("seen_us=").parse().unwrap(), field("last_us=").parse().unwrap())
 }
 
 /// Every survivor agrees on `failed` and saw it within `bound_ms` of `t0` (µs); returns
@@ -283,6 +293,51 @@ fn node_kill_seen_by_the_ring_detector_alone() {
     let out = ok_failed(&o, &[1, 4]);
     let ms = check_survivors(&out, &[0, 2, 3, 5], "[1, 4]", finished_at("node2"), DELTA_MS + 50.0);
     println!("node kill, detector only: detection (ms): {ms:.1?}");
+}
+
+/// A node of four ranks placed by slot (`--map-by slot`: node2 holds ranks 4–7, which
+/// in rank order would sit side by side on the detector's ring and be found one δ after
+/// another, 4·δ) killed, the launcher's exit notices off so the ring detector alone finds
+/// it (R42): the ring interleaves the hosts, so each of the four is watched from another
+/// node and every survivor sees all four fail within δ + 50 ms of the container's death,
+/// as one event, and agrees on exactly [4, 5, 6, 7].
+#[test]
+fn node_kill_of_four_ranks_placed_by_slot_is_one_timeout() {
+    let Some(_c) = cluster() else { return };
+    let kv = kv_addr();
+    let fault = later(FAULT_AT, vec![words("kill node2")]);
+    // 12 ranks on 2 cores: no pause between rounds, stop together after 9 s.
+    let o = node_fault_placed(
+        &kv,
+        &[("RT_LAUNCHER_NOTICES", "0")],
+        &["-n", "12", "--map-by", "slot"],
+        &["1000000", "0", "9"],
+    );
+    fault.join().unwrap();
+    let dead = [4, 5, 6, 7];
+    let out = ok_failed(&o, &dead);
+    let survivors: Vec<u32> = (0..12).filter(|r| !dead.contains(r)).collect();
+    let t0 = finished_at("node2");
+    let mut spans = Vec::new();
+    for &r in &survivors {
+        let (failed, seen, last) = survivor_span(&out, r);
+        assert_eq!(failed, "[4, 5, 6, 7]", "rank {r}'s agreed failed group\n{out}");
+        let ms = |t: u128| (t as f64 - t0 as f64) / 1000.0;
+        assert!(seen > 0, "rank {r} never saw a node2 rank fail\n{out}");
+        assert!(
+            ms(last) <= DELTA_MS + 50.0,
+            "rank {r} saw the last of node2 {:.1} ms after its death\n{out}",
+            ms(last)
+        );
+        // One event: in rank order the four would arrive δ apart.
+        assert!(
+            ms(last) - ms(seen) <= 100.0,
+            "rank {r} saw node2's ranks fail over {:.1} ms\n{out}",
+            ms(last) - ms(seen)
+        );
+        spans.push((ms(seen), ms(last)));
+    }
+    println!("node kill, 4 ranks by slot, detector only: (first, last) of node2 at each survivor (ms): {spans:.1?}");
 }
 
 /// `docker pause node2` (a hung node): excluded within δ + 50 ms; on `unpause` its ranks

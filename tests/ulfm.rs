@@ -124,6 +124,21 @@ fn a_signal_survives_its_signaller_dying_while_it_spreads() {
     }
 }
 
+/// R27 over the overlay (R42): the signaller dies right after signalling and its ring
+/// successor — the signal's first relay — dies at about the same time (before, while or
+/// after it passes the signal on): the survivors end uniformly, 6 and 8 ranks (at 8 a
+/// member is not among the signaller's fingers and hears of it only through a relay).
+#[test]
+fn a_signal_spreads_over_the_overlay_although_signaller_and_relay_die() {
+    for transport in [&[][..], &FABRIC[..]] {
+        for n in [8, 6] {
+            let lines = check(n, "signal-relay-kill", transport, &[0, n as u32 - 1]);
+            let caught: Vec<bool> = lines.iter().map(|l| l.ends_with("caught=true")).collect();
+            assert!(caught.iter().all(|&c| c == caught[0]), "{transport:?} -n {n}: not uniform: {lines:?}");
+        }
+    }
+}
+
 /// R27 with a failed member present: the signal and its resolution skip it.
 #[test]
 fn a_signal_reaches_every_survivor_with_a_failed_member_present() {

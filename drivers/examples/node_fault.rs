@@ -8,13 +8,14 @@
 //! once SECS seconds have passed, deciding together every 50 rounds (`agree`, R29). In each round a rank sends its
 //! round number to every peer it does not know failed and receives one from each; a
 //! receive that fails with `RankFailStop` marks the peer failed here, at the wall-clock
-//! time printed as `seen_us` (the test compares it with the time of the fault: the
+//! time printed as `seen_us` (the first such peer; `last_us` the last one: a node's loss
+//! seen as one event has them close; the test compares it with the time of the fault: the
 //! containers share the host's clock). Every message must be the next number from its
 //! sender (nothing lost, duplicated or reordered between ranks that both go on).
 //!
 //! At the end each survivor validates the world (the failed group agreed by all
 //! survivors, R19) and prints
-//! `node_fault: ok rank R rounds=K failed=[..] local=[..] seen_us=T received=N`
+//! `node_fault: ok rank R rounds=K failed=[..] local=[..] seen_us=T last_us=T received=N`
 //! where `failed` is the agreed group and `local` what this rank saw itself.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -49,6 +50,7 @@ fn main() -> Result<(), Error> {
     }
     let mut next = vec![0u64; n];
     let mut seen_us = 0u128;
+    let mut last_us = 0u128;
     let mut received = 0u64;
     let mut done = rounds;
     for round in 0..rounds {
@@ -76,8 +78,9 @@ fn main() -> Result<(), Error> {
                 }
                 (_, Err(Error::RankFailStop { rank })) if rank as usize == p => {
                     dead[p] = true;
+                    last_us = now_us();
                     if seen_us == 0 {
-                        seen_us = now_us();
+                        seen_us = last_us;
                     }
                 }
                 (_, Err(e)) => fail(me, &format!("receive from rank {p} in round {round}: {e}")),
@@ -107,7 +110,7 @@ fn main() -> Result<(), Error> {
         }
     }
     println!(
-        "node_fault: ok rank {me} rounds={done} failed={agreed:?} local={local:?} seen_us={seen_us} received={received}"
+        "node_fault: ok rank {me} rounds={done} failed={agreed:?} local={local:?} seen_us={seen_us} last_us={last_us} received={received}"
     );
     rt.finalize()
 }

@@ -26,6 +26,10 @@
 //!   receive fails (`Propagated` naming it, or `RankFailStop` if the death was known
 //!   first); if any survivor caught the signal, every survivor does (at its next
 //!   operation at the latest) — checked by two agreements over the world.
+//! - `signal-relay-kill`: as `signal-kill`, and rank 0 — the signaller's ring successor
+//!   and first relay of the signal on the communicator's overlay — SIGKILLs itself at
+//!   about the same time (before, while or after it passes the signal on); the
+//!   survivors must still be uniform.
 //! - `signal-failed`: the last rank SIGKILLs itself first; once every survivor knows it
 //!   failed, rank 0 signals while the others block receiving from rank 0: every survivor
 //!   gets `Propagated([(0, 5)])` (a failed member is no obstacle), and afterwards the
@@ -141,13 +145,21 @@ fn revoke_kill(world: &Comm, relay_dies: bool) -> Result<String, Error> {
     Ok(format!("first={} revoked={}", if e == Error::Revoked { "revoked" } else { "failed" }, comm.is_revoked()))
 }
 
-fn signal_kill(world: &Comm) -> Result<String, Error> {
+fn signal_kill(world: &Comm, relay_dies: bool) -> Result<String, Error> {
     let (me, n) = (world.rank(), world.size());
     let victim = n - 1;
     let comm = world.dup()?;
     comm.set_error_mode(ErrorMode::ErrorsReturn);
     // A survivor still in this barrier when the signal comes catches it here.
     let in_barrier = comm.barrier().err();
+    if relay_dies && me == 0 {
+        // Around the signal: the signaller signals as it leaves the barrier.
+        let jitter = u64::from(std::process::id() % 4);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(jitter));
+            die();
+        });
+    }
     if me == victim {
         std::thread::spawn(|| {
             std::thread::sleep(Duration::from_millis(1));
@@ -324,7 +336,8 @@ fn main() -> Result<(), Error> {
         "revoke-kill" => revoke_kill(&world, false)?,
         "revoke-relay-kill" => revoke_kill(&world, true)?,
         "corrupt" => corrupt(&world)?,
-        "signal-kill" => signal_kill(&world)?,
+        "signal-kill" => signal_kill(&world, false)?,
+        "signal-relay-kill" => signal_kill(&world, true)?,
         "signal-failed" => signal_failed(&world)?,
         "ack" => ack(&world)?,
         "shrink" => shrink(&world)?,

@@ -12,6 +12,7 @@
 //! odd one for its collectives; both map to the same state.
 
 use crate::types::{ContextId, Rank};
+use runthrough_ft::SignalId;
 use std::collections::HashMap;
 
 #[derive(Debug)]
@@ -52,15 +53,15 @@ pub(crate) struct Propagation {
     /// This process's signals so far (the high bits of its next signal's id).
     pub(crate) serial: u32,
     /// Signals known and not yet resolved: (id, code).
-    pub(crate) known: Vec<(u32, i32)>,
+    pub(crate) known: Vec<(SignalId, i32)>,
     /// Ids of the signals resolved.
-    pub(crate) resolved: Vec<u32>,
+    pub(crate) resolved: Vec<SignalId>,
     /// Resolutions completed here.
     pub(crate) epoch: u32,
     /// The agreement of resolution `epoch + 1`, once entered.
     pub(crate) running: Option<u64>,
     /// Its decided signals (ids, codes), while marks are still awaited.
-    pub(crate) decided: Option<Vec<(u32, i32)>>,
+    pub(crate) decided: Option<Vec<(SignalId, i32)>>,
     /// By local rank: the highest resolution whose mark arrived from that member.
     pub(crate) marks: Vec<u32>,
     /// Requests on the communicator parked during the resolution: they fail with its

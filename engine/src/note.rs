@@ -10,7 +10,7 @@
 //! | 3   | Revoke  | ctx u32             |
 //! | 4   | Corrupt | ctx u32             |
 //! | 5   | Discard | sreq u64            |
-//! | 6   | Signal  | ctx u32, id u32, code i32 |
+//! | 6   | Signal  | ctx u32, id u64, code i32 |
 //! | 7   | Mark    | ctx u32, epoch u32  |
 //! | 8   | CancelSend | seq u32          |
 //! | 9   | CancelAck  | seq u32, cancelled u8 (0 or 1) |
@@ -32,7 +32,7 @@
 //! clean exit for a failure.
 
 /// Largest encoded notice, in bytes.
-pub const MAX_NOTE_BYTES: usize = 16;
+pub const MAX_NOTE_BYTES: usize = 24;
 
 const TAG_BYE: u8 = 1;
 const TAG_BYE_ACK: u8 = 2;
@@ -52,14 +52,15 @@ pub enum Note {
     Bye,
     /// The answer to a `Bye`: the receiver recorded the departure.
     ByeAck,
-    /// The communicator of (point-to-point) context `ctx` is revoked (R29). Flooded:
-    /// every member forwards it to every other member on first receipt.
+    /// The communicator of (point-to-point) context `ctx` is revoked (R29). Spread over
+    /// the communicator's overlay: every member forwards it to its ⌈log2 n⌉ fingers on
+    /// first receipt, and to a new ring successor when its successor fails (R42).
     Revoke {
         /// The communicator's even context.
         ctx: u32,
     },
     /// The communicator of `ctx` is corrupted: a member panicked while using it (R28).
-    /// Flooded like `Revoke`.
+    /// Spread like `Revoke`.
     Corrupt {
         /// The communicator's even context.
         ctx: u32,
@@ -71,14 +72,15 @@ pub enum Note {
         /// The sender's request.
         sreq: u64,
     },
-    /// An error signalled on the communicator of `ctx` (R27, `signal_error`), flooded
-    /// like `Revoke`. `id` names the signal: its origin's job rank (low 20 bits) and the
-    /// origin's signal count (high 12 bits).
+    /// An error signalled on the communicator of `ctx` (R27, `signal_error`), spread
+    /// like `Revoke` (and handed on while it is known and unresolved). `id` names the
+    /// signal: its origin's job rank (low 32 bits) and the origin's signal count on the
+    /// communicator (high 32 bits).
     Signal {
         /// The communicator's even context.
         ctx: u32,
         /// The signal's identity.
-        id: u32,
+        id: u64,
         /// The code signalled.
         code: i32,
     },
@@ -152,9 +154,9 @@ impl Note {
             Note::Signal { ctx, id, code } => {
                 out[0] = TAG_SIGNAL;
                 out[1..5].copy_from_slice(&ctx.to_le_bytes());
-                out[5..9].copy_from_slice(&id.to_le_bytes());
-                out[9..13].copy_from_slice(&code.to_le_bytes());
-                13
+                out[5..13].copy_from_slice(&id.to_le_bytes());
+                out[13..17].copy_from_slice(&code.to_le_bytes());
+                17
             }
             Note::Mark { ctx, epoch } => {
                 out[0] = TAG_MARK;
@@ -187,7 +189,7 @@ impl Note {
             TAG_REVOKE | TAG_CORRUPT | TAG_CANCEL_SEND => 5,
             TAG_CANCEL_ACK => 6,
             TAG_DISCARD | TAG_MARK => 9,
-            TAG_SIGNAL => 13,
+            TAG_SIGNAL => 17,
             t => return Err(NoteError::UnknownTag(t)),
         };
         if b.len() < need {
@@ -202,7 +204,11 @@ impl Note {
             TAG_BYE_ACK => Note::ByeAck,
             TAG_REVOKE => Note::Revoke { ctx: u32_at(1) },
             TAG_CORRUPT => Note::Corrupt { ctx: u32_at(1) },
-            TAG_SIGNAL => Note::Signal { ctx: u32_at(1), id: u32_at(5), code: u32_at(9) as i32 },
+            TAG_SIGNAL => Note::Signal {
+                ctx: u32_at(1),
+                id: u64::from(u32_at(5)) | (u64::from(u32_at(9)) << 32),
+                code: u32_at(13) as i32,
+            },
             TAG_MARK => Note::Mark { ctx: u32_at(1), epoch: u32_at(5) },
             TAG_CANCEL_SEND => Note::CancelSend { seq: u32_at(1) },
             TAG_CANCEL_ACK => match b[5] {
@@ -227,7 +233,8 @@ mod tests {
             Note::Revoke { ctx: 0xdead_beef },
             Note::Corrupt { ctx: 2 },
             Note::Discard { sreq: u64::MAX - 5 },
-            Note::Signal { ctx: 4, id: 3 | (7 << 20), code: -666 },
+            Note::Signal { ctx: 4, id: 3 | (7 << 32), code: -666 },
+            Note::Signal { ctx: 4, id: u64::MAX, code: i32::MIN },
             Note::Mark { ctx: 4, epoch: 9 },
             Note::CancelSend { seq: u32::MAX },
             Note::CancelAck { seq: 7, cancelled: true },

@@ -154,7 +154,7 @@ fn seed_record(rng: &mut Rng, seq: u32, rreq: ReqId, out: &mut Vec<u8>) {
         6 => {
             let mut m = Vec::new();
             let failed = if rng.one_in(2) { vec![] } else { vec![rng.extreme() as u32] };
-            let signals = if rng.one_in(2) { vec![] } else { vec![(rng.extreme() as u32, rng.extreme() as i32)] };
+            let signals = if rng.one_in(2) { vec![] } else { vec![(rng.extreme(), rng.extreme() as i32)] };
             let value = runthrough_ft::Value { flag: 1, max: rng.extreme() as u32, failed, signals };
             runthrough_ft::AgreeMsg::Commit { instance: rng.extreme(), value }.encode(&mut m);
             record(Header::Agree, &m)

@@ -12,7 +12,7 @@
 //! # What is agreed
 //!
 //! Each participant contributes an [`Input`] — a flag word, a `max` word and a set of
-//! signalled errors `(job rank, code)` — and the participants it knows failed. Every
+//! signalled errors `(id, code)` — and the participants it knows failed. Every
 //! process that decides decides the same [`Decision`], computed over one set of
 //! *contributors* that contains every participant alive at the decision:
 //!
@@ -257,9 +257,9 @@ pub struct Input {
     /// A word whose maximum is decided (`shrink`: a context id from which every id is
     /// free here).
     pub max: u32,
-    /// Signalled errors `(job rank, code)`; the decision holds the union. Any order,
+    /// Signalled errors `(id, code)` ([`SignalId`]); the decision holds the union. Any order,
     /// duplicates allowed: [`Agreement::with_input`] sorts and deduplicates them.
-    pub signals: Vec<(u32, i32)>,
+    pub signals: Vec<(SignalId, i32)>,
 }
 
 impl Input {
@@ -268,6 +268,11 @@ impl Input {
         Input { flag, max: 0, signals: Vec::new() }
     }
 }
+
+/// A signal's identity (R27, `signal_error`): its origin's job rank in the low 32 bits,
+/// the origin's count of signals on the communicator in the high 32 — unique in a job of
+/// any size (2^32 ranks), for 2^32 signals a member and communicator.
+pub type SignalId = u64;
 
 /// What every process decides.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -280,10 +285,10 @@ pub struct Decision {
     pub max: u32,
     /// The failed participants, as job ranks in ascending order.
     pub failed: Vec<u32>,
-    /// Union of the signals of the same contributors, `(job rank, code)` in ascending
+    /// Union of the signals of the same contributors, `(id, code)` in ascending
     /// order without duplicates: contains every signal of every participant alive at the
     /// decision.
-    pub signals: Vec<(u32, i32)>,
+    pub signals: Vec<(SignalId, i32)>,
 }
 
 /// What an [`Agreement`] waits for (for logs and tests).
@@ -319,7 +324,7 @@ struct Gather {
     flag: u32,
     max: u32,
     /// Union of the reported signals, ascending, no duplicates.
-    signals: Vec<(u32, i32)>,
+    signals: Vec<(SignalId, i32)>,
     /// Union of the reported failures, ascending.
     failed: Vec<u32>,
     /// Highest-ballot accepted value reported.
@@ -339,7 +344,7 @@ impl Gather {
         flag: u32,
         max: u32,
         failed: &[u32],
-        signals: &[(u32, i32)],
+        signals: &[(SignalId, i32)],
         best: Option<(u32, &Value)>,
     ) {
         if let Err(at) = self.from.binary_search(&from) {
@@ -776,7 +781,7 @@ fn insert_sorted<T: Ord>(v: &mut Vec<T>, x: T) {
 /// increasing lists (a decoded message always does; one built in memory may not).
 fn well_formed(msg: &AgreeMsg, n: u32) -> bool {
     let list_ok = |l: &[u32]| l.windows(2).all(|w| w[0] < w[1]) && l.last().is_none_or(|&x| x < n);
-    let signals_ok = |l: &[(u32, i32)]| l.windows(2).all(|w| w[0] < w[1]);
+    let signals_ok = |l: &[(SignalId, i32)]| l.windows(2).all(|w| w[0] < w[1]);
     let value_ok = |v: &Value| list_ok(&v.failed) && signals_ok(&v.signals);
     match msg {
         AgreeMsg::Report { ballot, failed, signals, prior, .. } => {

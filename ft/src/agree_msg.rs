@@ -20,8 +20,8 @@
 //! | `0x14` | `Commit`  | `instance: u64, value`                                                        |
 //!
 //! where `list` is `count: u32` then `count` strictly increasing `u32`; `sigs` is
-//! `count: u32` then `count` pairs `(rank: u32, code: i32)`, strictly increasing in
-//! `(rank, code)` order; `value` is `flag: u32, max: u32, failed: list, signals: sigs`;
+//! `count: u32` then `count` pairs `(id: u64, code: i32)` ([`SignalId`]), strictly
+//! increasing in `(id, code)` order; `value` is `flag: u32, max: u32, failed: list, signals: sigs`;
 //! `prior` is a tag byte `0` (nothing), `1` (accepted: `ballot: u32, value`) or `2`
 //! (decided: `value`).
 //!
@@ -34,6 +34,7 @@
 //! range-checked: they are data carried for the user (`signal_error`), bounded only by
 //! the message's size.
 
+use crate::agree::SignalId;
 use crate::msg::DecodeError;
 
 const KIND_REPORT: u8 = 0x11;
@@ -55,8 +56,8 @@ pub struct Value {
     pub max: u32,
     /// Failed participants, as strictly increasing participant indices.
     pub failed: Vec<u32>,
-    /// Union of the contributed `(job rank, code)` signals, strictly increasing.
-    pub signals: Vec<(u32, i32)>,
+    /// Union of the contributed `(id, code)` signals, strictly increasing.
+    pub signals: Vec<(SignalId, i32)>,
 }
 
 /// What a process already holds for this agreement when it reports to a coordinator.
@@ -93,8 +94,8 @@ pub enum AgreeMsg {
         max: u32,
         /// Participants the sender knows failed (strictly increasing indices).
         failed: Vec<u32>,
-        /// The sender's signalled errors, `(job rank, code)` strictly increasing.
-        signals: Vec<(u32, i32)>,
+        /// The sender's signalled errors, `(id, code)` strictly increasing.
+        signals: Vec<(SignalId, i32)>,
         /// What the sender already accepted or decided.
         prior: Prior,
     },
@@ -138,7 +139,7 @@ impl AgreeMsg {
     /// Length of this message's encoding.
     pub fn encoded_len(&self) -> usize {
         let list = |l: &[u32]| 4 + 4 * l.len();
-        let sigs = |l: &[(u32, i32)]| 4 + 8 * l.len();
+        let sigs = |l: &[(SignalId, i32)]| 4 + 12 * l.len();
         let value = |v: &Value| 4 + 4 + list(&v.failed) + sigs(&v.signals);
         match self {
             AgreeMsg::Report { failed, signals, prior, .. } => {
@@ -262,10 +263,10 @@ fn put_list(out: &mut Vec<u8>, list: &[u32]) {
     }
 }
 
-fn put_signals(out: &mut Vec<u8>, signals: &[(u32, i32)]) {
+fn put_signals(out: &mut Vec<u8>, signals: &[(SignalId, i32)]) {
     out.extend_from_slice(&(signals.len() as u32).to_le_bytes());
-    for (rank, code) in signals {
-        out.extend_from_slice(&rank.to_le_bytes());
+    for (id, code) in signals {
+        out.extend_from_slice(&id.to_le_bytes());
         out.extend_from_slice(&code.to_le_bytes());
     }
 }
@@ -320,15 +321,15 @@ impl Reader<'_> {
         Ok(list)
     }
 
-    fn signals(&mut self) -> Result<Vec<(u32, i32)>, DecodeError> {
+    fn signals(&mut self) -> Result<Vec<(SignalId, i32)>, DecodeError> {
         let count = self.u32()? as usize;
         // Bound the allocation by the bytes present, never by the claimed count.
-        if count > self.rest.len() / 8 {
+        if count > self.rest.len() / 12 {
             return Err(DecodeError::Truncated { kind: self.kind });
         }
         let mut signals = Vec::with_capacity(count);
         for _ in 0..count {
-            let s = (self.u32()?, i32::from_le_bytes(self.take()?));
+            let s = (self.u64()?, i32::from_le_bytes(self.take()?));
             if signals.last().is_some_and(|&prev| prev >= s) {
                 return Err(DecodeError::Invalid { kind: self.kind, field: "signal list order" });
             }
@@ -353,11 +354,11 @@ mod tests {
         Value { flag, failed: failed.to_vec(), ..Value::default() }
     }
 
-    fn vs(flag: u32, max: u32, failed: &[u32], signals: &[(u32, i32)]) -> Value {
+    fn vs(flag: u32, max: u32, failed: &[u32], signals: &[(SignalId, i32)]) -> Value {
         Value { flag, max, failed: failed.to_vec(), signals: signals.to_vec() }
     }
 
-    fn report(signals: &[(u32, i32)], prior: Prior) -> AgreeMsg {
+    fn report(signals: &[(SignalId, i32)], prior: Prior) -> AgreeMsg {
         AgreeMsg::Report { instance: 1, ballot: 0, flag: 0, max: 0, failed: vec![], signals: signals.to_vec(), prior }
     }
 
@@ -371,7 +372,7 @@ mod tests {
                 flag: !0,
                 max: u32::MAX,
                 failed: vec![],
-                signals: vec![(0, i32::MIN), (0, -1), (3, 0), (u32::MAX, i32::MAX)],
+                signals: vec![(0, i32::MIN), (0, -1), (3, 0), (u64::MAX, i32::MAX)],
                 prior: Prior::Nothing,
             },
             AgreeMsg::Report {

@@ -188,7 +188,7 @@ impl AgreeSim {
             let signals = (0..count)
                 .map(|_| {
                     let s = values.next_u64();
-                    ((s % u64::from(cfg.n.min(6) + 2)) as u32, ((s >> 32) % 3) as i32 - 1)
+                    (s % u64::from(cfg.n.min(6) + 2), ((s >> 32) % 3) as i32 - 1)
                 })
                 .collect();
             sim.procs.push(Proc {

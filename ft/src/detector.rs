@@ -72,6 +72,7 @@ use std::time::Duration;
 use crate::event::FtEvent;
 use crate::failure_set::FailureSet;
 use crate::msg::Msg;
+use crate::ring::Ring;
 use crate::time::Time;
 use crate::timer::{Timer, TimerTable};
 
@@ -183,6 +184,11 @@ pub struct Detector {
     events: VecDeque<FtEvent>,
     /// Reused buffer for finger lists.
     scratch: Vec<u32>,
+    /// The ring's order ([`crate::ring`]): "distance", "predecessor", "successor" and
+    /// the fingers are taken in ring positions.
+    ring: Ring,
+    /// This rank's ring position.
+    pos: u32,
 }
 
 impl Detector {
@@ -192,7 +198,18 @@ impl Detector {
     /// # Panics
     /// If `me >= n` (a local programming error, never remote input).
     pub fn new(me: u32, n: u32, cfg: Config, now: Time) -> Detector {
+        Detector::on_ring(me, n, cfg, now, Ring::RankOrder)
+    }
+
+    /// [`Detector::new`] on a ring in `ring`'s order instead of rank order (every rank of
+    /// the job must be given the same ring; [`Ring::interleaving`] puts a host's ranks
+    /// apart, so a dead host is one timeout, not one per rank).
+    ///
+    /// # Panics
+    /// If `me >= n`, or `ring` does not order `n` ranks (local programming errors).
+    pub fn on_ring(me: u32, n: u32, cfg: Config, now: Time, ring: Ring) -> Detector {
         assert!(me < n, "rank {me} outside a job of {n} ranks");
+        assert!(ring.fits(n), "a ring of another size than the job's {n} ranks");
         let mut d = Detector {
             me,
             n,
@@ -208,6 +225,8 @@ impl Detector {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             scratch: Vec::new(),
+            pos: ring.position(me),
+            ring,
         };
         d.observing = d.ring_neighbour(Direction::Predecessor);
         d.successor = d.ring_neighbour(Direction::Successor);
@@ -397,9 +416,15 @@ impl Detector {
         }
     }
 
-    /// Rank at clockwise distance `off` (may be ≥ n only transiently; reduced mod n).
+    /// Rank at clockwise ring distance `off` (may be ≥ n only transiently; reduced mod n).
     fn at(&self, off: u64) -> u32 {
-        ((u64::from(self.me) + off) % u64::from(self.n)) as u32
+        self.ring.rank_at(((u64::from(self.pos) + off) % u64::from(self.n)) as u32)
+    }
+
+    /// Clockwise ring distance from rank `from` to rank `to`.
+    fn distance(&self, from: u32, to: u32) -> u64 {
+        let n = u64::from(self.n);
+        (u64::from(self.ring.position(to)) + n - u64::from(self.ring.position(from))) % n
     }
 
     fn ring_neighbour(&self, dir: Direction) -> Option<u32> {
@@ -472,10 +497,9 @@ impl Detector {
                 Some(p) => {
                     self.timers.set(Timer::Observe, now + self.cfg.timeout);
                     // Rule 1: every failure between p and me, so p heartbeats me now.
-                    let n = u64::from(self.n);
-                    let span = (u64::from(self.me) + n - u64::from(p)) % n;
+                    let span = self.distance(p, self.me);
                     for (&x, &h) in self.failed.in_order().iter().zip(&self.hops) {
-                        let dist = (u64::from(x) + n - u64::from(p)) % n;
+                        let dist = self.distance(p, x);
                         if dist > 0 && dist < span {
                             self.transmits.push_back((p, Msg::Notice { failed: x, hops: h.saturating_add(1) }));
                         }
@@ -520,6 +544,28 @@ mod tests {
         let c = Config::new(Duration::from_millis(10), Duration::from_millis(100)).unwrap();
         assert_eq!(c, Config::default());
         assert_eq!(c.stall_threshold(), Duration::from_millis(45));
+    }
+
+    #[test]
+    fn on_a_permuted_ring_neighbours_and_fingers_follow_ring_positions() {
+        // Three hosts of four ranks placed by slot: the ring deals them out.
+        let hosts: Vec<u32> = (0..12).map(|r| r / 4).collect();
+        let ring = Ring::interleaving(&hosts);
+        // Ring: 0 4 8 1 5 9 2 6 10 3 7 11.
+        let mut d = Detector::on_ring(5, 12, Config::default(), ms(0), ring);
+        assert_eq!(d.observing(), Some(1));
+        assert_eq!(d.successor(), Some(9));
+        assert_eq!(drain(&mut d), vec![(9, Msg::Heartbeat)]);
+        // Rank 1 is declared (local evidence): the observer moves on to 8 and tells it
+        // that 1 failed (rule 1); the fingers, at ring distances 1, 2, 4 and 8 from rank
+        // 5's position 4, are 9, 2, 10 and 0.
+        d.handle_local_failure(1, ms(1));
+        assert_eq!(d.observing(), Some(8));
+        let out = drain(&mut d);
+        for f in [9, 2, 10, 0] {
+            assert!(out.contains(&(f, Msg::Notice { failed: 1, hops: 1 })), "finger {f}: {out:?}");
+        }
+        assert!(out.contains(&(8, Msg::Notice { failed: 1, hops: 1 })), "new predecessor: {out:?}");
     }
 
     #[test]

@@ -83,15 +83,17 @@ pub mod detector;
 pub mod event;
 pub mod failure_set;
 pub mod msg;
+pub mod node_loss;
 pub mod notice;
 pub mod reg_agree;
+pub mod ring;
 pub mod sim;
 pub mod time;
 mod timer;
 #[cfg(test)]
 mod untrusted;
 
-pub use agree::{AgreeState, Agreement, Decision, Input, Participants, ParticipantsError};
+pub use agree::{AgreeState, Agreement, Decision, Input, Participants, ParticipantsError, SignalId};
 pub use agree_msg::{AgreeMsg, Prior, Value};
 pub use detector::{Config, ConfigError, Detector, DEFAULT_HB_PERIOD, DEFAULT_HB_TIMEOUT};
 pub use event::FtEvent;

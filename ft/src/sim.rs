@@ -21,6 +21,7 @@ use std::time::Duration;
 use crate::detector::{Config, Detector};
 use crate::event::FtEvent;
 use crate::msg::Msg;
+use crate::ring::Ring;
 use crate::time::Time;
 
 /// Sebastiano Vigna's SplitMix64: a tiny, seedable, good-enough PRNG.
@@ -232,13 +233,21 @@ impl Sim {
     /// # Panics
     /// If `cfg.n` is zero.
     pub fn new(cfg: SimConfig) -> Sim {
+        Sim::on_ring(cfg, Ring::RankOrder)
+    }
+
+    /// [`Sim::new`] with every detector on `ring` ([`Detector::on_ring`]).
+    ///
+    /// # Panics
+    /// If `cfg.n` is zero or `ring` does not order `cfg.n` ranks.
+    pub fn on_ring(cfg: SimConfig, ring: Ring) -> Sim {
         assert!(cfg.n > 0, "a job has at least one rank");
         let n = cfg.n as usize;
         let mut sim = Sim {
             cfg,
             now: Time::ZERO,
             rng: SplitMix64::new(cfg.seed),
-            dets: (0..cfg.n).map(|r| Detector::new(r, cfg.n, cfg.detector, Time::ZERO)).collect(),
+            dets: (0..cfg.n).map(|r| Detector::on_ring(r, cfg.n, cfg.detector, Time::ZERO, ring.clone())).collect(),
             status: (0..n).map(|_| Status::Running).collect(),
             down_since: vec![None; n],
             excluded_at: vec![None; n],

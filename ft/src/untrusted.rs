@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 use runthrough_fuzz::{Rng, Shape};
 
-use crate::{AgreeMsg, DecodeError, Msg, Prior, Value};
+use crate::{AgreeMsg, DecodeError, Msg, Prior, SignalId, Value};
 
 #[global_allocator]
 static ALLOC: runthrough_fuzz::TrackingAlloc = runthrough_fuzz::TrackingAlloc;
@@ -29,12 +29,12 @@ fn list(rng: &mut Rng) -> Vec<u32> {
     v
 }
 
-fn signals(rng: &mut Rng) -> Vec<(u32, i32)> {
-    let mut v: Vec<(u32, i32)> = (0..rng.below(6))
+fn signals(rng: &mut Rng) -> Vec<(SignalId, i32)> {
+    let mut v: Vec<(SignalId, i32)> = (0..rng.below(6))
         .map(|_| {
-            let rank = if rng.one_in(4) { rng.extreme() as u32 } else { rng.below(64) as u32 };
+            let id = if rng.one_in(4) { rng.extreme() } else { rng.below(64) as u64 };
             let code = if rng.one_in(4) { rng.extreme() as i32 } else { rng.below(7) as i32 - 3 };
-            (rank, code)
+            (id, code)
         })
         .collect();
     v.sort_unstable();

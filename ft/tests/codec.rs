@@ -5,14 +5,14 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use runthrough_ft::{AgreeMsg, Agreement, Config, Detector, Msg, Participants, Prior, Time, Value};
+use runthrough_ft::{AgreeMsg, Agreement, Config, Detector, Msg, Participants, Prior, SignalId, Time, Value};
 
 fn sorted_list(max: u32) -> impl Strategy<Value = Vec<u32>> {
     proptest::collection::btree_set(0..max, 0..6).prop_map(|s| s.into_iter().collect())
 }
 
-fn signals() -> impl Strategy<Value = Vec<(u32, i32)>> {
-    proptest::collection::btree_set((any::<u32>(), any::<i32>()), 0..5).prop_map(|s| s.into_iter().collect())
+fn signals() -> impl Strategy<Value = Vec<(SignalId, i32)>> {
+    proptest::collection::btree_set((any::<u64>(), any::<i32>()), 0..5).prop_map(|s| s.into_iter().collect())
 }
 
 fn any_value(max: u32) -> impl Strategy<Value = Value> {

@@ -152,27 +152,30 @@ impl Engine {
         }
     }
 
-    /// Member `dead` failed: on every broken communicator where it was this process's
-    /// live ring successor, the notice goes on to the new one, so that it travels the
-    /// ring past forwarders that died (see [`Engine::break_comm`]).
+    /// Member `dead` failed: on every communicator where it was this process's live ring
+    /// successor, what travels the overlay goes on to the new one — the communicator's
+    /// revoke or corruption, and the signals known here and not yet resolved (R27) — so
+    /// that it travels the ring past forwarders that died (see [`Engine::break_comm`]).
     pub(super) fn pass_notes_past(&mut self, dead: Rank) {
         let mut out = Vec::new();
         for (key, _) in self.st.comms.containing(dead) {
             let Some(c) = self.st.comms.get(key) else { continue };
-            let Some(broken) = c.broken else { continue };
-            let group = c.group.clone();
+            if c.broken.is_none() && c.prop.known.is_empty() {
+                continue;
+            }
+            let group = &c.group;
             let Some(me) = group.iter().position(|r| *r == self.st.me) else { continue };
             let Some(dead_at) = group.iter().position(|r| *r == dead) else { continue };
             let live = |at: usize| self.st.is_live(group[at]);
-            if notice::successor_was(group.len(), me, dead_at, live) {
-                if let Some(next) = notice::successor(group.len(), me, live) {
-                    let note = if broken == Broken::Revoked {
-                        Note::Revoke { ctx: key.0 }
-                    } else {
-                        Note::Corrupt { ctx: key.0 }
-                    };
-                    out.push((group[next], note));
-                }
+            if !notice::successor_was(group.len(), me, dead_at, live) {
+                continue;
+            }
+            let Some(next) = notice::successor(group.len(), me, live) else { continue };
+            match c.broken {
+                Some(broken) => out.push((group[next], broken_note(broken, key))),
+                None => out.extend(
+                    c.prop.known.iter().map(|&(id, code)| (group[next], Note::Signal { ctx: key.0, id, code })),
+                ),
             }
         }
         for (to, note) in out {

@@ -8,6 +8,7 @@ use runthrough_ft::failure_set::FailureSet;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use runthrough_ft::ring::Ring;
 use runthrough_ft::{Detector, FtEvent, Msg, Time};
 
 use super::{Engine, Outgoing, State};
@@ -71,10 +72,14 @@ impl Ft {
 pub(super) const DRAIN_ROUNDS: usize = 64;
 
 impl Engine {
-    /// Starts the ring failure detector with `cfg` (call once every rank is up: all start
-    /// their timeout windows now).
-    pub fn enable_ft(&mut self, cfg: runthrough_ft::Config) {
-        let mut det = Detector::new(self.st.me.0, self.size(), cfg, Time::ZERO);
+    /// Starts the ring failure detector with `cfg` on `ring` (the same at every rank;
+    /// [`Ring::interleaving`] of the ranks' hosts, so a dead host is found in one
+    /// timeout) — call once every rank is up: all start their timeout windows now.
+    ///
+    /// # Panics
+    /// If `ring` orders another number of ranks than the job's (a programming error).
+    pub fn enable_ft(&mut self, cfg: runthrough_ft::Config, ring: Ring) {
+        let mut det = Detector::on_ring(self.st.me.0, self.size(), cfg, Time::ZERO, ring);
         det.set_witnessed(self.st.fail.witnessed);
         self.st.fail.ft = Some(Ft {
             observed: det.observing(),

@@ -1,7 +1,10 @@
-//! Error propagation (R27): `signal_error` floods a signal to every member of a
-//! communicator, and every member enters the error resolution — a cut of the
+//! Error propagation (R27): `signal_error` spreads a signal to every member of a
+//! communicator over its overlay (R42: ⌈log2 n⌉ fingers a member, handed to a new ring
+//! successor when one fails, like a revoke), and every member enters the error resolution — a cut of the
 //! communicator's traffic (`Mark` notices), then an agreement on the list of signals —
 //! after which the operations parked behind it complete with the agreed list.
+
+use runthrough_ft::{notice, SignalId};
 
 use super::{Engine, Outgoing, RESOLUTION_SERIES};
 use crate::error::Error;
@@ -11,22 +14,19 @@ use crate::types::{ContextId, Rank};
 
 impl Engine {
     /// Signals `code` on the communicator of `ctx` (R27, Engwer et al.'s `signal_error`): the
-    /// signal floods to every member (each forwards it on first receipt) and every member
+    /// signal travels the communicator's overlay to every member (each forwards it on
+    /// first receipt, [`Engine::learn_signal`]) and every member
     /// enters the error resolution: an agreement on the list of signals, behind a cut of
     /// the communicator's traffic. Returns the signal's id; poll
     /// [`Engine::signal_resolved`] with [`Engine::progress`].
-    pub fn signal_error(&mut self, ctx: ContextId, code: i32) -> Result<u32, Error> {
+    pub fn signal_error(&mut self, ctx: ContextId, code: i32) -> Result<SignalId, Error> {
         let me = self.st.me.0;
         let c = self.st.comms.get_mut(ctx).ok_or(Error::ApiMisuse("signal_error on an unknown communicator"))?;
         if let Some(b) = c.broken {
             return Err(b.error());
         }
-        let origin = if me < 1 << 20 {
-            me
-        } else {
-            return Err(Error::Unsupported("signal_error in jobs of 2^20 ranks or more"));
-        };
-        let id = ((c.prop.serial & 0xfff) << 20) | origin;
+        // Unique for 2^32 signals of each member on each communicator, in a job of any size.
+        let id = (u64::from(c.prop.serial) << 32) | u64::from(me);
         c.prop.serial = c.prop.serial.wrapping_add(1);
         self.learn_signal(ctx, id, code);
         Ok(id)
@@ -35,7 +35,7 @@ impl Engine {
     /// Once the signal `id` of [`Engine::signal_error`] is resolved: the list the caller
     /// gets (communicator ranks and codes; it is also the delivery of the exception to
     /// the caller, so nothing stays armed for its next operation).
-    pub fn signal_resolved(&mut self, ctx: ContextId, id: u32) -> Option<Vec<(u32, i32)>> {
+    pub fn signal_resolved(&mut self, ctx: ContextId, id: SignalId) -> Option<Vec<(u32, i32)>> {
         let c = self.st.comms.get_mut(ctx)?;
         if !c.prop.resolved.contains(&id) {
             return None;
@@ -60,9 +60,14 @@ impl Engine {
         self.st.comms.get(ctx).map(|c| c.prop.last.clone()).filter(|l| !l.is_empty())
     }
 
-    /// A signal read or made here: new ones are forwarded to every other member and
-    /// start (or join) a resolution.
-    pub(super) fn learn_signal(&mut self, ctx: ContextId, id: u32, code: i32) {
+    /// A signal read or made here: a new one is forwarded along the communicator's
+    /// overlay (the fingers of [`runthrough_ft::notice`], as a revoke) and starts (or
+    /// joins) a resolution. It stays known here until a resolution decides it, and no
+    /// resolution can decide without every live member, each of which enters only once it
+    /// knows a signal: so while a live member lacks it, every holder still holds it, and
+    /// the ring-successor handover ([`Engine::pass_notes_past`]) carries it past
+    /// forwarders that died.
+    pub(super) fn learn_signal(&mut self, ctx: ContextId, id: SignalId, code: i32) {
         let me = self.st.me;
         let key = ctx.p2p();
         let Some(c) = self.st.comms.get_mut(key) else { return };
@@ -72,10 +77,13 @@ impl Engine {
         c.prop.known.push((id, code));
         self.st.cs.propagating = true;
         self.st.cs.comm_notices = true;
-        let members = c.group.clone();
-        for &peer in members.iter() {
-            if peer != me && !self.st.peers[peer.0 as usize].failed {
-                self.st.post_or_queue(&mut self.transport, peer, Outgoing::Note(Note::Signal { ctx: key.0, id, code }));
+        let group = c.group.clone();
+        if let Some(at) = group.iter().position(|r| *r == me) {
+            let mut to = Vec::new();
+            notice::fingers(group.len(), at, |x| self.st.is_live(group[x]), &mut to);
+            for x in to {
+                let note = Note::Signal { ctx: key.0, id, code };
+                self.st.post_or_queue(&mut self.transport, group[x], Outgoing::Note(note));
             }
         }
         self.enter_resolution(key);
@@ -92,7 +100,7 @@ impl Engine {
             return;
         }
         let epoch = c.prop.epoch + 1;
-        let signals: Vec<(u32, i32)> = c.prop.known.clone();
+        let signals: Vec<(SignalId, i32)> = c.prop.known.clone();
         let group = c.group.clone();
         self.st.stop_shm_collectives(ctx);
         let coll = ctx.coll();
@@ -183,7 +191,7 @@ impl Engine {
         let resolved = &c.prop.resolved;
         c.prop.known.retain(|k| !resolved.contains(&k.0));
         let mut list: Vec<(u32, i32)> =
-            decided.iter().filter_map(|&(id, code)| c.local_rank(Rank(id & 0xf_ffff)).map(|l| (l, code))).collect();
+            decided.iter().filter_map(|&(id, code)| c.local_rank(Rank(id as u32)).map(|l| (l, code))).collect();
         list.sort_unstable();
         let parked = std::mem::take(&mut c.prop.parked);
         if parked.is_empty() {

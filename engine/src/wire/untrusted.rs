@@ -142,7 +142,7 @@ fn fuzz_engine_note() {
             1 => Note::ByeAck,
             2 => Note::Revoke { ctx: rng.next_u64() as u32 },
             3 => Note::Corrupt { ctx: rng.next_u64() as u32 },
-            4 => Note::Signal { ctx: rng.next_u64() as u32, id: rng.next_u64() as u32, code: rng.next_u64() as i32 },
+            4 => Note::Signal { ctx: rng.next_u64() as u32, id: rng.next_u64(), code: rng.next_u64() as i32 },
             5 => Note::Mark { ctx: rng.next_u64() as u32, epoch: rng.next_u64() as u32 },
             _ => Note::Discard { sreq: rng.next_u64() },
         };
