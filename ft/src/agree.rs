@@ -141,7 +141,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::agree_msg::{AgreeMsg, Prior, Value};
+use crate::agree_msg::{AgreeMsg, Prior, SignalId, Value};
 use crate::agree_tree::{Tree, DEFAULT_FANOUT};
 use crate::time::Time;
 
@@ -268,11 +268,6 @@ impl Input {
         Input { flag, max: 0, signals: Vec::new() }
     }
 }
-
-/// A signal's identity (R27, `signal_error`): its origin's job rank in the low 32 bits,
-/// the origin's count of signals on the communicator in the high 32 — unique in a job of
-/// any size (2^32 ranks), for 2^32 signals a member and communicator.
-pub type SignalId = u64;
 
 /// What every process decides.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]

@@ -34,8 +34,12 @@
 //! range-checked: they are data carried for the user (`signal_error`), bounded only by
 //! the message's size.
 
-use crate::agree::SignalId;
 use crate::msg::DecodeError;
+
+/// A signal's identity (R27, `signal_error`): its origin's job rank in the low 32 bits,
+/// the origin's count of signals on the communicator in the high 32 — unique in a job of
+/// any size (2^32 ranks), for 2^32 signals a member and communicator.
+pub type SignalId = u64;
 
 const KIND_REPORT: u8 = 0x11;
 const KIND_PROPOSE: u8 = 0x12;

@@ -93,8 +93,8 @@ mod timer;
 #[cfg(test)]
 mod untrusted;
 
-pub use agree::{AgreeState, Agreement, Decision, Input, Participants, ParticipantsError, SignalId};
-pub use agree_msg::{AgreeMsg, Prior, Value};
+pub use agree::{AgreeState, Agreement, Decision, Input, Participants, ParticipantsError};
+pub use agree_msg::{AgreeMsg, Prior, SignalId, Value};
 pub use detector::{Config, ConfigError, Detector, DEFAULT_HB_PERIOD, DEFAULT_HB_TIMEOUT};
 pub use event::FtEvent;
 pub use failure_set::FailureSet;

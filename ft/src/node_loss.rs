@@ -6,7 +6,7 @@
 //! the detector used before [`Ring::interleaving`]) or interleaved, and measures at every
 //! survivor when it knew *every* rank of the host failed, and how far apart the first
 //! and the last of them arrived there (the host's loss reaches the application as one
-//! event when that spread is short). [`node_loss_table`] is the table in
+//! event when that spread is short). [`node_loss_row`] gives the rows of the table in
 //! `bench/RESULTS.md` (`cargo run --release -p runthrough-ft --example ft_node_loss_table`).
 
 use std::time::Duration;
@@ -41,7 +41,7 @@ pub fn by_slot(n: u32, per_host: u32) -> Vec<u32> {
 /// If `per_host` does not divide `n` or there is a single host (nobody would survive).
 pub fn node_loss_run(cfg: SimConfig, per_host: u32, interleave: bool, limit: Duration) -> NodeLossRun {
     let n = cfg.n;
-    assert!(per_host > 0 && n % per_host == 0 && n / per_host > 1, "{n} ranks on hosts of {per_host}");
+    assert!(per_host > 0 && n.is_multiple_of(per_host) && n / per_host > 1, "{n} ranks on hosts of {per_host}");
     let hosts = by_slot(n, per_host);
     let ring = if interleave { Ring::interleaving(&hosts) } else { Ring::RankOrder };
     let mut pick = SplitMix64::new(cfg.seed ^ 0x0bad_5eed);
@@ -56,7 +56,7 @@ pub fn node_loss_run(cfg: SimConfig, per_host: u32, interleave: bool, limit: Dur
     let step = cfg.detector.timeout();
     let mut t = crash;
     loop {
-        t = t + step;
+        t += step;
         sim.run_until(t);
         let known = dead.iter().all(|&r| sim.detection(r).is_some_and(|d| d.learnt_by == d.survivors));
         if known || t - crash >= limit {

@@ -31,9 +31,10 @@ use std::sync::Arc;
 
 /// The order of the ranks on the detector's ring: rank order, or a permutation shared by
 /// every detector of a simulation (cheap to clone). See the [module docs](self).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Ring {
     /// `0 → 1 → … → n−1 → 0`.
+    #[default]
     RankOrder,
     /// A permutation: `order[p]` is the rank at position `p`, `position[r]` the position of
     /// rank `r`.
@@ -165,12 +166,6 @@ fn by_greedy(members: &[Vec<u32>], n: u32) -> Vec<u32> {
         order.extend_from_slice(&members[k][taken[k]..]);
     }
     order
-}
-
-impl Default for Ring {
-    fn default() -> Self {
-        Ring::RankOrder
-    }
 }
 
 #[cfg(test)]

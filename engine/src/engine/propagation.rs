@@ -15,7 +15,7 @@ use crate::types::{ContextId, Rank};
 impl Engine {
     /// Signals `code` on the communicator of `ctx` (R27, Engwer et al.'s `signal_error`): the
     /// signal travels the communicator's overlay to every member (each forwards it on
-    /// first receipt, [`Engine::learn_signal`]) and every member
+    /// first receipt) and every member
     /// enters the error resolution: an agreement on the list of signals, behind a cut of
     /// the communicator's traffic. Returns the signal's id; poll
     /// [`Engine::signal_resolved`] with [`Engine::progress`].
