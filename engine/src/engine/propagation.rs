@@ -1,8 +1,9 @@
 //! Error propagation (R27): `signal_error` spreads a signal to every member of a
 //! communicator over its overlay (R42: ⌈log2 n⌉ fingers a member, handed to a new ring
-//! successor when one fails, like a revoke), and every member enters the error resolution — a cut of the
-//! communicator's traffic (`Mark` notices), then an agreement on the list of signals —
-//! after which the operations parked behind it complete with the agreed list.
+//! successor when one fails, like a revoke), and every member enters the error
+//! resolution — a cut of the communicator's traffic (`Mark` notices), then an agreement
+//! on the list of signals — after which the operations parked behind it complete with
+//! the agreed list.
 
 use runthrough_ft::{notice, SignalId};
 
@@ -15,9 +16,8 @@ use crate::types::{ContextId, Rank};
 impl Engine {
     /// Signals `code` on the communicator of `ctx` (R27, Engwer et al.'s `signal_error`): the
     /// signal travels the communicator's overlay to every member (each forwards it on
-    /// first receipt) and every member
-    /// enters the error resolution: an agreement on the list of signals, behind a cut of
-    /// the communicator's traffic. Returns the signal's id; poll
+    /// first receipt) and every member enters the error resolution: an agreement on the
+    /// list of signals, behind a cut of the communicator's traffic. Returns the signal's id; poll
     /// [`Engine::signal_resolved`] with [`Engine::progress`].
     pub fn signal_error(&mut self, ctx: ContextId, code: i32) -> Result<SignalId, Error> {
         let me = self.st.me.0;
