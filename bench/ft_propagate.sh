@@ -38,6 +38,12 @@
 # job of a and b, default 100; the paper's 1000 is RT_BENCH_FT_REPS=1000),
 # RT_BENCH_FT_RUNS (jobs per row of a, b and d, default 2), RT_BENCH_FT_KILLS (jobs per
 # row of c, default 3).
+#
+# Before and after a change: RT_BENCH_BEFORE=<another build's target directory> (e.g. a
+# `git worktree` of the older commit built with `cargo build --release -p runthrough-bench
+# -p runthrough-launch`) and `--impls "rt rtb ompi"` runs that build's rtrun and programs
+# as a third implementation, "rt-before", interleaved with the others; its rows carry
+# their ratio to Open MPI too, and runthrough's rows their ratio to rt-before.
 
 set -euo pipefail
 
@@ -51,7 +57,8 @@ usage: bench/ft_propagate.sh [--exp "a b c d"] [--ranks "4 8"] [--agree-ranks "2
                       (default "a b c d")
   --ranks LIST        job sizes of a, b and c (default "4 8")
   --agree-ranks LIST  job sizes of d (default "2 4 8")
-  --impls LIST        rt (runthrough) and/or ompi (Open MPI ULFM) (default both)
+  --impls LIST        rt (runthrough), rtb (runthrough built in $RT_BENCH_BEFORE) and/or
+                      ompi (Open MPI ULFM) (default "rt ompi")
   --no-plot           do not write bench/ft_propagate.svg
   --no-build          do not run cargo; use the existing binaries
   -h, --help          this help
@@ -113,8 +120,11 @@ for n in $ranks_list; do
     [[ $n -ge 3 || " $exps " != *" c "* ]] || die "shrink (c) needs at least 3 ranks, not $n"
 done
 for i in $impls; do
-    [[ $i == rt || $i == ompi ]] || die "bad implementation '$i' (rt or ompi)"
+    [[ $i == rt || $i == rtb || $i == ompi ]] || die "bad implementation '$i' (rt, rtb or ompi)"
 done
+before=${RT_BENCH_BEFORE:-}
+[[ " $impls " != *" rtb "* || -x "$before/release/rtrun" ]] ||
+    die "rtb needs RT_BENCH_BEFORE=<target directory> with release/rtrun in it"
 want() { [[ " $impls " == *" $1 "* ]]; }
 
 # The program of one experiment.
@@ -162,6 +172,14 @@ fi
 # Whether runthrough's program of an experiment can run.
 have_rt() { # exp
     want rt && [[ -x "$rtrun" && -x "$target/release/$(exp_prog "$1")" ]]
+}
+# Whether implementation `impl` can run experiment `exp`.
+have_impl() { # exp impl
+    case "$2" in
+        rt) have_rt "$1" ;;
+        rtb) want rtb && [[ -x "$before/release/$(exp_prog "$1")" ]] ;;
+        ompi) [[ $have_ompi -eq 1 ]] ;;
+    esac
 }
 if want rt; then
     for e in $exps; do
@@ -249,6 +267,9 @@ job() { # exp impl ranks job
         rt)
             read -r -a cmd <<<"$(rt_cmd "$e" "$n" "$rtrun" "$target/release/$(exp_prog "$e")")"
             ;;
+        rtb)
+            read -r -a cmd <<<"$(rt_cmd "$e" "$n" "$before/release/rtrun" "$before/release/$(exp_prog "$e")")"
+            ;;
         ompi)
             read -r -a cmd <<<"$(ompi_cmd "$e" "$n" "$ompi/bin/mpirun" "$ompi/$(exp_prog "$e")")"
             ;;
@@ -268,8 +289,7 @@ for e in $exps; do
     for n in $(exp_ranks "$e"); do
         for ((j = 1; j <= $(exp_jobs "$e"); j++)); do
             for impl in $impls; do
-                if [[ $impl == rt ]] && ! have_rt "$e"; then continue; fi
-                if [[ $impl == ompi && $have_ompi -eq 0 ]]; then continue; fi
+                have_impl "$e" "$impl" || continue
                 job "$e" "$impl" "$n" "$j" </dev/null
             done
         done
@@ -302,9 +322,10 @@ row() { # exp ranks impl
     local e=$1 n=$2 impl=$3 name f s ratio="" om
     case "$impl" in
         rt) name=runthrough ;;
+        rtb) name=rt-before ;;
         ompi) name="ompi-ulfm" ;;
     esac
-    if [[ $impl == rt ]] && ! have_rt "$e"; then
+    if [[ $impl != ompi ]] && ! have_impl "$e" "$impl"; then
         printf '%-10s%6s  %-11s%8s %12s %12s %12s %12s %10s\n' "$(exp_name "$e")" "$n" "$name" "-" \
             "not built" "" "" "" ""
         return 0
@@ -315,11 +336,18 @@ row() { # exp ranks impl
         printf '%-10s%6s  %-11s%8s %12s %12s %12s %12s %10s\n' "$(exp_name "$e")" "$n" "$name" 0 n/a n/a n/a n/a ""
         return 0
     fi
-    if [[ $impl == rt ]] && want ompi; then
+    if [[ $impl != ompi ]] && want ompi; then
         om=$(stats "$(pool "$e" ompi "$n")")
         if [[ -n "$om" ]]; then
             ratio=$(awk -v a="$(cut -d' ' -f3 <<<"$s")" -v b="$(cut -d' ' -f3 <<<"$om")" \
                 'BEGIN { if (b > 0) printf "%.2fx", a / b }')
+        fi
+    fi
+    if [[ $impl == rt ]] && want rtb; then
+        om=$(stats "$(pool "$e" rtb "$n")")
+        if [[ -n "$om" ]]; then
+            ratio+=$(awk -v a="$(cut -d' ' -f3 <<<"$s")" -v b="$(cut -d' ' -f3 <<<"$om")" \
+                'BEGIN { if (b > 0) printf " %.2fx(b)", a / b }')
         fi
     fi
     # shellcheck disable=SC2086  # the five statistics are separate arguments
@@ -334,7 +362,7 @@ report=$outdir/ft_propagate-$stamp.md
     echo "# c shrink: $kills jobs x 1 kill; d agree: $runs jobs x 20 batches of 100 (average per agree)."
     echo "# Host: $cpus CPUs, Linux $(uname -r); load average before: $load_before."
     echo "# Run: host $bench_host, commit $bench_commit, $bench_date."
-    echo "# Experiment Ranks  Impl         Samples          Min       Median          P90          Max   rt/ompi"
+    echo "# Experiment Ranks  Impl         Samples          Min       Median          P90          Max   rt/ompi (rt/rt-before: (b))"
     for e in $exps; do
         for n in $(exp_ranks "$e"); do
             for impl in $impls; do
@@ -363,6 +391,7 @@ if [[ $plot -eq 1 && " $exps " == *" a "* ]]; then
             if [[ -s "$f" ]]; then
                 case "$impl" in
                     rt) plot_args+=("$n ranks" runthrough "$f") ;;
+                    rtb) plot_args+=("$n ranks" "runthrough before" "$f") ;;
                     ompi) plot_args+=("$n ranks" "Open MPI $OMPI_VERSION ULFM" "$f") ;;
                 esac
             fi

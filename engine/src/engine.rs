@@ -42,6 +42,7 @@ mod rma;
 mod sched;
 mod send;
 
+pub use agreement::FREED_DECIDED_KEEP;
 use agreement::{Agreements, EARLY_AGREE_KEEP, RESOLUTION_SERIES};
 use cancel::Cancels;
 use comm_state::CommFlags;

@@ -41,7 +41,7 @@ pub mod transport;
 pub mod types;
 pub mod wire;
 
-pub use engine::{Config, Detached, Ended, Engine, Over, Pulse, Scheduled, SendCombine, Stats};
+pub use engine::{Config, Detached, Ended, Engine, Over, Pulse, Scheduled, SendCombine, Stats, FREED_DECIDED_KEEP};
 pub use error::{Class, Error, Scope};
 pub use failed_set::FailedSet;
 pub use handle::{

@@ -420,6 +420,47 @@ fn revoke_floods_fails_pending_work_and_discards_held_rendezvous() {
 /// entered the first resolution) are resolved in two rounds; every member gets each
 /// list once (pending receive, then next operation), the same lists everywhere, and the
 /// communicator works normally afterwards.
+/// A program that creates a communicator, agrees on it and frees it, over and over
+/// (dup, signal, free): every agreement decides the same everywhere, and each engine holds
+/// a bounded number of decided instances of freed communicators (it held every one, and
+/// each agreement message paid for all of them: bench/RESULTS.md §10b).
+#[test]
+fn agreements_of_freed_communicators_are_bounded() {
+    let (_hub, e) = job(3, 8, 64);
+    let world: Vec<Rank> = (0..3).map(Rank).collect();
+    let rounds = 3 * FREED_DECIDED_KEEP as u32;
+    for k in 0..rounds {
+        let ctx = ContextId(1000 + 2 * k);
+        let mut inst = Vec::new();
+        for (r, eng) in e.iter().enumerate() {
+            let mut eng = eng.lock();
+            eng.register_comm(ctx, &world);
+            inst.push(eng.agree_start(ctx, &world, 1, 0b111 ^ (1 << r)).unwrap());
+        }
+        let mut decided = vec![None; 3];
+        for _ in 0..2000 {
+            pump(&e, 1);
+            for (r, eng) in e.iter().enumerate() {
+                decided[r] = decided[r].clone().or_else(|| eng.lock().agree_decision(inst[r]));
+            }
+            if decided.iter().all(Option::is_some) {
+                break;
+            }
+        }
+        for d in &decided {
+            assert_eq!(d.as_ref().map(|d| d.flag), Some(0), "round {k}: {decided:?}");
+        }
+        for eng in &e {
+            eng.lock().free_comm(ctx);
+        }
+    }
+    pump(&e, 5);
+    for (r, eng) in e.iter().enumerate() {
+        let held = eng.lock().agreements_held();
+        assert!(held <= FREED_DECIDED_KEEP + 1, "rank {r} holds {held} agreements after {rounds} freed communicators");
+    }
+}
+
 #[test]
 fn crossed_signals_resolve_in_two_rounds_with_the_same_lists_everywhere() {
     let (_hub, e) = job(3, 8, 64);

@@ -4,6 +4,7 @@
 //! instances, and services them from the progress loop: feeds them failures and
 //! messages, sends what they produce, and keeps their decisions for the callers.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use runthrough_ft::{AgreeMsg, Agreement, Decision, Participants, Time};
@@ -27,6 +28,12 @@ pub(super) struct Agreements {
 
 /// Messages kept for agreements not entered yet, at most.
 pub(super) const EARLY_AGREE_KEEP: usize = 4096;
+
+/// Decided agreements of freed communicators kept to answer late members, at most (a
+/// member whose tree relay or coordinator died re-sends to a process that may have
+/// freed the communicator already; bench/RESULTS.md §10b: unbounded, a dup/signal/free
+/// loop held thousands and every agreement message paid for them).
+pub const FREED_DECIDED_KEEP: usize = 64;
 
 /// The agreement sequence bit of error resolutions (R27): their own series per
 /// communicator, beside the validates, agrees and creations the user calls.
@@ -91,13 +98,21 @@ impl Engine {
         Ok(instance)
     }
 
+    /// How many agreement instances this process holds (running, or decided and kept to
+    /// answer late members): bounded by the live communicators' series plus
+    /// [`FREED_DECIDED_KEEP`] however many communicators were created and freed.
+    pub fn agreements_held(&self) -> usize {
+        self.st.agree.running.len()
+    }
+
     /// The decision of agreement `instance`, once reached (then it is final).
     pub fn agree_decision(&self, instance: u64) -> Option<Decision> {
         self.st.agree.running.iter().find(|(_, a)| a.instance() == instance).and_then(|(_, a)| a.decision().cloned())
     }
 
     /// Sends what the agreements want sent, then forgets every decided agreement
-    /// behind a newer decided one of its communicator's series.
+    /// behind a newer decided one of its communicator's series, and the oldest decided
+    /// ones of freed communicators beyond [`FREED_DECIDED_KEEP`].
     pub(super) fn agree_service(&mut self) {
         let Engine { transport, st } = self;
         st.agree.dirty = false;
@@ -106,12 +121,31 @@ impl Engine {
         // one covered a report from every live member, each sent only after deciding
         // the older one, so nobody alive can need the older one any more. Dropping it
         // when the newer one merely starts could strand a member whose relay died.
-        let decided: Vec<(ContextId, u64)> =
-            st.agree.running.iter().filter(|(_, a)| a.decision().is_some()).map(|(c, a)| (*c, a.instance())).collect();
-        let superseded = |c: ContextId, inst: u64| {
-            decided.iter().any(|&(c2, i2)| Comms::same_comm(c2, c) && series(i2) == series(inst) && i2 > inst)
-        };
-        st.agree.running.retain(|(c, a)| !superseded(*c, a.instance()));
+        // One pass to find each series' newest decision, one to prune: this runs at every
+        // agreement message, so it must stay linear in the instances held.
+        let mut newest: HashMap<(u32, u32), u64> = HashMap::new();
+        for (c, a) in &st.agree.running {
+            if a.decision().is_some() {
+                let e = newest.entry((c.p2p().0, series(a.instance()))).or_insert(0);
+                *e = (*e).max(a.instance());
+            }
+        }
+        st.agree.running.retain(|(c, a)| {
+            newest.get(&(c.p2p().0, series(a.instance()))).is_none_or(|&newest| newest <= a.instance())
+        });
+        // A freed communicator never decides a newer instance: its decided ones stay
+        // for late members, the most recent FREED_DECIDED_KEEP of them (oldest first in
+        // `running`), so a program that dups and frees in a loop holds a bounded number.
+        let freed = |c: &ContextId, a: &Agreement| a.decision().is_some() && st.comms.get(c.p2p()).is_none();
+        let mut excess =
+            st.agree.running.iter().filter(|(c, a)| freed(c, a)).count().saturating_sub(FREED_DECIDED_KEEP);
+        if excess > 0 {
+            st.agree.running.retain(|(c, a)| {
+                let drop = excess > 0 && freed(c, a);
+                excess -= usize::from(drop);
+                !drop
+            });
+        }
         let mut out = Vec::new();
         for (_, a) in &mut st.agree.running {
             while let Some((to, m)) = a.poll_transmit() {

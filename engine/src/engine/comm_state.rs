@@ -35,6 +35,11 @@ impl CommFlags {
     }
 }
 
+/// Communicators of at most this many members get their notices flooded (every member
+/// to every other, on first receipt) rather than over the overlay: n − 1 sends a member
+/// is no burden there, and one hop beats log2 n of them.
+pub(super) const FLOOD_MAX: usize = 64;
+
 /// The notice that breaks the communicator keyed by `key` so elsewhere.
 fn broken_note(broken: Broken, key: ContextId) -> Note {
     match broken {
@@ -145,9 +150,7 @@ impl Engine {
         let Some(c) = self.st.comms.get(key) else { return };
         let group = c.group.clone();
         let Some(me) = group.iter().position(|r| *r == self.st.me) else { return };
-        let mut to = Vec::new();
-        notice::fingers(group.len(), me, |at| self.st.is_live(group[at]), &mut to);
-        for at in to {
+        for at in self.st.notice_targets(&group, me) {
             self.st.post_or_queue(&mut self.transport, group[at], Outgoing::Note(note));
         }
     }
@@ -318,6 +321,24 @@ impl Engine {
 
 impl State {
     /// Whether `peer` is neither failed nor departed.
+    /// Where a communicator notice (revoke, corrupt, signal) goes from member `me` of
+    /// `group` when it first holds it: on up to [`FLOOD_MAX`] members every other live
+    /// member (one hop: a relay that must first be scheduled costs a wake-up, a
+    /// millisecond when ranks outnumber cores — bench/RESULTS.md §10b); above, the
+    /// overlay's ⌈log2 n⌉ fingers ([`notice::fingers`], R42). Either way the first is the
+    /// live ring successor, which the handover of [`Engine::pass_notes_past`] relies on.
+    pub(super) fn notice_targets(&self, group: &[Rank], me: usize) -> Vec<usize> {
+        let n = group.len();
+        let live = |at: usize| self.is_live(group[at]);
+        let mut to = Vec::new();
+        if n <= FLOOD_MAX {
+            to.extend((1..n).map(|i| (me + i) % n).filter(|&at| live(at)));
+        } else {
+            notice::fingers(n, me, live, &mut to);
+        }
+        to
+    }
+
     pub(super) fn is_live(&self, peer: Rank) -> bool {
         self.peers.get(peer.0 as usize).is_some_and(|p| !p.failed)
     }

@@ -5,7 +5,7 @@
 //! on the list of signals — after which the operations parked behind it complete with
 //! the agreed list.
 
-use runthrough_ft::{notice, SignalId};
+use runthrough_ft::SignalId;
 
 use super::{Engine, Outgoing, RESOLUTION_SERIES};
 use crate::error::Error;
@@ -79,9 +79,7 @@ impl Engine {
         self.st.cs.comm_notices = true;
         let group = c.group.clone();
         if let Some(at) = group.iter().position(|r| *r == me) {
-            let mut to = Vec::new();
-            notice::fingers(group.len(), at, |x| self.st.is_live(group[x]), &mut to);
-            for x in to {
+            for x in self.st.notice_targets(&group, at) {
                 let note = Note::Signal { ctx: key.0, id, code };
                 self.st.post_or_queue(&mut self.transport, group[x], Outgoing::Note(note));
             }

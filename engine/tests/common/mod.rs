@@ -9,7 +9,7 @@ pub use runthrough_engine::matching::Pattern;
 pub use runthrough_engine::transport::sim::SimHub;
 pub use runthrough_engine::transport::{AnyTransport, Transport};
 pub use runthrough_engine::SendTarget;
-pub use runthrough_engine::{Config, ContextId, Engine, Error, Rank, Request, Status, Tag};
+pub use runthrough_engine::{Config, ContextId, Engine, Error, Rank, Request, Status, Tag, FREED_DECIDED_KEEP};
 
 pub const CTX: ContextId = ContextId(0);
 /// A communicator of world ranks 1.. (its rank i is world rank i + 1).
