@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use runthrough_ft::{AgreeMsg, Agreement, Decision, Participants, Time};
 
-use super::{Engine, Outgoing};
+use super::{Engine, Outgoing, State};
+use crate::transport::AnyTransport;
 use crate::comms::Comms;
 use crate::error::Error;
 use crate::types::{ContextId, Rank};
@@ -24,6 +25,9 @@ pub(super) struct Agreements {
     /// An agreement took input since its output was last drained (so progress only
     /// services agreements when there can be something to send).
     pub(super) dirty: bool,
+    /// Decided instances in `running` after the last pruning: `agree_service` prunes
+    /// again only when an instance decided since.
+    pub(super) decided_after_pruning: usize,
 }
 
 /// Messages kept for agreements not entered yet, at most.
@@ -121,8 +125,12 @@ impl Engine {
         // one covered a report from every live member, each sent only after deciding
         // the older one, so nobody alive can need the older one any more. Dropping it
         // when the newer one merely starts could strand a member whose relay died.
-        // One pass to find each series' newest decision, one to prune: this runs at every
-        // agreement message, so it must stay linear in the instances held.
+        // Only when an instance decided since the last pruning (this runs at every
+        // agreement message): one pass to find each series' newest decision, one to prune.
+        let decided_now = st.agree.running.iter().filter(|(_, a)| a.decision().is_some()).count();
+        if decided_now == st.agree.decided_after_pruning {
+            return Self::agree_send(transport, st);
+        }
         let mut newest: HashMap<(u32, u32), u64> = HashMap::new();
         for (c, a) in &st.agree.running {
             if a.decision().is_some() {
@@ -146,6 +154,12 @@ impl Engine {
                 !drop
             });
         }
+        st.agree.decided_after_pruning = st.agree.running.iter().filter(|(_, a)| a.decision().is_some()).count();
+        Self::agree_send(transport, st);
+    }
+
+    /// Sends what the agreements want sent.
+    fn agree_send(transport: &mut AnyTransport, st: &mut State) {
         let mut out = Vec::new();
         for (_, a) in &mut st.agree.running {
             while let Some((to, m)) = a.poll_transmit() {
