@@ -17,13 +17,24 @@ const FABRIC: [&str; 4] = ["--transport", "fabric", "--provider", "tcp"];
 /// Runs `ulfm_check MODE` on `n` ranks; `victims` must end abnormally, every other rank
 /// cleanly with its `ok` line; returns the survivors' lines.
 fn check(n: usize, mode: &str, transport: &[&str], victims: &[u32]) -> Vec<String> {
+    check_env(n, mode, transport, victims, &[])
+}
+
+/// The overlay instead of the flood on these few ranks (notices are flooded up to 64
+/// members by default).
+const OVERLAY: (&str, &str) = ("RT_NOTICE_FLOOD_MAX", "0");
+
+/// [`check`] with more environment.
+fn check_env(n: usize, mode: &str, transport: &[&str], victims: &[u32], env: &[(&str, &str)]) -> Vec<String> {
     let prog = example("ulfm_check");
     let ranks = n.to_string();
     let mut a = vec!["-n", &ranks];
     a.extend_from_slice(transport);
     a.push(prog.to_str().unwrap());
     a.push(mode);
-    let run = run_env(&a, &[FT], LIMIT);
+    let mut env = env.to_vec();
+    env.push(FT);
+    let run = run_env(&a, &env, LIMIT);
     let out = if victims.is_empty() { ok(&run) } else { ok_failed(&run, victims) };
     (0..n as u32)
         .filter(|r| !victims.contains(r))
@@ -70,7 +81,7 @@ fn revoke_spreads_although_the_revoker_dies_while_it_spreads() {
 fn revoke_spreads_over_the_overlay_although_revoker_and_relay_die() {
     for transport in [&[][..], &FABRIC[..]] {
         for n in [8, 6] {
-            let lines = check(n, "revoke-relay-kill", transport, &[0, n as u32 - 1]);
+            let lines = check_env(n, "revoke-relay-kill", transport, &[0, n as u32 - 1], &[OVERLAY]);
             let revoked: Vec<bool> = lines.iter().map(|l| l.ends_with("revoked=true")).collect();
             assert!(revoked.iter().all(|&r| r == revoked[0]), "{transport:?} -n {n}: not uniform: {lines:?}");
         }
@@ -132,7 +143,7 @@ fn a_signal_survives_its_signaller_dying_while_it_spreads() {
 fn a_signal_spreads_over_the_overlay_although_signaller_and_relay_die() {
     for transport in [&[][..], &FABRIC[..]] {
         for n in [8, 6] {
-            let lines = check(n, "signal-relay-kill", transport, &[0, n as u32 - 1]);
+            let lines = check_env(n, "signal-relay-kill", transport, &[0, n as u32 - 1], &[OVERLAY]);
             let caught: Vec<bool> = lines.iter().map(|l| l.ends_with("caught=true")).collect();
             assert!(caught.iter().all(|&c| c == caught[0]), "{transport:?} -n {n}: not uniform: {lines:?}");
         }

@@ -48,6 +48,7 @@ pub const TUNABLES: &[Tunable] = &[
     t("RT_SHM_CMA", "1", "0: no single copy (CMA) between ranks of a node"),
     t("RT_COLL_SHM", "1", "0: no shared-memory collectives or register agreement (everything over messages)"),
     t("RT_COLL_FLAT_MAX", "8", "members up to which short collectives over messages go flat"),
+    t("RT_NOTICE_FLOOD_MAX", "64", "members up to which revoke, corrupt and signal notices are flooded (one hop); above, they travel the log2 n overlay"),
     t("RT_COLL_CMA_MIN", "16384", "bytes per member from which a node's broadcasts (ranks outnumbering cores), allgathers and alltoalls (a core per rank) are pulled in place by CMA"),
     t("RT_COLL_BULK", "1048576 when two or more ranks share the node, else 0", "bytes of each bulk buffer through which a node's reductions of 16 KiB or more combine in place (a multiple of 4096; 0: none)"),
     t("RT_FT", "1", "0: no failure detector (rtrun --no-ft)"),

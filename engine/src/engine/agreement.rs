@@ -10,9 +10,9 @@ use std::time::Instant;
 use runthrough_ft::{AgreeMsg, Agreement, Decision, Participants, Time};
 
 use super::{Engine, Outgoing, State};
-use crate::transport::AnyTransport;
 use crate::comms::Comms;
 use crate::error::Error;
+use crate::transport::AnyTransport;
 use crate::types::{ContextId, Rank};
 
 /// Agreements (validate, agree) this process takes part in, and messages for instances

@@ -35,10 +35,14 @@ impl CommFlags {
     }
 }
 
-/// Communicators of at most this many members get their notices flooded (every member
-/// to every other, on first receipt) rather than over the overlay: n − 1 sends a member
-/// is no burden there, and one hop beats log2 n of them.
-pub(super) const FLOOD_MAX: usize = 64;
+/// Communicators of at most this many members (`RT_NOTICE_FLOOD_MAX`, default 64) get
+/// their notices flooded (every member to every other, on first receipt) rather than
+/// over the overlay: n − 1 sends a member is no burden there, and one hop beats log2 n
+/// of them. The tests set it to 0 to run the overlay on a few processes.
+fn flood_max() -> usize {
+    static FLOOD: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *FLOOD.get_or_init(|| std::env::var("RT_NOTICE_FLOOD_MAX").ok().and_then(|v| v.parse().ok()).unwrap_or(64))
+}
 
 /// The notice that breaks the communicator keyed by `key` so elsewhere.
 fn broken_note(broken: Broken, key: ContextId) -> Note {
@@ -322,16 +326,16 @@ impl Engine {
 impl State {
     /// Whether `peer` is neither failed nor departed.
     /// Where a communicator notice (revoke, corrupt, signal) goes from member `me` of
-    /// `group` when it first holds it: on up to [`FLOOD_MAX`] members every other live
-    /// member (one hop: a relay that must first be scheduled costs a wake-up, a
-    /// millisecond when ranks outnumber cores — bench/RESULTS.md §10b); above, the
+    /// `group` when it first holds it: on up to [`flood_max`] members every other live
+    /// member (one hop, where the overlay's log2 n hops each wait for a relay to be
+    /// scheduled, slow when ranks outnumber cores); above, the
     /// overlay's ⌈log2 n⌉ fingers ([`notice::fingers`], R42). Either way the first is the
     /// live ring successor, which the handover of [`Engine::pass_notes_past`] relies on.
     pub(super) fn notice_targets(&self, group: &[Rank], me: usize) -> Vec<usize> {
         let n = group.len();
         let live = |at: usize| self.is_live(group[at]);
         let mut to = Vec::new();
-        if n <= FLOOD_MAX {
+        if n <= flood_max() {
             to.extend((1..n).map(|i| (me + i) % n).filter(|&at| live(at)));
         } else {
             notice::fingers(n, me, live, &mut to);
