@@ -59,15 +59,19 @@ fn revoke_fails_blocked_and_later_operations_at_every_member_but_agree_decides()
     }
 }
 
+/// The survivors ended uniformly: every line ends with `outcome` or none does.
+fn assert_uniform(lines: &[String], outcome: &str, what: &str) {
+    let seen: Vec<bool> = lines.iter().map(|l| l.ends_with(outcome)).collect();
+    assert!(seen.iter().all(|&s| s == seen[0]), "{what}: not uniform: {lines:?}");
+}
+
 /// The revoker dies right after revoking: the notice either reached a survivor (then the
 /// flood brings it to every survivor, checked in the example by two agreements) or none.
 #[test]
 fn revoke_spreads_although_the_revoker_dies_while_it_spreads() {
     for transport in [&[][..], &FABRIC[..]] {
         for _ in 0..3 {
-            let lines = check(4, "revoke-kill", transport, &[3]);
-            let revoked: Vec<bool> = lines.iter().map(|l| l.ends_with("revoked=true")).collect();
-            assert!(revoked.iter().all(|&r| r == revoked[0]), "{transport:?}: not uniform: {lines:?}");
+            assert_uniform(&check(4, "revoke-kill", transport, &[3]), "revoked=true", &format!("{transport:?}"));
         }
     }
 }
@@ -82,8 +86,7 @@ fn revoke_spreads_over_the_overlay_although_revoker_and_relay_die() {
     for transport in [&[][..], &FABRIC[..]] {
         for n in [8, 6] {
             let lines = check_env(n, "revoke-relay-kill", transport, &[0, n as u32 - 1], &[OVERLAY]);
-            let revoked: Vec<bool> = lines.iter().map(|l| l.ends_with("revoked=true")).collect();
-            assert!(revoked.iter().all(|&r| r == revoked[0]), "{transport:?} -n {n}: not uniform: {lines:?}");
+            assert_uniform(&lines, "revoked=true", &format!("{transport:?} -n {n}"));
         }
     }
 }
@@ -128,9 +131,7 @@ fn shrink_after_a_kill_gives_every_survivor_the_same_communicator() {
 fn a_signal_survives_its_signaller_dying_while_it_spreads() {
     for transport in [&[][..], &FABRIC[..]] {
         for _ in 0..3 {
-            let lines = check(4, "signal-kill", transport, &[3]);
-            let caught: Vec<bool> = lines.iter().map(|l| l.ends_with("caught=true")).collect();
-            assert!(caught.iter().all(|&c| c == caught[0]), "{transport:?}: not uniform: {lines:?}");
+            assert_uniform(&check(4, "signal-kill", transport, &[3]), "caught=true", &format!("{transport:?}"));
         }
     }
 }
@@ -144,8 +145,7 @@ fn a_signal_spreads_over_the_overlay_although_signaller_and_relay_die() {
     for transport in [&[][..], &FABRIC[..]] {
         for n in [8, 6] {
             let lines = check_env(n, "signal-relay-kill", transport, &[0, n as u32 - 1], &[OVERLAY]);
-            let caught: Vec<bool> = lines.iter().map(|l| l.ends_with("caught=true")).collect();
-            assert!(caught.iter().all(|&c| c == caught[0]), "{transport:?} -n {n}: not uniform: {lines:?}");
+            assert_uniform(&lines, "caught=true", &format!("{transport:?} -n {n}"));
         }
     }
 }
@@ -156,6 +156,21 @@ fn a_signal_reaches_every_survivor_with_a_failed_member_present() {
     for transport in [&[][..], &FABRIC[..]] {
         for line in check(4, "signal-failed", transport, &[3]) {
             assert!(line.ends_with("caught=[(0, 5)]"), "{line}");
+        }
+    }
+}
+
+/// R27: an error resolution overtakes collectives pending at the other members — on
+/// shared memory's lock-free path too, where members' words pass the pending barrier's
+/// number once they completed the resolution: every barrier fails with the signal, and
+/// the communicator's next collectives match each other.
+#[test]
+fn a_signal_fails_the_collectives_pending_at_the_other_members() {
+    for transport in [&[][..], &FABRIC[..]] {
+        for n in [4, 3] {
+            for line in check(n, "signal-in-collective", transport, &[]) {
+                assert!(line.ends_with("caught=[(1, 9)]"), "{transport:?} -n {n}: {line}");
+            }
         }
     }
 }

@@ -34,6 +34,10 @@
 //!   failed, rank 0 signals while the others block receiving from rank 0: every survivor
 //!   gets `Propagated([(0, 5)])` (a failed member is no obstacle), and afterwards the
 //!   survivors still talk on the communicator.
+//! - `signal-in-collective`: every rank but 1 blocks in a barrier on the dup; rank 1
+//!   signals instead of joining it: every barrier fails with `Propagated([(1, 9)])` (an
+//!   error resolution overtakes a pending collective, also on shared memory's lock-free
+//!   path, R27), then a barrier and an allreduce on the dup succeed.
 //! - `shrink`: the last rank SIGKILLs itself; the survivors revoke the world's dup,
 //!   shrink it, and run an allreduce on the new communicator of the N-1 survivors.
 
@@ -236,6 +240,31 @@ fn signal_failed(world: &Comm) -> Result<String, Error> {
     Ok("caught=[(0, 5)]".into())
 }
 
+fn signal_in_collective(world: &Comm) -> Result<String, Error> {
+    let (me, n) = (world.rank(), world.size());
+    let comm = world.dup()?;
+    comm.set_error_mode(ErrorMode::ErrorsReturn);
+    let want = Error::Propagated(vec![(1, 9)]);
+    if me == 1 {
+        // The others are inside the barrier by now (shared memory: its lock-free path).
+        std::thread::sleep(Duration::from_millis(100));
+        let e = comm.signal_error(9);
+        if e != want {
+            fail(&format!("rank {me}: signal_error gave {e:?}"));
+        }
+    } else {
+        expect_err(me, "barrier overtaken by a signal", comm.barrier(), |e| *e == want);
+    }
+    // Used as before: nothing left armed, and no collective matches one begun before.
+    comm.barrier()?;
+    let mut sum = [0u64];
+    comm.allreduce(&[me as u64], &mut sum, Op::Sum)?;
+    if sum[0] != (n * (n - 1) / 2) as u64 {
+        fail(&format!("rank {me}: allreduce after the signal gave {sum:?}"));
+    }
+    Ok("caught=[(1, 9)]".into())
+}
+
 fn corrupt(world: &Comm) -> Result<String, Error> {
     let me = world.rank();
     let comm = world.dup()?;
@@ -339,6 +368,7 @@ fn main() -> Result<(), Error> {
         "signal-kill" => signal_kill(&world, false)?,
         "signal-relay-kill" => signal_kill(&world, true)?,
         "signal-failed" => signal_failed(&world)?,
+        "signal-in-collective" => signal_in_collective(&world)?,
         "ack" => ack(&world)?,
         "shrink" => shrink(&world)?,
         m => fail(&format!("unknown mode {m}")),

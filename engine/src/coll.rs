@@ -161,6 +161,10 @@ impl<'a> Coll<'a> {
     ) -> Result<Self, Error> {
         let (view, chunk) = {
             let mut e = eng.lock();
+            if e.is_resolving(ctx) {
+                drop(e);
+                return Err(Self::parked(eng, ctx));
+            }
             let view = e.coll_begin(ctx)?;
             (view, e.eager_limit().max(1))
         };
@@ -182,6 +186,25 @@ impl<'a> Coll<'a> {
             shm,
             shm_only: false,
         })
+    }
+
+    /// A collective begun while an error resolution runs on its communicator (R27) is
+    /// parked, as a receive is: it never starts (shared memory's collectives post no
+    /// receives to park, and would match the others' collectives after the resolution)
+    /// and fails with the resolution's list once it completes.
+    #[cold]
+    fn parked(eng: &BiasedMutex<Engine>, ctx: ContextId) -> Error {
+        let mut waiter = crate::handle::Waiter::new(0);
+        loop {
+            {
+                let mut e = eng.lock();
+                if let Some(err) = e.overtaken_error(ctx) {
+                    return err;
+                }
+                e.progress();
+            }
+            waiter.snooze();
+        }
     }
 
     /// Begins a collective that the caller knows takes the shared-memory path (one of

@@ -920,6 +920,12 @@ impl<'a> Op<'_, 'a> {
         loop {
             let x = word.load(Ordering::Acquire);
             if x >= s {
+                // Members' words pass this collective's number also when they completed
+                // an error resolution that overtook it (their new epoch's numbers are
+                // higher): then it fails here too (R27).
+                if self.sh.coll.fail_gen() != self.sh.gen {
+                    self.overtaken()?;
+                }
                 return Ok(x);
             }
             self.check()?;
@@ -941,8 +947,29 @@ impl<'a> Op<'_, 'a> {
         if g != self.sh.gen {
             self.sh.gen = g;
             self.c.eng.lock().coll_check(self.c.ctx)?;
+            self.overtaken()?;
         }
         Ok(())
+    }
+
+    /// Fails when an error resolution (R27) overtook this collective (it runs, or it
+    /// completed since this collective began: [`Engine::resolution_overtook`]), with the
+    /// resolution's list once it completed: this collective was the pending wait.
+    fn overtaken(&mut self) -> Result<(), Error> {
+        let epoch = (self.s >> 32) as u32;
+        if !self.c.eng.lock().resolution_overtook(self.c.ctx, epoch) {
+            return Ok(());
+        }
+        loop {
+            {
+                let mut e = self.c.eng.lock();
+                if let Some(err) = e.overtaken_error(self.c.ctx) {
+                    return Err(err);
+                }
+                e.progress();
+            }
+            self.waiter.snooze();
+        }
     }
 
     /// Word `i` of `rank`'s line of this collective.

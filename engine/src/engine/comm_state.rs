@@ -361,11 +361,33 @@ impl State {
             c.prop.parked.push(req);
             return true;
         }
-        if let Some(list) = c.prop.armed.take() {
+        if let Some(list) = self.take_armed(ctx) {
             self.set_outcome(req, Err(Error::Propagated(list)));
             return true;
         }
         false
+    }
+
+    /// The undelivered propagated list of the communicator of `ctx`, taken (R27); its
+    /// collectives may then start on the lock-free shared-memory path again.
+    pub(super) fn take_armed(&mut self, ctx: ContextId) -> Option<Vec<(u32, i32)>> {
+        let c = self.comms.get_mut(ctx)?;
+        let list = c.prop.armed.take()?;
+        if let (Some(slot), Some(sc)) = (c.shm_slot, &self.cs.shm_coll) {
+            sc.set_state(slot, c.active, c.recognized.is_empty());
+        }
+        Some(list)
+    }
+
+    /// While the communicator of `ctx` holds an undelivered propagated list, its
+    /// collectives start on the locked path, which delivers it (R27): the lock-free
+    /// start ([`crate::coll::Coll::begin_shm`]) does not look at it.
+    pub(super) fn hold_shm_fast_path(&self, ctx: ContextId) {
+        if let (Some(c), Some(sc)) = (self.comms.get(ctx), &self.cs.shm_coll) {
+            if let Some(slot) = c.shm_slot.filter(|_| c.prop.armed.is_some()) {
+                sc.set_state(slot, c.active, false);
+            }
+        }
     }
 
     /// Members waiting in a shared-memory collective on the communicator of `ctx` stop

@@ -52,7 +52,27 @@ impl Engine {
     /// The propagated list the next operation on the communicator of `ctx` fails with,
     /// taken (R27: each member gets the exception once, at its pending or next wait).
     pub fn take_armed(&mut self, ctx: ContextId) -> Option<Vec<(u32, i32)>> {
-        self.st.comms.get_mut(ctx).and_then(|c| c.prop.armed.take())
+        self.st.take_armed(ctx)
+    }
+
+    /// Whether an error resolution overtook a shared-memory collective begun on the
+    /// communicator of `ctx` in its collective epoch `epoch` (R27): one runs, or one
+    /// completed since (it started a new epoch). Such a collective must fail with the
+    /// resolution's list ([`Engine::overtaken_error`]), never complete by matching
+    /// members' collectives begun after it.
+    pub fn resolution_overtook(&self, ctx: ContextId, epoch: u32) -> bool {
+        self.st.comms.get(ctx).is_some_and(|c| c.prop.running.is_some() || c.epoch != epoch)
+    }
+
+    /// The error of a collective [`Engine::resolution_overtook`], once no resolution runs:
+    /// the undelivered list (taken: this is the member's pending wait), else the last
+    /// delivered one. `None` while a resolution runs.
+    pub fn overtaken_error(&mut self, ctx: ContextId) -> Option<Error> {
+        if self.is_resolving(ctx) {
+            return None;
+        }
+        let list = self.take_armed(ctx).or_else(|| self.last_propagated(ctx));
+        Some(list.map_or(Error::ApiMisuse("a collective overlapped a validate of its communicator"), Error::Propagated))
     }
 
     /// The last propagated list delivered on the communicator of `ctx`.
@@ -192,7 +212,8 @@ impl Engine {
             decided.iter().filter_map(|&(id, code)| c.local_rank(Rank(id as u32)).map(|l| (l, code))).collect();
         list.sort_unstable();
         let parked = std::mem::take(&mut c.prop.parked);
-        if parked.is_empty() {
+        let armed = parked.is_empty();
+        if armed {
             // Undelivered lists accumulate: the next operation gets all of them at once.
             let armed = c.prop.armed.get_or_insert_with(Vec::new);
             armed.extend_from_slice(&list);
@@ -207,6 +228,10 @@ impl Engine {
         // Collectives begun before never match ones begun after (like a validate).
         let recognized = self.recognized(ctx);
         self.validate_commit(ctx, &recognized);
+        if armed {
+            // The next collective takes the locked path, which delivers the list.
+            self.st.hold_shm_fast_path(ctx);
+        }
         self.enter_resolution(ctx);
     }
 }
