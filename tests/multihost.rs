@@ -191,3 +191,57 @@ fn job_secret_in_no_command_line_or_environment_across_hosts() {
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+/// Accept/connect between two jobs on different hosts (R40): a job of 2 accepting
+/// (`abi/c/connect_check.c server`) and a job of 3 connecting (`client`), each under its
+/// own `rtrun` with its own hosts, over tcp — first on disjoint hosts (rt-h0 against
+/// rt-h1 and rt-h2), then sharing rt-h1. The port is the accepting launcher's service on
+/// the bridge (`--kv-addr`); messages both ways, a merge and an allreduce over both jobs,
+/// disconnect and close, every rank of both jobs checked, and the traffic crossed the
+/// accepting host's veth.
+#[test]
+fn two_jobs_on_different_hosts_connect_through_a_port() {
+    let Some(_cluster) = cluster() else { return };
+    let prog = common::abi_program("abi/c/connect_check.c");
+    let lib = common::abi_lib().to_string_lossy().into_owned();
+    let env = [FT_TIMEOUT, ("LD_LIBRARY_PATH", lib.as_str())];
+    let layouts = [
+        ("rt-h0=10.77.0.11", "rt-h1=10.77.0.12,rt-h2=10.77.0.13"),
+        ("rt-h0=10.77.0.11,rt-h1=10.77.0.12", "rt-h1=10.77.0.12,rt-h2=10.77.0.13"),
+    ];
+    for (i, (server_hosts, client_hosts)) in layouts.into_iter().enumerate() {
+        let file = std::env::temp_dir().join(format!("rt-port-hosts-{}-{i}", std::process::id()));
+        let _ = std::fs::remove_file(&file);
+        let job = |n: &str, hosts: &str, role: &str| {
+            let mut c = std::process::Command::new(common::rtrun());
+            c.args(["-n", n, "--host", hosts, "--launch-agent", AGENT, "--kv-addr", KV_ADDR, "--provider", "tcp"]);
+            c.arg(&prog).arg(role).arg(&file).envs(env);
+            c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+            c.spawn().expect("start rtrun")
+        };
+        let before = bridge_port_rx(0);
+        let server = job("2", server_hosts, "server");
+        let client = job("3", client_hosts, "client");
+        let outputs = [(server, 2), (client, 3)].map(|(mut child, n)| {
+            let start = std::time::Instant::now();
+            while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(120) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            (child.wait_with_output().unwrap(), n)
+        });
+        let port = std::fs::read_to_string(&file).unwrap_or_default();
+        let _ = std::fs::remove_file(&file);
+        assert!(port.starts_with(&format!("rtport/{KV_ADDR}:")), "port {port:?}");
+        for ((o, n), role) in outputs.iter().zip(["server", "client"]) {
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert!(o.status.success(), "{role} job, hosts {layouts:?}[{i}]:\n{out}\n{}", stderr(o));
+            for r in 0..*n {
+                assert!(out.contains(&format!("connect_check: rank {r} ok (")), "{role} rank {r} [{i}]:\n{out}");
+            }
+            assert!(!out.contains("FAILED"), "{role} [{i}]:\n{out}");
+        }
+        let sent = bridge_port_rx(0) - before;
+        assert!(sent > 4 << 10, "rt-h0 sent only {sent} bytes through the bridge");
+    }
+}
