@@ -178,6 +178,13 @@ pub fn init_with(conf: Config) -> Result<Runtime, Error> {
     runthrough_launch::logging::install(conf.get(runthrough_launch::logging::RT_LOG), conf.get("RT_DEBUG"), &who);
     let found = bootstrap::detect(&conf)?;
     let job = bootstrap::connect(found, &conf, BOOT_CONNECT_TIMEOUT)?;
+    if conf.get(spawn::DIE_CONNECTED_ENV).is_some() {
+        eprintln!("runthrough: dying on purpose while joining a world ({})", spawn::DIE_JOINING_ENV);
+        // SIGKILL: no handler runs (a signal handler of a loaded library would delay the
+        // death, holding the sockets open meanwhile).
+        let _ = std::process::Command::new("kill").arg("-9").arg(std::process::id().to_string()).status();
+        std::process::abort();
+    }
     let cores = node_cores(&conf);
     let cfg = engine_config(&conf, cores, job.as_ref().map(|(j, _)| j))?;
     let local_size = job.as_ref().map_or(1, |(j, _)| j.local_size as usize);

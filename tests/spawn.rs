@@ -228,27 +228,15 @@ fn a_replacement_takes_the_dead_ranks_place_c() {
 #[test]
 fn two_jobs_connect_through_a_port() {
     let prog = connect_check();
-    let lib = abi_lib().to_string_lossy().into_owned();
     for (i, extra) in [&[][..], TCP].into_iter().enumerate() {
         let file = std::env::temp_dir().join(format!("rt-port-{}-{i}", std::process::id()));
-        let _ = std::fs::remove_file(&file);
-        let mut server = std::process::Command::new(common::rtrun());
-        server.args(["-n", "2"]).args(extra).arg(&prog).arg("server").arg(&file).env("LD_LIBRARY_PATH", &lib);
-        let server = server.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        let server = accepting_job(extra, "server", &file, &[]);
         let mut args = vec!["-n", "3"];
         args.extend_from_slice(extra);
         args.extend_from_slice(&[prog.to_str().unwrap(), "client", file.to_str().unwrap()]);
         let o = run_abi(&args, Duration::from_secs(120));
-        // A server whose client failed would wait in accept: bounded.
-        let mut server = server;
-        let start = std::time::Instant::now();
-        while server.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(60) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = server.kill();
-        let served = server.wait_with_output().unwrap();
+        let served = accepting_job_ends(server, &file);
         let sout = String::from_utf8_lossy(&served.stdout).into_owned();
-        let _ = std::fs::remove_file(&file);
         assert!(served.status.success(), "server job {extra:?}:\n{sout}\n{}", String::from_utf8_lossy(&served.stderr));
         let cout = every_process(&o, 3, &[], &[]);
         for r in 0..3 {
@@ -258,6 +246,81 @@ fn two_jobs_connect_through_a_port() {
             assert!(sout.contains(&format!("connect_check: rank {r} ok (")), "server {r} {extra:?}:\n{sout}");
         }
         assert!(!cout.contains("FAILED") && !sout.contains("FAILED"), "{cout}\n{sout}");
+    }
+}
+
+/// Starts the accepting job of the two-job tests: `rtrun -n 2 EXTRA connect_check SCENE
+/// FILE` with `env`, in the background (its rank 0 writes the port name to `FILE`).
+fn accepting_job(extra: &[&str], scene: &str, file: &std::path::Path, env: &[(&str, &str)]) -> std::process::Child {
+    let _ = std::fs::remove_file(file);
+    let mut server = std::process::Command::new(common::rtrun());
+    server.args(["-n", "2"]).args(extra).arg(connect_check()).arg(scene).arg(file);
+    server.env("LD_LIBRARY_PATH", abi_lib()).envs(env.iter().copied());
+    server.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
+}
+
+/// Waits (at most a minute: a server whose client failed would wait in accept) for the
+/// job of [`accepting_job`] and removes the port file.
+fn accepting_job_ends(mut server: std::process::Child, file: &std::path::Path) -> std::process::Output {
+    let start = std::time::Instant::now();
+    while server.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = server.kill();
+    let _ = std::fs::remove_file(file);
+    server.wait_with_output().unwrap()
+}
+
+/// A member dies as two jobs connect (R40, §17.10.1): rank 1 of the connecting job of 3
+/// (its launcher is not the accepting one, which sees only its connections), or rank 1 of
+/// the accepting job of 2, is SIGKILLed as soon as it reaches the joint world's service
+/// (`RT_TEST_DIE_JOINING`). Every survivor of both jobs gets an error from its
+/// `MPI_Comm_connect` / `MPI_Comm_accept` (no inter-communicator: the dead member never
+/// joined), each within 10 s — before, a dead connecting member held both jobs until
+/// the start-up fences timed out (60 s) — and finalizes; shared memory and tcp.
+#[test]
+fn a_member_dying_as_two_jobs_connect_fails_both_jobs_at_once() {
+    let prog = connect_check();
+    let die = [("RT_TEST_DIE_JOINING", "1")];
+    for (i, extra) in [&[][..], TCP].into_iter().enumerate() {
+        for (side, dies_in_client) in [("client", true), ("server", false)] {
+            let file = std::env::temp_dir().join(format!("rt-port-kill-{}-{i}-{side}", std::process::id()));
+            let server = accepting_job(extra, "server-kill", &file, if dies_in_client { &[] } else { &die });
+            let mut args = vec!["-n", "3"];
+            args.extend_from_slice(extra);
+            args.extend_from_slice(&[prog.to_str().unwrap(), "client-kill", file.to_str().unwrap()]);
+            let lib = abi_lib().to_string_lossy().into_owned();
+            let mut env = vec![("LD_LIBRARY_PATH", lib.as_str())];
+            if dies_in_client {
+                env.extend_from_slice(&die);
+            }
+            let o = run_env(&args, &env, Duration::from_secs(120));
+            let served = accepting_job_ends(server, &file);
+            let sout = String::from_utf8_lossy(&served.stdout).into_owned();
+            let serr = String::from_utf8_lossy(&served.stderr).into_owned();
+            let cout = every_process(&o, 3, if dies_in_client { &[1] } else { &[] }, &[]);
+            let what = format!("{side} member dies, {extra:?}");
+            let survivors = |n: u32, victim: bool| (0..n).filter(move |&r| !(victim && r == 1));
+            for (out, n, victim) in [(&cout, 3, dies_in_client), (&sout, 2, !dies_in_client)] {
+                for r in survivors(n, victim) {
+                    let line = out
+                        .lines()
+                        .find(|l| l.starts_with(&format!("connect_check: rank {r} outcome=")))
+                        .unwrap_or_else(|| panic!("{what}: rank {r} printed no outcome:\n{cout}\n{sout}\n{serr}"));
+                    assert!(line.contains("outcome=failed"), "{what}: {line}\n{cout}\n{sout}");
+                    let ms: u64 = line.rsplit("ms=").next().and_then(|v| v.trim().parse().ok()).unwrap();
+                    assert!(ms < 10_000, "{what}: rank {r} waited {ms} ms: {line}");
+                    assert!(out.contains(&format!("connect_check: rank {r} ok (")), "{what}: rank {r}:\n{out}");
+                }
+            }
+            if dies_in_client {
+                assert!(served.status.success(), "{what}: accepting job:\n{sout}\n{serr}");
+            } else {
+                // Its abnormal end, reported by its own launcher.
+                let ended = serr.lines().find(|l| l.starts_with("rtrun: rank 1 on host"));
+                assert!(ended.is_some_and(|l| l.ends_with("before finalize")), "{what}: {serr}");
+            }
+        }
     }
 }
 

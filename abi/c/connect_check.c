@@ -8,6 +8,12 @@
  *   client FILE  rank 0 waits for FILE and reads the port name; every rank connects on
  *                MPI_COMM_WORLD; the same checks from the other side. A connect to a
  *                port nobody opened fails with MPI_ERR_PORT first.
+ *   server-kill FILE, client-kill FILE
+ *                as server and client, with errors returned, while a member of the
+ *                connecting job dies as it joins the joint world (the test sets
+ *                RT_TEST_DIE_JOINING for the client job): every survivor of both jobs
+ *                prints "connect_check: rank R outcome=connected|failed ms=T" (T: the
+ *                accept or connect call's duration) instead of talking.
  *   names        within one job: rank 0 opens a port and publishes it, rank 1 looks it
  *                up (a duplicate publish: MPI_ERR_SERVICE), rank 0 accepts and rank 1
  *                connects on MPI_COMM_SELF, a message each way; unpublished, a lookup
@@ -79,18 +85,14 @@ static void server(const char *file)
         CHECK(MPI_Close_port(port) == MPI_SUCCESS, "close port");
 }
 
-static void client(const char *file)
+/* Rank 0 reads the port name from FILE (waiting up to a minute for it). */
+static void read_port(const char *file, char *port)
 {
-    char port[MPI_MAX_PORT_NAME] = "";
-    MPI_Comm inter;
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    int rc = MPI_Comm_connect("rtport/127.0.0.1:1/00", MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter);
-    CHECK(eclass(rc) == MPI_ERR_PORT && inter == MPI_COMM_NULL, "a port nobody opened: class %d", eclass(rc));
     if (rank == 0) {
         for (int i = 0; i < 6000; i++) {
             FILE *f = fopen(file, "r");
             if (f) {
-                CHECK(fgets(port, sizeof port, f) != NULL, "read the port name");
+                CHECK(fgets(port, MPI_MAX_PORT_NAME, f) != NULL, "read the port name");
                 fclose(f);
                 port[strcspn(port, "\n")] = 0;
                 break;
@@ -99,10 +101,51 @@ static void client(const char *file)
             nanosleep(&t, NULL);
         }
     }
+}
+
+static void client(const char *file)
+{
+    char port[MPI_MAX_PORT_NAME] = "";
+    MPI_Comm inter;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rc = MPI_Comm_connect("rtport/127.0.0.1:1/00", MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter);
+    CHECK(eclass(rc) == MPI_ERR_PORT && inter == MPI_COMM_NULL, "a port nobody opened: class %d", eclass(rc));
+    read_port(file, port);
     rc = MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter);
     CHECK(rc == MPI_SUCCESS, "connect rc %d", rc);
     if (rc == MPI_SUCCESS)
         talk(inter, 1);
+}
+
+/* The kill scenes: the outcome of accept (server) or connect (client) and how long it
+ * took; a connected inter-communicator is disconnected (it completes despite failures). */
+static void kill_scene(const char *file, int server_side)
+{
+    char port[MPI_MAX_PORT_NAME] = "";
+    MPI_Comm inter = MPI_COMM_NULL;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (server_side && rank == 0) {
+        CHECK(MPI_Open_port(MPI_INFO_NULL, port) == MPI_SUCCESS, "open port");
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.tmp", file);
+        FILE *f = fopen(tmp, "w");
+        fprintf(f, "%s\n", port);
+        fclose(f);
+        rename(tmp, file);
+    }
+    if (!server_side)
+        read_port(file, port);
+    double t0 = MPI_Wtime();
+    int rc = server_side ? MPI_Comm_accept(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter)
+                         : MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter);
+    int ms = (int)((MPI_Wtime() - t0) * 1000);
+    printf("connect_check: rank %d outcome=%s ms=%d\n", rank, rc == MPI_SUCCESS ? "connected" : "failed", ms);
+    fflush(stdout);
+    CHECK(rc == MPI_SUCCESS || inter == MPI_COMM_NULL, "failed, yet an inter-communicator");
+    if (rc == MPI_SUCCESS)
+        MPI_Comm_disconnect(&inter);
+    if (server_side && rank == 0)
+        CHECK(MPI_Close_port(port) == MPI_SUCCESS, "close port");
 }
 
 /* The name service within one job, and accept/connect between two of its ranks. */
@@ -191,12 +234,16 @@ int main(int argc, char **argv)
         server(argv[2]);
     else if (strcmp(scene, "client") == 0 && argc > 2)
         client(argv[2]);
+    else if (strcmp(scene, "server-kill") == 0 && argc > 2)
+        kill_scene(argv[2], 1);
+    else if (strcmp(scene, "client-kill") == 0 && argc > 2)
+        kill_scene(argv[2], 0);
     else if (strcmp(scene, "join") == 0)
         join();
     else if (strcmp(scene, "names") == 0)
         names();
     else
-        CHECK(0, "usage: connect_check server|client FILE | names | join");
+        CHECK(0, "usage: connect_check server|client|server-kill|client-kill FILE | names | join");
     int failed = check_report();
     MPI_Finalize();
     return failed;

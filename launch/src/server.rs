@@ -137,6 +137,11 @@ struct State {
     spawn_done: Vec<(u32, bool)>,
     /// Secrets of the open ports whose clients this service admits ([`PORT_CLIENT`]).
     ports: Vec<Vec<u8>>,
+    /// Ranks whose process the launcher cannot watch ([`Server::exit_on_close`]): their
+    /// last connection closing during the start-up records them as exited.
+    exit_on_close: Vec<bool>,
+    /// Open connections of each rank.
+    open: Vec<u32>,
 }
 
 struct Shared {
@@ -152,6 +157,39 @@ struct Shared {
 }
 
 impl Shared {
+    /// [`Server::record_exit`].
+    fn record_exit(&self, rank: u32, status: RankStatus) {
+        let mut st = self.lock();
+        let Some(seen) = st.has_exited.get_mut(rank as usize) else {
+            return;
+        };
+        if !*seen {
+            *seen = true;
+            st.pids[rank as usize] = None;
+            st.exited.push((rank, status));
+            st.out[rank as usize] = true;
+            self.changed.notify_all();
+        }
+    }
+
+    /// One more (`true`) or one fewer open connection of `rank`; the last one of a rank
+    /// of [`Server::exit_on_close`] closing during its start-up records it as exited.
+    fn connection(&self, rank: u32, opened: bool) {
+        let r = rank as usize;
+        let gone = {
+            let mut st = self.lock();
+            let Some(open) = st.open.get_mut(r) else { return };
+            *open = if opened { open.saturating_add(1) } else { open.saturating_sub(1) };
+            !opened && *open == 0 && st.exit_on_close[r] && !st.started[r] && !st.finalized[r]
+        };
+        if gone {
+            tracing::debug!(
+                "key-value service: rank {rank} (not watched here) closed its last connection while starting"
+            );
+            self.record_exit(rank, RankStatus::Exited(1));
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -230,6 +268,8 @@ impl Server {
                 next_spawn: 0,
                 spawn_done: Vec::new(),
                 ports: Vec::new(),
+                exit_on_close: vec![false; n],
+                open: vec![0; n],
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -291,16 +331,20 @@ impl Server {
     /// did not reach fail with `PeerExited`, and `Exited` requests list it. Recording
     /// the same rank twice, or a rank `>= size`, is ignored.
     pub fn record_exit(&self, rank: u32, status: RankStatus) {
-        let mut st = self.shared.lock();
-        let Some(seen) = st.has_exited.get_mut(rank as usize) else {
-            return;
-        };
-        if !*seen {
-            *seen = true;
-            st.pids[rank as usize] = None;
-            st.exited.push((rank, status));
-            st.out[rank as usize] = true;
-            self.shared.changed.notify_all();
+        self.shared.record_exit(rank, status);
+    }
+
+    /// `rank` runs in a process this launcher neither started nor can watch (a member of
+    /// another job in a joint world, `MPI_Comm_connect`): when its last connection to
+    /// this service closes before it finished its start-up (`Started`), it is recorded
+    /// as exited (status `Exited(1)`: unknown here). The kernel closes a process's
+    /// sockets when it dies; a live process, however busy or starved, keeps them open,
+    /// and one that gives up its start-up is out of it anyway. So a member of the other
+    /// job that dies while the joint world starts fails the start-up's fences at once,
+    /// instead of after their timeout.
+    pub fn exit_on_close(&self, rank: u32) {
+        if let Some(f) = self.shared.lock().exit_on_close.get_mut(rank as usize) {
+            *f = true;
         }
     }
 
@@ -523,10 +567,18 @@ fn serve_conn(shared: &Shared, mut stream: TcpStream, peer: Option<SocketAddr>) 
         }
     };
     let _ = stream.set_nodelay(true);
-    if rank != PORT_CLIENT {
-        advance(shared, rank, Phase::Init);
-        shared.lock().last_seen[rank as usize] = Some(Instant::now());
+    if rank == PORT_CLIENT {
+        return serve_requests(shared, stream, rank);
     }
+    advance(shared, rank, Phase::Init);
+    shared.lock().last_seen[rank as usize] = Some(Instant::now());
+    shared.connection(rank, true);
+    serve_requests(shared, stream, rank);
+    shared.connection(rank, false);
+}
+
+/// Answers the requests of an authenticated connection until it closes.
+fn serve_requests(shared: &Shared, mut stream: TcpStream, rank: u32) {
     let mut out = Vec::new();
     if reply(&mut stream, &mut out, &Response::Ok).is_err() {
         return;

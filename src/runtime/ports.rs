@@ -19,8 +19,10 @@
 //! start and recognized failures of the inter-communicator.
 //!
 //! Limits: the connecting group's processes are not the accepting launcher's, so it has
-//! no exit records of them: a connecting member that dies during the joint start-up
-//! holds it until its fences time out (60 s), then both groups fail alike; after it,
+//! no exit records of them; it records one as exited when its last connection to the
+//! joint world's service closes during the start-up (a dead process's sockets close), so
+//! both groups fail alike at once. A connecting member that dies before it reached that
+//! service holds the start-up until its fences time out (60 s); after the start-up,
 //! failures are found by the joint world's detector as any. A live member whose join
 //! fails after the joint start-up completed elsewhere (its `init` in the joint world
 //! errs) leaves the joint agreement waiting for it: its process is alive, so the witness

@@ -243,9 +243,20 @@ impl Runtime {
             .var(RT_SPAWN_PARENTS, parents.to_string())
             .unset("RT_TEST_LATE_START")
             .unset(RT_APPNUM);
-        init_with(conf)
+        let conf = match self.conf.get(DIE_JOINING_ENV).and_then(|v| v.trim().parse::<u32>().ok()) {
+            Some(r) if r == self.world.rank() as u32 => conf.var(DIE_CONNECTED_ENV, "1"),
+            _ => conf,
+        };
+        init_with(conf.unset(DIE_JOINING_ENV))
     }
 }
+
+/// Environment variable for testing R40: `RANK` makes the process of world rank `RANK`
+/// die (SIGKILL) as soon as it connected to the service of a world it joins (a spawned or
+/// joint world): a member that dies during the world's start-up.
+pub(crate) const DIE_JOINING_ENV: &str = "RT_TEST_DIE_JOINING";
+/// Set by [`DIE_JOINING_ENV`] in the joining process's start-up ([`crate::init_with`]).
+pub(crate) const DIE_CONNECTED_ENV: &str = "RT_TEST_DIE_CONNECTED";
 
 /// Step 1 of a spawn, accept or connect over `comm` with `root`: the members (world
 /// ranks), those recognized failed, and whether `comm` is collectively active (when not,

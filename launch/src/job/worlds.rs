@@ -546,6 +546,8 @@ struct Base {
 fn admit(server: &Server, members: &[u32], failed: &[u32], ranks: &[Rank], launch: &Launch<'_>) {
     for (i, &u) in members.iter().enumerate() {
         if u == u32::MAX {
+            // Another job's process (a connecting group): this launcher cannot watch it.
+            server.exit_on_close(i as u32);
             continue;
         }
         let rk = ranks.get(u as usize);
