@@ -64,18 +64,24 @@ static void talk(MPI_Comm inter, int high)
     CHECK(inter == MPI_COMM_NULL, "disconnected");
 }
 
+/* Rank 0 opens a port and writes its name to FILE (whole: written aside, then renamed). */
+static void open_port(const char *file, char *port)
+{
+    if (rank != 0)
+        return;
+    CHECK(MPI_Open_port(MPI_INFO_NULL, port) == MPI_SUCCESS, "open port");
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", file);
+    FILE *f = fopen(tmp, "w");
+    fprintf(f, "%s\n", port);
+    fclose(f);
+    rename(tmp, file);
+}
+
 static void server(const char *file)
 {
     char port[MPI_MAX_PORT_NAME] = "";
-    if (rank == 0) {
-        CHECK(MPI_Open_port(MPI_INFO_NULL, port) == MPI_SUCCESS, "open port");
-        char tmp[4096];
-        snprintf(tmp, sizeof tmp, "%s.tmp", file);
-        FILE *f = fopen(tmp, "w");
-        fprintf(f, "%s\n", port);
-        fclose(f);
-        rename(tmp, file);
-    }
+    open_port(file, port);
     MPI_Comm inter;
     int rc = MPI_Comm_accept(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter);
     CHECK(rc == MPI_SUCCESS, "accept rc %d", rc);
@@ -124,16 +130,9 @@ static void kill_scene(const char *file, int server_side)
     char port[MPI_MAX_PORT_NAME] = "";
     MPI_Comm inter = MPI_COMM_NULL;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    if (server_side && rank == 0) {
-        CHECK(MPI_Open_port(MPI_INFO_NULL, port) == MPI_SUCCESS, "open port");
-        char tmp[4096];
-        snprintf(tmp, sizeof tmp, "%s.tmp", file);
-        FILE *f = fopen(tmp, "w");
-        fprintf(f, "%s\n", port);
-        fclose(f);
-        rename(tmp, file);
-    }
-    if (!server_side)
+    if (server_side)
+        open_port(file, port);
+    else
         read_port(file, port);
     double t0 = MPI_Wtime();
     int rc = server_side ? MPI_Comm_accept(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter)
