@@ -130,6 +130,35 @@ fn a_child_killed_during_start_up_gives_every_parent_the_same_outcome() {
     }
 }
 
+/// R31 for children: rtrun SIGSTOPs the first child as it is started (`--stop`): it hangs
+/// before it connects, and the launcher's start-up watch excludes and kills it as it
+/// does a job's rank, so every parent's spawn fails with `MPI_ERR_SPAWN` (the other child
+/// cancelled) within seconds — before, the world's fences held the parents 60 s and
+/// they failed with another class — then a second spawn works; shm and tcp.
+#[test]
+fn a_child_hung_during_start_up_is_excluded_and_every_parent_gets_err_spawn() {
+    let prog = spawn_check();
+    for (stop, extra) in [("3@0", &[][..]), ("4@0", TCP)] {
+        let mut args = vec!["-n", "3", "--stop", stop];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[prog.to_str().unwrap(), "kill-child"]);
+        let start = std::time::Instant::now();
+        let o = run_abi(&args, Duration::from_secs(120));
+        let took = start.elapsed();
+        assert!(o.status.success(), "{}", o.dump());
+        let out = every_process(&o, 7, &[3, 4], &[]);
+        assert!(out.contains("first spawn failed with MPI_ERR_SPAWN"), "{stop}:\n{out}");
+        for r in 0..3 {
+            assert!(out.contains(&format!("spawn_check: rank {r} ok (")), "{stop} parent {r}:\n{out}");
+        }
+        let victim: u32 = stop.split('@').next().unwrap().parse().unwrap();
+        let rec = o.rank(7 - victim).record();
+        assert!(rec.contains("cancelled"), "the other first child is cancelled: {rec}\n{}", o.dump());
+        assert!(!out.contains("FAILED"), "{stop}:\n{out}");
+        assert!(took < Duration::from_secs(30), "{stop}: the job took {took:?}");
+    }
+}
+
 /// `spawn_check.c kill-parent`: the last parent SIGKILLs itself just before the spawn;
 /// every surviving parent's spawn fails with `MPIX_ERR_PROC_FAILED` and no child runs on
 /// (the launcher kills those started), then the survivors shrink and spawn two children

@@ -258,14 +258,37 @@ impl StartupWatch {
     }
 
     /// One round: excludes the ranks taken for hung (server first, so fences complete
-    /// without them, then SIGKILL).
-    fn round(&mut self, server: &Server, ranks: &mut [Rank]) {
+    /// without them, then SIGKILL) — the job's ranks, then the children starting in
+    /// spawned worlds (`worlds`: each world's service and the universe rank of each of
+    /// its ranks, `u32::MAX` for another job's process).
+    fn round(&mut self, server: &Server, ranks: &mut [Rank], worlds: &[(&Server, Vec<u32>)]) {
         let now = Instant::now();
         if now.saturating_duration_since(self.last_round) > self.timeout / 4 {
             self.steady_since = now;
         }
         self.last_round = now;
         let steady = now.saturating_duration_since(self.steady_since) > self.timeout;
+        let own: Vec<u32> = (0..ranks.len() as u32).collect();
+        self.exclude_hung(server, &own, ranks, steady, Some(self.launched));
+        for (w, members) in worlds {
+            // No connect deadline: a child not hung but slow to connect is awaited (its
+            // world's fences time out).
+            self.exclude_hung(w, members, ranks, steady, None);
+        }
+    }
+
+    /// [`StartupWatch::round`] for the ranks of `server` (`members`: the universe rank of
+    /// each); `connect_since`: ranks not connected by [`CONNECT_TIMEOUT`] after it are
+    /// hung too.
+    fn exclude_hung(
+        &self,
+        server: &Server,
+        members: &[u32],
+        ranks: &mut [Rank],
+        steady: bool,
+        connect_since: Option<Instant>,
+    ) {
+        let now = Instant::now();
         let mut hung_ranks = Vec::new();
         if steady {
             // Silent for the timeout and its process stopped: hung. Silent but alive on
@@ -274,7 +297,7 @@ impl StartupWatch {
             // timeouts.
             let long = server.silent_ranks(self.timeout * SILENT_FACTOR);
             for r in server.silent_ranks(self.timeout) {
-                let Some(rk) = ranks.get(r as usize) else { continue };
+                let Some(rk) = members.get(r as usize).and_then(|&u| ranks.get(u as usize)) else { continue };
                 let Some(child) = rk.child.as_ref() else { continue };
                 let hung = match sys::proc_state(child.id()) {
                     sys::ProcState::Stopped => true,
@@ -287,7 +310,8 @@ impl StartupWatch {
             }
         }
         let awaited = server.unwatched_awaited();
-        for (r, rk) in ranks.iter_mut().enumerate() {
+        for (r, &u) in members.iter().enumerate() {
+            let Some(rk) = ranks.get_mut(u as usize) else { continue };
             let Some(child) = rk.child.as_ref() else { continue };
             if !awaited.contains(&(r as u32)) {
                 rk.stalled_since = None;
@@ -300,16 +324,17 @@ impl StartupWatch {
                 }
             } else {
                 rk.stalled_since = None;
-                if now.saturating_duration_since(self.launched) > CONNECT_TIMEOUT {
+                if connect_since.is_some_and(|t| now.saturating_duration_since(t) > CONNECT_TIMEOUT) {
                     hung_ranks.push(r as u32);
                 }
             }
         }
         for r in hung_ranks {
             if server.exclude(r) {
-                tracing::debug!("rank {r} is unresponsive during start-up: excluded and killed");
-                if let Some(rk) = ranks.get_mut(r as usize) {
-                    kill_rank(r, rk);
+                let u = members[r as usize];
+                tracing::debug!("rank {u} is unresponsive during start-up: excluded and killed");
+                if let Some(rk) = ranks.get_mut(u as usize) {
+                    kill_rank(u, rk);
                 }
             }
         }
@@ -865,7 +890,7 @@ pub fn run(opts: &Options) -> Result<JobReport, LaunchError> {
                 }
             }
         }
-        watch.round(&server, &mut ranks);
+        watch.round(&server, &mut ranks, &worlds.starting());
         let mut spawned = worlds::Started::default();
         let world_aborts = worlds.serve(&server, &launch, &layout.hosts, &mut ranks, &mut spawned);
         live += spawned.processes;

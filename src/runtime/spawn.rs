@@ -215,7 +215,9 @@ impl Runtime {
                 Error::RankFailStop { rank: members.iter().position(|&m| m as usize == w).unwrap_or(0) as u32 }
             }
             (_, Ok(r), _) if !r.ok => Error::Spawn(r.reason.clone()),
-            (_, _, Err(e)) => e,
+            // The world did not start here (its fences timed out, say): a spawn error
+            // (MPI_ERR_SPAWN), as at the parents that joined and saw the agreement fail.
+            (_, _, Err(e)) => Error::Spawn(format!("joining the spawned world: {e}")),
             _ => Error::Spawn("a child or a parent failed during the spawn".into()),
         };
         Err(SpawnError { error, codes })

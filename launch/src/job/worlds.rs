@@ -344,6 +344,16 @@ impl Worlds {
         }
     }
 
+    /// The spawned worlds whose children may still be starting (the parents have not
+    /// decided yet), for the start-up watch: each world's service and the universe rank
+    /// of each of its children by world rank (`u32::MAX` for the parents, whose start-up
+    /// was their job's: they are not watched here).
+    pub(super) fn starting(&self) -> Vec<(&Server, Vec<u32>)> {
+        let children =
+            |w: &World| w.members.iter().enumerate().map(|(i, &u)| if i < w.parents { u32::MAX } else { u }).collect();
+        self.list.iter().filter(|w| w.spawned && w.decided.is_none()).map(|w| (&w.server, children(w))).collect()
+    }
+
     /// Records in every spawned world holding universe rank `u` that it exited.
     pub(super) fn record_exit(&self, u: u32, status: RankStatus) {
         for w in &self.list {
