@@ -260,7 +260,7 @@ impl StartupWatch {
     /// One round: excludes the ranks taken for hung (server first, so fences complete
     /// without them, then SIGKILL) — the job's ranks, then the children starting in
     /// spawned worlds (`worlds`: each world's service and the universe rank of each of
-    /// its ranks, `u32::MAX` for another job's process).
+    /// its ranks, `u32::MAX` for those not watched here).
     fn round(&mut self, server: &Server, ranks: &mut [Rank], worlds: &[(&Server, Vec<u32>)]) {
         let now = Instant::now();
         if now.saturating_duration_since(self.last_round) > self.timeout / 4 {
